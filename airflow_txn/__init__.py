@@ -1,0 +1,15 @@
+"""airflow_txn: make a DAG of Spark tasks that writes several tables behave as ONE transaction.
+
+The core (this package without `airflow_txn.spark` and `airflow_txn.airflow`) imports neither
+Airflow nor Spark.
+"""
+
+from airflow_txn import errors
+from airflow_txn.csn import PREHISTORIC_CSN, ROLLBACK_CSN
+from airflow_txn.errors import TxnError
+from airflow_txn.transaction import Transaction
+from airflow_txn.warehouse import Warehouse
+
+__version__ = "0.1.0"
+
+__all__ = ["PREHISTORIC_CSN", "ROLLBACK_CSN", "Transaction", "TxnError", "Warehouse", "errors"]

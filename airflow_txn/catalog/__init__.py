@@ -1,0 +1,5 @@
+"""The catalog: a SQL database (SQLite or PostgreSQL) reached through SQLAlchemy Core."""
+
+from airflow_txn.catalog.database import Catalog
+
+__all__ = ["Catalog"]

@@ -1,0 +1,159 @@
+"""The catalog database: engine set-up (SQLite WAL or PostgreSQL), read/write transactions, schema init.
+
+Writers on SQLite take the database lock up front (`BEGIN IMMEDIATE`) so two processes never
+deadlock upgrading a read lock; on PostgreSQL writers run at READ COMMITTED and lock the rows they
+change (`FOR UPDATE`), which `lock_for_update` adds only where the dialect supports it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Select, create_engine, event, insert, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.pool import NullPool
+
+from airflow_txn.catalog import schema
+from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.errors import TxnError
+
+_SQLITE_BUSY_MS = 60_000
+_PG_INIT_LOCK = 7_311_004_221  # advisory lock id held while creating the schema
+
+
+def _sqlite_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (pysqlite recipe)
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_MS}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def _generic_engine(url: str) -> Engine:
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+
+class Catalog:
+    """One catalog database; `write()` and `read()` hand out connections inside a transaction."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.dialect = make_url(url).get_backend_name()
+        self.engine = _sqlite_engine(url) if self.dialect == "sqlite" else _generic_engine(url)
+        self.supports_for_update = self.dialect != "sqlite"
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _dispose_in_child(ref))
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A read-write transaction: committed on clean exit, rolled back on exception."""
+        with self._retrying_connect(sqlite_begin="IMMEDIATE") as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read-only transaction (one consistent view on SQLite; per statement on PostgreSQL)."""
+        with self._retrying_connect(sqlite_begin="DEFERRED") as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def _retrying_connect(self, **options: Any) -> Iterator[Connection]:
+        conn = None
+        for attempt in range(5):
+            try:
+                conn = self.engine.connect()
+                break
+            except OperationalError as exc:
+                if attempt == 4:
+                    raise TxnError(f"cannot reach the catalog at {self._safe_url()}: {exc.orig}") from exc
+                time.sleep(0.2 * (attempt + 1))
+        assert conn is not None
+        try:
+            yield conn.execution_options(**options)
+        finally:
+            conn.close()
+
+    def lock_for_update(self, stmt: Select[Any]) -> Select[Any]:
+        """Add FOR UPDATE where the dialect has row locks (SQLite's BEGIN IMMEDIATE already serializes)."""
+        return stmt.with_for_update() if self.supports_for_update else stmt
+
+    def initialize(self) -> None:
+        """Create the schema if absent (safe when several processes race), then check its version."""
+        with self.write() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
+            schema.metadata.create_all(conn, checkfirst=True)
+            self._seed_rows(conn)
+        self.check_version()
+
+    def _seed_rows(self, conn: Connection) -> None:
+        present = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).scalar()
+        if present is not None:
+            return
+        try:
+            conn.execute(insert(schema.meta), [{"key": "schema_version", "value": str(schema.SCHEMA_VERSION)}])
+            conn.execute(
+                insert(schema.counters),
+                [
+                    {"name": schema.COUNTER_LAST_CSN, "value": PREHISTORIC_CSN},
+                    {"name": schema.COUNTER_VACUUM_HORIZON, "value": PREHISTORIC_CSN},
+                    {"name": schema.COUNTER_SNAPSHOT_GATE, "value": 0},
+                ],
+            )
+        except IntegrityError:  # another process seeded first
+            return
+
+    def check_version(self) -> None:
+        with self.read() as conn:
+            version = conn.execute(
+                select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+            ).scalar_one()
+        if int(version) > schema.SCHEMA_VERSION:
+            raise TxnError(
+                f"catalog schema version {version} is newer than this airflow_txn understands "
+                f"({schema.SCHEMA_VERSION}): upgrade the airflow-txn package"
+            )
+        # Older versions would be migrated here, one step per version.
+
+    def _safe_url(self) -> str:
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _dispose_in_child(ref: weakref.ReferenceType[Catalog]) -> None:
+    catalog = ref()
+    if catalog is not None:
+        catalog.engine.dispose(close=False)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Serialization failures and deadlocks that a retry of the whole catalog transaction fixes."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return code in {"40001", "40P01"} or "database is locked" in str(exc.orig)

@@ -1,0 +1,132 @@
+"""The catalog's tables (SQLAlchemy Core) and the schema version that migrations key on.
+
+meta            key/value facts about the catalog itself (schema_version)
+counters        named 64-bit counters: last_csn (the SQL oracle), vacuum_horizon, snapshot_gate
+tables          one row per table: name, Arrow schema (IPC bytes), partition columns, directory
+transactions    one row per transaction: state machine active -> committed | rolled_back
+parts           one row per part: the four version columns of seed 000 plus files and staging keys
+commit_log      (csn, tid, tables, time, applied): the record is the commit point (invariant 3)
+table_commits   (table_id, csn) for every table a commit touched: last_commit_csn, serializable checks
+read_set        (tid, table_id, partition_key) read by serializable transactions
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+# BigInteger primary keys do not autoincrement on SQLite; INTEGER does (and is 64-bit there).
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+meta = Table(
+    "txn_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+counters = Table(
+    "txn_counters",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", BigInteger, nullable=False),
+)
+
+tables = Table(
+    "txn_tables",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("name", String(130), nullable=False, unique=True),
+    Column("schema_ipc", LargeBinary, nullable=False),
+    Column("partition_by", Text, nullable=False),  # JSON list of column names
+    Column("directory", Text, nullable=False),  # relative to the storage root
+    Column("created_at", Float, nullable=False),
+)
+
+transactions = Table(
+    "txn_transactions",
+    metadata,
+    Column("tid", String(64), primary_key=True),
+    Column("label", Text),
+    Column("state", String(16), nullable=False),  # active | committed | rolled_back
+    Column("isolation", String(16), nullable=False),
+    Column("snapshot_csn", BigInteger, nullable=False),
+    Column("commit_csn", BigInteger),
+    Column("lease_seconds", Float, nullable=False),
+    Column("lease_deadline", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("ended_at", Float),
+    Column("failed_reason", Text),  # set when a statement failed: only rollback is allowed then
+    Column("cleanup_done", Boolean, nullable=False, default=False),  # rollback stamps finished
+    Index("ix_txn_transactions_state", "state"),
+)
+
+parts = Table(
+    "txn_parts",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("table_id", _Id, ForeignKey("txn_tables.id"), nullable=False),
+    Column("partition_key", Text, nullable=False),  # canonical JSON of {column: value-as-text}
+    Column("path", Text, nullable=False),  # part directory, relative to the table directory
+    Column("files", Text, nullable=False),  # JSON list of file names inside the part directory
+    Column("row_count", BigInteger, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("creation_tid", String(64), nullable=False),
+    Column("creation_csn", BigInteger),
+    Column("removal_tid", String(64)),
+    Column("removal_csn", BigInteger),
+    Column("stage_key", Text),
+    Column("removal_key", Text),
+    Column("created_at", Float, nullable=False),
+    Index("ix_txn_parts_table_creation", "table_id", "creation_csn"),
+    Index("ix_txn_parts_creation_tid", "creation_tid"),
+    Index("ix_txn_parts_removal_tid", "removal_tid"),
+    Index("ix_txn_parts_removal_csn", "removal_csn"),
+)
+
+commit_log = Table(
+    "txn_commit_log",
+    metadata,
+    Column("csn", BigInteger, primary_key=True, autoincrement=False),
+    Column("tid", String(64), nullable=False, unique=True),
+    Column("tables", Text, nullable=False),  # JSON list of table names
+    Column("committed_at", Float, nullable=False),
+    Column("applied", Boolean, nullable=False),
+    Index("ix_txn_commit_log_applied", "applied", "csn"),
+    Index("ix_txn_commit_log_time", "committed_at"),
+)
+
+table_commits = Table(
+    "txn_table_commits",
+    metadata,
+    Column("table_id", _Id, ForeignKey("txn_tables.id"), primary_key=True, autoincrement=False),
+    Column("csn", BigInteger, primary_key=True, autoincrement=False),
+)
+
+read_set = Table(
+    "txn_read_set",
+    metadata,
+    Column("tid", String(64), primary_key=True),
+    Column("table_id", _Id, primary_key=True, autoincrement=False),
+    Column("partition_key", Text, primary_key=True),  # "*" = the whole table
+)
+
+COUNTER_LAST_CSN = "last_csn"
+COUNTER_VACUUM_HORIZON = "vacuum_horizon"
+COUNTER_SNAPSHOT_GATE = "snapshot_gate"

@@ -1,0 +1,107 @@
+"""The commit log in the catalog: records (the commit point), their applied flag, and the watermark.
+
+Invariant 4: the readable watermark W is the largest CSN such that every record with CSN <= W is
+applied. It is computed, never stored: read the last allocated CSN first, then the smallest
+unapplied record; both lookups are index seeks, so their cost does not grow with history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from airflow_txn.catalog import schema
+from airflow_txn.oracle import CsnOracle
+
+_log = schema.commit_log.c
+_tc = schema.table_commits.c
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    csn: int
+    tid: str
+    tables: tuple[str, ...]
+    committed_at: float
+    applied: bool
+
+
+def write_record(conn: Connection, csn: int, tid: str, tables: Sequence[tuple[int, str]]) -> None:
+    """Insert the commit record and its per-table index rows: from here on the transaction is committed."""
+    conn.execute(
+        insert(schema.commit_log).values(
+            csn=csn, tid=tid, tables=json.dumps(sorted(name for _, name in tables)),
+            committed_at=time.time(), applied=False,
+        )
+    )
+    if tables:
+        conn.execute(insert(schema.table_commits), [{"table_id": tid_, "csn": csn} for tid_, _ in tables])
+
+
+def mark_applied(conn: Connection, csn: int) -> None:
+    conn.execute(update(schema.commit_log).where(_log.csn == csn).values(applied=True))
+
+
+def readable_csn(conn: Connection, oracle: CsnOracle) -> int:
+    last = oracle.last_csn(conn)
+    lowest_unapplied = conn.execute(select(func.min(_log.csn)).where(_log.applied.is_(False))).scalar()
+    if lowest_unapplied is None:
+        return last
+    return min(last, int(lowest_unapplied) - 1)
+
+
+def unapplied(conn: Connection, up_to: int | None = None, limit: int = 1000) -> list[CommitRecord]:
+    stmt = select(schema.commit_log).where(_log.applied.is_(False))
+    if up_to is not None:
+        stmt = stmt.where(_log.csn <= up_to)
+    rows = conn.execute(stmt.order_by(_log.csn).limit(limit))
+    return [_record(r) for r in rows]
+
+
+def record_of(conn: Connection, tid: str) -> CommitRecord | None:
+    row = conn.execute(select(schema.commit_log).where(_log.tid == tid)).first()
+    return None if row is None else _record(row)
+
+
+def recent(conn: Connection, limit: int = 20) -> list[CommitRecord]:
+    rows = conn.execute(select(schema.commit_log).order_by(_log.csn.desc()).limit(limit))
+    return [_record(r) for r in rows]
+
+
+def last_commit_csn(conn: Connection, table_id: int, at_or_below: int) -> int | None:
+    stmt = select(func.max(_tc.csn)).where(_tc.table_id == table_id, _tc.csn <= at_or_below)
+    value = conn.execute(stmt).scalar()
+    return None if value is None else int(value)
+
+
+def commits_after(conn: Connection, table_ids: Sequence[int], after_csn: int) -> list[tuple[int, str]]:
+    """(table_id, tid) of every commit with CSN > after_csn that touched one of the tables."""
+    if not table_ids:
+        return []
+    stmt = (
+        select(_tc.table_id, _log.tid)
+        .join(schema.commit_log, _log.csn == _tc.csn)
+        .where(_tc.table_id.in_(list(table_ids)), _tc.csn > after_csn)
+    )
+    return [(int(r.table_id), str(r.tid)) for r in conn.execute(stmt)]
+
+
+def csn_at_time(conn: Connection, at: float) -> int | None:
+    """The CSN of the last commit at or before time `at` (the snapshot that was current then)."""
+    stmt = select(_log.csn).where(_log.committed_at <= at).order_by(_log.committed_at.desc()).limit(1)
+    value = conn.execute(stmt).scalar()
+    return None if value is None else int(value)
+
+
+def _record(row: object) -> CommitRecord:
+    return CommitRecord(
+        csn=int(row.csn),  # type: ignore[attr-defined]
+        tid=str(row.tid),  # type: ignore[attr-defined]
+        tables=tuple(json.loads(row.tables)),  # type: ignore[attr-defined]
+        committed_at=float(row.committed_at),  # type: ignore[attr-defined]
+        applied=bool(row.applied),  # type: ignore[attr-defined]
+    )

@@ -1,0 +1,44 @@
+"""Warehouse configuration: one frozen dataclass, its defaults, and the only place env vars are read."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_txn.errors import TxnError
+
+ENV_CATALOG = "AIRFLOW_TXN_CATALOG"
+ENV_ROOT = "AIRFLOW_TXN_ROOT"
+ENV_ORACLE = "AIRFLOW_TXN_ORACLE"
+ENV_HOME = "AIRFLOW_TXN_HOME"
+
+DEFAULT_LEASE_SECONDS = 3600.0
+DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
+
+
+def home_dir() -> Path:
+    """`$AIRFLOW_TXN_HOME`, else `~/.airflow_txn`: where the embedded defaults live."""
+    return Path(os.environ.get(ENV_HOME) or Path.home() / ".airflow_txn")
+
+
+@dataclass(frozen=True, slots=True)
+class WarehouseConfig:
+    """Where a warehouse lives: catalog URL, storage root and CSN oracle."""
+
+    catalog_url: str
+    root: Path
+    oracle: str = "sql"
+
+    @classmethod
+    def resolve(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
+                oracle: str | None = None) -> WarehouseConfig:
+        """Explicit arguments first, then AIRFLOW_TXN_* variables, then the embedded defaults."""
+        catalog_url = catalog or os.environ.get(ENV_CATALOG) or f"sqlite:///{home_dir() / 'catalog.db'}"
+        root_path = Path(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse").expanduser()
+        oracle_spec = (oracle or os.environ.get(ENV_ORACLE) or "sql").strip()
+        if oracle_spec != "sql" and not oracle_spec.startswith("zookeeper://"):
+            raise TxnError(f"unknown oracle {oracle_spec!r}: use 'sql' or 'zookeeper://host:port[,host:port]/chroot'")
+        if "://" not in catalog_url:
+            raise TxnError(f"catalog {catalog_url!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
+        return cls(catalog_url=catalog_url, root=root_path.absolute(), oracle=oracle_spec)

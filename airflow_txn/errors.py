@@ -1,0 +1,72 @@
+"""The exceptions of airflow_txn: one base class, one subclass per thing a caller can act on."""
+
+from __future__ import annotations
+
+
+class TxnError(Exception):
+    """Base of every airflow_txn error; catch this to handle them all."""
+
+
+class SerializationError(TxnError):
+    """A concurrent transaction changed what this one touched: roll back and retry the transaction."""
+
+
+class TransactionClosedError(TxnError):
+    """The transaction was committed, rolled back or failed a statement: only rollback() is allowed."""
+
+
+class TransactionNotFoundError(TxnError):
+    """No transaction has that tid in this warehouse: check the tid and the warehouse you opened."""
+
+
+class TableNotFoundError(TxnError):
+    """The table does not exist: create it with Warehouse.create_table first."""
+
+
+class TableExistsError(TxnError):
+    """A table with that name exists already: pass exist_ok=True or pick another name."""
+
+
+class SchemaMismatchError(TxnError):
+    """The data does not match the table schema: fix the columns named in the message."""
+
+
+class LeaseExpiredError(TxnError):
+    """The transaction's lease ran out and it was (or will be) rolled back: begin a new one."""
+
+
+class OracleUnavailableError(TxnError):
+    """The CSN oracle could not be reached: the transaction is still active; retry or roll back."""
+
+
+class InvalidNameError(TxnError):
+    """A table, namespace, partition value, key or tid is malformed: use the form the message gives."""
+
+
+class SnapshotTooOldError(TxnError):
+    """The requested CSN is older than the retention horizon: its files may be gone; read a newer one."""
+
+
+class WaitTimeoutError(TxnError, TimeoutError):
+    """The CSN did not become readable in time: check for a stuck committer, or wait longer."""
+
+
+class StorageError(TxnError):
+    """A part's files are missing or unreadable in the storage root: run `airflow-txn recover`."""
+
+
+__all__ = [
+    "InvalidNameError",
+    "LeaseExpiredError",
+    "OracleUnavailableError",
+    "SchemaMismatchError",
+    "SerializationError",
+    "SnapshotTooOldError",
+    "StorageError",
+    "TableExistsError",
+    "TableNotFoundError",
+    "TransactionClosedError",
+    "TransactionNotFoundError",
+    "TxnError",
+    "WaitTimeoutError",
+]

@@ -1,0 +1,42 @@
+"""Keeping a transaction's lease alive while long work (a Spark job) runs in this process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    """A daemon thread calling `renew()` every `interval` seconds until the block exits.
+
+    `renew` returns False once the transaction is no longer active; the keeper then stops.
+    """
+
+    def __init__(self, renew: Callable[[], bool], interval: float) -> None:
+        self._renew = renew
+        self._interval = max(0.5, interval)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="airflow-txn-lease", daemon=True)
+        self.renewals = 0
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                if not self._renew():
+                    return
+                self.renewals += 1
+            except Exception:  # keep trying: a passing catalog hiccup must not drop the lease
+                log.warning("renewing the transaction lease failed; will retry", exc_info=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

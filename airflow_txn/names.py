@@ -1,0 +1,100 @@
+"""Validation of every name a user passes (tables, columns, keys, labels) and safe path joining.
+
+Invariant 10: nothing a user passes can address a file outside the table's directory or reach SQL
+as text. Names are checked here against strict patterns; values never enter SQL except as bound
+parameters; every path is built with `safe_join`, which refuses to leave its base directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_txn.errors import InvalidNameError
+
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_SAFE_PATH_CHARS = re.compile(r"[A-Za-z0-9_\-]")
+MAX_KEY_LENGTH = 512
+MAX_LABEL_LENGTH = 1000
+_MAX_ENCODED_VALUE = 96
+
+
+@dataclass(frozen=True, slots=True)
+class TableName:
+    """A validated `namespace.table` name."""
+
+    namespace: str
+    table: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.namespace}.{self.table}"
+
+    def __str__(self) -> str:
+        return self.qualified
+
+
+def parse_table_name(name: object) -> TableName:
+    """Parse `namespace.table`; each part lower-case letters, digits and `_`, not starting with a digit."""
+    if not isinstance(name, str):
+        raise InvalidNameError(f"table name must be a string 'namespace.table', got {type(name).__name__}")
+    parts = name.split(".")
+    if len(parts) != 2 or not all(_IDENT.fullmatch(p) for p in parts):
+        raise InvalidNameError(
+            f"invalid table name {name!r}: use 'namespace.table', each part 1-63 characters of "
+            "lower-case letters, digits and '_', not starting with a digit"
+        )
+    return TableName(parts[0], parts[1])
+
+
+def check_column_name(name: object) -> str:
+    """A column name usable in a partition path: non-empty text without NUL, '/', or '='."""
+    if not isinstance(name, str) or not name or any(c in name for c in "\x00/=\\") or name in {".", ".."}:
+        raise InvalidNameError(f"invalid column name {name!r}: non-empty, without NUL, '/', '\\' or '='")
+    return name
+
+
+def check_key(key: object) -> str | None:
+    """A staging key (dag/task/map index in Airflow): None or printable text up to 512 characters."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
+        raise InvalidNameError(f"invalid staging key {key!r}: non-empty text up to {MAX_KEY_LENGTH} characters")
+    return key
+
+
+def check_label(label: object) -> str | None:
+    """A transaction label: None or text up to 1000 characters without NUL."""
+    if label is None:
+        return None
+    if not isinstance(label, str) or len(label) > MAX_LABEL_LENGTH or "\x00" in label:
+        raise InvalidNameError(f"invalid label {label!r}: text up to {MAX_LABEL_LENGTH} characters, no NUL")
+    return label
+
+
+def encode_path_value(value: str | None) -> str:
+    """Encode a partition value as one safe path component (no '/', no '..', bounded length)."""
+    if value is None:
+        return "__null__"
+    encoded = "".join(c if _SAFE_PATH_CHARS.fullmatch(c) else "".join(f"%{b:02X}" for b in c.encode()) for c in value)
+    if len(encoded) > _MAX_ENCODED_VALUE or not encoded:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        return f"h-{digest}" if encoded else "__empty__"
+    return encoded
+
+
+def safe_join(base: Path, *components: str) -> Path:
+    """Join components under base; refuse anything that would resolve outside base."""
+    for component in components:
+        if not component or "\x00" in component or component.startswith("/") or "\\" in component:
+            raise InvalidNameError(f"unsafe path component {component!r}")
+        if any(piece in {"..", "."} for piece in component.split("/")):
+            raise InvalidNameError(f"unsafe path component {component!r}")
+    path = base.joinpath(*components)
+    resolved_base = base.resolve()
+    resolved = path.resolve()
+    if resolved != resolved_base and resolved_base not in resolved.parents:
+        raise InvalidNameError(f"path {path} escapes {base}")
+    return path

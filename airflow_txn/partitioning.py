@@ -1,0 +1,106 @@
+"""Partition values: their canonical text form, the catalog key, path names, and splitting data by them.
+
+A partition is a dict {column: value-as-text} in the table's partition_by order; its catalog key
+is that dict as compact JSON. Values are written as text the same way everywhere (bool as
+true/false, dates and times in ISO form) and cast back with the column's Arrow type.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.names import encode_path_value
+
+Partition = dict[str, str | None]
+WHOLE_TABLE = "*"
+
+_PARTITION_TYPES = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_date,
+                    pa.types.is_boolean, pa.types.is_timestamp)
+
+
+def is_partition_type(arrow_type: pa.DataType) -> bool:
+    return any(check(arrow_type) for check in _PARTITION_TYPES)
+
+
+def value_to_text(value: Any) -> str | None:
+    """The canonical text of a partition value."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def partition_key(partition: Mapping[str, str | None]) -> str:
+    """The catalog key of a partition: compact JSON, columns in partition_by order."""
+    return json.dumps(dict(partition), separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_partition_key(key: str) -> Partition:
+    loaded: Partition = json.loads(key)
+    return loaded
+
+
+def partition_path(partition: Mapping[str, str | None]) -> list[str]:
+    """Directory names for a partition (`col=value`, value percent-encoded): one per column."""
+    return [f"{encode_path_value(col)}={encode_path_value(val)}" for col, val in partition.items()]
+
+
+def split_by_partition(data: pa.Table, partition_by: Sequence[str]) -> list[tuple[Partition, pa.Table]]:
+    """One (partition, rows) pair per distinct partition value combination; [({}, data)] if unpartitioned."""
+    if not partition_by:
+        return [({}, data)]
+    if data.num_rows == 0:
+        return []
+    combos = data.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
+    out: list[tuple[Partition, pa.Table]] = []
+    for combo in combos:
+        mask = None
+        for col in partition_by:
+            value = combo[col]
+            cond = pc.is_null(data[col]) if value is None else pc.equal(data[col], pa.scalar(value, data[col].type))
+            cond = pc.fill_null(cond, False)
+            mask = cond if mask is None else pc.and_(mask, cond)
+        out.append(({col: value_to_text(combo[col]) for col in partition_by}, data.filter(mask)))
+    return out
+
+
+def normalize_partitions(partitions: Sequence[Mapping[str, Any]], schema: pa.Schema,
+                         partition_by: Sequence[str]) -> list[Partition]:
+    """Check user-given partitions name exactly the partition columns and cast each value to its type."""
+    if isinstance(partitions, Mapping) or not isinstance(partitions, Sequence):
+        raise InvalidNameError("partitions must be a list of dicts like [{'day': '2024-01-01'}]")
+    if not partition_by:
+        raise InvalidNameError("partitions were given but the table is not partitioned")
+    normalized: list[Partition] = []
+    for given in partitions:
+        if not isinstance(given, Mapping) or sorted(given) != sorted(partition_by):
+            raise InvalidNameError(f"partition {given!r} must name exactly the partition columns {list(partition_by)}")
+        normalized.append({col: _cast_text(given[col], schema.field(col).type, col) for col in partition_by})
+    return normalized
+
+
+def _cast_text(value: Any, arrow_type: pa.DataType, column: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        source = pa.array([value_to_text(value) if isinstance(value, str) else value])
+        return value_to_text(source.cast(arrow_type)[0].as_py())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise SchemaMismatchError(f"partition value {value!r} of column {column!r} is not a {arrow_type}") from exc
+
+
+def partition_column(text: str | None, arrow_type: pa.DataType, length: int) -> pa.Array:
+    """A constant column holding one partition value, for files that do not store it (Spark's layout)."""
+    if text is None:
+        return pa.nulls(length, arrow_type)
+    return pa.array([text] * length, pa.string()).cast(arrow_type)

@@ -1,0 +1,81 @@
+"""Recovery: roll committed records forward, roll expired or half-rolled-back transactions back,
+and reconcile storage with the catalog. Safe to run at any time, from any process, repeatedly."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from airflow_txn import apply, commit_log, part_records, rollback, table_registry, txn_records
+from airflow_txn.errors import TransactionClosedError
+from airflow_txn.runtime import Runtime
+from airflow_txn.storage import read_sidecar, write_dir_of
+
+log = logging.getLogger(__name__)
+
+
+def roll_back_expired(rt: Runtime) -> list[str]:
+    with rt.catalog.read() as conn:
+        expired = txn_records.expired_active(conn, time.time())
+    done = []
+    for tid in expired:
+        try:
+            if rollback.rollback(rt, tid, reason="lease expired"):
+                done.append(tid)
+        except TransactionClosedError:  # committed just now by its owner: nothing to do
+            continue
+    return done
+
+
+def finish_rollbacks(rt: Runtime) -> list[str]:
+    with rt.catalog.read() as conn:
+        unfinished = txn_records.unfinished_rollbacks(conn)
+    for tid in unfinished:
+        rollback.finish(rt, tid)
+    return unfinished
+
+
+def recover(rt: Runtime, check_files: bool = True) -> dict[str, Any]:
+    """Converge to the invariants after any crash; return what was done and what was found."""
+    rolled_forward = apply.apply_pending(rt)
+    rolled_back = roll_back_expired(rt)
+    finished = finish_rollbacks(rt)
+    report: dict[str, Any] = {
+        "rolled_forward": rolled_forward,
+        "rolled_back": rolled_back,
+        "finished_rollbacks": finished,
+        "watermark": apply.readable_csn(rt),
+    }
+    if check_files:
+        report.update(_reconcile_storage(rt, report["watermark"]))
+    if rolled_forward or rolled_back or finished:
+        log.info("recovery: %s", {k: v for k, v in report.items() if k != "missing_files"})
+    return report
+
+
+def _reconcile_storage(rt: Runtime, watermark: int) -> dict[str, Any]:
+    """Unregistered write dirs (vacuum removes them) and visible parts whose files are gone (reported)."""
+    orphans = 0
+    missing: list[str] = []
+    with rt.catalog.read() as conn:
+        tables = table_registry.all_tables(conn)
+    for info in tables:
+        with rt.catalog.read() as conn:
+            registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
+            visible = part_records.visible_parts(conn, info.id, None, watermark)
+        for relative, full in rt.storage.write_dirs(info.directory):
+            if relative not in registered:
+                orphans += 1
+                sidecar = read_sidecar(full) or {}
+                log.debug("unregistered write dir %s (tid %s)", full, sidecar.get("tid"))
+        for part in visible:
+            missing += rt.storage.missing_files(info.directory, part.path, part.files)
+    if missing:
+        log.error("%d file(s) of visible parts are missing, e.g. %s", len(missing), missing[0])
+    return {"orphan_dirs": orphans, "missing_files": missing}
+
+
+def watermark_report(rt: Runtime) -> dict[str, int]:
+    with rt.catalog.read() as conn:
+        return {"readable_csn": commit_log.readable_csn(conn, rt.oracle), "last_csn": rt.oracle.last_csn(conn)}

@@ -1,0 +1,20 @@
+"""The services one open warehouse runs on, handed to every protocol function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_txn.catalog import Catalog
+from airflow_txn.oracle import CsnOracle
+from airflow_txn.storage import Storage
+from airflow_txn.tid import TidFactory
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Catalog, CSN oracle, storage root and this process's tid factory."""
+
+    catalog: Catalog
+    oracle: CsnOracle
+    storage: Storage
+    tids: TidFactory

@@ -1,0 +1,196 @@
+"""Staging writes inside a transaction: append, overwrite, delete, update.
+
+Every statement follows the same steps:
+  1. validate everything the caller passed (nothing written yet; invariant 9)
+  2. compensate what an earlier attempt staged under the same key (invariant 7)
+  3. decide which visible parts it replaces (only parts holding affected rows) and compute rows
+  4. write new part files (one part per partition), each write dir with its sidecar first
+  5. ONE catalog transaction: re-check the transaction, compensate the key again (a zombie
+     attempt may have staged meanwhile), take removal locks (invariant 6), register new parts.
+If step 5 fails the new files are deleted at once; if the process dies they are orphans vacuum removes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from airflow_txn import crashpoints, part_records, table_registry, txn_records
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.part_records import PartRow
+from airflow_txn.partitioning import Partition, normalize_partitions, partition_key, split_by_partition
+from airflow_txn.runtime import Runtime
+from airflow_txn.schema_check import conform
+from airflow_txn.storage import WrittenPart
+from airflow_txn.table_registry import TableInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """Who is writing: the transaction, its snapshot, and the staging key."""
+
+    tid: str
+    snapshot: int
+    key: str | None
+
+
+def load_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
+    """Look up the table and check the transaction may write (before any file is written)."""
+    with rt.catalog.read() as conn:
+        info = table_registry.get(conn, table)
+        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
+    return info
+
+
+def compensate(rt: Runtime, stmt: Statement) -> None:
+    if stmt.key is None:
+        return
+    with rt.catalog.write() as conn:
+        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        part_records.compensate_key(conn, stmt.tid, stmt.key)
+
+
+def visible(rt: Runtime, stmt: Statement, info: TableInfo,
+            partition_keys: Sequence[str] | None = None) -> list[PartRow]:
+    with rt.catalog.read() as conn:
+        return part_records.visible_parts(conn, info.id, stmt.tid, stmt.snapshot, partition_keys)
+
+
+def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
+    return rt.storage.read_part(info.directory, part.path, part.files, info.schema, part.partition)
+
+
+def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
+    info = load_table(rt, stmt, table)
+    rows = conform(data, info.schema, info.name.qualified)
+    compensate(rt, stmt)
+    return _stage(rt, stmt, info, split_by_partition(rows, info.partition_by), removals=[])
+
+
+def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
+              partitions: Sequence[Mapping[str, Any]] | None) -> int:
+    info = load_table(rt, stmt, table)
+    rows = conform(data, info.schema, info.name.qualified)
+    pieces = split_by_partition(rows, info.partition_by)
+    keys: list[str] | None = None
+    if partitions is not None:
+        listed = normalize_partitions(partitions, info.schema, info.partition_by)
+        keys = [partition_key(p) for p in listed]
+        stray = [p for p, _ in pieces if partition_key(p) not in keys]
+        if stray:
+            raise SchemaMismatchError(
+                f"overwrite of {info.name} lists partitions {listed} but the data also holds rows of {stray[0]}"
+            )
+    compensate(rt, stmt)
+    victims = visible(rt, stmt, info, keys)
+    return _stage(rt, stmt, info, pieces, removals=[p.id for p in victims])
+
+
+def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
+    info = load_table(rt, stmt, table)
+    predicate = _check_predicate(where, info)
+    compensate(rt, stmt)
+    removals: list[int] = []
+    pieces: list[tuple[Partition, pa.Table]] = []
+    for part in visible(rt, stmt, info):
+        rows = read_part(rt, info, part)
+        mask = _mask(rows, predicate)
+        if not pc.any(mask).as_py():
+            continue
+        removals.append(part.id)
+        pieces += split_by_partition(rows.filter(pc.invert(mask)), info.partition_by)
+    return _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals)
+
+
+def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments: object) -> int:
+    info = load_table(rt, stmt, table)
+    predicate = _check_predicate(where, info)
+    setters = _check_assignments(assignments, info)
+    compensate(rt, stmt)
+    removals: list[int] = []
+    pieces: list[tuple[Partition, pa.Table]] = []
+    for part in visible(rt, stmt, info):
+        rows = read_part(rt, info, part)
+        mask = _mask(rows, predicate)
+        if not pc.any(mask).as_py():
+            continue
+        removals.append(part.id)
+        new_rows = conform(_assign(rows, mask, setters), info.schema, info.name.qualified)
+        pieces += split_by_partition(new_rows, info.partition_by)
+    return _stage(rt, stmt, info, pieces, removals)
+
+
+def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
+                     written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int]) -> None:
+    """Step 5, also used by writers that produce the files themselves (Spark)."""
+    with rt.catalog.write() as conn:
+        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        if stmt.key is not None:
+            part_records.compensate_key(conn, stmt.tid, stmt.key)
+        part_records.lock_for_removal(conn, stmt.tid, stmt.key, removals)
+        part_records.register(conn, info.id, stmt.tid, stmt.key, written)
+
+
+def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
+           removals: Sequence[int]) -> int:
+    written: list[tuple[Partition, WrittenPart]] = []
+    sidecar = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key}
+    try:
+        for partition, rows in pieces:
+            written.append((partition, rt.storage.write_part(info.directory, partition, rows,
+                                                             {**sidecar, "partition": partition})))
+        crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
+        register_written(rt, stmt, info, written, removals)
+    except BaseException:
+        for _, part in written:
+            rt.storage.delete_part(info.directory, part.path)
+        raise
+    return sum(part.row_count for _, part in written)
+
+
+def _check_predicate(where: object, info: TableInfo) -> pc.Expression:
+    if not isinstance(where, pc.Expression):
+        raise InvalidNameError(f"where must be a pyarrow.compute.Expression, got {type(where).__name__}")
+    try:
+        mask = ds.dataset(info.schema.empty_table()).to_table(columns={"m": where})["m"]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise SchemaMismatchError(f"cannot evaluate {where} on {info.name}: {exc}") from exc
+    if not pa.types.is_boolean(mask.type):
+        raise SchemaMismatchError(f"where {where} on {info.name} is {mask.type}, not boolean")
+    return where
+
+
+def _mask(rows: pa.Table, predicate: pc.Expression) -> pa.ChunkedArray:
+    evaluated = ds.dataset(rows).to_table(columns={"m": predicate})["m"]
+    return pc.fill_null(evaluated, False)
+
+
+def _check_assignments(assignments: object, info: TableInfo) -> dict[str, pc.Expression]:
+    if not isinstance(assignments, Mapping) or not assignments:
+        raise InvalidNameError("set must be a non-empty dict {column: value or pyarrow.compute.Expression}")
+    setters: dict[str, pc.Expression] = {}
+    for column, value in assignments.items():
+        if column not in info.schema.names:
+            raise SchemaMismatchError(f"update sets unknown column {column!r} of {info.name}")
+        arrow_type = info.schema.field(column).type
+        try:
+            expr = value if isinstance(value, pc.Expression) else pc.scalar(pa.scalar(value, arrow_type))
+            setters[column] = expr.cast(arrow_type)
+            ds.dataset(info.schema.empty_table()).to_table(columns={"v": setters[column]})
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(f"cannot set {column!r} of {info.name} to {value!r}: {exc}") from exc
+    return setters
+
+
+def _assign(rows: pa.Table, mask: pa.ChunkedArray, setters: Mapping[str, pc.Expression]) -> pa.Table:
+    computed = ds.dataset(rows).to_table(columns=dict(setters))
+    columns = [
+        pc.if_else(mask, computed[name], rows[name]) if name in setters else rows[name]
+        for name in rows.column_names
+    ]
+    return pa.Table.from_arrays(columns, names=rows.column_names)

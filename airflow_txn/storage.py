@@ -1,0 +1,180 @@
+"""The storage root: part directories of Parquet files, their sidecars, reading them, finding orphans.
+
+Layout under the root:  <namespace>/<table>/[<col>=<value>/...]<write dir>/<files>
+A write dir is named `p-<32 hex>` (written by the core) or `w-<32 hex>` (written by Spark, holding
+`<col>=<value>` sub-directories, one part each). Every write dir holds `_airflow_txn.json`, written
+before any data file, naming the transaction that wrote it, so storage alone can be reconciled
+with the catalog. Nothing here decides visibility: that is the catalog's job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_txn.errors import StorageError
+from airflow_txn.names import safe_join
+from airflow_txn.partitioning import partition_column, partition_path
+
+SIDECAR = "_airflow_txn.json"
+WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenPart:
+    """Files one staging call wrote for one partition, not yet registered in the catalog."""
+
+    path: str  # part directory relative to the table directory
+    files: tuple[str, ...]
+    row_count: int
+    size_bytes: int
+
+
+class Storage:
+    """File operations below one storage root; every path goes through `safe_join`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def ensure(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def table_dir(self, directory: str) -> Path:
+        return safe_join(self.root, directory)
+
+    def new_write_dir(self, table_directory: str, partition: Mapping[str, str | None], sidecar: dict[str, Any],
+                      prefix: str = "p") -> str:
+        """Create an empty write dir holding only its sidecar; return its path relative to the table."""
+        relative = "/".join([*partition_path(partition), f"{prefix}-{uuid.uuid4().hex}"])
+        target = safe_join(self.table_dir(table_directory), relative)
+        target.mkdir(parents=True, exist_ok=False)
+        payload = {**sidecar, "created_at": time.time()}
+        (target / SIDECAR).write_text(json.dumps(payload, sort_keys=True))
+        return relative
+
+    def write_part(self, table_directory: str, partition: Mapping[str, str | None], data: pa.Table,
+                   sidecar: dict[str, Any]) -> WrittenPart:
+        """Write one part (one Parquet file) into a new write dir; on failure remove what was written."""
+        relative = self.new_write_dir(table_directory, partition, sidecar)
+        target = safe_join(self.table_dir(table_directory), relative)
+        try:
+            pq.write_table(data, target / "part-00000.parquet")
+            size = (target / "part-00000.parquet").stat().st_size
+        except OSError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            raise StorageError(f"could not write a part of {table_directory} under {target}: {exc}") from exc
+        return WrittenPart(relative, ("part-00000.parquet",), data.num_rows, size)
+
+    def part_files(self, table_directory: str, path: str, files: Sequence[str]) -> list[Path]:
+        base = safe_join(self.table_dir(table_directory), path)
+        return [safe_join(base, name) for name in files]
+
+    def missing_files(self, table_directory: str, path: str, files: Sequence[str]) -> list[str]:
+        return [str(p) for p in self.part_files(table_directory, path, files) if not p.is_file()]
+
+    def read_part(self, table_directory: str, path: str, files: Sequence[str], schema: pa.Schema,
+                  partition: Mapping[str, str | None]) -> pa.Table:
+        """Read a part's files as a table of exactly `schema` (partition columns restored if absent)."""
+        pieces = []
+        for file_path in self.part_files(table_directory, path, files):
+            try:
+                piece = pq.read_table(file_path)
+            except (FileNotFoundError, OSError) as exc:
+                raise StorageError(f"part file {file_path} is missing or unreadable: {exc}") from exc
+            pieces.append(_restore_columns(piece, schema, partition))
+        if not pieces:
+            return schema.empty_table()
+        return pa.concat_tables(pieces)
+
+    def delete_part(self, table_directory: str, path: str) -> int:
+        """Delete a part's directory, its write dir once no part is left in it, and emptied partition
+        dirs; return the bytes freed. Missing files are fine (a crashed vacuum may have begun)."""
+        table_dir = self.table_dir(table_directory)
+        part_dir = safe_join(table_dir, path)
+        write_dir = safe_join(table_dir, write_dir_of(path))
+        freed = _tree_size(part_dir)
+        shutil.rmtree(part_dir, ignore_errors=True)
+        if write_dir.is_dir() and not any(p.is_dir() for p in write_dir.iterdir()):
+            shutil.rmtree(write_dir, ignore_errors=True)
+        parent = write_dir.parent
+        while parent != table_dir and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+        return freed
+
+    def delete_write_dir(self, table_directory: str, relative: str) -> int:
+        """Delete an unregistered write dir (an orphan) and emptied partition dirs; return bytes freed."""
+        return self.delete_part(table_directory, relative)
+
+    def write_dirs(self, table_directory: str) -> Iterator[tuple[str, Path]]:
+        """Every write dir under a table: (path relative to the table, absolute path)."""
+        table_dir = self.table_dir(table_directory)
+        if not table_dir.is_dir():
+            return
+        for current, dirs, _files in os.walk(table_dir):
+            keep = []
+            for name in dirs:
+                full = Path(current) / name
+                if WRITE_DIR_RE.fullmatch(name):
+                    yield full.relative_to(table_dir).as_posix(), full
+                else:
+                    keep.append(name)
+            dirs[:] = keep
+
+
+def write_dir_of(part_path: str) -> str:
+    """The write dir a part path lives in (the part dir itself for the core's layout)."""
+    pieces = part_path.split("/")
+    for index, piece in enumerate(pieces):
+        if WRITE_DIR_RE.fullmatch(piece):
+            return "/".join(pieces[: index + 1])
+    raise StorageError(f"part path {part_path!r} holds no write directory")
+
+
+def read_sidecar(write_dir: Path) -> dict[str, Any] | None:
+    try:
+        loaded: dict[str, Any] = json.loads((write_dir / SIDECAR).read_text())
+        return loaded
+    except (OSError, ValueError):
+        return None
+
+
+def dir_age_seconds(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _tree_size(path: Path) -> int:
+    total = 0
+    for current, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += (Path(current) / name).stat().st_size
+            except OSError:
+                continue
+    return total
+
+
+def _restore_columns(piece: pa.Table, schema: pa.Schema, partition: Mapping[str, str | None]) -> pa.Table:
+    columns = []
+    for field in schema:
+        if field.name in piece.column_names:
+            columns.append(piece[field.name].cast(field.type))
+        elif field.name in partition:
+            columns.append(partition_column(partition[field.name], field.type, piece.num_rows))
+        else:
+            raise StorageError(f"a part file lacks column {field.name!r}")
+    return pa.Table.from_arrays(columns, schema=schema)

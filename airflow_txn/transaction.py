@@ -1,0 +1,190 @@
+"""The Transaction handle: staging writes, reading its own view, commit, rollback, leases.
+
+A Transaction object is a thin handle on a catalog row; any number of handles (in any number of
+processes, via Warehouse.attach) may act on the same transaction. A statement that fails while
+executing marks the transaction failed (only rollback is allowed afterwards); a statement rejected
+for bad input before doing anything leaves the transaction as it was (invariant 9).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import insert, select
+
+from airflow_txn import commit, reading, rollback, staging, table_registry, txn_records
+from airflow_txn.catalog import schema
+from airflow_txn.errors import (
+    InvalidNameError,
+    LeaseExpiredError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    TransactionClosedError,
+    TransactionNotFoundError,
+)
+from airflow_txn.leases import LeaseKeeper
+from airflow_txn.names import check_key
+from airflow_txn.partitioning import WHOLE_TABLE, normalize_partitions, partition_key
+from airflow_txn.runtime import Runtime
+
+if TYPE_CHECKING:
+    from airflow_txn.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Errors that reject a statement before it changed anything: the transaction stays usable.
+_REJECTED = (InvalidNameError, SchemaMismatchError, TableNotFoundError, TransactionClosedError,
+             TransactionNotFoundError)
+
+
+class Transaction:
+    """One transaction of a Warehouse; see CONTRACT.md for the methods."""
+
+    def __init__(self, warehouse: Warehouse, tid: str, snapshot_csn: int, isolation: str) -> None:
+        self.warehouse = warehouse
+        self._tid = tid
+        self._snapshot = snapshot_csn
+        self._isolation = isolation
+        self.default_key: str | None = None
+        """Key used by writes that pass none (Airflow sets it to dag/task/map index)."""
+
+    @property
+    def _rt(self) -> Runtime:
+        return self.warehouse.runtime
+
+    @property
+    def tid(self) -> str:
+        return self._tid
+
+    @property
+    def snapshot_csn(self) -> int:
+        return self._snapshot
+
+    @property
+    def isolation(self) -> str:
+        return self._isolation
+
+    @property
+    def state(self) -> str:
+        with self._rt.catalog.read() as conn:
+            return txn_records.fetch(conn, self._tid).state
+
+    def __repr__(self) -> str:
+        return f"Transaction(tid={self._tid!r}, snapshot_csn={self._snapshot}, isolation={self._isolation!r})"
+
+    # -- writes -------------------------------------------------------------------------------------
+    def _statement(self, key: str | None) -> staging.Statement:
+        return staging.Statement(self._tid, self._snapshot, check_key(key) or self.default_key)
+
+    def _run(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except LeaseExpiredError:
+            rollback.rollback(self._rt, self._tid, reason="lease expired")
+            raise
+        except _REJECTED:
+            raise
+        except Exception as exc:
+            self._mark_failed(f"{what} failed: {type(exc).__name__}: {exc}")
+            raise
+
+    def _mark_failed(self, reason: str) -> None:
+        try:
+            with self._rt.catalog.write() as conn:
+                txn_records.mark_failed(conn, self._tid, reason)
+        except Exception:  # the catalog itself may be what failed; the original error matters more
+            log.warning("could not mark transaction %s failed", self._tid, exc_info=True)
+
+    def append(self, table: str, data: pa.Table, key: str | None = None) -> int:
+        """Stage `data` as new parts of `table`; returns the number of rows staged. Appends never conflict."""
+        stmt = self._statement(key)
+        return self._run(f"append to {table}", lambda: staging.append(self._rt, stmt, table, data))
+
+    def overwrite(self, table: str, data: pa.Table, partitions: Sequence[Mapping[str, Any]] | None = None,
+                  key: str | None = None) -> int:
+        """Replace the whole table (partitions=None) or only the listed partitions with `data`."""
+        stmt = self._statement(key)
+        return self._run(f"overwrite of {table}",
+                         lambda: staging.overwrite(self._rt, stmt, table, data, partitions))
+
+    def delete(self, table: str, where: pc.Expression, key: str | None = None) -> int:
+        """Delete matching rows, rewriting only the parts that hold some; returns rows kept in rewritten parts."""
+        stmt = self._statement(key)
+        return self._run(f"delete in {table}", lambda: staging.delete(self._rt, stmt, table, where))
+
+    def update(self, table: str, where: pc.Expression, set: Mapping[str, Any], key: str | None = None) -> int:
+        """Set columns of matching rows (values or Expressions), rewriting only the parts that hold some."""
+        stmt = self._statement(key)
+        return self._run(f"update of {table}", lambda: staging.update(self._rt, stmt, table, where, set))
+
+    # -- reads --------------------------------------------------------------------------------------
+    def read(self, table: str, filter: pc.Expression | None = None,
+             partitions: Sequence[Mapping[str, Any]] | None = None) -> pa.Table:
+        """The table as this transaction sees it: its snapshot plus its own writes.
+
+        With isolation="serializable" the read is recorded (the listed partitions, else the whole
+        table) and checked at commit.
+        """
+        with self._rt.catalog.read() as conn:
+            txn_records.require_usable(txn_records.fetch(conn, self._tid))
+            info = table_registry.get(conn, table)
+        keys = None if partitions is None else [
+            partition_key(p) for p in normalize_partitions(partitions, info.schema, info.partition_by)
+        ]
+        if self._isolation == "serializable":
+            self._record_read(info.id, keys or [WHOLE_TABLE])
+        return reading.read(self._rt, info, self._tid, self._snapshot, filter, keys)
+
+    def _record_read(self, table_id: int, keys: Sequence[str]) -> None:
+        rs = schema.read_set.c
+        with self._rt.catalog.write() as conn:
+            txn_records.lock_usable(conn, self._rt.catalog, self._tid)
+            present = {
+                r.partition_key
+                for r in conn.execute(select(rs.partition_key).where(rs.tid == self._tid, rs.table_id == table_id))
+            }
+            new = [k for k in dict.fromkeys(keys) if k not in present]
+            if new:
+                conn.execute(insert(schema.read_set),
+                             [{"tid": self._tid, "table_id": table_id, "partition_key": k} for k in new])
+
+    # -- end ----------------------------------------------------------------------------------------
+    def commit(self) -> int:
+        """Make every staged part visible at once; returns the commit CSN."""
+        return commit.commit(self._rt, self._tid)
+
+    def rollback(self) -> None:
+        """Compensate every staged part (metadata only; vacuum deletes the files later)."""
+        rollback.rollback(self._rt, self._tid, reason="rolled back by the caller")
+
+    def heartbeat(self) -> bool:
+        """Extend the lease; False if the transaction is no longer active or its lease already ran out."""
+        with self._rt.catalog.write() as conn:
+            row = txn_records.fetch(conn, self._tid, self._rt.catalog)
+            return txn_records.renew(conn, self._tid, row.lease_seconds)
+
+    def keep_alive(self, interval: float | None = None) -> LeaseKeeper:
+        """`with txn.keep_alive(): long_job()` renews the lease in a background thread meanwhile."""
+        with self._rt.catalog.read() as conn:
+            lease = txn_records.fetch(conn, self._tid).lease_seconds
+        return LeaseKeeper(self.heartbeat, interval if interval is not None else lease / 3)
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            self.commit()
+            return
+        try:
+            if self.state == txn_records.ACTIVE:
+                self.rollback()
+        except Exception:  # keep the caller's exception, which is what they need to see
+            log.exception("rollback of %s after %s failed; recovery will finish it", self._tid, exc_type)

@@ -1,0 +1,152 @@
+"""Transaction rows in the catalog: the state machine active -> committed | rolled_back, leases, failure.
+
+Every change of state is a compare-and-swap on `state = 'active'` checked by rowcount, so a commit
+and a rollback (say, by recovery after a lease expired) can never both win.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from airflow_txn.catalog import Catalog, schema
+from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
+
+ACTIVE = "active"
+COMMITTED = "committed"
+ROLLED_BACK = "rolled_back"
+ISOLATION_LEVELS = ("snapshot", "serializable")
+
+_t = schema.transactions.c
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRow:
+    tid: str
+    label: str | None
+    state: str
+    isolation: str
+    snapshot_csn: int
+    commit_csn: int | None
+    lease_seconds: float
+    lease_deadline: float
+    created_at: float
+    ended_at: float | None
+    failed_reason: str | None
+    cleanup_done: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+def insert_row(conn: Connection, tid: str, label: str | None, isolation: str, snapshot: int,
+               lease_seconds: float) -> None:
+    now = time.time()
+    conn.execute(
+        insert(schema.transactions).values(
+            tid=tid, label=label, state=ACTIVE, isolation=isolation, snapshot_csn=snapshot,
+            lease_seconds=lease_seconds, lease_deadline=now + lease_seconds, created_at=now,
+            failed_reason=None, cleanup_done=False,
+        )
+    )
+
+
+def _from_row(row: Any) -> TxnRow:
+    return TxnRow(
+        tid=row.tid, label=row.label, state=row.state, isolation=row.isolation,
+        snapshot_csn=int(row.snapshot_csn), commit_csn=None if row.commit_csn is None else int(row.commit_csn),
+        lease_seconds=float(row.lease_seconds), lease_deadline=float(row.lease_deadline),
+        created_at=float(row.created_at), ended_at=row.ended_at, failed_reason=row.failed_reason,
+        cleanup_done=bool(row.cleanup_done),
+    )
+
+
+def fetch(conn: Connection, tid: str, catalog: Catalog | None = None) -> TxnRow:
+    """The row of `tid` (locked FOR UPDATE when a catalog is given); TransactionNotFoundError if absent."""
+    stmt = select(schema.transactions).where(_t.tid == tid)
+    if catalog is not None:
+        stmt = catalog.lock_for_update(stmt)
+    row = conn.execute(stmt).first()
+    if row is None:
+        raise TransactionNotFoundError(f"no transaction {tid} in this warehouse")
+    return _from_row(row)
+
+
+def require_usable(row: TxnRow, now: float | None = None) -> None:
+    """Raise unless the transaction may run a statement: active, no failed statement, lease valid."""
+    if row.state != ACTIVE:
+        raise TransactionClosedError(f"transaction {row.tid} is {row.state}: start a new transaction")
+    if row.failed_reason is not None:
+        raise TransactionClosedError(
+            f"transaction {row.tid} failed a statement ({row.failed_reason}): only rollback() is allowed"
+        )
+    if row.lease_deadline < (now if now is not None else time.time()):
+        raise LeaseExpiredError(
+            f"the lease of transaction {row.tid} expired at {row.lease_deadline:.0f}: it is being rolled back"
+        )
+
+
+def lock_usable(conn: Connection, catalog: Catalog, tid: str) -> TxnRow:
+    """Lock the row, check it is usable, and renew its lease (a statement is a heartbeat)."""
+    row = fetch(conn, tid, catalog)
+    require_usable(row)
+    renew(conn, tid, row.lease_seconds)
+    return row
+
+
+def renew(conn: Connection, tid: str, lease_seconds: float) -> bool:
+    """Extend the lease of an active transaction whose lease has not run out (an expired lease is final)."""
+    now = time.time()
+    result = conn.execute(
+        update(schema.transactions)
+        .where(_t.tid == tid, _t.state == ACTIVE, _t.lease_deadline >= now)
+        .values(lease_deadline=now + lease_seconds)
+    )
+    return result.rowcount == 1
+
+
+def mark_failed(conn: Connection, tid: str, reason: str) -> None:
+    conn.execute(
+        update(schema.transactions)
+        .where(_t.tid == tid, _t.state == ACTIVE, _t.failed_reason.is_(None))
+        .values(failed_reason=reason[:2000])
+    )
+
+
+def cas_state(conn: Connection, tid: str, new_state: str, **values: Any) -> bool:
+    """active -> new_state; False when the transaction was no longer active."""
+    result = conn.execute(
+        update(schema.transactions)
+        .where(_t.tid == tid, _t.state == ACTIVE)
+        .values(state=new_state, ended_at=time.time(), **values)
+    )
+    return result.rowcount == 1
+
+
+def set_cleanup_done(conn: Connection, tid: str) -> None:
+    conn.execute(update(schema.transactions).where(_t.tid == tid).values(cleanup_done=True))
+
+
+def expired_active(conn: Connection, now: float) -> list[str]:
+    stmt = select(_t.tid).where(_t.state == ACTIVE, _t.lease_deadline < now)
+    return [str(r.tid) for r in conn.execute(stmt)]
+
+
+def unfinished_rollbacks(conn: Connection) -> list[str]:
+    stmt = select(_t.tid).where(_t.state == ROLLED_BACK, _t.cleanup_done.is_(False))
+    return [str(r.tid) for r in conn.execute(stmt)]
+
+
+def oldest_active_snapshot(conn: Connection) -> int | None:
+    value = conn.execute(select(func.min(_t.snapshot_csn)).where(_t.state == ACTIVE)).scalar()
+    return None if value is None else int(value)
+
+
+def list_rows(conn: Connection, state: str | None = None, limit: int = 100) -> list[TxnRow]:
+    stmt = select(schema.transactions)
+    if state is not None:
+        stmt = stmt.where(_t.state == state)
+    return [_from_row(r) for r in conn.execute(stmt.order_by(_t.created_at.desc()).limit(limit))]

@@ -1,0 +1,50 @@
+"""The visibility rule of invariant 2 (seed 000), once as a pure function and once as a SQL clause.
+
+Part p is visible to transaction T with snapshot S iff
+    (p.creation_tid == T.tid and p.removal_tid != T.tid)
+ or (p.creation_csn set and <= S and not (p.removal_csn set and <= S) and p.removal_tid != T.tid).
+A reader outside any transaction uses tid None, which matches no part's tids.
+Both forms are kept in one module so a test can check that they agree on every combination.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, and_, or_
+
+from airflow_txn.catalog import schema
+
+
+@dataclass(frozen=True, slots=True)
+class VersionInfo:
+    """The four version columns of a part."""
+
+    creation_tid: str
+    creation_csn: int | None
+    removal_tid: str | None
+    removal_csn: int | None
+
+
+def is_visible(part: VersionInfo, tid: str | None, snapshot: int) -> bool:
+    """Invariant 2, literally."""
+    removed_by_me = tid is not None and part.removal_tid == tid
+    if tid is not None and part.creation_tid == tid and not removed_by_me:
+        return True
+    created = part.creation_csn is not None and part.creation_csn <= snapshot
+    removed = part.removal_csn is not None and part.removal_csn <= snapshot
+    return created and not removed and not removed_by_me
+
+
+def visible_clause(tid: str | None, snapshot: int) -> ColumnElement[bool]:
+    """The same rule as a WHERE clause over the parts table (bound parameters only)."""
+    p = schema.parts.c
+    committed = and_(
+        p.creation_csn.is_not(None),
+        p.creation_csn <= snapshot,
+        or_(p.removal_csn.is_(None), p.removal_csn > snapshot),
+    )
+    if tid is None:
+        return committed
+    not_removed_by_me = or_(p.removal_tid.is_(None), p.removal_tid != tid)
+    return and_(not_removed_by_me, or_(p.creation_tid == tid, committed))

@@ -1,0 +1,205 @@
+"""The Warehouse: one catalog + one storage root + one CSN oracle, and the operations on them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import select
+
+from airflow_txn import apply, commit_log, part_records, reading, recovery, table_registry, txn_records, vacuum
+from airflow_txn.catalog import Catalog, schema
+from airflow_txn.config import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_SECONDS, WarehouseConfig
+from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.errors import SnapshotTooOldError, StorageError, TableExistsError, TxnError, WaitTimeoutError
+from airflow_txn.names import check_label
+from airflow_txn.oracle import make_oracle
+from airflow_txn.runtime import Runtime
+from airflow_txn.storage import Storage
+from airflow_txn.tid import Tid, TidFactory
+from airflow_txn.transaction import Transaction
+
+log = logging.getLogger(__name__)
+
+_c = schema.counters.c
+
+
+class Warehouse:
+    """Open with `Warehouse.open(catalog=..., root=..., oracle=...)`; see CONTRACT.md."""
+
+    def __init__(self, config: WarehouseConfig, runtime: Runtime) -> None:
+        self.config = config
+        self.runtime = runtime
+
+    @classmethod
+    def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
+             oracle: str | None = None) -> Warehouse:
+        """Open (creating if needed) the warehouse; arguments override AIRFLOW_TXN_* and the defaults."""
+        config = WarehouseConfig.resolve(catalog, root, oracle)
+        cat = Catalog(config.catalog_url)
+        cat.initialize()
+        storage = Storage(config.root)
+        storage.ensure()
+        runtime = Runtime(cat, make_oracle(config.oracle, cat), storage, TidFactory())
+        return cls(config, runtime)
+
+    def close(self) -> None:
+        self.runtime.oracle.close()
+        self.runtime.catalog.dispose()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Warehouse(root={str(self.config.root)!r}, oracle={self.config.oracle!r})"
+
+    # -- tables -------------------------------------------------------------------------------------
+    def create_table(self, name: str, schema: pa.Schema, partition_by: Sequence[str] = (),
+                     exist_ok: bool = False) -> None:
+        """Create `namespace.table`; with exist_ok an identical existing table is fine."""
+        table_name, arrow_schema = table_registry.validate_new_table(name, schema, list(partition_by))
+        with self.runtime.catalog.write() as conn:
+            existing = table_registry.find(conn, name)
+            if existing is not None:
+                if exist_ok and existing.schema.equals(arrow_schema) and existing.partition_by == tuple(partition_by):
+                    return
+                if exist_ok:
+                    raise TxnError(f"table {name} exists with a different schema or partitioning")
+                raise TableExistsError(f"table {name} exists already")
+            table_registry.create(conn, table_name, arrow_schema, list(partition_by))
+
+    def tables(self) -> list[str]:
+        with self.runtime.catalog.read() as conn:
+            return [t.name.qualified for t in table_registry.all_tables(conn)]
+
+    def schema(self, name: str) -> pa.Schema:
+        with self.runtime.catalog.read() as conn:
+            return table_registry.get(conn, name).schema
+
+    def partition_by(self, name: str) -> tuple[str, ...]:
+        with self.runtime.catalog.read() as conn:
+            return table_registry.get(conn, name).partition_by
+
+    # -- transactions -------------------------------------------------------------------------------
+    def begin(self, label: str | None = None, isolation: str = "snapshot",
+              lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Transaction:
+        """Start a transaction at the readable watermark."""
+        check_label(label)
+        if isolation not in txn_records.ISOLATION_LEVELS:
+            raise TxnError(f"isolation must be one of {txn_records.ISOLATION_LEVELS}, got {isolation!r}")
+        if not (isinstance(lease_seconds, int | float) and lease_seconds > 0):
+            raise TxnError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
+        cat = self.runtime.catalog
+        with cat.write() as conn:
+            gate = select(_c.value).where(_c.name == schema.COUNTER_SNAPSHOT_GATE)
+            conn.execute(gate.with_for_update(read=True) if cat.supports_for_update else gate)
+            snapshot = commit_log.readable_csn(conn, self.runtime.oracle)
+            tid = str(self.runtime.tids.next(snapshot))
+            txn_records.insert_row(conn, tid, label, isolation, snapshot, float(lease_seconds))
+        log.debug("began %s at snapshot %d", tid, snapshot)
+        return Transaction(self, tid, snapshot, isolation)
+
+    def attach(self, tid: str) -> Transaction:
+        """The transaction `tid` (as printed by Transaction.tid), e.g. from another process."""
+        parsed = str(Tid.parse(tid))
+        with self.runtime.catalog.read() as conn:
+            row = txn_records.fetch(conn, parsed)
+        return Transaction(self, parsed, row.snapshot_csn, row.isolation)
+
+    def transaction_info(self, tid: str) -> dict[str, Any]:
+        parsed = str(Tid.parse(tid))
+        with self.runtime.catalog.read() as conn:
+            info = txn_records.fetch(conn, parsed).as_dict()
+            parts = part_records.of_transaction(conn, parsed)
+            names = {t.id: t.name.qualified for t in table_registry.all_tables(conn)}
+        info["tables"] = sorted({names[p.table_id] for p in parts})
+        info["parts"] = [
+            {"table": names[p.table_id], "partition": p.partition, "path": p.path, "rows": p.row_count,
+             "bytes": p.size_bytes, "key": p.stage_key,
+             "role": "created" if p.version.creation_tid == parsed else "removed",
+             "creation_csn": p.version.creation_csn, "removal_csn": p.version.removal_csn}
+            for p in parts
+        ]
+        return info
+
+    def transactions(self, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        with self.runtime.catalog.read() as conn:
+            return [r.as_dict() for r in txn_records.list_rows(conn, state, limit)]
+
+    # -- reads --------------------------------------------------------------------------------------
+    def read(self, table: str, csn: int | None = None, filter: pc.Expression | None = None) -> pa.Table:
+        """The table at snapshot `csn` (None: the readable watermark)."""
+        snapshot = self._snapshot_for(csn)
+        with self.runtime.catalog.read() as conn:
+            info = table_registry.get(conn, table)
+        try:
+            return reading.read(self.runtime, info, None, snapshot, filter)
+        except StorageError as exc:
+            if snapshot < vacuum.stored_horizon(self.runtime):
+                raise SnapshotTooOldError(f"CSN {snapshot} is past the retention horizon; read a newer one") from exc
+            raise
+
+    def _snapshot_for(self, csn: int | None) -> int:
+        watermark = self.readable_csn()
+        if csn is None:
+            return watermark
+        if isinstance(csn, bool) or not isinstance(csn, int) or csn < PREHISTORIC_CSN:
+            raise TxnError(f"csn must be an integer >= {PREHISTORIC_CSN}, got {csn!r}")
+        if csn > watermark:
+            apply.apply_pending(self.runtime, up_to=csn)
+            watermark = self.readable_csn()
+            if csn > watermark:
+                raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
+        horizon = vacuum.stored_horizon(self.runtime)
+        if csn < horizon:
+            raise SnapshotTooOldError(
+                f"CSN {csn} is older than the retention horizon {horizon}: vacuum may have removed its files"
+            )
+        return csn
+
+    def readable_csn(self) -> int:
+        return apply.readable_csn(self.runtime)
+
+    def last_commit_csn(self, table: str) -> int | None:
+        """The CSN of the latest readable commit that touched `table` (None if none)."""
+        with self.runtime.catalog.read() as conn:
+            info = table_registry.get(conn, table)
+            watermark = commit_log.readable_csn(conn, self.runtime.oracle)
+            return commit_log.last_commit_csn(conn, info.id, watermark)
+
+    def wait_for_csn(self, csn: int, timeout: float) -> int:
+        """Block until the watermark covers `csn`, applying pending records on the way; return it."""
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while True:
+            apply.apply_pending(self.runtime, up_to=csn)
+            watermark = self.readable_csn()
+            if watermark >= csn:
+                return watermark
+            if time.monotonic() >= deadline:
+                raise WaitTimeoutError(f"CSN {csn} not readable after {timeout}s (watermark {watermark})")
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 1.0)
+
+    def commit_log(self, limit: int = 20) -> list[dict[str, Any]]:
+        with self.runtime.catalog.read() as conn:
+            return [
+                {"csn": r.csn, "tid": r.tid, "tables": list(r.tables), "committed_at": r.committed_at,
+                 "applied": r.applied}
+                for r in commit_log.recent(conn, limit)
+            ]
+
+    # -- maintenance --------------------------------------------------------------------------------
+    def recover(self) -> dict[str, Any]:
+        return recovery.recover(self.runtime)
+
+    def vacuum(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS) -> dict[str, Any]:
+        return vacuum.vacuum(self.runtime, retention_seconds)
