@@ -1,0 +1,25 @@
+# Shared by scripts/demo.sh and scripts/test.sh: a project virtual environment, created once and
+# refreshed when pyproject.toml changes. Sourced, not run.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${AIRFLOW_TXN_VENV:-$REPO/.venv}"
+PYTHON_BIN="${PYTHON:-python3.11}"
+command -v "$PYTHON_BIN" >/dev/null 2>&1 || PYTHON_BIN=python3
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev")
+    local extras="$1" stamp
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating virtual environment $VENV"
+        "$PYTHON_BIN" -m venv "$VENV"
+        "$VENV/bin/pip" install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+    fi
+    stamp="$VENV/.airflow_txn-$(echo "$extras" | tr ',' '-').stamp"
+    if [ ! -f "$stamp" ] || [ "$REPO/pyproject.toml" -nt "$stamp" ]; then
+        log "installing airflow-txn[$extras] into $VENV (first run takes a minute or two)"
+        "$VENV/bin/pip" install -q -e "$REPO[$extras]" 2>&1 | grep -v '^WARNING: Location' || true
+        "$VENV/bin/python" -c "import airflow_txn" || { echo "install failed" >&2; exit 1; }
+        touch "$stamp"
+    fi
+}

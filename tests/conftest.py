@@ -1,0 +1,104 @@
+"""Shared fixtures: a real catalog on SQLite and on PostgreSQL (never a mock), and warehouses on them.
+
+`catalog_url` is parametrised over both back ends, so every test that uses `wh` (or `catalog_url`)
+runs twice. PostgreSQL tests get an isolated schema each. The server is the one scripts/test.sh
+starts; its URL comes from AIRFLOW_TXN_TEST_PG. Without that variable (a developer's quick run)
+an unreachable server skips the PostgreSQL half; with it (CI) an unreachable server fails.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from airflow_txn import Warehouse
+
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
+BACKENDS = ["sqlite", "postgres"]
+
+
+def pg_base_url() -> str:
+    return os.environ.get("AIRFLOW_TXN_TEST_PG", DEFAULT_PG)
+
+
+def _pg_reachable(url: str) -> str | None:
+    try:
+        engine = create_engine(url)
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        return None
+    except Exception as exc:
+        return str(exc).splitlines()[0]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the PostgreSQL half of parametrised tests so `-m postgres` selects it."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("catalog_url") == "postgres":
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    url = pg_base_url()
+    problem = _pg_reachable(url)
+    if problem is not None:
+        if "AIRFLOW_TXN_TEST_PG" in os.environ:
+            pytest.fail(f"PostgreSQL at {url} is not reachable: {problem}")
+        pytest.skip(f"PostgreSQL not reachable ({problem}); run scripts/test.sh to start it")
+    return url
+
+
+@pytest.fixture
+def pg_schema_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped after the test."""
+    base = request.getfixturevalue("pg_url")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(base, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{name}"'))
+    sep = "&" if "?" in base else "?"
+    yield f"{base}{sep}options=-csearch_path%3D{name}"
+    with engine.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA "{name}" CASCADE'))
+    engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("pg_schema_url")
+        return url
+    return f"sqlite:///{tmp_path / 'catalog.db'}"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse"
+
+
+@pytest.fixture
+def open_wh(catalog_url: str, root: Path) -> Iterator[Callable[[], Warehouse]]:
+    """Open another handle on the same warehouse (as another process or task would)."""
+    opened: list[Warehouse] = []
+
+    def _open() -> Warehouse:
+        wh = Warehouse.open(catalog=catalog_url, root=str(root))
+        opened.append(wh)
+        return wh
+
+    yield _open
+    for wh in opened:
+        wh.close()
+
+
+@pytest.fixture
+def wh(open_wh: Callable[[], Warehouse]) -> Warehouse:
+    return open_wh()

@@ -1,0 +1,39 @@
+"""Small builders shared by the tests: schemas, tables of rows, and storage listings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from airflow_txn import Warehouse
+
+EVENTS = pa.schema([("id", pa.int64()), ("day", pa.string()), ("value", pa.float64())])
+ACCOUNTS = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
+
+
+def events(ids: list[int], day: str = "2024-01-01", value: float = 1.0) -> pa.Table:
+    return pa.table({"id": ids, "day": [day] * len(ids), "value": [value] * len(ids)}, schema=EVENTS)
+
+
+def accounts(rows: dict[int, int]) -> pa.Table:
+    return pa.table({"id": list(rows), "balance": list(rows.values())}, schema=ACCOUNTS)
+
+
+def ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+def storage_files(root: Path) -> set[str]:
+    """Every file below the storage root, relative to it."""
+    out = set()
+    for current, _dirs, files in os.walk(root):
+        for name in files:
+            out.add(str(Path(current, name).relative_to(root)))
+    return out
+
+
+def make_tables(wh: Warehouse) -> None:
+    wh.create_table("sales.events", EVENTS, partition_by=["day"])
+    wh.create_table("sales.accounts", ACCOUNTS)
