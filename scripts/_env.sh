@@ -13,13 +13,16 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev")
     if [ ! -x "$VENV/bin/python" ]; then
         log "creating virtual environment $VENV"
         "$PYTHON_BIN" -m venv "$VENV"
-        "$VENV/bin/pip" install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+        "$VENV/bin/pip" install -q --upgrade pip >/dev/null 2>&1 || true
     fi
     stamp="$VENV/.airflow_txn-$(echo "$extras" | tr ',' '-').stamp"
     if [ ! -f "$stamp" ] || [ "$REPO/pyproject.toml" -nt "$stamp" ]; then
         log "installing airflow-txn[$extras] into $VENV (first run takes a minute or two)"
-        "$VENV/bin/pip" install -q -e "$REPO[$extras]" 2>&1 | grep -v '^WARNING: Location' || true
-        "$VENV/bin/python" -c "import airflow_txn" || { echo "install failed" >&2; exit 1; }
+        if ! "$VENV/bin/pip" install -q -e "$REPO[$extras]" >"$VENV/pip-install.log" 2>&1; then
+            cat "$VENV/pip-install.log" >&2
+            echo "pip install failed (log above, kept in $VENV/pip-install.log)" >&2
+            exit 1
+        fi
         touch "$stamp"
     fi
 }
