@@ -2,7 +2,9 @@
 
 Layout under the root:  <namespace>/<table>/[<col>=<value>/...]<write dir>/<files>
 A write dir is named `p-<32 hex>` (written by the core) or `w-<32 hex>` (written by Spark, holding
-`<col>=<value>` sub-directories, one part each). Every write dir holds `_airflow_txn.json`, written
+`<col>=<value>` sub-directories, one part each). Part files never store the partition columns (the
+Hive/Spark layout): the catalog holds each part's partition values and readers add them back.
+Every write dir holds `_airflow_txn.json`, written
 before any data file, naming the transaction that wrote it, so storage alone can be reconciled
 with the catalog. Nothing here decides visibility: that is the catalog's job.
 """
@@ -68,8 +70,9 @@ class Storage:
         """Write one part (one Parquet file) into a new write dir; on failure remove what was written."""
         relative = self.new_write_dir(table_directory, partition, sidecar)
         target = safe_join(self.table_dir(table_directory), relative)
+        stored = data.drop_columns([c for c in partition if c in data.column_names])
         try:
-            pq.write_table(data, target / "part-00000.parquet")
+            pq.write_table(stored, target / "part-00000.parquet")
             size = (target / "part-00000.parquet").stat().st_size
         except OSError as exc:
             shutil.rmtree(target, ignore_errors=True)
