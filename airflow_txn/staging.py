@@ -69,14 +69,15 @@ def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
     info = load_table(rt, stmt, table)
     rows = conform(data, info.schema, info.name.qualified)
     compensate(rt, stmt)
-    return _stage(rt, stmt, info, split_by_partition(rows, info.partition_by), removals=[])
+    pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
+    return _stage(rt, stmt, info, pieces, removals=[])
 
 
 def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
               partitions: Sequence[Mapping[str, Any]] | None) -> int:
     info = load_table(rt, stmt, table)
     rows = conform(data, info.schema, info.name.qualified)
-    pieces = split_by_partition(rows, info.partition_by)
+    pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
     keys: list[str] | None = None
     if partitions is not None:
         listed = normalize_partitions(partitions, info.schema, info.partition_by)
@@ -97,14 +98,18 @@ def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
     compensate(rt, stmt)
     removals: list[int] = []
     pieces: list[tuple[Partition, pa.Table]] = []
+    deleted = 0
     for part in visible(rt, stmt, info):
         rows = read_part(rt, info, part)
         mask = _mask(rows, predicate)
-        if not pc.any(mask).as_py():
+        matches = int(pc.sum(mask).as_py() or 0)
+        if not matches:
             continue
+        deleted += matches
         removals.append(part.id)
         pieces += split_by_partition(rows.filter(pc.invert(mask)), info.partition_by)
-    return _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals)
+    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals)
+    return deleted
 
 
 def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments: object) -> int:
@@ -114,15 +119,19 @@ def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments:
     compensate(rt, stmt)
     removals: list[int] = []
     pieces: list[tuple[Partition, pa.Table]] = []
+    updated = 0
     for part in visible(rt, stmt, info):
         rows = read_part(rt, info, part)
         mask = _mask(rows, predicate)
-        if not pc.any(mask).as_py():
+        matches = int(pc.sum(mask).as_py() or 0)
+        if not matches:
             continue
+        updated += matches
         removals.append(part.id)
         new_rows = conform(_assign(rows, mask, setters), info.schema, info.name.qualified)
         pieces += split_by_partition(new_rows, info.partition_by)
-    return _stage(rt, stmt, info, pieces, removals)
+    _stage(rt, stmt, info, pieces, removals)
+    return updated
 
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,

@@ -114,12 +114,13 @@ class Transaction:
                          lambda: staging.overwrite(self._rt, stmt, table, data, partitions))
 
     def delete(self, table: str, where: pc.Expression, key: str | None = None) -> int:
-        """Delete matching rows, rewriting only the parts that hold some; returns rows kept in rewritten parts."""
+        """Delete matching rows, rewriting only the parts that hold some; returns the number of rows deleted."""
         stmt = self._statement(key)
         return self._run(f"delete in {table}", lambda: staging.delete(self._rt, stmt, table, where))
 
     def update(self, table: str, where: pc.Expression, set: Mapping[str, Any], key: str | None = None) -> int:
-        """Set columns of matching rows (values or Expressions), rewriting only the parts that hold some."""
+        """Set columns of matching rows (values or Expressions), rewriting only the parts holding some;
+        returns the number of rows updated."""
         stmt = self._statement(key)
         return self._run(f"update of {table}", lambda: staging.update(self._rt, stmt, table, where, set))
 
