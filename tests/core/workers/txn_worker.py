@@ -1,0 +1,169 @@
+"""A worker process for the multi-process and crash tests: `python -m tests.core.workers.txn_worker MODE ...`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_txn import Transaction, Warehouse
+from airflow_txn.errors import SerializationError
+from tests.helpers import accounts, events
+
+LEFT = "mp.left"
+RIGHT = "mp.right"
+TARGET = "mp.target"
+ID_SCHEMA = pa.schema([("id", pa.int64()), ("writer", pa.int64())])
+
+# Data the crash scenarios stage: ids 100/101 (events, a new partition) and 100 (accounts).
+CRASH_EVENT_IDS = [100, 101]
+CRASH_DAY = "2024-01-02"
+CRASH_ACCOUNT_IDS = [100]
+CRASH_LEASE_SECONDS = 2.0  # short, yet long enough for a loaded machine to reach the crash point
+
+
+def emit(payload: object) -> None:
+    """One JSON line on stdout, flushed at once (the parent may be waiting for it)."""
+    sys.stdout.write(json.dumps(payload) + "\n")
+    sys.stdout.flush()
+
+
+def id_rows(ids: list[int], writer: int) -> pa.Table:
+    return pa.table({"id": ids, "writer": [writer] * len(ids)}, schema=ID_SCHEMA)
+
+
+def sorted_ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+def writer(wh: Warehouse, index: int, commits: int) -> None:
+    """`commits` transactions, each appending the same fresh ids to both tables."""
+    for n in range(commits):
+        ids = [index * 100_000 + n * 10 + k for k in range(2)]
+        t = wh.begin(label=f"writer-{index}-{n}")
+        try:
+            t.append(LEFT, id_rows(ids, index))
+            t.append(RIGHT, id_rows(ids, index))
+            csn = t.commit()
+        except Exception as exc:
+            emit({"error": f"{type(exc).__name__}: {exc}", "commit": n})
+            raise
+        emit({"csn": csn, "tid": t.tid, "ids": ids})
+    emit({"done": commits})
+
+
+def reader(wh: Warehouse, stop_file: str, max_seconds: float, max_reads: int) -> None:
+    """Read both tables at one snapshot, again and again, until told to stop (bounded)."""
+    deadline = time.monotonic() + max_seconds
+    sequence: list[int] = []
+    seen: set[tuple[int, tuple[int, ...], tuple[int, ...]]] = set()
+    stopping = False
+    while len(sequence) < max_reads and time.monotonic() < deadline:
+        csn = wh.readable_csn()
+        left = sorted_ids(wh.read(LEFT, csn=csn))
+        right = sorted_ids(wh.read(RIGHT, csn=csn))
+        if not sequence:
+            emit({"ready": csn})
+        sequence.append(csn)
+        seen.add((csn, tuple(left), tuple(right)))
+        if stopping:
+            break
+        stopping = os.path.exists(stop_file)  # one more read after the writers are all done
+        time.sleep(0.01)  # leave the writers some CPU (two cores)
+    emit({"sequence": sequence, "samples": sorted([c, list(a), list(b)] for c, a, b in seen),
+          "stopped": stopping})
+
+
+def overwriter(wh: Warehouse, index: int) -> None:
+    """Line protocol on stdin: `begin` -> {begun}, `go R` -> overwrite TARGET and commit -> {won|lost}."""
+    t = None
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            return
+        if words[0] == "begin":
+            t = wh.begin(label=f"overwriter-{index}")
+            emit({"begun": t.snapshot_csn, "tid": t.tid})
+        elif words[0] == "go" and t is not None:
+            ids = [index * 1000 + int(words[1]) * 10 + k for k in range(3)]
+            emit(_overwrite_and_commit(t, ids, index))
+            t = None
+        else:
+            emit({"error": f"unexpected command {line.strip()!r}"})
+
+
+def _overwrite_and_commit(t: Transaction, ids: list[int], index: int) -> dict[str, object]:
+    try:
+        t.overwrite(TARGET, id_rows(ids, index))
+        csn = t.commit()
+    except SerializationError as exc:
+        if t.state == "active":
+            t.rollback()
+        return {"lost": str(exc), "tid": t.tid, "state": t.state}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "tid": t.tid}
+    return {"won": csn, "tid": t.tid, "ids": ids}
+
+
+def crash(wh: Warehouse, scenario: str) -> None:
+    """Run the operation of `scenario`; with AIRFLOW_TXN_CRASH_AT set the process dies inside it."""
+    if scenario == "vacuum":
+        emit({"vacuum": True})
+        emit({"survived": wh.vacuum(0)})
+        return
+    t = wh.begin(label=f"crash-{scenario}", lease_seconds=CRASH_LEASE_SECONDS)
+    emit({"tid": t.tid})
+    steps: dict[str, list[Callable[[], object]]] = {
+        "append": [lambda: t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))],
+        "commit": [
+            lambda: t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY)),
+            lambda: t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1))),
+            t.commit,
+        ],
+        "rollback": [
+            lambda: t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY)),
+            lambda: t.update("sales.accounts", pc.field("id") == 1, {"balance": 99}),
+            t.rollback,
+        ],
+    }
+    for step in steps[scenario]:
+        step()
+    emit({"survived": t.state})
+
+
+def read_after(wh: Warehouse, read_csn: int, wait_csn: int) -> None:
+    """Read both crash tables at `read_csn` directly, then at `wait_csn` after wait_for_csn."""
+    for how, csn in (("read", read_csn), ("wait", wait_csn)):
+        watermark = wh.wait_for_csn(csn, timeout=20) if how == "wait" else None
+        emit({"how": how, "csn": csn, "watermark": watermark,
+              "events": sorted_ids(wh.read("sales.events", csn=csn)),
+              "accounts": sorted_ids(wh.read("sales.accounts", csn=csn)), "readable": wh.readable_csn()})
+
+
+def main(argv: list[str]) -> None:
+    mode, catalog, root, *rest = argv
+    wh = Warehouse.open(catalog=catalog, root=root)
+    try:
+        if mode == "writer":
+            writer(wh, int(rest[0]), int(rest[1]))
+        elif mode == "reader":
+            reader(wh, rest[0], float(rest[1]), int(rest[2]))
+        elif mode == "overwriter":
+            overwriter(wh, int(rest[0]))
+        elif mode == "crash":
+            crash(wh, rest[0])
+        elif mode == "read_after":
+            read_after(wh, int(rest[0]), int(rest[1]))
+        else:
+            raise SystemExit(f"unknown mode {mode!r}")
+    finally:
+        wh.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
