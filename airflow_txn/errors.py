@@ -11,6 +11,10 @@ class SerializationError(TxnError):
     """A concurrent transaction changed what this one touched: roll back and retry the transaction."""
 
 
+class StaleAttemptError(SerializationError):
+    """A newer attempt of the same task already staged in this transaction: this (zombie) attempt must stop."""
+
+
 class TransactionClosedError(TxnError):
     """The transaction was committed, rolled back or failed a statement: only rollback() is allowed."""
 
@@ -62,6 +66,7 @@ __all__ = [
     "SchemaMismatchError",
     "SerializationError",
     "SnapshotTooOldError",
+    "StaleAttemptError",
     "StorageError",
     "TableExistsError",
     "TableNotFoundError",

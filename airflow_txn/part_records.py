@@ -10,15 +10,16 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, or_, select, true, update
 
 from airflow_txn.catalog import schema
 from airflow_txn.csn import ROLLBACK_CSN
 from airflow_txn.errors import SerializationError
 from airflow_txn.partitioning import Partition, parse_partition_key, partition_key
 from airflow_txn.storage import WrittenPart
-from airflow_txn.visibility import VersionInfo, visible_clause
+from airflow_txn.visibility import VersionInfo, is_visible, visible_clause
 
 _p = schema.parts.c
 
@@ -34,6 +35,9 @@ class PartRow:
     size_bytes: int
     version: VersionInfo
     stage_key: str | None
+    stage_attempt: int | None = None
+    removal_key: str | None = None
+    removal_attempt: int | None = None
 
     @property
     def partition(self) -> Partition:
@@ -47,7 +51,8 @@ def _from_row(row: object) -> PartRow:
         path=str(r.path), files=tuple(json.loads(r.files)),  # type: ignore[attr-defined]
         row_count=int(r.row_count), size_bytes=int(r.size_bytes),  # type: ignore[attr-defined]
         version=VersionInfo(r.creation_tid, r.creation_csn, r.removal_tid, r.removal_csn),  # type: ignore[attr-defined]
-        stage_key=r.stage_key,  # type: ignore[attr-defined]
+        stage_key=r.stage_key, stage_attempt=r.stage_attempt,  # type: ignore[attr-defined]
+        removal_key=r.removal_key, removal_attempt=r.removal_attempt,  # type: ignore[attr-defined]
     )
 
 
@@ -60,7 +65,7 @@ def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: in
 
 
 def register(conn: Connection, table_id: int, tid: str, key: str | None,
-             written: Sequence[tuple[Partition, WrittenPart]]) -> None:
+             written: Sequence[tuple[Partition, WrittenPart]], attempt: int | None = None) -> None:
     if not written:
         return
     now = time.time()
@@ -71,36 +76,97 @@ def register(conn: Connection, table_id: int, tid: str, key: str | None,
                 "table_id": table_id, "partition_key": partition_key(partition), "path": part.path,
                 "files": json.dumps(list(part.files)), "row_count": part.row_count, "size_bytes": part.size_bytes,
                 "creation_tid": tid, "creation_csn": None, "removal_tid": None, "removal_csn": None,
-                "stage_key": key, "removal_key": None, "created_at": now,
+                "stage_key": key, "stage_attempt": attempt, "removal_key": None, "removal_attempt": None,
+                "created_at": now,
             }
             for partition, part in written
         ],
     )
 
 
-def compensate_key(conn: Connection, tid: str, key: str) -> int:
-    """Invariant 7: undo what an earlier attempt staged under `key` in this transaction."""
+def _older(column: Any, attempt: int | None) -> ColumnElement[bool]:
+    """Rows of an EARLIER attempt: every attempt when none is given (explicit keys), else a lower number."""
+    if attempt is None:
+        return true()
+    return or_(column.is_(None), column < attempt)
+
+
+def compensate_key(conn: Connection, tid: str, key: str, attempt: int | None = None) -> int:
+    """Invariant 7: undo what an earlier attempt staged under `key` in this transaction.
+
+    Created parts get RollbackCSN and removal_tid = tid (so tid itself stops seeing them); removal
+    locks the earlier attempt took are released. `after_compensation` mirrors this in Python.
+    """
     created = conn.execute(
         update(schema.parts)
-        .where(_p.creation_tid == tid, _p.stage_key == key, _p.creation_csn.is_(None))
+        .where(_p.creation_tid == tid, _p.stage_key == key, _p.creation_csn.is_(None),
+               _older(_p.stage_attempt, attempt))
         .values(creation_csn=ROLLBACK_CSN, removal_tid=tid)  # removal_tid was NULL or already tid
     ).rowcount
     released = conn.execute(
         update(schema.parts)
         .where(_p.removal_tid == tid, _p.removal_key == key, _p.removal_csn.is_(None),
-               or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN))
-        .values(removal_tid=None, removal_key=None)
+               or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
+               _older(_p.removal_attempt, attempt))
+        .values(removal_tid=None, removal_key=None, removal_attempt=None)
     ).rowcount
     return int(created) + int(released)
 
 
-def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequence[int]) -> None:
+def _is_older(value: int | None, attempt: int | None) -> bool:
+    return attempt is None or value is None or value < attempt
+
+
+def after_compensation(part: PartRow, tid: str, key: str | None, attempt: int | None) -> VersionInfo:
+    """The part's version columns as `compensate_key(tid, key, attempt)` would leave them."""
+    v = part.version
+    if key is None:
+        return v
+    creation_csn, removal_tid = v.creation_csn, v.removal_tid
+    if (v.creation_tid == tid and part.stage_key == key and creation_csn is None
+            and _is_older(part.stage_attempt, attempt)):
+        creation_csn, removal_tid = ROLLBACK_CSN, tid
+    elif (removal_tid == tid and part.removal_key == key and v.removal_csn is None
+          and _is_older(part.removal_attempt, attempt)):
+        removal_tid = None
+    return VersionInfo(v.creation_tid, creation_csn, removal_tid, v.removal_csn)
+
+
+def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: int, key: str | None,
+                          attempt: int | None, partition_keys: Sequence[str] | None = None) -> list[PartRow]:
+    """What a statement staged under (key, attempt) sees: the transaction's view AFTER compensating
+    the key's earlier attempts, computed without changing anything (the statement compensates and
+    registers in one catalog transaction at its end, so a rejected statement changes nothing)."""
+    candidates = visible_clause(tid, snapshot)
+    if key is not None:
+        candidates = or_(candidates, and_(_p.removal_tid == tid, _p.removal_key == key))
+    stmt = select(schema.parts).where(_p.table_id == table_id, candidates)
+    if partition_keys is not None:
+        stmt = stmt.where(_p.partition_key.in_(list(partition_keys)))
+    parts = [_from_row(r) for r in conn.execute(stmt.order_by(_p.id))]
+    return [p for p in parts if is_visible(after_compensation(p, tid, key, attempt), tid, snapshot)]
+
+
+def newest_attempt(conn: Connection, tid: str, key: str) -> int | None:
+    """The highest attempt number that staged or removed under `key` in `tid` (for fencing)."""
+    created = conn.execute(
+        select(func.max(_p.stage_attempt)).where(_p.creation_tid == tid, _p.stage_key == key)
+    ).scalar()
+    removed = conn.execute(
+        select(func.max(_p.removal_attempt)).where(_p.removal_tid == tid, _p.removal_key == key)
+    ).scalar()
+    values = [int(v) for v in (created, removed) if v is not None]
+    return max(values) if values else None
+
+
+def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequence[int],
+                     attempt: int | None = None) -> None:
     """Take the removal lock on each part, or raise SerializationError naming the holder."""
     for part_id in part_ids:
         taken = conn.execute(
             update(schema.parts)
             .where(_p.id == part_id, _p.removal_tid.is_(None))
-            .values(removal_tid=tid, removal_key=key)
+            .values(removal_tid=tid, removal_key=key, removal_attempt=attempt)
         ).rowcount
         if taken != 1:
             holder = conn.execute(select(_p.removal_tid).where(_p.id == part_id)).scalar()
@@ -112,9 +178,11 @@ def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequ
 
 
 def tables_touched(conn: Connection, tid: str) -> list[int]:
+    """Tables where `tid` created or removed a live part. A part compensated by a keyed retry
+    (RollbackCSN, removal_tid = tid to hide it from tid itself) is no write of the transaction."""
     stmt = select(_p.table_id).where(
-        or_(and_(_p.creation_tid == tid, or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN)),
-            _p.removal_tid == tid)
+        or_(_p.creation_tid == tid, _p.removal_tid == tid),
+        or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
     ).distinct()
     return sorted(int(r.table_id) for r in conn.execute(stmt))
 
@@ -148,7 +216,7 @@ def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
     conn.execute(
         update(schema.parts)
         .where(_p.table_id == table_id, _p.removal_tid == tid, _p.removal_csn.is_(None))
-        .values(removal_tid=None, removal_key=None)
+        .values(removal_tid=None, removal_key=None, removal_attempt=None)
     )
 
 
@@ -156,7 +224,8 @@ def written_partitions(conn: Connection, tid: str, table_id: int) -> set[str]:
     """Partition keys a (committed) transaction created or removed parts in, for serializable checks."""
     stmt = select(_p.partition_key).where(
         _p.table_id == table_id,
-        or_(and_(_p.creation_tid == tid, _p.creation_csn != ROLLBACK_CSN), _p.removal_tid == tid),
+        or_(_p.creation_tid == tid, _p.removal_tid == tid),
+        or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),  # compensated parts wrote nothing
     ).distinct()
     return {str(r.partition_key) for r in conn.execute(stmt)}
 

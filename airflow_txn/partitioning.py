@@ -61,7 +61,10 @@ def split_by_partition(data: pa.Table, partition_by: Sequence[str]) -> list[tupl
         return [({}, data)]
     if data.num_rows == 0:
         return []
-    combos = data.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
+    # group on positional names: Arrow would parse a column name like ".a" or "..." as a field path
+    keys = [f"k{i}" for i in range(len(partition_by))]
+    grouped = data.select(list(partition_by)).rename_columns(keys).group_by(keys).aggregate([]).to_pylist()
+    combos = [{col: row[k] for col, k in zip(partition_by, keys, strict=True)} for row in grouped]
     out: list[tuple[Partition, pa.Table]] = []
     for combo in combos:
         mask = None

@@ -21,7 +21,7 @@ def conform(data: object, schema: pa.Schema, table: str) -> pa.Table:
     problems += [
         f"column {f.name!r} is not nullable but holds {data[f.name].null_count} null(s)"
         for f in schema
-        if not f.nullable and f.name in data.column_names and data[f.name].null_count
+        if not f.nullable and data.column_names.count(f.name) == 1 and data[f.name].null_count
     ]
     if problems:
         raise SchemaMismatchError(f"data does not match the schema of {table}: " + "; ".join(problems))
@@ -41,7 +41,7 @@ def _differences(got: pa.Schema, want: pa.Schema) -> list[str]:
     if not missing and not extra and got.names != want.names:
         problems.append(f"columns are in order {got.names}, the table has {want.names}")
     for field in want:
-        if field.name in got.names and got.field(field.name).type != field.type:
+        if got.names.count(field.name) == 1 and got.field(field.name).type != field.type:
             problems.append(f"column {field.name!r} is {got.field(field.name).type}, the table has {field.type}")
     return problems
 

@@ -2,12 +2,20 @@
 
 Every statement follows the same steps:
   1. validate everything the caller passed (nothing written yet; invariant 9)
-  2. compensate what an earlier attempt staged under the same key (invariant 7)
-  3. decide which visible parts it replaces (only parts holding affected rows) and compute rows
-  4. write new part files (one part per partition), each write dir with its sidecar first
-  5. ONE catalog transaction: re-check the transaction, compensate the key again (a zombie
-     attempt may have staged meanwhile), take removal locks (invariant 6), register new parts.
-If step 5 fails the new files are deleted at once; if the process dies they are orphans vacuum removes.
+  2. decide which parts it replaces (only parts holding affected rows) from the transaction's view
+     AFTER compensating the key's earlier attempts (computed, not yet done), and compute the rows
+  3. write new part files (one part per partition), each write dir with its sidecar first
+  4. ONE catalog transaction: re-check the transaction, fence off stale attempts, compensate what
+     earlier attempts staged under the key (invariant 7), take removal locks (invariant 6), register
+     the new parts.
+So a statement is atomic: rejected or failed before step 4, it changed nothing in the catalog. If
+step 4 fails the new files are deleted at once; if the process dies they are orphans vacuum removes.
+
+Keys and attempts: a statement with an explicit key replaces everything staged before under that
+key. Writes under a transaction's default key (Airflow's dag/task/map index) carry the attempt
+number (the try number): all writes of one attempt accumulate, the first write of a newer attempt
+replaces every older attempt's writes, and an older attempt writing after a newer one is refused
+(StaleAttemptError) so a zombie task cannot undo its retry.
 """
 
 from __future__ import annotations
@@ -19,9 +27,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from sqlalchemy import Connection
 
 from airflow_txn import crashpoints, part_records, table_registry, txn_records
-from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError, StaleAttemptError
 from airflow_txn.part_records import PartRow
 from airflow_txn.partitioning import Partition, normalize_partitions, partition_key, split_by_partition
 from airflow_txn.runtime import Runtime
@@ -37,6 +46,7 @@ class Statement:
     tid: str
     snapshot: int
     key: str | None
+    attempt: int | None = None
 
 
 def load_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
@@ -47,18 +57,24 @@ def load_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
     return info
 
 
-def compensate(rt: Runtime, stmt: Statement) -> None:
+def compensate(rt: Runtime, stmt: Statement) -> int:
+    """Undo now, in one catalog transaction, what earlier attempts staged under the statement's key
+    (e.g. when a task failed and will be retried, so sibling tasks stop seeing its partial output).
+    Returns the number of parts changed. Staging under the key does this by itself anyway."""
     if stmt.key is None:
-        return
+        return 0
     with rt.catalog.write() as conn:
         txn_records.lock_usable(conn, rt.catalog, stmt.tid)
-        part_records.compensate_key(conn, stmt.tid, stmt.key)
+        _fence(conn, stmt)
+        return part_records.compensate_key(conn, stmt.tid, stmt.key, stmt.attempt)
 
 
 def visible(rt: Runtime, stmt: Statement, info: TableInfo,
             partition_keys: Sequence[str] | None = None) -> list[PartRow]:
+    """The parts this statement sees (its key's earlier attempts already compensated, virtually)."""
     with rt.catalog.read() as conn:
-        return part_records.visible_parts(conn, info.id, stmt.tid, stmt.snapshot, partition_keys)
+        return part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, stmt.key,
+                                                  stmt.attempt, partition_keys)
 
 
 def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
@@ -68,7 +84,6 @@ def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
 def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
     info = load_table(rt, stmt, table)
     rows = conform(data, info.schema, info.name.qualified)
-    compensate(rt, stmt)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
     return _stage(rt, stmt, info, pieces, removals=[])
 
@@ -87,7 +102,6 @@ def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
             raise SchemaMismatchError(
                 f"overwrite of {info.name} lists partitions {listed} but the data also holds rows of {stray[0]}"
             )
-    compensate(rt, stmt)
     victims = visible(rt, stmt, info, keys)
     return _stage(rt, stmt, info, pieces, removals=[p.id for p in victims])
 
@@ -95,7 +109,6 @@ def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
 def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
     info = load_table(rt, stmt, table)
     predicate = _check_predicate(where, info)
-    compensate(rt, stmt)
     removals: list[int] = []
     pieces: list[tuple[Partition, pa.Table]] = []
     deleted = 0
@@ -116,7 +129,6 @@ def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments:
     info = load_table(rt, stmt, table)
     predicate = _check_predicate(where, info)
     setters = _check_assignments(assignments, info)
-    compensate(rt, stmt)
     removals: list[int] = []
     pieces: list[tuple[Partition, pa.Table]] = []
     updated = 0
@@ -140,9 +152,21 @@ def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
     with rt.catalog.write() as conn:
         txn_records.lock_usable(conn, rt.catalog, stmt.tid)
         if stmt.key is not None:
-            part_records.compensate_key(conn, stmt.tid, stmt.key)
-        part_records.lock_for_removal(conn, stmt.tid, stmt.key, removals)
-        part_records.register(conn, info.id, stmt.tid, stmt.key, written)
+            _fence(conn, stmt)
+            part_records.compensate_key(conn, stmt.tid, stmt.key, stmt.attempt)
+        part_records.lock_for_removal(conn, stmt.tid, stmt.key, removals, stmt.attempt)
+        part_records.register(conn, info.id, stmt.tid, stmt.key, written, stmt.attempt)
+
+
+def _fence(conn: Connection, stmt: Statement) -> None:
+    if stmt.attempt is None or stmt.key is None:
+        return
+    newest = part_records.newest_attempt(conn, stmt.tid, stmt.key)
+    if newest is not None and newest > stmt.attempt:
+        raise StaleAttemptError(
+            f"attempt {stmt.attempt} of {stmt.key!r} in transaction {stmt.tid} is stale: attempt {newest} "
+            "has staged since; this attempt's write is refused"
+        )
 
 
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
@@ -186,6 +210,8 @@ def _check_assignments(assignments: object, info: TableInfo) -> dict[str, pc.Exp
     for column, value in assignments.items():
         if column not in info.schema.names:
             raise SchemaMismatchError(f"update sets unknown column {column!r} of {info.name}")
+        if value is None and not info.schema.field(column).nullable:
+            raise SchemaMismatchError(f"column {column!r} of {info.name} is not nullable: it cannot be set to None")
         arrow_type = info.schema.field(column).type
         try:
             expr = value if isinstance(value, pc.Expression) else pc.scalar(pa.scalar(value, arrow_type))

@@ -23,6 +23,7 @@ from airflow_txn.errors import (
     InvalidNameError,
     LeaseExpiredError,
     SchemaMismatchError,
+    StaleAttemptError,
     TableNotFoundError,
     TransactionClosedError,
     TransactionNotFoundError,
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Errors that reject a statement before it changed anything: the transaction stays usable.
-_REJECTED = (InvalidNameError, SchemaMismatchError, TableNotFoundError, TransactionClosedError,
+_REJECTED = (InvalidNameError, SchemaMismatchError, StaleAttemptError, TableNotFoundError, TransactionClosedError,
              TransactionNotFoundError)
 
 
@@ -53,6 +54,8 @@ class Transaction:
         self._isolation = isolation
         self.default_key: str | None = None
         """Key used by writes that pass none (Airflow sets it to dag/task/map index)."""
+        self.default_attempt: int | None = None
+        """Attempt number of writes under `default_key` (Airflow's try number); see staging.py."""
 
     @property
     def _rt(self) -> Runtime:
@@ -80,7 +83,23 @@ class Transaction:
 
     # -- writes -------------------------------------------------------------------------------------
     def _statement(self, key: str | None) -> staging.Statement:
-        return staging.Statement(self._tid, self._snapshot, check_key(key) or self.default_key)
+        if check_key(key) is not None:
+            return staging.Statement(self._tid, self._snapshot, key)
+        return staging.Statement(self._tid, self._snapshot, self.default_key,
+                                 self.default_attempt if self.default_key is not None else None)
+
+    def use_key(self, key: str, attempt: int | None = None) -> Transaction:
+        """Stage every write that passes no key under `key`, as attempt `attempt` (returns self).
+
+        With an attempt number, all writes of this attempt accumulate and the first write of a newer
+        attempt replaces everything older attempts staged under the key (a retried task); without one,
+        each write replaces the previous write under the key.
+        """
+        self.default_key = check_key(key)
+        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0):
+            raise InvalidNameError(f"attempt must be a non-negative integer, got {attempt!r}")
+        self.default_attempt = attempt
+        return self
 
     def _run(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -101,6 +120,14 @@ class Transaction:
         except Exception:  # the catalog itself may be what failed; the original error matters more
             log.warning("could not mark transaction %s failed", self._tid, exc_info=True)
 
+    def compensate(self, key: str | None = None, attempt: int | None = None) -> int:
+        """Roll back now what was staged under `key` (default: this handle's key) by attempts before
+        `attempt` (None: by every attempt). Returns the number of parts changed."""
+        stmt = staging.Statement(self._tid, self._snapshot, check_key(key) or self.default_key, attempt)
+        if stmt.key is None:
+            raise InvalidNameError("compensate needs a key: pass one or set it with use_key()")
+        return self._run(f"compensation of {stmt.key}", lambda: staging.compensate(self._rt, stmt))
+
     def append(self, table: str, data: pa.Table, key: str | None = None) -> int:
         """Stage `data` as new parts of `table`; returns the number of rows staged. Appends never conflict."""
         stmt = self._statement(key)
@@ -110,19 +137,34 @@ class Transaction:
                   key: str | None = None) -> int:
         """Replace the whole table (partitions=None) or only the listed partitions with `data`."""
         stmt = self._statement(key)
-        return self._run(f"overwrite of {table}",
-                         lambda: staging.overwrite(self._rt, stmt, table, data, partitions))
+        return self._run(f"overwrite of {table}", lambda: self._scanned(
+            table, partitions, staging.overwrite(self._rt, stmt, table, data, partitions)))
 
     def delete(self, table: str, where: pc.Expression, key: str | None = None) -> int:
         """Delete matching rows, rewriting only the parts that hold some; returns the number of rows deleted."""
         stmt = self._statement(key)
-        return self._run(f"delete in {table}", lambda: staging.delete(self._rt, stmt, table, where))
+        return self._run(f"delete in {table}",
+                         lambda: self._scanned(table, None, staging.delete(self._rt, stmt, table, where)))
 
     def update(self, table: str, where: pc.Expression, set: Mapping[str, Any], key: str | None = None) -> int:
         """Set columns of matching rows (values or Expressions), rewriting only the parts holding some;
         returns the number of rows updated."""
         stmt = self._statement(key)
-        return self._run(f"update of {table}", lambda: staging.update(self._rt, stmt, table, where, set))
+        return self._run(f"update of {table}",
+                         lambda: self._scanned(table, None, staging.update(self._rt, stmt, table, where, set)))
+
+    def _scanned(self, table: str, partitions: Sequence[Mapping[str, Any]] | None, rows: int) -> int:
+        """Serializable: overwrite/update/delete chose what to replace from what they saw, so what they
+        scanned (the listed partitions, else the whole table) counts as read and is checked at commit."""
+        if self._isolation != "serializable":
+            return rows
+        with self._rt.catalog.read() as conn:
+            info = table_registry.get(conn, table)
+        keys = None if partitions is None else [
+            partition_key(p) for p in normalize_partitions(partitions, info.schema, info.partition_by)
+        ]
+        self._record_read(info.id, keys or [WHOLE_TABLE])
+        return rows
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, table: str, filter: pc.Expression | None = None,

@@ -65,14 +65,14 @@ class Warehouse:
     def create_table(self, name: str, schema: pa.Schema, partition_by: Sequence[str] = (),
                      exist_ok: bool = False) -> None:
         """Create `namespace.table`; with exist_ok an identical existing table is fine."""
-        table_name, arrow_schema = table_registry.validate_new_table(name, schema, list(partition_by))
+        table_name, arrow_schema = table_registry.validate_new_table(name, schema, partition_by)
         with self.runtime.catalog.write() as conn:
             existing = table_registry.find(conn, name)
             if existing is not None:
                 if exist_ok and existing.schema.equals(arrow_schema) and existing.partition_by == tuple(partition_by):
                     return
                 if exist_ok:
-                    raise TxnError(f"table {name} exists with a different schema or partitioning")
+                    raise TableExistsError(f"table {name} exists with a different schema or partitioning")
                 raise TableExistsError(f"table {name} exists already")
             table_registry.create(conn, table_name, arrow_schema, list(partition_by))
 

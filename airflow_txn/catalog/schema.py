@@ -91,8 +91,10 @@ parts = Table(
     Column("creation_csn", BigInteger),
     Column("removal_tid", String(64)),
     Column("removal_csn", BigInteger),
-    Column("stage_key", Text),
+    Column("stage_key", Text),  # the key a statement staged this part under (invariant 7)
+    Column("stage_attempt", BigInteger),  # attempt number of that key (Airflow's try number), or NULL
     Column("removal_key", Text),
+    Column("removal_attempt", BigInteger),
     Column("created_at", Float, nullable=False),
     Index("ix_txn_parts_table_creation", "table_id", "creation_csn"),
     Index("ix_txn_parts_creation_tid", "creation_tid"),

@@ -1,0 +1,81 @@
+"""Layering: importing and using the core engine (and cli) loads neither Airflow nor Spark nor kazoo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The layers above the core (DESIGN.md: the Airflow and Spark layers); every other module is core or cli.
+UPPER_LAYERS = {"airflow", "spark", "operators", "sensors", "triggers", "hooks", "hook", "plugin", "plugins",
+                "listener", "listeners", "task_group", "dags", "example_dags", "providers"}
+
+# Run in a fresh interpreter; prints sys.modules after each step as one JSON object.
+PROBE = r"""
+import importlib, json, pkgutil, sys, tempfile
+seen = {}
+import airflow_txn
+seen["import"] = sorted(sys.modules)
+
+import pyarrow as pa
+d = tempfile.mkdtemp()
+wh = airflow_txn.Warehouse.open(catalog=f"sqlite:///{d}/c.db", root=f"{d}/w")
+wh.create_table("ns.t", pa.schema([("id", pa.int64())]))
+with wh.begin() as t:
+    t.append("ns.t", pa.table({"id": [1]}))
+assert wh.read("ns.t").num_rows == 1
+wh.vacuum(retention_seconds=0)
+wh.recover()
+wh.close()
+seen["use"] = sorted(sys.modules)
+
+for info in pkgutil.walk_packages(airflow_txn.__path__, "airflow_txn."):
+    if info.name.split(".")[1] not in UPPER:
+        importlib.import_module(info.name)
+seen["all_core"] = sorted(sys.modules)
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture(scope="module")
+def seen() -> dict[str, list[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_TXN_")}
+    env["PYTHONPATH"] = str(REPO)
+    code = f"UPPER = {sorted(UPPER_LAYERS)!r}\n{PROBE}"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    loaded: dict[str, list[str]] = json.loads(result.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def forbidden(modules: list[str]) -> list[str]:
+    """Modules of Airflow (airflow, airflow.*; not airflow_txn), Spark (pyspark, py4j) or kazoo."""
+    return [m for m in modules if m.split(".")[0] in {"airflow", "pyspark", "py4j", "kazoo"}]
+
+
+def test_forbidden_recognises_the_heavy_layers() -> None:
+    names = ["airflow", "airflow.models", "pyspark.sql", "py4j", "kazoo.client", "airflow_txn", "airflow_txn.spark",
+             "airflowish"]
+    assert forbidden(names) == ["airflow", "airflow.models", "pyspark.sql", "py4j", "kazoo.client"]
+
+
+def test_importing_the_core_loads_no_heavy_layer(seen: dict[str, list[str]]) -> None:
+    assert "airflow_txn.warehouse" in seen["import"]  # the probe does see what it imported
+    assert forbidden(seen["import"]) == []
+
+
+def test_using_the_core_loads_no_heavy_layer(seen: dict[str, list[str]]) -> None:
+    assert "airflow_txn.vacuum" in seen["use"] and "pyarrow.parquet" in seen["use"]
+    assert forbidden(seen["use"]) == []
+
+
+def test_every_core_and_cli_module_loads_no_heavy_layer(seen: dict[str, list[str]]) -> None:
+    assert "airflow_txn.cli" in seen["all_core"]
+    assert forbidden(seen["all_core"]) == []
