@@ -1,0 +1,52 @@
+"""The Spark layer: stage DataFrames in a transaction and read exact snapshots as DataFrames.
+
+    import airflow_txn.spark as txn_spark
+    txn_spark.write(df, t, "shop.orders", mode="append")           # Spark writes the part files itself
+    txn_spark.read(spark, wh, "shop.orders", csn=42)                # the table at CSN 42
+    txn_spark.delete(spark, t, "shop.orders", "amount < 0")         # copy-on-write, affected parts only
+
+Importing this package is cheap and loads no PySpark; the first use of a name below does, and
+without PySpark it raises an ImportError that says what to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_txn.spark.cow import delete, update
+    from airflow_txn.spark.reader import read
+    from airflow_txn.spark.types import to_arrow_schema, to_spark_schema
+    from airflow_txn.spark.writer import write
+
+_EXPORTS = {
+    "write": "airflow_txn.spark.writer",
+    "read": "airflow_txn.spark.reader",
+    "delete": "airflow_txn.spark.cow",
+    "update": "airflow_txn.spark.cow",
+    "to_arrow_schema": "airflow_txn.spark.types",
+    "to_spark_schema": "airflow_txn.spark.types",
+}
+
+__all__ = ["delete", "read", "to_arrow_schema", "to_spark_schema", "update", "write"]
+
+
+def require_pyspark() -> None:
+    """Raise an ImportError naming the extra to install when PySpark is missing."""
+    try:
+        importlib.import_module("pyspark.sql")
+    except ImportError as exc:
+        raise ImportError(
+            "airflow_txn.spark needs PySpark (4.0 or later): pip install 'airflow-txn[spark]'"
+        ) from exc
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'airflow_txn.spark' has no attribute {name!r}")
+    require_pyspark()
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,116 @@
+"""Copy-on-write delete and update executed by Spark: only the parts holding matching rows are
+rewritten (read, changed and written back by Spark jobs; nothing but part ids and counts reaches
+the driver), and the rewritten parts replace them in one registration, taking their removal locks
+(invariant 6: a concurrent writer of the same parts gets a SerializationError).
+
+    job 1: scan the visible parts (only the columns `where` needs) -> matching rows per part id
+    job 2: scan the affected parts -> drop (delete) or change (update) the matching rows -> writer.stage_frame
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from airflow_txn import staging
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.spark import engine
+from airflow_txn.spark.frames import PART_ID, parts_frame
+from airflow_txn.spark.types import to_spark_schema, to_spark_type
+from airflow_txn.spark.writer import column_of, conform, stage_frame
+from airflow_txn.table_registry import TableInfo
+from airflow_txn.transaction import Transaction
+
+
+def delete(spark: SparkSession, txn: Transaction, table: str, where: Column | str, key: str | None = None) -> int:
+    """Delete the rows matching `where` (a Column or a SQL condition); returns the number deleted."""
+    return _rewrite(spark, txn, table, where, None, key)
+
+
+def update(spark: SparkSession, txn: Transaction, table: str, where: Column | str, set: Mapping[str, Any],
+           key: str | None = None) -> int:
+    """Set columns (to Columns or Python values, cast to the column's type) in the rows matching
+    `where`; returns the number of rows updated."""
+    if not isinstance(set, Mapping) or not set:
+        raise InvalidNameError("set must be a non-empty dict {column: value or Column}")
+    return _rewrite(spark, txn, table, where, set, key)
+
+
+def _rewrite(spark: SparkSession, txn: Transaction, table: str, where: Column | str,
+             assignments: Mapping[str, Any] | None, key: str | None) -> int:
+    stmt = engine.statement(txn, key)
+    rt = engine.runtime(txn)
+    info = engine.guarded(txn, f"spark write to {table}", lambda: staging.load_table(rt, stmt, table))
+    table_dir = rt.storage.table_dir(info.directory)
+    condition = _condition(spark, info, where)
+    setters = None if assignments is None else _setters(spark, info, assignments)
+    verb = "delete in" if setters is None else "update of"
+    what = f"spark {verb} {info.name}"
+    parts = engine.guarded(txn, what, lambda: staging.visible(rt, stmt, info))
+    matched = F.coalesce(condition, F.lit(False))
+    counts = {
+        int(row[PART_ID]): int(row["count"])
+        for row in parts_frame(spark, table_dir, info, parts, with_part_id=True)
+        .where(matched).groupBy(PART_ID).count().collect()
+    }
+    affected = [p for p in parts if p.id in counts]
+    engine.guarded(txn, what, lambda: engine.check_unlocked(stmt, affected))
+    if not affected:  # nothing to rewrite; registering nothing still replaces the key's earlier attempts
+        engine.guarded(txn, what, lambda: staging.register_written(rt, stmt, info, [], []))
+        engine.record_read(txn, info, None)
+        return 0
+    rows = parts_frame(spark, table_dir, info, affected)
+    if setters is None:
+        changed = rows.where(~matched)
+    else:
+        changed = rows.select(*[F.when(matched, setters[n]).otherwise(column_of(n)).alias(n) if n in setters
+                                else column_of(n) for n in info.schema.names])
+    stage_frame(txn, stmt, info, conform(changed, info), [p.id for p in affected], what)
+    engine.record_read(txn, info, None)
+    return sum(counts.values())
+
+
+def _condition(spark: SparkSession, info: TableInfo, where: object) -> Column:
+    """`where` as a Column, checked to be a boolean over the table's columns (before anything runs)."""
+    if isinstance(where, str):
+        where = F.expr(where)
+    if not isinstance(where, Column):
+        raise InvalidNameError(f"where must be a pyspark Column or a SQL condition string, got {type(where).__name__}")
+    try:
+        result = _empty_frame(spark, info).select(where.alias("m")).schema["m"].dataType
+    except AnalysisException as exc:
+        raise SchemaMismatchError(f"cannot evaluate {where} on {info.name}: {_first_line(exc)}") from exc
+    if not isinstance(result, T.BooleanType):
+        raise SchemaMismatchError(f"where {where} on {info.name} is {result.simpleString()}, not boolean")
+    return where
+
+
+def _setters(spark: SparkSession, info: TableInfo, assignments: Mapping[str, Any]) -> dict[str, Column]:
+    setters: dict[str, Column] = {}
+    empty = _empty_frame(spark, info)
+    for name, value in assignments.items():
+        if name not in info.schema.names:
+            raise SchemaMismatchError(f"update sets unknown column {name!r} of {info.name}")
+        if value is None and not info.schema.field(name).nullable:
+            raise SchemaMismatchError(f"column {name!r} of {info.name} is not nullable: it cannot be set to None")
+        spark_type = to_spark_type(info.schema.field(name).type)
+        column = (value if isinstance(value, Column) else F.lit(value)).cast(spark_type)
+        try:
+            empty.select(column.alias("v")).schema  # noqa: B018  (analysis only)
+        except AnalysisException as exc:
+            raise SchemaMismatchError(f"cannot set {name!r} of {info.name} to {value!r}: {_first_line(exc)}") from exc
+        setters[name] = column
+    return setters
+
+
+def _empty_frame(spark: SparkSession, info: TableInfo) -> DataFrame:
+    return spark.createDataFrame([], to_spark_schema(info.schema))
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,77 @@
+"""The core hooks the Spark layer runs on, gathered in one place.
+
+A Spark statement follows the core's statement rules (its key and attempt, the failure rules of
+`Transaction._run`, the serializable read set) without copying them, so it calls the handle's own
+helpers. They are internal to airflow_txn; this module is the only place outside the core that uses
+them, so a change to them has one place to follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from airflow_txn import table_registry, txn_records
+from airflow_txn.errors import SerializationError
+from airflow_txn.part_records import PartRow
+from airflow_txn.partitioning import WHOLE_TABLE, normalize_partitions, partition_key
+from airflow_txn.runtime import Runtime
+from airflow_txn.staging import Statement
+from airflow_txn.table_registry import TableInfo
+from airflow_txn.transaction import Transaction
+from airflow_txn.warehouse import Warehouse
+
+T = TypeVar("T")
+
+
+def runtime(txn: Transaction) -> Runtime:
+    return txn.warehouse.runtime
+
+
+def statement(txn: Transaction, key: str | None) -> Statement:
+    """Who writes: the transaction, its snapshot, and the key (the handle's default key and attempt
+    when `key` is None, as for the core's own writes)."""
+    return txn._statement(key)
+
+
+def guarded(txn: Transaction, what: str, fn: Callable[[], T]) -> T:
+    """Run `fn` as a statement step: a conflict or a catalog failure marks the transaction failed,
+    an expired lease rolls it back, a rejected input leaves it usable (as for the core's writes)."""
+    return txn._run(what, fn)
+
+
+def record_read(txn: Transaction, info: TableInfo, partition_keys: Sequence[str] | None) -> None:
+    """Serializable isolation: what a read or a statement scanned (the listed partitions, else the
+    whole table) counts as read and is checked at commit."""
+    if txn.isolation == "serializable":
+        txn._record_read(info.id, list(partition_keys or [WHOLE_TABLE]))
+
+
+def snapshot_for(wh: Warehouse, csn: int | None) -> int:
+    """The snapshot a read at `csn` uses (None: the watermark); refuses unreadable or too old CSNs."""
+    return wh._snapshot_for(csn)
+
+
+def table_for_read(rt: Runtime, table: str, txn: Transaction | None) -> TableInfo:
+    with rt.catalog.read() as conn:
+        if txn is not None:
+            txn_records.require_usable(txn_records.fetch(conn, txn.tid))
+        return table_registry.get(conn, table)
+
+
+def partition_keys(info: TableInfo, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
+    if partitions is None:
+        return None
+    return [partition_key(p) for p in normalize_partitions(partitions, info.schema, info.partition_by)]
+
+
+def check_unlocked(stmt: Statement, victims: Sequence[PartRow]) -> None:
+    """Fail before the Spark job when another transaction already holds a part this write replaces
+    (registration would fail on the same lock anyway, after the whole job had run)."""
+    for part in victims:
+        holder = part.version.removal_tid
+        if holder is not None and holder != stmt.tid:
+            raise SerializationError(
+                f"part {part.id} is being replaced or was removed by transaction {holder}; "
+                f"transaction {stmt.tid} conflicts and can only roll back"
+            )

@@ -1,0 +1,204 @@
+"""Staging a DataFrame: Spark's own Parquet writer writes straight into a new write dir, then the
+driver registers one part per partition directory in the transaction.
+
+    check the DataFrame's schema ─► new write dir `w-<32 hex>` ─► Spark job: df.write.partitionBy(...)
+    (nothing written on a mismatch)  (sidecar first)                 .parquet(write dir), lease kept alive
+      ─► each `<col>=<value>` leaf is one part: rows from its Parquet footers (no data on the driver)
+      ─► ONE catalog transaction (staging.register_written): fence stale attempts, compensate the key,
+         take removal locks (overwrite), register the parts
+
+A write that fails or is rejected deletes its write dir and changes nothing in the catalog. A Spark
+job that fails leaves the transaction usable (the task may be retried); a conflict or a catalog
+failure marks it failed, as for the core's writes. A driver that dies mid-job leaves only an
+unregistered write dir, which vacuum deletes once the transaction is over (invariant 8).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from airflow_txn import crashpoints, staging
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.partitioning import Partition, parse_partition_key, partition_key
+from airflow_txn.spark import engine, layout
+from airflow_txn.spark.types import same_storage, to_spark_type
+from airflow_txn.staging import Statement
+from airflow_txn.storage import WrittenPart
+from airflow_txn.table_registry import TableInfo
+from airflow_txn.transaction import Transaction
+
+MODES = ("append", "overwrite")
+_GUARD = "airflow_txn refused a row: "
+_GUARD_RE = re.compile(re.escape(_GUARD) + r"(null|empty)#(\d+)")
+
+
+def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
+          partitions: Sequence[Mapping[str, Any]] | None = None, key: str | None = None) -> int:
+    """Stage `df` in `table` within `txn`; returns the number of rows staged.
+
+    mode="append" adds parts (never conflicts); mode="overwrite" replaces the whole table, or only
+    the listed `partitions` (then every row must belong to one of them). `key` defaults to the
+    transaction's default key (a retried task replaces what its failed try staged).
+    """
+    if mode not in MODES:
+        raise InvalidNameError(f"mode must be one of {MODES}, got {mode!r}")
+    if partitions is not None and mode != "overwrite":
+        raise InvalidNameError("partitions=... only goes with mode='overwrite'")
+    stmt = engine.statement(txn, key)
+    rt = engine.runtime(txn)
+    info = engine.guarded(txn, f"spark write to {table}", lambda: staging.load_table(rt, stmt, table))
+    frame = conform(df, info)
+    keys = engine.partition_keys(info, partitions)
+    what = f"spark {mode} of {info.name}"
+    removals: list[int] = []
+    if mode == "overwrite":
+        removals = engine.guarded(txn, what, lambda: _victims(txn, stmt, info, keys))
+    rows = stage_frame(txn, stmt, info, frame, removals, what, allowed_keys=keys)
+    if mode == "overwrite":
+        engine.record_read(txn, info, keys)
+    return rows
+
+
+def _victims(txn: Transaction, stmt: Statement, info: TableInfo, keys: Sequence[str] | None) -> list[int]:
+    parts = staging.visible(engine.runtime(txn), stmt, info, keys)
+    engine.check_unlocked(stmt, parts)
+    return [p.id for p in parts]
+
+
+def conform(df: DataFrame, info: TableInfo) -> DataFrame:
+    """`df`'s columns in the table's order, checked against the table (SchemaMismatchError listing
+    every difference, before anything is written) and guarded against values the table refuses."""
+    got = {f.name: f for f in df.schema.fields}
+    names = [f.name for f in df.schema.fields]
+    problems = []
+    missing = [n for n in info.schema.names if n not in got]
+    extra = [n for n in names if n not in info.schema.names]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if extra:
+        problems.append(f"unknown column(s) {extra}")
+    if len(set(names)) != len(names):
+        problems.append(f"duplicate column names in {names}")
+    for field in info.schema:
+        spark_field = got.get(field.name)
+        if spark_field is not None and not same_storage(spark_field.dataType, field.type):
+            problems.append(f"column {field.name!r} is {spark_field.dataType.simpleString()}, "
+                            f"the table has {field.type} ({_spark_name(field.type)} in Spark)")
+    if problems:
+        raise SchemaMismatchError(f"DataFrame does not match the schema of {info.name}: " + "; ".join(problems))
+    projection = _guarded_projection(info, {name: got[name].nullable for name in info.schema.names})
+    if projection == [quote(n) for n in names]:
+        return df  # already in the table's order, nothing to guard: no extra projection at all
+    return df.selectExpr(*projection)
+
+
+def _spark_name(arrow_type: Any) -> str:
+    try:
+        return str(to_spark_type(arrow_type).simpleString())
+    except SchemaMismatchError:
+        return "no type"
+
+
+def quote(name: str) -> str:
+    """A column name as a Spark SQL identifier (dots and backticks included)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def column_of(name: str) -> Column:
+    """A top-level column by its exact name."""
+    return F.col(quote(name))
+
+
+def _guarded_projection(info: TableInfo, nullable: Mapping[str, bool]) -> list[str]:
+    """The table's columns as SQL expressions that fail the Spark job on a row the table refuses,
+    instead of scanning the data beforehand: a null in a non-nullable column, or an empty string in
+    a string partition column (Spark would name its directory like null's: it would come back null).
+    SQL text keeps building the projection to one call into the JVM; the messages name the column
+    by position, `_refused` names it properly."""
+    projection = []
+    for index, field in enumerate(info.schema):
+        column = quote(field.name)
+        expr = column
+        if nullable[field.name] and not field.nullable:
+            expr = f"CASE WHEN {column} IS NULL THEN raise_error('{_GUARD}null#{index}') ELSE {expr} END"
+        if field.name in info.partition_by and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            expr = f"CASE WHEN {column} = '' THEN raise_error('{_GUARD}empty#{index}') ELSE {expr} END"
+        projection.append(column if expr == column else f"{expr} AS {column}")
+    return projection
+
+
+def _refused(error: Exception, info: TableInfo) -> SchemaMismatchError | None:
+    match = _GUARD_RE.search(str(error))
+    if match is None:
+        return None
+    name = info.schema.names[int(match.group(2))]
+    if match.group(1) == "null":
+        reason = f"column {name!r} of {info.name} is not nullable but a row holds null"
+    else:
+        reason = f"partition column {name!r} of {info.name} holds an empty string, which Spark would store as null"
+    return SchemaMismatchError(f"nothing was staged: {reason}")
+
+
+def stage_frame(txn: Transaction, stmt: Statement, info: TableInfo, frame: DataFrame, removals: Sequence[int],
+                what: str, allowed_keys: Sequence[str] | None = None) -> int:
+    """Write `frame` (conformed) into a new write dir with Spark and register its parts, replacing
+    `removals`; returns the rows staged. On any failure the write dir is deleted."""
+    rt = engine.runtime(txn)
+    zone = None
+    if layout.zoned_partitions(info.schema, info.partition_by):  # asking Spark costs a round trip
+        zone = layout.check_zone(frame.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC",
+                                 info.schema, info.partition_by)
+    sidecar: dict[str, Any] = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key, "partition": {},
+                               "writer": "spark"}
+    write_rel = rt.storage.new_write_dir(info.directory, {}, sidecar, prefix="w")
+    write_dir = rt.storage.table_dir(info.directory) / write_rel
+    try:
+        with txn.keep_alive():
+            _run_job(frame, info, write_dir)
+        written = layout.written_parts(write_dir, write_rel, info.schema, info.partition_by, zone)
+        _check_listed(written, allowed_keys, info)
+        crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
+        engine.guarded(txn, what, lambda: staging.register_written(rt, stmt, info, written, removals))
+    except BaseException:
+        rt.storage.delete_write_dir(info.directory, write_rel)
+        raise
+    if not written:  # nothing to register: the empty write dir is no part
+        rt.storage.delete_write_dir(info.directory, write_rel)
+    return sum(part.row_count for _, part in written)
+
+
+def _run_job(frame: DataFrame, info: TableInfo, write_dir: Path) -> None:
+    writer = frame.write.mode("append")
+    if info.partition_by:
+        writer = writer.partitionBy(*info.partition_by)
+    try:
+        writer.parquet(spark_path(write_dir))
+    except Exception as exc:
+        refused = _refused(exc, info)
+        if refused is None:
+            raise
+        raise refused from exc
+
+
+def spark_path(path: Path) -> str:
+    """A local path as Spark reads and writes it (Hadoop takes the characters after `file://` literally)."""
+    return "file://" + str(path.resolve())
+
+
+def _check_listed(written: Sequence[tuple[Partition, WrittenPart]], allowed_keys: Sequence[str] | None,
+                  info: TableInfo) -> None:
+    if allowed_keys is None:
+        return
+    stray = [p for p, _ in written if partition_key(p) not in allowed_keys]
+    if stray:
+        raise SchemaMismatchError(
+            f"overwrite of {info.name} lists partitions {[parse_partition_key(k) for k in allowed_keys]} but the "
+            f"DataFrame also holds rows of {stray[0]}; nothing was staged"
+        )

@@ -1,0 +1,102 @@
+"""Unit tests without a SparkSession: the Arrow <-> Spark type mapping, Spark's partition directory
+names decoded to canonical partition text, and the lazy, helpful import of the Spark layer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from airflow_txn.errors import SchemaMismatchError, StorageError
+from airflow_txn.partitioning import value_to_text
+
+pytestmark = pytest.mark.spark
+REPO = Path(__file__).resolve().parents[2]
+
+ROUND_TRIP = [pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(),
+              pa.binary(), pa.date32(), pa.timestamp("us", tz="UTC"), pa.timestamp("us"), pa.decimal128(12, 3),
+              pa.list_(pa.int64()), pa.map_(pa.string(), pa.float64()),
+              pa.struct([("a", pa.int32()), pa.field("b", pa.string(), nullable=False)])]
+
+
+@pytest.mark.parametrize("arrow_type", ROUND_TRIP, ids=str)
+def test_types_round_trip(arrow_type: pa.DataType) -> None:
+    from airflow_txn.spark.types import same_storage, to_arrow_type, to_spark_type
+
+    assert to_arrow_type(to_spark_type(arrow_type)) == arrow_type
+    assert same_storage(to_spark_type(arrow_type), arrow_type)
+
+
+def test_what_spark_cannot_store_is_refused_by_name() -> None:
+    from pyspark.sql import types as T
+
+    from airflow_txn.spark.types import same_storage, to_arrow_schema, to_spark_schema
+
+    with pytest.raises(SchemaMismatchError, match=r"column 'u'.*uint32"):
+        to_spark_schema(pa.schema([("u", pa.uint32())]))
+    with pytest.raises(SchemaMismatchError, match="timestamp"):
+        to_spark_schema(pa.schema([("t", pa.timestamp("ns"))]))
+    with pytest.raises(SchemaMismatchError, match=r"column 'i'.*interval"):
+        to_arrow_schema(T.StructType([T.StructField("i", T.DayTimeIntervalType())]))
+    # Spark writes microseconds, in UTC: a millisecond column would lose them, a zone name changes nothing
+    assert not same_storage(T.TimestampType(), pa.timestamp("ms", tz="UTC"))
+    assert same_storage(T.TimestampType(), pa.timestamp("us", tz="Europe/Paris"))
+    assert same_storage(T.StringType(), pa.large_string())
+    assert not same_storage(T.LongType(), pa.int32())
+
+
+SCHEMA = pa.schema([("s", pa.string()), ("n", pa.int16()), ("d", pa.date32()), ("b", pa.bool_()),
+                    ("ts", pa.timestamp("us", tz="UTC")), ("ntz", pa.timestamp("us")), ("v", pa.int64())])
+COLUMNS = ["s", "n", "d", "b", "ts", "ntz"]
+
+
+def test_spark_directory_names_decode_to_canonical_text() -> None:
+    from airflow_txn.spark.layout import HIVE_NULL, decode_partition
+
+    names = ["s=a%2Fb%3Dc %25}", "n=-7", "d=2024-02-29", "b=true", "ts=2024-03-01 10%3A00%3A00.5",
+             "ntz=2024-03-01 10%3A00%3A00"]
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    assert decode_partition(names, SCHEMA, COLUMNS, plus_two) == {
+        "s": "a/b=c %}", "n": "-7", "d": "2024-02-29", "b": "true", "ts": "2024-03-01T08:00:00.500000+00:00",
+        "ntz": "2024-03-01T10:00:00"}
+    ts = dt.datetime(2024, 3, 1, 8, 0, 0, 500000, tzinfo=dt.UTC)
+    assert value_to_text(pa.scalar(ts, SCHEMA.field("ts").type).as_py()) == "2024-03-01T08:00:00.500000+00:00"
+    assert set(decode_partition([f"{c}={HIVE_NULL}" for c in COLUMNS], SCHEMA, COLUMNS, dt.UTC).values()) == {None}
+    with pytest.raises(StorageError, match="unexpected directory"):
+        decode_partition(["x=1", *names[1:]], SCHEMA, COLUMNS, dt.UTC)
+    with pytest.raises(SchemaMismatchError):
+        decode_partition(["s=a", "n=seven", *names[2:]], SCHEMA, COLUMNS, dt.UTC)
+
+
+def test_only_fixed_offset_session_zones_write_zoned_timestamp_partitions() -> None:
+    from airflow_txn.spark.layout import check_zone, fixed_zone
+
+    assert fixed_zone("UTC") == fixed_zone("Etc/UTC") == fixed_zone("+00:00") == dt.UTC
+    assert fixed_zone("-05:30") == dt.timezone(-dt.timedelta(hours=5, minutes=30))
+    assert fixed_zone("GMT+2") == dt.timezone(dt.timedelta(hours=2))
+    assert fixed_zone("America/New_York") is None
+    assert check_zone("America/New_York", SCHEMA, ["s", "ntz"]) is None  # no zoned timestamp partition
+    with pytest.raises(SchemaMismatchError, match="timeZone to UTC"):
+        check_zone("America/New_York", SCHEMA, ["ts"])
+
+
+def test_importing_the_layer_is_lazy_and_names_the_extra_when_pyspark_is_missing() -> None:
+    code = (
+        "import sys\n"
+        "import airflow_txn.spark as s\n"
+        "assert 'pyspark' not in sys.modules, 'importing the package loaded pyspark'\n"
+        "sys.modules['pyspark'] = None\n"
+        "try:\n"
+        "    s.write\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert "pip install 'airflow-txn[spark]'" in result.stdout
