@@ -7,11 +7,16 @@ never depends on its committer surviving. The watermark only passes a record onc
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import select
 
-from airflow_txn import commit_log, crashpoints, part_records
+from airflow_txn import commit_log, crashpoints, log_mirror, part_records
 from airflow_txn.catalog import schema
+from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 _tc = schema.table_commits.c
 
@@ -30,7 +35,12 @@ def apply_record(rt: Runtime, csn: int, tid: str) -> None:
 
 
 def apply_pending(rt: Runtime, up_to: int | None = None) -> int:
-    """Apply every unapplied record with CSN <= up_to (all when None), oldest first; return how many."""
+    """Apply every unapplied record with CSN <= up_to (all when None), oldest first; return how many.
+    With an external log (ZooKeeper) its records past the catalog's mirrored prefix are mirrored first."""
+    try:
+        log_mirror.catch_up(rt, up_to)
+    except OracleUnavailableError as exc:  # what the catalog already holds can still be applied
+        log.warning("cannot read the commit log to catch up: %s", exc)
     done = 0
     while True:
         with rt.catalog.read() as conn:

@@ -25,6 +25,11 @@ _rs = schema.read_set.c
 
 def commit(rt: Runtime, tid: str) -> int:
     """Commit `tid`; return its CSN (a read-only transaction returns its snapshot CSN)."""
+    external = rt.oracle.external_log
+    if external is not None:  # ZooKeeper: the record lives outside the catalog (commit_external.py)
+        from airflow_txn.commit_external import commit_external
+
+        return commit_external(rt, tid, external)
     try:
         _check(rt, tid)
         crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)

@@ -30,12 +30,14 @@ class CommitRecord:
     applied: bool
 
 
-def write_record(conn: Connection, csn: int, tid: str, tables: Sequence[tuple[int, str]]) -> None:
-    """Insert the commit record and its per-table index rows: from here on the transaction is committed."""
+def write_record(conn: Connection, csn: int, tid: str, tables: Sequence[tuple[int, str]],
+                 committed_at: float | None = None) -> None:
+    """Insert the commit record and its per-table index rows: from here on the transaction is committed.
+    (With an external log this is its mirror, and `committed_at` is the time the log record says.)"""
     conn.execute(
         insert(schema.commit_log).values(
             csn=csn, tid=tid, tables=json.dumps(sorted(name for _, name in tables)),
-            committed_at=time.time(), applied=False,
+            committed_at=time.time() if committed_at is None else committed_at, applied=False,
         )
     )
     if tables:

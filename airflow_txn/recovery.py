@@ -7,8 +7,9 @@ import logging
 import time
 from typing import Any
 
-from airflow_txn import apply, commit_log, part_records, rollback, table_registry, txn_records
-from airflow_txn.errors import TransactionClosedError
+from airflow_txn import apply, commit_log, log_mirror, part_records, rollback, table_registry, txn_records
+from airflow_txn.errors import OracleUnavailableError, TransactionClosedError
+from airflow_txn.oracle import ExternalLog
 from airflow_txn.runtime import Runtime
 from airflow_txn.storage import read_sidecar, write_dir_of
 
@@ -25,6 +26,8 @@ def roll_back_expired(rt: Runtime) -> list[str]:
                 done.append(tid)
         except TransactionClosedError:  # committed just now by its owner: nothing to do
             continue
+        except OracleUnavailableError as exc:  # committing, and ZooKeeper cannot say how it ended: later
+            log.warning("cannot settle %s now: %s", tid, exc)
     return done
 
 
@@ -47,11 +50,22 @@ def recover(rt: Runtime, check_files: bool = True) -> dict[str, Any]:
         "finished_rollbacks": finished,
         "watermark": apply.readable_csn(rt),
     }
+    external = rt.oracle.external_log
+    if external is not None:
+        report["log_records_compacted"] = _compact(rt, external)
     if check_files:
         report.update(_reconcile_storage(rt, report["watermark"]))
     if rolled_forward or rolled_back or finished:
         log.info("recovery: %s", {k: v for k, v in report.items() if k != "missing_files"})
     return report
+
+
+def _compact(rt: Runtime, external: ExternalLog) -> int:
+    try:
+        return log_mirror.compact(rt, external)
+    except OracleUnavailableError as exc:
+        log.warning("log compaction skipped: %s", exc)
+        return 0
 
 
 def _reconcile_storage(rt: Runtime, watermark: int) -> dict[str, Any]:

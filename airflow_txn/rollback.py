@@ -8,24 +8,51 @@ finished by recovery. Files are never touched here: vacuum deletes them later.
 
 from __future__ import annotations
 
-from airflow_txn import crashpoints, part_records, txn_records
-from airflow_txn.errors import TransactionClosedError
+from airflow_txn import apply, crashpoints, part_records, txn_records
+from airflow_txn.errors import TransactionClosedError, TxnError
 from airflow_txn.runtime import Runtime
 
 
 def rollback(rt: Runtime, tid: str, reason: str | None = None) -> bool:
-    """Roll back `tid`; False when it was already rolled back. Committed transactions cannot be."""
-    with rt.catalog.write() as conn:
-        row = txn_records.fetch(conn, tid, rt.catalog)
-        if row.state == txn_records.COMMITTED:
-            raise TransactionClosedError(f"transaction {tid} is committed (CSN {row.commit_csn}); it cannot roll back")
-        flipped = row.state == txn_records.ACTIVE and txn_records.cas_state(
-            conn, tid, txn_records.ROLLED_BACK, failed_reason=row.failed_reason or reason
-        )
-        if not flipped and row.cleanup_done:
-            return False
+    """Roll back `tid`; False when it was already rolled back. Committed transactions cannot be.
+
+    A transaction `committing` through an external log (ZooKeeper) may already have its record: the
+    rollback first records an abort decision there (outside any catalog transaction); if a commit
+    decision exists instead, the commit stands, is rolled forward, and TransactionClosedError says so.
+    """
+    aborted = False
+    for _ in range(3):  # at most: find it committing, record the abort, then flip
+        with rt.catalog.write() as conn:
+            row = txn_records.fetch(conn, tid, rt.catalog)
+            if row.state == txn_records.COMMITTED:
+                raise TransactionClosedError(
+                    f"transaction {tid} is committed (CSN {row.commit_csn}); it cannot roll back"
+                )
+            if row.state != txn_records.COMMITTING or aborted:
+                flipped = row.state in txn_records.OPEN_STATES and txn_records.cas_state(
+                    conn, tid, txn_records.ROLLED_BACK, from_state=row.state,
+                    failed_reason=row.failed_reason or reason,
+                )
+                if not flipped and row.cleanup_done:
+                    return False
+                break
+        aborted = _decide_abort(rt, tid)
+    else:
+        raise AssertionError(f"transaction {tid} stayed committing after its abort decision")
     finish(rt, tid)
     return flipped
+
+
+def _decide_abort(rt: Runtime, tid: str) -> bool:
+    """Record the abort decision in the external log; roll forward and refuse if it committed."""
+    external = rt.oracle.external_log
+    if external is None:
+        raise TxnError(f"transaction {tid} was committing through an external commit log (ZooKeeper): "
+                       "open the warehouse with that oracle to settle it")
+    if external.decide_abort(tid):
+        return True
+    apply.apply_pending(rt)
+    raise TransactionClosedError(f"transaction {tid} is committed (its commit record exists); it cannot roll back")
 
 
 def finish(rt: Runtime, tid: str) -> None:

@@ -1,7 +1,9 @@
 """Transaction rows in the catalog: the state machine active -> committed | rolled_back, leases, failure.
 
-Every change of state is a compare-and-swap on `state = 'active'` checked by rowcount, so a commit
-and a rollback (say, by recovery after a lease expired) can never both win.
+Every change of state is a compare-and-swap on the expected state checked by rowcount, so a commit
+and a rollback (say, by recovery after a lease expired) can never both win. With an external commit
+log (ZooKeeper) a transaction passes through `committing` (active -> committing -> committed |
+rolled_back): from then on the log's per-transaction decision, not the catalog, says who won.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from airflow_txn.catalog import Catalog, schema
 from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
 
 ACTIVE = "active"
+COMMITTING = "committing"  # external log only: the record may be being written; ask the log's decision
 COMMITTED = "committed"
 ROLLED_BACK = "rolled_back"
+OPEN_STATES = (ACTIVE, COMMITTING)
 ISOLATION_LEVELS = ("snapshot", "serializable")
 
 _t = schema.transactions.c
@@ -39,7 +43,12 @@ class TxnRow:
     cleanup_done: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+        """Public view: `committing` shows as state `active` (not committed until the record exists)
+        with `commit_in_progress` true."""
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["state"] = ACTIVE if self.state == COMMITTING else self.state
+        out["commit_in_progress"] = self.state == COMMITTING
+        return out
 
 
 def insert_row(conn: Connection, tid: str, label: str | None, isolation: str, snapshot: int,
@@ -77,6 +86,10 @@ def fetch(conn: Connection, tid: str, catalog: Catalog | None = None) -> TxnRow:
 
 def require_usable(row: TxnRow, now: float | None = None) -> None:
     """Raise unless the transaction may run a statement: active, no failed statement, lease valid."""
+    if row.state == COMMITTING:
+        raise TransactionClosedError(
+            f"transaction {row.tid} is being committed: call commit() again to finish it, or rollback()"
+        )
     if row.state != ACTIVE:
         raise TransactionClosedError(f"transaction {row.tid} is {row.state}: start a new transaction")
     if row.failed_reason is not None:
@@ -116,11 +129,11 @@ def mark_failed(conn: Connection, tid: str, reason: str) -> None:
     )
 
 
-def cas_state(conn: Connection, tid: str, new_state: str, **values: Any) -> bool:
-    """active -> new_state; False when the transaction was no longer active."""
+def cas_state(conn: Connection, tid: str, new_state: str, from_state: str = ACTIVE, **values: Any) -> bool:
+    """from_state (default active) -> new_state; False when the transaction was no longer in from_state."""
     result = conn.execute(
         update(schema.transactions)
-        .where(_t.tid == tid, _t.state == ACTIVE)
+        .where(_t.tid == tid, _t.state == from_state)
         .values(state=new_state, ended_at=time.time(), **values)
     )
     return result.rowcount == 1
@@ -131,7 +144,8 @@ def set_cleanup_done(conn: Connection, tid: str) -> None:
 
 
 def expired_active(conn: Connection, now: float) -> list[str]:
-    stmt = select(_t.tid).where(_t.state == ACTIVE, _t.lease_deadline < now)
+    """Open transactions (active, or committing with an external log) whose lease ran out."""
+    stmt = select(_t.tid).where(_t.state.in_(OPEN_STATES), _t.lease_deadline < now)
     return [str(r.tid) for r in conn.execute(stmt)]
 
 
@@ -141,12 +155,12 @@ def unfinished_rollbacks(conn: Connection) -> list[str]:
 
 
 def oldest_active_snapshot(conn: Connection) -> int | None:
-    value = conn.execute(select(func.min(_t.snapshot_csn)).where(_t.state == ACTIVE)).scalar()
+    value = conn.execute(select(func.min(_t.snapshot_csn)).where(_t.state.in_(OPEN_STATES))).scalar()
     return None if value is None else int(value)
 
 
 def list_rows(conn: Connection, state: str | None = None, limit: int = 100) -> list[TxnRow]:
     stmt = select(schema.transactions)
     if state is not None:
-        stmt = stmt.where(_t.state == state)
+        stmt = stmt.where(_t.state.in_(OPEN_STATES) if state == ACTIVE else _t.state == state)
     return [_from_row(r) for r in conn.execute(stmt.order_by(_t.created_at.desc()).limit(limit))]

@@ -1,8 +1,11 @@
-"""What every CSN oracle provides to the commit protocol and to readers."""
+"""What every CSN oracle provides to the commit protocol and to readers, and what an external log adds."""
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
@@ -21,7 +24,96 @@ class CsnOracle(ABC):
 
     @abstractmethod
     def last_csn(self, conn: Connection) -> int:
-        """The largest CSN allocated so far (PREHISTORIC_CSN before any commit)."""
+        """The largest CSN allocated so far (PREHISTORIC_CSN before any commit).
+
+        With an external log: the largest CSN up to which every record is mirrored into the catalog.
+        """
+
+    @property
+    def external_log(self) -> ExternalLog | None:
+        """The commit log outside the catalog (ZooKeeper), or None when the record is a catalog row."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections (ZooKeeper sessions); the SQL oracle has none of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """What a commit record says: which transaction committed, which tables it wrote, and when."""
+
+    tid: str
+    tables: tuple[str, ...]
+    committed_at: float
+
+    def encode(self) -> bytes:
+        return json.dumps({"tid": self.tid, "tables": list(self.tables), "at": self.committed_at}).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> LogEntry:
+        raw = json.loads(data.decode())
+        return cls(str(raw["tid"]), tuple(str(t) for t in raw["tables"]), float(raw["at"]))
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    csn: int
+    entry: LogEntry
+
+
+class LogMovedError(Exception):
+    """Internal: a record was appended since `version()` was read (serializable commits re-validate)."""
+
+
+class AbortDecidedError(Exception):
+    """Internal: the transaction has an abort decision, so it can never commit."""
+
+
+class ExternalLog(ABC):
+    """A commit log outside the catalog: the append is the commit point, the catalog mirrors it later.
+
+    Per transaction exactly one decision can ever exist, `commit` (written atomically with the record)
+    or `abort` (written by a rollback of a transaction that may have been committing).
+    """
+
+    @abstractmethod
+    def check_available(self) -> None:
+        """Raise OracleUnavailableError unless the log can be written right now."""
+
+    @abstractmethod
+    def version(self) -> int:
+        """A number that changes whenever a record is appended."""
+
+    @abstractmethod
+    def append(self, entry: LogEntry, expect_version: int | None = None) -> int:
+        """Append the record of `entry` with its commit decision (THE COMMIT POINT); return its CSN.
+
+        Idempotent: if `entry.tid` already has a commit record, its CSN is returned. Raises
+        AbortDecidedError if it has an abort decision, LogMovedError if `expect_version` is given and
+        the log moved past it, OracleUnavailableError if the outcome cannot be known.
+        """
+
+    @abstractmethod
+    def decide_abort(self, tid: str) -> bool:
+        """Record an abort decision for `tid`; True if it is (now or already) aborted, False if committed."""
+
+    @abstractmethod
+    def commit_csn(self, tid: str) -> int | None:
+        """The CSN of `tid`'s commit record if it has one (a read; decides nothing)."""
+
+    @abstractmethod
+    def last_logged_csn(self) -> int:
+        """The largest CSN in the log (PREHISTORIC_CSN or the last catalog CSN when it is still empty)."""
+
+    @abstractmethod
+    def records(self, after: int, up_to: int | None = None, limit: int = 10_000) -> list[LogRecord]:
+        """Records with after < csn <= up_to, in CSN order."""
+
+    def compaction_due(self) -> bool:
+        """True when compact() has work (e.g. a segment was sealed since the last compaction)."""
+        return False
+
+    @abstractmethod
+    def compact(self, applied_through: int, tids_between: Callable[[int, int], Sequence[str]],
+                is_rolled_back: Callable[[str], bool]) -> int:
+        """Remove records (and their decisions) with CSN <= applied_through; return how many went."""

@@ -1,0 +1,1 @@
+"""Test helpers that start real services (never mocks): `airflow_txn.testing.zookeeper`."""
