@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import insert, select
 
-from airflow_txn import commit, reading, rollback, staging, table_registry, txn_records
+from airflow_txn import commit, log_mirror, reading, rollback, staging, table_registry, txn_records
 from airflow_txn.catalog import schema
 from airflow_txn.errors import (
     InvalidNameError,
@@ -75,8 +75,10 @@ class Transaction:
 
     @property
     def state(self) -> str:
+        """active, committed or rolled_back (a commit in progress is active until its record exists)."""
         with self._rt.catalog.read() as conn:
-            return txn_records.fetch(conn, self._tid).state
+            row = txn_records.fetch(conn, self._tid)
+        return str(log_mirror.resolve(self._rt, row).get("state") or row.as_dict()["state"])
 
     def __repr__(self) -> str:
         return f"Transaction(tid={self._tid!r}, snapshot_csn={self._snapshot}, isolation={self._isolation!r})"
@@ -202,9 +204,10 @@ class Transaction:
         """Make every staged part visible at once; returns the commit CSN."""
         return commit.commit(self._rt, self._tid)
 
-    def rollback(self) -> None:
-        """Compensate every staged part (metadata only; vacuum deletes the files later)."""
-        rollback.rollback(self._rt, self._tid, reason="rolled back by the caller")
+    def rollback(self, reason: str | None = None) -> None:
+        """Compensate every staged part (metadata only; vacuum deletes the files later); `reason` is
+        recorded unless the transaction had already failed a statement (that reason is kept)."""
+        rollback.rollback(self._rt, self._tid, reason=reason or "rolled back by the caller")
 
     def heartbeat(self) -> bool:
         """Extend the lease; False if the transaction is no longer active or its lease already ran out."""

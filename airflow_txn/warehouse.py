@@ -12,7 +12,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import select
 
-from airflow_txn import apply, commit_log, part_records, reading, recovery, table_registry, txn_records, vacuum
+from airflow_txn import (
+    apply,
+    commit_log,
+    log_mirror,
+    part_records,
+    reading,
+    recovery,
+    table_registry,
+    txn_records,
+    vacuum,
+)
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.config import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_SECONDS, WarehouseConfig
 from airflow_txn.csn import PREHISTORIC_CSN
@@ -117,8 +127,11 @@ class Warehouse:
     def transaction_info(self, tid: str) -> dict[str, Any]:
         parsed = str(Tid.parse(tid))
         with self.runtime.catalog.read() as conn:
-            info = txn_records.fetch(conn, parsed).as_dict()
+            row = txn_records.fetch(conn, parsed)
+            info = row.as_dict()
             parts = part_records.of_transaction(conn, parsed)
+        info.update(log_mirror.resolve(self.runtime, row))  # committing: committed iff its record exists
+        with self.runtime.catalog.read() as conn:
             names = {t.id: t.name.qualified for t in table_registry.all_tables(conn)}
         info["tables"] = sorted({names[p.table_id] for p in parts})
         info["parts"] = [
@@ -190,12 +203,18 @@ class Warehouse:
             delay = min(delay * 2, 1.0)
 
     def commit_log(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest commit records first; with ZooKeeper also those not yet mirrored into the catalog."""
         with self.runtime.catalog.read() as conn:
-            return [
+            rows: list[dict[str, Any]] = [
                 {"csn": r.csn, "tid": r.tid, "tables": list(r.tables), "committed_at": r.committed_at,
                  "applied": r.applied}
                 for r in commit_log.recent(conn, limit)
             ]
+        if self.runtime.oracle.external_log is not None:
+            rows += [{"csn": r.csn, "tid": r.entry.tid, "tables": list(r.entry.tables),
+                      "committed_at": r.entry.committed_at, "applied": False}
+                     for r in log_mirror.unmirrored(self.runtime)]
+        return sorted(rows, key=lambda r: -int(r["csn"]))[:limit]
 
     # -- maintenance --------------------------------------------------------------------------------
     def recover(self) -> dict[str, Any]:
