@@ -26,3 +26,12 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev")
         touch "$stamp"
     fi
 }
+
+ensure_java() {  # Spark needs a JVM: install a headless JRE (Debian package) when there is none
+    if ! command -v java >/dev/null 2>&1; then
+        local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        log "installing Java for Spark (openjdk-17-jre-headless)"
+        $sudo apt-get update -qq && $sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    fi
+    export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+}

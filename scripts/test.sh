@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # Quick start, command 2: set up and run the whole check: ruff, mypy --strict, then the test suite
-# (fast unit tests first, then the tests against real PostgreSQL, multi-process and crash tests).
+# (fast unit tests first, then the tests against real PostgreSQL, multi-process and crash tests,
+# then the Spark tests on a local SparkSession, then the ZooKeeper oracle tests against real servers,
+# then the Airflow tests: real dag.test() runs of the example DAGs with Spark, on SQLite and PostgreSQL).
 # Starts the services it needs itself. Safe to run twice. Extra arguments go to pytest.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
-ensure_venv "dev"
+ensure_venv "dev,spark,zookeeper,airflow"
 cd "$REPO"
+
+log "Java (for Spark)"
+ensure_java
+java -version 2>&1 | head -n 1
 
 log "PostgreSQL"
 AIRFLOW_TXN_TEST_PG="$(bash "$REPO/scripts/start_postgres.sh" | tail -n 1)"
 export AIRFLOW_TXN_TEST_PG
+
+log "ZooKeeper (Debian package, for the ZooKeeper oracle tests; servers are started by the fixtures)"
+"$VENV/bin/python" -c "from airflow_txn.testing.zookeeper import ensure_installed; ensure_installed()"
+export AIRFLOW_TXN_TEST_ZK=1
 
 log "ruff"
 "$VENV/bin/ruff" check airflow_txn tests
@@ -22,6 +32,12 @@ run_pytest() {  # pytest's exit 5 (nothing selected, e.g. with a -k filter) is n
     return "$rc"
 }
 log "unit tests (no services)"
-run_pytest -m "not postgres and not slow" "$@"
+run_pytest -m "not postgres and not slow and not spark and not zookeeper and not airflow" "$@"
 log "tests against PostgreSQL, multi-process and crash tests"
-run_pytest -m "postgres or slow" "$@"
+run_pytest -m "(postgres or slow) and not spark and not zookeeper and not airflow" "$@"
+log "Spark tests (one local SparkSession)"
+run_pytest -m "spark and not airflow" "$@"
+log "ZooKeeper oracle tests (the core suite on PostgreSQL + ZooKeeper, failures of real servers)"
+run_pytest -m "zookeeper and not spark and not airflow" "$@"
+log "Airflow tests (dag.test() of the example DAGs with Spark; a throw-away Airflow home)"
+run_pytest -m airflow "$@"

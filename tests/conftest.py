@@ -4,6 +4,12 @@
 runs twice. PostgreSQL tests get an isolated schema each. The server is the one scripts/test.sh
 starts; its URL comes from AIRFLOW_TXN_TEST_PG. Without that variable (a developer's quick run)
 an unreachable server skips the PostgreSQL half; with it (CI) an unreachable server fails.
+
+Core tests (tests/core) also run a third time, id `postgres-zookeeper`: the PostgreSQL catalog with the
+ZooKeeper oracle (the production pairing), marked `zookeeper`. That variant sets AIRFLOW_TXN_ORACLE
+for the test, so every Warehouse.open in the test and in the worker processes it starts uses a
+fresh chroot on one real ZooKeeper server started for the session (airflow_txn.testing.zookeeper).
+Set AIRFLOW_TXN_TEST_ZK (scripts/test.sh does) to make a ZooKeeper that cannot start fail, not skip.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from sqlalchemy import create_engine, text
 from airflow_txn import Warehouse
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
-BACKENDS = ["sqlite", "postgres"]
+BACKENDS = ["sqlite", "postgres", "postgres-zookeeper"]
+ZK_BACKEND = "postgres-zookeeper"
+ZK_SUITES = ("tests/core/",)  # where the zookeeper variant of `catalog_url` runs
 
 
 def pg_base_url() -> str:
@@ -37,12 +45,24 @@ def _pg_reachable(url: str) -> str | None:
         return str(exc).splitlines()[0]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the PostgreSQL half of parametrised tests so `-m postgres` selects it."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the PostgreSQL half of parametrised tests so `-m postgres` selects it, and the ZooKeeper
+    variant so `-m zookeeper` does (it runs for the core suite only: elsewhere it is deselected)."""
+    keep, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is not None and callspec.params.get("catalog_url") == "postgres":
+        backend = callspec.params.get("catalog_url") if callspec is not None else None
+        if backend == "postgres":
             item.add_marker(pytest.mark.postgres)
+        elif backend == ZK_BACKEND:
+            if not item.nodeid.startswith(ZK_SUITES):
+                dropped.append(item)
+                continue
+            item.add_marker(pytest.mark.zookeeper)
+        keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
@@ -71,10 +91,34 @@ def pg_schema_url(request: pytest.FixtureRequest) -> Iterator[str]:
     engine.dispose()
 
 
+@pytest.fixture(scope="session")
+def zookeeper_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real standalone ZooKeeper for the session (installed from Debian's package if missing)."""
+    from airflow_txn.testing.zookeeper import ZooKeeperUnavailable, standalone
+
+    try:
+        with standalone(tmp_path_factory.mktemp("zookeeper"), force_sync=False) as server:
+            yield server.hosts
+    except ZooKeeperUnavailable as exc:
+        if "AIRFLOW_TXN_TEST_ZK" in os.environ:
+            pytest.fail(f"ZooKeeper cannot start: {exc}")
+        pytest.skip(f"ZooKeeper cannot start ({exc}); run scripts/test.sh")
+
+
+@pytest.fixture
+def zk_oracle(zookeeper_hosts: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A ZooKeeper oracle spec with a chroot of its own, set as AIRFLOW_TXN_ORACLE for this test."""
+    spec = f"zookeeper://{zookeeper_hosts}/t_{uuid.uuid4().hex[:12]}?timeout=10"
+    monkeypatch.setenv("AIRFLOW_TXN_ORACLE", spec)
+    return spec
+
+
 @pytest.fixture(params=BACKENDS)
 def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
+    if request.param in ("postgres", ZK_BACKEND):
         url: str = request.getfixturevalue("pg_schema_url")
+        if request.param == ZK_BACKEND:
+            request.getfixturevalue("zk_oracle")
         return url
     return f"sqlite:///{tmp_path / 'catalog.db'}"
 

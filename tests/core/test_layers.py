@@ -16,6 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 UPPER_LAYERS = {"airflow", "spark", "operators", "sensors", "triggers", "hooks", "hook", "plugin", "plugins",
                 "listener", "listeners", "task_group", "dags", "example_dags", "providers"}
 
+# The ZooKeeper oracle's adapter (airflow_txn/oracle/zookeeper.py) is where kazoo belongs: `make_oracle`
+# imports it only for a zookeeper:// oracle. The walk below leaves it out; its own test loads it.
+OPTIONAL_ADAPTERS = {"airflow_txn.oracle.zookeeper"}
+
 # Run in a fresh interpreter; prints sys.modules after each step as one JSON object.
 PROBE = r"""
 import importlib, json, pkgutil, sys, tempfile
@@ -36,7 +40,7 @@ wh.close()
 seen["use"] = sorted(sys.modules)
 
 for info in pkgutil.walk_packages(airflow_txn.__path__, "airflow_txn."):
-    if info.name.split(".")[1] not in UPPER:
+    if info.name.split(".")[1] not in UPPER and info.name not in OPTIONAL:
         importlib.import_module(info.name)
 seen["all_core"] = sorted(sys.modules)
 print(json.dumps(seen))
@@ -47,7 +51,7 @@ print(json.dumps(seen))
 def seen() -> dict[str, list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_TXN_")}
     env["PYTHONPATH"] = str(REPO)
-    code = f"UPPER = {sorted(UPPER_LAYERS)!r}\n{PROBE}"
+    code = f"UPPER = {sorted(UPPER_LAYERS)!r}\nOPTIONAL = {sorted(OPTIONAL_ADAPTERS)!r}\n{PROBE}"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr
@@ -79,3 +83,13 @@ def test_using_the_core_loads_no_heavy_layer(seen: dict[str, list[str]]) -> None
 def test_every_core_and_cli_module_loads_no_heavy_layer(seen: dict[str, list[str]]) -> None:
     assert "airflow_txn.cli" in seen["all_core"]
     assert forbidden(seen["all_core"]) == []
+
+
+def test_the_zookeeper_adapter_loads_kazoo_but_no_upper_layer() -> None:
+    pytest.importorskip("kazoo")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_TXN_")}
+    code = "import sys, airflow_txn.oracle.zookeeper; print(' '.join(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert forbidden(result.stdout.split()) == [m for m in result.stdout.split() if m.split(".")[0] == "kazoo"]

@@ -1,0 +1,176 @@
+"""TxnHook: the warehouse named by an Airflow connection of type `airflow_txn`.
+
+The connection's extra holds `{"catalog": URL, "root": path, "oracle": "sql" | "zookeeper://..."}`
+(and optionally `"spark_conf": {...}` for SparkTransactionOperator). Without the connection the
+AIRFLOW_TXN_* environment variables and the embedded defaults apply (airflow_txn.config).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook
+from airflow_txn.config import WarehouseConfig
+from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.errors import TableNotFoundError, TxnError, WaitTimeoutError
+from airflow_txn.warehouse import Warehouse
+
+DEFAULT_CONN_ID = "airflow_txn_default"
+CONN_TYPE = "airflow_txn"
+EXTRA_FIELDS = ("catalog", "root", "oracle")
+
+
+def _field(extra: Mapping[str, Any], name: str) -> Any:
+    """An extra field, stored plain (`catalog`) or as the connection form prefixes it."""
+    value = extra.get(name)
+    if value in (None, ""):
+        value = extra.get(f"extra__{CONN_TYPE}__{name}")
+    return None if value in (None, "") else value
+
+
+def config_from_extra(extra: Mapping[str, Any]) -> WarehouseConfig:
+    """The warehouse configuration an `airflow_txn` connection's extra describes (missing fields:
+    the AIRFLOW_TXN_* environment and the embedded defaults)."""
+    unknown = sorted(k for k in extra if k not in (*EXTRA_FIELDS, "spark_conf") and not k.startswith("extra__"))
+    if unknown:
+        raise TxnError(f"unknown field(s) {unknown} in the airflow_txn connection's extra; "
+                       f"use {list(EXTRA_FIELDS)} and spark_conf")
+    catalog, root, oracle = (_field(extra, name) for name in EXTRA_FIELDS)
+    return WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle)
+
+
+def spark_conf_from_extra(extra: Mapping[str, Any]) -> dict[str, str]:
+    raw = _field(extra, "spark_conf") or {}
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    if not isinstance(raw, Mapping):
+        raise TxnError(f"spark_conf in the airflow_txn connection must be a JSON object, got {raw!r}")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+class TxnHook(BaseHook):
+    """Opens the warehouse of connection `conn_id` (default `airflow_txn_default`).
+
+        with TxnHook().warehouse() as wh:
+            wh.readable_csn()
+    """
+
+    conn_name_attr = "conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = CONN_TYPE
+    hook_name = "airflow_txn warehouse"
+
+    def __init__(self, conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.conn_id = conn_id
+        self._extra: dict[str, Any] | None = None
+
+    def extra(self) -> dict[str, Any]:
+        """The connection's extra ({} when the connection does not exist: the environment applies)."""
+        if self._extra is None:
+            try:
+                self._extra = dict(self.get_connection(self.conn_id).extra_dejson)
+            except AirflowNotFoundException:
+                self.log.info("connection %s not defined: using the AIRFLOW_TXN_* defaults", self.conn_id)
+                self._extra = {}
+        return self._extra
+
+    async def aextra(self) -> dict[str, Any]:
+        """extra() for async code (triggers): never blocks the event loop on the connection lookup."""
+        if self._extra is None:
+            try:
+                self._extra = dict((await self.aget_connection(self.conn_id)).extra_dejson)
+            except AirflowNotFoundException:
+                self._extra = {}
+        return self._extra
+
+    def config(self) -> WarehouseConfig:
+        return config_from_extra(self.extra())
+
+    def spark_conf(self) -> dict[str, str]:
+        """Spark settings from the connection's `spark_conf` (operators add their own on top)."""
+        return spark_conf_from_extra(self.extra())
+
+    def get_conn(self) -> Warehouse:
+        """Open the warehouse; the caller closes it (or use `warehouse()`)."""
+        cfg = self.config()
+        return Warehouse.open(catalog=cfg.catalog_url, root=cfg.root, oracle=cfg.oracle)
+
+    @contextmanager
+    def warehouse(self) -> Iterator[Warehouse]:
+        wh = self.get_conn()
+        try:
+            yield wh
+        finally:
+            wh.close()
+
+    def test_connection(self) -> tuple[bool, str]:
+        """The UI's "Test" button: open the warehouse and read its watermark."""
+        try:
+            with self.warehouse() as wh:
+                return True, f"warehouse reachable, readable CSN {wh.readable_csn()}"
+        except Exception as exc:
+            return False, str(exc)
+
+
+def snapshot_ready(wh: Warehouse, csn: int, tables: Sequence[str] = ()) -> int | None:
+    """The snapshot a reader waiting for `csn` may read now, or None while it must wait.
+
+    Ready when the readable watermark covers `csn` and each of `tables` has a readable commit at or
+    after `csn`; the snapshot is then `csn` or the latest such table commit, whichever is later.
+    Commit records not yet applied (a committer that died mid-apply) are applied on the way.
+    """
+    latest = wh.commit_log(limit=1)
+    target = max([csn, *(r["csn"] for r in latest)])
+    try:
+        wh.wait_for_csn(target, timeout=0)
+    except WaitTimeoutError:
+        if wh.readable_csn() < csn:
+            return None
+    snapshot = csn
+    for table in tables:
+        try:
+            last = wh.last_commit_csn(table)
+        except TableNotFoundError:
+            return None
+        if last is None or last < csn:
+            return None
+        snapshot = max(snapshot, last)
+    return snapshot
+
+
+def coerce_csn(value: Any) -> int:
+    """A rendered `csn` argument as an int (None or "" mean "any commit": the prehistoric CSN 1)."""
+    if value is None or value == "" or value == "None":
+        return PREHISTORIC_CSN
+    if isinstance(value, bool):
+        raise TxnError(f"csn must be an integer, got {value!r}")
+    try:
+        csn = int(value)
+    except (TypeError, ValueError) as exc:
+        raise TxnError(f"csn must be an integer, got {value!r}") from exc
+    if csn < PREHISTORIC_CSN:
+        raise TxnError(f"csn must be >= {PREHISTORIC_CSN}, got {csn}")
+    return csn
+
+
+def coerce_tables(value: Any) -> list[str]:
+    """A rendered `tables` argument as a list: a list, or text ("a.b,c.d" or a rendered list literal)."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                parsed = ast.literal_eval(text)
+            except (ValueError, SyntaxError) as exc:
+                raise TxnError(f"tables must be a list of table names, got {value!r}") from exc
+            return coerce_tables(list(parsed))
+        return [t.strip() for t in text.split(",") if t.strip()]
+    if not isinstance(value, Sequence) or not all(isinstance(t, str) for t in value):
+        raise TxnError(f"tables must be a list of table names, got {value!r}")
+    return list(value)

@@ -1,0 +1,107 @@
+"""The listener AirflowTxnPlugin registers: a DAG run that fails (or is marked failed by hand), and a
+task of a transaction that fails with no retries left, roll back the run's active transactions.
+
+It finds them through the run's BeginTransactionOperator tasks and their XCom (the tid); a task's
+failure only concerns the transactions it is downstream of. A listener never raises: a rollback it
+cannot do is logged, and the transaction's lease (or `airflow-txn recover`) ends it later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from airflow.listeners import hookimpl
+
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
+from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcom
+
+log = logging.getLogger(__name__)
+
+BEGIN_TASK_TYPE = "BeginTransactionOperator"
+
+
+def begin_tasks(dag: Any) -> list[Any]:
+    """The BeginTransactionOperator tasks of a DAG (live or serialized)."""
+    tasks = getattr(dag, "tasks", None) or []
+    return [t for t in tasks if getattr(t, "task_type", type(t).__name__) == BEGIN_TASK_TYPE]
+
+
+def _downstream_ids(task: Any) -> set[str] | None:
+    try:
+        return set(task.get_flat_relative_ids(upstream=False))
+    except Exception:  # a task object without the graph: assume it may concern every transaction
+        return None
+
+
+def rollback_run(dag: Any, dag_id: str, run_id: str, reason: str, failed_task_id: str | None = None,
+                 task_instance: Any = None) -> list[str]:
+    """Roll back the active transactions begun in this DAG run (those upstream of `failed_task_id`
+    when given); returns the tids rolled back."""
+    from airflow_txn.airflow.operators.transaction import roll_back_quietly
+    from airflow_txn.txn_records import ROLLED_BACK
+
+    done = []
+    for begin in _concerned(begin_tasks(dag), failed_task_id):
+        tid = pull_run_xcom(dag_id, run_id, begin.task_id, task_instance)
+        if not tid:
+            continue
+        conn_id = getattr(begin, "conn_id", None) or DEFAULT_CONN_ID
+        with TxnHook(conn_id=conn_id).warehouse() as wh:
+            if roll_back_quietly(wh, str(tid), reason, log) == ROLLED_BACK:
+                done.append(str(tid))
+    return done
+
+
+def _concerned(begins: Iterable[Any], failed_task_id: str | None) -> list[Any]:
+    if failed_task_id is None:
+        return list(begins)
+    concerned = []
+    for begin in begins:
+        downstream = _downstream_ids(begin)
+        if downstream is None or failed_task_id in downstream:
+            concerned.append(begin)
+    return concerned
+
+
+def _dag_of(task_instance: Any) -> Any:
+    """The task's DAG: attached to it in a worker; in the scheduler (a task found dead, say) maybe
+    not, then the serialized DAG from the metadata database."""
+    task = getattr(task_instance, "task", None)
+    dag = getattr(task, "dag", None) if task is not None else None
+    if dag is None:
+        try:
+            dag = load_serialized_dag(task_instance.dag_id)
+        except Exception:  # no metadata database here (a worker): the DAG run's failure will do
+            log.debug("no DAG for %s", task_instance.dag_id, exc_info=True)
+    return dag
+
+
+@hookimpl
+def on_task_instance_failed(previous_state: Any, task_instance: Any, error: Any) -> None:
+    """A task failed: roll back only when it has no retries left (a retry replaces its writes)."""
+    try:
+        if str(getattr(task_instance, "state", "")).split(".")[-1].lower() != "failed":
+            return
+        dag = _dag_of(task_instance)
+        if dag is None or not begin_tasks(dag):
+            return
+        reason = f"task {task_instance.task_id} of run {task_instance.run_id} failed with no retries left"
+        rollback_run(dag, task_instance.dag_id, task_instance.run_id, reason,
+                     failed_task_id=task_instance.task_id, task_instance=task_instance)
+    except Exception:
+        log.exception("airflow_txn listener: rollback after the failure of %s failed",
+                      getattr(task_instance, "task_id", "?"))
+
+
+@hookimpl
+def on_dag_run_failed(dag_run: Any, msg: str) -> None:
+    """A DAG run failed (or was marked failed): roll back its transactions that are still active."""
+    try:
+        dag = getattr(dag_run, "dag", None)
+        if dag is None or not begin_tasks(dag):
+            return
+        rollback_run(dag, dag_run.dag_id, dag_run.run_id, f"DAG run {dag_run.run_id} failed: {msg}")
+    except Exception:
+        log.exception("airflow_txn listener: rollback of the failed run %s failed", getattr(dag_run, "run_id", "?"))

@@ -1,0 +1,194 @@
+"""The operators that begin, commit, roll back and judge one warehouse transaction of a DAG run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID
+from airflow_txn.airflow.operators.base import TxnBaseOperator, is_last_try, require_tid, run_ids
+from airflow_txn.airflow.version_compat import AirflowFailException, Asset, AssetAlias, Context
+from airflow_txn.config import DEFAULT_LEASE_SECONDS
+from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
+from airflow_txn.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
+from airflow_txn.warehouse import Warehouse
+
+ENDED = (COMMITTED, ROLLED_BACK)  # any other state (active, committing) is still open
+
+# Commit errors after which the transaction can only roll back: retrying the commit is pointless.
+_FINAL_COMMIT_ERRORS = (SerializationError, LeaseExpiredError, TransactionClosedError)
+
+
+class BeginTransactionOperator(TxnBaseOperator):
+    """Begin a transaction; its tid is the task's XCom return value.
+
+    :param label: shown by `airflow-txn list`; defaults to `<dag_id>/<run_id>`.
+    :param isolation: "snapshot" (default) or "serializable".
+    :param lease_seconds: how long the transaction lives without a heartbeat; statements and
+        SparkTransactionOperator renew it, so it only has to outlast the gaps between tasks.
+    :param conn_id: the airflow_txn connection.
+    """
+
+    template_fields: Sequence[str] = ("transaction_label", "conn_id")
+    ui_color = "#d8f0d2"
+
+    def __init__(self, *, label: str | None = None, isolation: str = "snapshot",
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.transaction_label = label
+        self.isolation = isolation
+        self.lease_seconds = lease_seconds
+
+    def execute(self, context: Context) -> str:
+        dag_id, run_id, _task, _map, _try = run_ids(context)
+        label = self.transaction_label or f"{dag_id}/{run_id}"
+        with self.hook.warehouse() as wh:
+            txn = wh.begin(label=label, isolation=self.isolation, lease_seconds=self.lease_seconds)
+        self.log.info("began transaction %s at snapshot %d (label %r)", txn.tid, txn.snapshot_csn, label)
+        return txn.tid
+
+
+class CommitTransactionOperator(TxnBaseOperator):
+    """Commit the transaction `tid`; the commit CSN is the XCom return value.
+
+    After the commit (never before) it emits one Asset event per table the commit wrote, with
+    `{"table", "csn", "tid"}` in the event extra: through the alias `commit_alias(conn_id)` (the
+    default outlet), or into an explicit `table_asset(...)` outlet. A commit that can no longer
+    succeed (conflict, expired lease, failed statement) rolls back and fails without retrying; a
+    commit that fails on its last try rolls back too. A retry after a successful commit returns
+    the same CSN.
+    """
+
+    template_fields: Sequence[str] = ("tid", "conn_id")
+    ui_color = "#a6e3a1"
+
+    def __init__(self, *, tid: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("outlets", [commit_alias(kwargs.get("conn_id") or DEFAULT_CONN_ID)])
+        super().__init__(**kwargs)
+        self.tid = tid
+
+    def execute(self, context: Context) -> int:
+        tid = require_tid(self.tid, self.task_id)
+        with self.hook.warehouse() as wh:
+            csn = self._commit(wh, tid, context)
+            tables = committed_tables(wh, tid, csn)
+        self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(tables) or "no table written")
+        self._emit_asset_events(context, tid, csn, tables)
+        return csn
+
+    def _commit(self, wh: Warehouse, tid: str, context: Context) -> int:
+        info = wh.transaction_info(tid)
+        if info["state"] == COMMITTED:
+            self.log.info("transaction %s was already committed by an earlier try", tid)
+            return int(info["commit_csn"])
+        if info["state"] == ROLLED_BACK:
+            raise AirflowFailException(f"transaction {tid} was rolled back ({info['failed_reason']}); "
+                                       "nothing to commit")
+        try:
+            return wh.attach(tid).commit()
+        except _FINAL_COMMIT_ERRORS as exc:
+            roll_back_quietly(wh, tid, f"commit failed: {exc}", self.log)
+            raise AirflowFailException(f"transaction {tid} cannot commit and was rolled back: {exc}") from exc
+        except Exception as exc:
+            if is_last_try(context):
+                roll_back_quietly(wh, tid, f"commit failed on its last try: {exc}", self.log)
+            raise
+
+    def _emit_asset_events(self, context: Context, tid: str, csn: int, tables: Sequence[str]) -> None:
+        events = context["outlet_events"]
+        for outlet in self.outlets:
+            if isinstance(outlet, AssetAlias):
+                for table in tables:
+                    events[outlet].add(table_asset(table, self.conn_id), extra=event_extra(table, csn, tid))
+            elif isinstance(outlet, Asset):
+                written = table_of(outlet, self.conn_id)
+                if written is not None:
+                    events[outlet].extra.update(event_extra(written, csn, tid))
+
+
+class RollbackTransactionOperator(TxnBaseOperator):
+    """Roll back the transaction `tid` (compensating every part it staged); idempotent.
+
+    Nothing to do when no transaction began (tid missing) or it already ended; a committed
+    transaction is left alone (it cannot roll back) and reported. XCom: the final state.
+    """
+
+    template_fields: Sequence[str] = ("tid", "conn_id")
+    ui_color = "#f7c6c5"
+
+    def __init__(self, *, tid: Any, reason: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tid = tid
+        self.reason = reason
+
+    def execute(self, context: Context) -> str | None:
+        if self.tid in (None, "", "None"):
+            self.log.info("no transaction began: nothing to roll back")
+            return None
+        tid = require_tid(self.tid, self.task_id)
+        dag_id, run_id, task_id, _map, _try = run_ids(context)
+        reason = self.reason or f"rolled back by {dag_id}/{task_id} in run {run_id} after a task failed"
+        with self.hook.warehouse() as wh:
+            state = roll_back_quietly(wh, tid, reason, self.log, quiet=False)
+        return state
+
+
+class TransactionOutcomeOperator(TxnBaseOperator):
+    """The verdict of a transaction: succeeds with the commit CSN when `tid` committed, fails the
+    task (and so the DAG run) when it rolled back. A transaction still active here never reached
+    its commit: it is rolled back first. Used by transaction_group as its last task, so that a
+    rollback that itself succeeded does not turn the run green."""
+
+    template_fields: Sequence[str] = ("tid", "conn_id")
+    ui_color = "#e0e0e0"
+
+    def __init__(self, *, tid: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.tid = tid
+
+    def execute(self, context: Context) -> int:
+        if self.tid in (None, "", "None"):
+            raise AirflowFailException("no transaction began (the begin task did not succeed)")
+        tid = require_tid(self.tid, self.task_id)
+        with self.hook.warehouse() as wh:
+            info = wh.transaction_info(tid)
+            if info["state"] not in ENDED:
+                roll_back_quietly(wh, tid, "the commit task never ran", self.log)
+                info = wh.transaction_info(tid)
+        if info["state"] == COMMITTED:
+            self.log.info("transaction %s committed at CSN %s", tid, info["commit_csn"])
+            return int(info["commit_csn"])
+        raise AirflowFailException(f"transaction {tid} was rolled back: {info['failed_reason'] or 'see the log'}; "
+                                   "no table changed")
+
+
+def committed_tables(wh: Warehouse, tid: str, csn: int) -> list[str]:
+    """The tables whose visible content the commit of `tid` at `csn` changed."""
+    parts = wh.transaction_info(tid)["parts"]
+    return sorted({p["table"] for p in parts
+                   if (p["role"] == "created" and p["creation_csn"] == csn)
+                   or (p["role"] == "removed" and p["removal_csn"] == csn)})
+
+
+def roll_back_quietly(wh: Warehouse, tid: str, reason: str, log: Any, quiet: bool = True) -> str:
+    """Roll `tid` back if it is still active; returns its final state. With quiet=True a failure is
+    logged (recovery finishes the rollback later), not raised."""
+    try:
+        info = wh.transaction_info(tid)
+        if info["state"] not in ENDED:
+            wh.attach(tid).rollback(reason=reason)
+            log.warning("rolled back transaction %s: %s", tid, reason)
+            return ROLLED_BACK
+        if info["state"] == COMMITTED:
+            log.warning("transaction %s is committed (CSN %s): nothing to roll back", tid, info["commit_csn"])
+        else:
+            log.info("transaction %s was already rolled back", tid)
+        return str(info["state"])
+    except Exception:
+        if not quiet:
+            raise
+        log.exception("rollback of %s failed; `airflow-txn recover` (or the lease) will finish it", tid)
+        return ACTIVE
+

@@ -1,0 +1,112 @@
+"""transaction_group: a TaskGroup whose tasks form ONE warehouse transaction.
+
+    with transaction_group("backfill") as txn:
+        SparkTransactionOperator(task_id="load_orders", tid=txn.tid, python_callable=load_orders)
+        SparkTransactionOperator(task_id="load_items", tid=txn.tid, python_callable=load_items)
+
+wires, inside the group:
+
+    begin ──► body tasks ──► commit ──► rollback (one_failed) ──► outcome (all_done)
+                    └─────────────────────┘
+
+`rollback` runs as soon as a body task fails for good (or the commit does) and compensates every
+staged part. `outcome` is the group's only leaf: it succeeds with the commit CSN, or fails when the
+transaction rolled back, so the DAG run ends `failed` even though the rollback itself succeeded.
+Rollback and outcome read the tid from XCom (a template), so they run even if `begin` failed.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID
+from airflow_txn.airflow.operators.transaction import (
+    BeginTransactionOperator,
+    CommitTransactionOperator,
+    RollbackTransactionOperator,
+    TransactionOutcomeOperator,
+)
+from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
+from airflow_txn.config import DEFAULT_LEASE_SECONDS
+
+
+@attrs.define(kw_only=True, repr=False)
+class TransactionTaskGroup(TaskGroup):
+    """The TaskGroup made by transaction_group(); `tid` and `csn` are XComArgs for the tasks."""
+
+    conn_id: str = DEFAULT_CONN_ID
+    label: str | None = None
+    isolation: str = "snapshot"
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
+    commit: CommitTransactionOperator | None = attrs.field(default=None, init=False)
+    rollback: RollbackTransactionOperator | None = attrs.field(default=None, init=False)
+    outcome: TransactionOutcomeOperator | None = attrs.field(default=None, init=False)
+
+    def __enter__(self) -> TransactionTaskGroup:
+        super().__enter__()
+        if self.begin is None:
+            self.begin = BeginTransactionOperator(task_id="begin", label=self.label, isolation=self.isolation,
+                                                  lease_seconds=self.lease_seconds, conn_id=self.conn_id)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if exc_type is None and self.commit is None:
+                self._wire()
+        finally:
+            super().__exit__(exc_type, exc, tb)  # type: ignore[no-untyped-call]
+
+    @property
+    def tid(self) -> XComArg:
+        """The transaction id (the begin task's XCom); pass it as `tid=` to the body's operators."""
+        if self.begin is None:
+            raise RuntimeError("use transaction_group(...) as a context manager: `with ... as txn:`")
+        return self.begin.output
+
+    @property
+    def csn(self) -> XComArg:
+        """The commit CSN (the commit task's XCom), e.g. for a CommitCSNSensor after the group."""
+        if self.commit is None:
+            raise RuntimeError("the commit task exists once the `with transaction_group(...)` block has ended")
+        return self.commit.output
+
+    def _wire(self) -> None:
+        assert self.begin is not None
+        body = [t for t in self.iter_tasks() if t is not self.begin]
+        ids = {t.task_id for t in body}
+        roots = [t for t in body if not (set(t.upstream_task_ids) & ids)]
+        leaves = [t for t in body if not (set(t.downstream_task_ids) & ids)]
+        for task in roots:
+            if self.begin.task_id not in task.upstream_task_ids:
+                self.begin.set_downstream(task)
+        tid = "{{ ti.xcom_pull(task_ids='" + self.begin.task_id + "') }}"
+        self.commit = CommitTransactionOperator(task_id="commit", tid=self.begin.output, conn_id=self.conn_id)
+        self.rollback = RollbackTransactionOperator(task_id="rollback", tid=tid, conn_id=self.conn_id,
+                                                    trigger_rule=TriggerRule.ONE_FAILED)
+        self.outcome = TransactionOutcomeOperator(task_id="outcome", tid=tid, conn_id=self.conn_id,
+                                                  trigger_rule=TriggerRule.ALL_DONE)
+        upstream_of_commit: list[Any] = leaves or [self.begin]
+        for task in upstream_of_commit:
+            task.set_downstream(self.commit)
+        for task in [*leaves, self.commit]:
+            task.set_downstream(self.rollback)
+        self.commit.set_downstream(self.outcome)
+        self.rollback.set_downstream(self.outcome)
+
+
+def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str | None = None,
+                      isolation: str = "snapshot", lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                      **kwargs: Any) -> TransactionTaskGroup:
+    """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
+    that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`
+    and pass `tid=txn.tid` to the tasks inside. Other keyword arguments go to TaskGroup."""
+    return TransactionTaskGroup(group_id=group_id, conn_id=conn_id, label=label, isolation=isolation,
+                                lease_seconds=lease_seconds, **kwargs)
+
+
+__all__ = ["TransactionTaskGroup", "transaction_group"]

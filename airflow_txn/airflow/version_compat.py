@@ -1,0 +1,99 @@
+"""Every Airflow-version branch of the airflow layer, in one place (the providers' habit).
+
+The layer targets Airflow 3 (the task SDK). Names that moved between 3.x releases are imported here
+once; the rest of the layer imports them from this module, never from Airflow directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def get_base_airflow_version_tuple() -> tuple[int, int, int]:
+    from airflow import __version__
+    from packaging.version import Version
+
+    version = Version(__version__)
+    return version.major, version.minor, version.micro
+
+
+AIRFLOW_V_3_0_PLUS: bool = get_base_airflow_version_tuple() >= (3, 0, 0)
+AIRFLOW_V_3_1_PLUS: bool = get_base_airflow_version_tuple() >= (3, 1, 0)
+
+if not AIRFLOW_V_3_0_PLUS:  # pragma: no cover - refused early with what to do
+    raise ImportError("airflow_txn.airflow needs Airflow 3.0 or later: pip install 'airflow-txn[airflow]'")
+
+from airflow.sdk import (  # noqa: E402
+    Asset,
+    AssetAlias,
+    BaseOperator,
+    BaseSensorOperator,
+    Context,
+    Param,
+    PokeReturnValue,
+    TaskGroup,
+    TriggerRule,
+    XComArg,
+)
+from airflow.triggers.base import BaseTrigger, TriggerEvent  # noqa: E402
+
+if AIRFLOW_V_3_1_PLUS:
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+else:  # pragma: no cover - Airflow 3.0
+    from airflow.exceptions import (  # type: ignore[no-redef,attr-defined,unused-ignore]
+        AirflowFailException,
+        AirflowNotFoundException,
+    )
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined,unused-ignore]
+
+
+
+def pull_run_xcom(dag_id: str, run_id: str, task_id: str, task_instance: Any = None) -> Any:
+    """The return value a task of a DAG run pushed (None if none), from a worker or a server process.
+
+    In a task (a RuntimeTaskInstance) it goes through the task's own XCom channel; elsewhere (the
+    scheduler, the API server, `dag.test()`) it reads Airflow's metadata database.
+    """
+    if task_instance is not None and hasattr(task_instance, "xcom_pull") and type(task_instance).__name__ == (
+            "RuntimeTaskInstance"):
+        return task_instance.xcom_pull(task_ids=task_id, dag_id=dag_id, key="return_value")
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = XComModel.get_many(run_id=run_id, dag_ids=dag_id, task_ids=task_id, key="return_value", limit=1)
+        row = session.scalars(query).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def load_serialized_dag(dag_id: str) -> Any:
+    """The DAG as the scheduler knows it (serialized), from the metadata database; None if unknown."""
+    from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return SerializedDagModel.get_dag(dag_id, session=session)
+
+
+__all__ = [
+    "AIRFLOW_V_3_0_PLUS",
+    "AIRFLOW_V_3_1_PLUS",
+    "AirflowFailException",
+    "AirflowNotFoundException",
+    "Asset",
+    "AssetAlias",
+    "BaseHook",
+    "BaseOperator",
+    "BaseSensorOperator",
+    "BaseTrigger",
+    "Context",
+    "Param",
+    "PokeReturnValue",
+    "TaskGroup",
+    "TriggerEvent",
+    "TriggerRule",
+    "XComArg",
+    "load_serialized_dag",
+    "pull_run_xcom",
+]

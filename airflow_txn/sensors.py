@@ -1,0 +1,5 @@
+"""The CSN sensor (CONTRACT.md): `from airflow_txn.sensors import CommitCSNSensor`. Imports Airflow."""
+
+from airflow_txn.airflow.sensors import CommitCSNSensor
+
+__all__ = ["CommitCSNSensor"]

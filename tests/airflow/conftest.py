@@ -1,0 +1,123 @@
+"""Harness of the Airflow tests: a throw-away AIRFLOW_HOME with a SQLite metadata database, a DAG
+folder holding dags/*.py and dag_files/*.py, one SparkSession for the process, and the
+`airflow_txn_default` connection pointed at each test's warehouse (SQLite or PostgreSQL catalog).
+
+Airflow reads its configuration when first imported, so the environment is set when this file is
+loaded, before any test module imports Airflow. Without Airflow installed these tests are skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from airflow_txn import Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).resolve().parents[2]
+HAVE_AIRFLOW = importlib.util.find_spec("airflow") is not None and importlib.util.find_spec("pyspark") is not None
+collect_ignore_glob = [] if HAVE_AIRFLOW else ["test_*.py"]
+
+SPARK_CONF = {
+    "spark.master": "local[2]",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+CRASH_SPARK_CONF = {**SPARK_CONF, "spark.master": "local[1]"}
+
+
+def _prepare_airflow_home() -> Path:
+    base = Path(tempfile.mkdtemp(prefix="airflow_txn_airflow_tests_"))
+    dags = base / "dags"
+    dags.mkdir()
+    for source in [*sorted((REPO / "dags").glob("*.py")), *sorted((REPO / "tests/airflow/dag_files").glob("*.py"))]:
+        (dags / source.name).symlink_to(source)
+    os.environ.update({
+        "AIRFLOW_HOME": str(base / "home"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(base / "plugins"),
+    })
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return base
+
+
+BASE = _prepare_airflow_home() if HAVE_AIRFLOW else None
+DAGS_FOLDER = BASE / "dags" if BASE is not None else None
+
+
+# Warnings Airflow's own imports raise; every other warning still fails the test (pyproject: error).
+AIRFLOW_WARNING_FILTERS = [
+    "ignore:Using .httpx. with .starlette.testclient. is deprecated",
+]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in AIRFLOW_WARNING_FILTERS:
+        config.addinivalue_line("filterwarnings", line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if BASE is not None:
+        shutil.rmtree(BASE, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    """Airflow's metadata database (SQLite under the throw-away AIRFLOW_HOME), created once."""
+    from airflow.utils import db
+
+    db.initdb()
+
+
+@pytest.fixture(scope="session")
+def dagbag(airflow_db: None) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS_FOLDER))
+    assert bag.import_errors == {}, bag.import_errors
+    return bag
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one SparkSession of the test process (SparkTransactionOperator reuses it under dag.test())."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("airflow_txn-airflow-tests")
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # no INFO from py4j's __del__ once streams are closed
+
+
+def connection_json(catalog_url: str, root: Path, spark_conf: dict[str, str] | None = None) -> str:
+    return json.dumps({"conn_type": "airflow_txn", "extra": {
+        "catalog": catalog_url, "root": str(root), "spark_conf": spark_conf or SPARK_CONF}})
+
+
+@pytest.fixture
+def txn_conn(catalog_url: str, root: Path, wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
+    """Point connection `airflow_txn_default` at this test's warehouse; returns the warehouse."""
+    monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_TXN_DEFAULT", connection_json(catalog_url, root))
+    return wh

@@ -1,0 +1,48 @@
+"""Running DAGs with dag.test() and reading what they left in Airflow's metadata database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_txn import Warehouse
+
+BACKFILL_TABLES = ["shop.customers", "shop.orders", "shop.order_items"]
+PROBE_SCHEMA = pa.schema([("id", pa.int64())])
+
+
+def run_dag(dagbag: Any, dag_id: str, conf: dict[str, Any] | None = None) -> Any:
+    """Run one DAG run of `dag_id` to its end in this process (triggers inline); returns the DagRun."""
+    dag = dagbag.get_dag(dag_id)
+    assert dag is not None, f"DAG {dag_id} not found"
+    # every param explicitly: in-process runs reuse the task objects, whose params keep the last run's conf
+    return dag.test(run_conf={**{key: dag.params[key] for key in dag.params}, **(conf or {})})
+
+
+def task_states(dag_run: Any) -> dict[str, tuple[str, int]]:
+    """{task_id or task_id[map_index]: (state, try_number)} of a finished run."""
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = dag_run.get_task_instances(session=session)
+        return {(ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"): (str(ti.state), ti.try_number)
+                for ti in tis}
+
+
+def xcom(dag_run: Any, task_id: str, map_index: int = -1) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id,
+                                                 map_indexes=map_index, key="return_value")).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def counts(wh: Warehouse, csn: int | None = None) -> dict[str, int]:
+    return {t: wh.read(t, csn=csn).num_rows for t in BACKFILL_TABLES if t in wh.tables()}
+
+
+def transactions_of(wh: Warehouse, dag_id: str) -> list[dict[str, Any]]:
+    return [t for t in wh.transactions(limit=1000) if (t["label"] or "").startswith(f"{dag_id}/")]

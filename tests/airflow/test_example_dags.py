@@ -1,0 +1,81 @@
+"""Every example DAG (and test DAG) imports with no errors; the provider and plugin are discovered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p.stem for p in (REPO / "dags").glob("*.py"))
+
+
+def test_every_example_dag_imports_without_errors() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    assert set(bag.dag_ids) == {"multi_table_backfill", "multi_table_reader"}
+    assert EXAMPLES == ["multi_table_backfill", "multi_table_reader"]
+    for dag in bag.dags.values():
+        assert dag.tasks, dag.dag_id
+
+
+def test_the_test_dag_folder_loads(dagbag: Any) -> None:
+    assert {"multi_table_backfill", "multi_table_reader", "txn_sensor_probe", "txn_crash_probe",
+            "txn_hold_probe"} <= set(dagbag.dag_ids)
+
+
+def test_backfill_dag_is_wired_as_one_transaction(dagbag: Any) -> None:
+    dag = dagbag.get_dag("multi_table_backfill")
+    group = {t.task_id: t for t in dag.tasks if t.task_id.startswith("backfill.")}
+    assert set(group) == {"backfill.begin", "backfill.load_customers", "backfill.load_orders",
+                          "backfill.load_order_items", "backfill.commit", "backfill.rollback", "backfill.outcome"}
+    loads = [group[f"backfill.load_{t}"] for t in ("customers", "orders", "order_items")]
+    assert all("backfill.begin" in t.upstream_task_ids for t in loads)
+    assert group["backfill.commit"].upstream_task_ids == {"backfill.begin", *(t.task_id for t in loads)}
+    assert group["backfill.rollback"].upstream_task_ids == {*(t.task_id for t in loads), "backfill.commit"}
+    assert group["backfill.rollback"].trigger_rule == "one_failed"
+    assert group["backfill.outcome"].upstream_task_ids == {"backfill.commit", "backfill.rollback"}
+    assert group["backfill.outcome"].trigger_rule == "all_done"
+    assert [t.task_id for t in dag.leaves] == ["backfill.outcome"]
+
+
+def test_reader_dag_is_scheduled_on_the_three_table_assets(dagbag: Any) -> None:
+    from airflow_txn.airflow import table_asset
+
+    dag = dagbag.get_dag("multi_table_reader")
+    condition = dag.timetable.asset_condition
+    assert type(condition).__name__ == "AssetAll"  # all three tables, not any one of them
+    uris = {a.uri for a in condition.objects}
+    assert uris == {table_asset(t).uri for t in ("shop.customers", "shop.orders", "shop.order_items")}
+
+
+def test_provider_registers_the_connection_type() -> None:
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk import Connection
+
+    from airflow_txn.airflow import TxnHook
+
+    manager = ProvidersManager()
+    assert "airflow-txn" in manager.providers
+    conn = Connection(conn_id="some_warehouse", conn_type="airflow_txn", extra='{"catalog": "sqlite:////tmp/c.db"}')
+    hook = conn.get_hook()
+    assert isinstance(hook, TxnHook) and hook.conn_id == "some_warehouse"
+    assert manager.field_behaviours["airflow_txn"]["hidden_fields"] == ["host", "schema", "login", "password", "port"]
+    assert {"extra__airflow_txn__catalog", "extra__airflow_txn__root", "extra__airflow_txn__oracle"} <= set(
+        manager.connection_form_widgets)
+
+
+def test_plugin_registers_the_listener_in_workers_and_servers() -> None:
+    """Through the `airflow.plugins` entry point: the task runner's and the scheduler's listener managers."""
+    from airflow.listeners.listener import get_listener_manager as core_manager
+    from airflow.sdk.listener import get_listener_manager as sdk_manager
+
+    from airflow_txn.airflow import listener
+
+    assert core_manager().pm.is_registered(listener)
+    assert sdk_manager().pm.is_registered(listener)

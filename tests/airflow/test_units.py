@@ -1,0 +1,91 @@
+"""The airflow layer's small parts: connection extra, argument coercion, callable arguments, the group."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_txn.airflow.hooks.txn import TxnHook, coerce_csn, coerce_tables, config_from_extra
+from airflow_txn.airflow.operators.spark import call_with_context
+from airflow_txn.errors import TxnError
+
+pytestmark = pytest.mark.airflow
+
+
+def test_connection_extra_names_the_warehouse(tmp_path: Path) -> None:
+    cfg = config_from_extra({"catalog": f"sqlite:///{tmp_path}/c.db", "root": str(tmp_path / "wh"), "oracle": "sql"})
+    assert cfg.catalog_url == f"sqlite:///{tmp_path}/c.db" and cfg.root == tmp_path / "wh"
+    prefixed = config_from_extra({"extra__airflow_txn__catalog": "sqlite:////x/c.db", "extra__airflow_txn__root": ""})
+    assert prefixed.catalog_url == "sqlite:////x/c.db"  # as the connection form stores it
+    with pytest.raises(TxnError, match="unknown field"):
+        config_from_extra({"catalgo": "sqlite:////x.db"})
+
+
+def test_without_the_connection_the_environment_applies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("AIRFLOW_CONN_AIRFLOW_TXN_DEFAULT", raising=False)
+    monkeypatch.setenv("AIRFLOW_TXN_CATALOG", f"sqlite:///{tmp_path}/env.db")
+    monkeypatch.setenv("AIRFLOW_TXN_ROOT", str(tmp_path / "env_root"))
+    hook = TxnHook()
+    assert hook.extra() == {}
+    assert hook.config().catalog_url == f"sqlite:///{tmp_path}/env.db"
+    with hook.warehouse() as wh:
+        assert wh.readable_csn() == 1
+    assert hook.test_connection()[0] is True
+
+
+def test_rendered_arguments_are_coerced() -> None:
+    assert coerce_csn("12") == 12 and coerce_csn(None) == 1 and coerce_csn("None") == 1
+    for bad in (True, "x", 0):
+        with pytest.raises(TxnError):
+            coerce_csn(bad)
+    assert coerce_tables("['a.b', 'c.d']") == ["a.b", "c.d"] == coerce_tables("a.b, c.d")
+    assert coerce_tables(["a.b", "c.d"]) == ["a.b", "c.d"]
+    assert coerce_tables(None) == []
+    with pytest.raises(TxnError):
+        coerce_tables([1])
+
+
+def test_callable_gets_only_the_keywords_it_names() -> None:
+    def named(spark: Any, txn: Any, day: str) -> tuple[Any, Any, str]:
+        return spark, txn, day
+
+    def anything(spark: Any, txn: Any, **kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+    assert call_with_context(named, ["s", "t"], {"day": "d", "ti": object()}) == ("s", "t", "d")
+    assert call_with_context(anything, ["s", "t"], {"day": "d", "x": 1}) == {"day": "d", "x": 1}
+
+
+def test_transaction_group_needs_its_with_block() -> None:
+    from airflow.sdk import DAG
+
+    from airflow_txn.airflow import transaction_group
+
+    with DAG("group_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):
+        group = transaction_group("empty")
+        with pytest.raises(RuntimeError, match="context manager"):
+            _ = group.tid
+        with group as txn:
+            pass
+    assert txn.begin is not None and txn.commit is not None
+    assert txn.commit.upstream_task_ids == {"empty.begin"}  # an empty body: begin -> commit
+    assert txn.outcome is not None and [t.task_id for t in txn.leaves] == ["empty.outcome"]
+
+
+def test_parsing_the_example_dags_loads_no_spark() -> None:
+    """A DAG processor imports the DAG files: that must not start, or even import, PySpark."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    code = ("import runpy, sys\n"
+            f"for f in ['{repo}/dags/multi_table_backfill.py', '{repo}/dags/multi_table_reader.py']:\n"
+            "    runpy.run_path(f)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
