@@ -20,7 +20,7 @@ replaces every older attempt's writes, and an older attempt writing after a newe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,41 +109,35 @@ def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
 def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
     info = load_table(rt, stmt, table)
     predicate = _check_predicate(where, info)
-    removals: list[int] = []
-    pieces: list[tuple[Partition, pa.Table]] = []
-    deleted = 0
-    for part in visible(rt, stmt, info):
-        rows = read_part(rt, info, part)
-        mask = _mask(rows, predicate)
-        matches = int(pc.sum(mask).as_py() or 0)
-        if not matches:
-            continue
-        deleted += matches
-        removals.append(part.id)
-        pieces += split_by_partition(rows.filter(pc.invert(mask)), info.partition_by)
-    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals)
-    return deleted
+    return _rewrite(rt, stmt, info, predicate, lambda rows, mask: rows.filter(pc.invert(mask)))
 
 
 def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments: object) -> int:
     info = load_table(rt, stmt, table)
     predicate = _check_predicate(where, info)
     setters = _check_assignments(assignments, info)
+    return _rewrite(rt, stmt, info, predicate,
+                    lambda rows, mask: conform(_assign(rows, mask, setters), info.schema, info.name.qualified))
+
+
+def _rewrite(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.Expression,
+             replace: Callable[[pa.Table, pa.ChunkedArray], pa.Table]) -> int:
+    """Copy-on-write: each visible part holding matching rows is replaced by `replace(rows, mask)`;
+    parts without a match are left alone. Returns the number of matching rows."""
     removals: list[int] = []
     pieces: list[tuple[Partition, pa.Table]] = []
-    updated = 0
+    matched = 0
     for part in visible(rt, stmt, info):
         rows = read_part(rt, info, part)
         mask = _mask(rows, predicate)
         matches = int(pc.sum(mask).as_py() or 0)
         if not matches:
             continue
-        updated += matches
+        matched += matches
         removals.append(part.id)
-        new_rows = conform(_assign(rows, mask, setters), info.schema, info.name.qualified)
-        pieces += split_by_partition(new_rows, info.partition_by)
-    _stage(rt, stmt, info, pieces, removals)
-    return updated
+        pieces += split_by_partition(replace(rows, mask), info.partition_by)
+    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals)
+    return matched
 
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
