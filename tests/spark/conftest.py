@@ -7,6 +7,7 @@ to 127.0.0.1 unless the environment says otherwise; no package is downloaded (no
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -46,6 +47,9 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+    # logging's handlers are closed ("--- Logging error ---"); it has nothing left worth saying
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture
