@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from airflow_txn import ROLLBACK_CSN, Warehouse, crashpoints, part_records, tabl
 from airflow_txn.catalog import schema
 from airflow_txn.errors import SerializationError
 from airflow_txn.storage import SIDECAR, write_dir_of
-from tests.core.workers.procs import Child
+from tests.core.workers.procs import Spawn
 from tests.core.workers.txn_worker import CRASH_ACCOUNT_IDS, CRASH_EVENT_IDS
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 
@@ -35,23 +34,6 @@ SCENARIOS: dict[str, tuple[str, bool | None]] = {
     crashpoints.ROLLBACK_MID: ("rollback", False),
     crashpoints.VACUUM_MID: ("vacuum", None),
 }
-
-Spawn = Callable[..., Child]
-
-
-@pytest.fixture
-def spawn(catalog_url: str, root: Path) -> Iterator[Spawn]:
-    started: list[Child] = []
-
-    def _spawn(mode: str, *args: object, **kwargs: Any) -> Child:
-        child = Child(mode, catalog_url, root, *args, **kwargs)
-        started.append(child)
-        return child
-
-    yield _spawn
-    for child in started:
-        child.kill()
-
 
 def _baseline(wh: Warehouse) -> None:
     make_tables(wh)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_txn import Warehouse
-from tests.core.workers.procs import Child
+from tests.core.workers.procs import Child, Spawn
 from tests.core.workers.txn_worker import ID_SCHEMA, LEFT, RIGHT, TARGET, id_rows, sorted_ids
 
 pytestmark = pytest.mark.slow
@@ -18,24 +17,6 @@ WRITERS = 2
 COMMITS = 10
 ROUNDS = 4
 STEP_TIMEOUT = 30.0
-
-Spawn = Callable[..., Child]
-
-
-@pytest.fixture
-def spawn(catalog_url: str, root: Path) -> Iterator[Spawn]:
-    """Start workers on this test's warehouse; every one still running at the end is killed (by pid)."""
-    started: list[Child] = []
-
-    def _spawn(mode: str, *args: object, **kwargs: Any) -> Child:
-        child = Child(mode, catalog_url, root, *args, **kwargs)
-        started.append(child)
-        return child
-
-    yield _spawn
-    for child in started:
-        child.kill()
-
 
 def _writer_results(writer: Child) -> list[dict[str, Any]]:
     code = writer.wait(STEP_TIMEOUT * 3)

@@ -9,6 +9,7 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +104,7 @@ class Child:
         if self.proc.stdin is not None:
             with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.close()
+
+
+Spawn = Callable[..., Child]
+"""spawn(mode, *args, **kwargs) -> a started worker on the test's warehouse (the `spawn` fixture)."""
