@@ -160,6 +160,18 @@ class Warehouse:
                 raise SnapshotTooOldError(f"CSN {snapshot} is past the retention horizon; read a newer one") from exc
             raise
 
+    def write_manifest(self, csn: int | None = None, tables: list[str] | None = None) -> dict[str, Any]:
+        """Write JSON manifests of snapshot `csn` (None: the watermark) under <root>/.manifests; see MANIFESTS.md."""
+        from airflow_txn import manifests  # the only user of the module; keeps the import block untouched
+
+        snapshot = self._snapshot_for(csn)
+        try:
+            return manifests.write_manifests(self.runtime, snapshot, tables)
+        except StorageError as exc:
+            if snapshot < vacuum.stored_horizon(self.runtime):
+                raise SnapshotTooOldError(f"CSN {snapshot} is past the retention horizon; use a newer one") from exc
+            raise
+
     def _snapshot_for(self, csn: int | None) -> int:
         watermark = self.readable_csn()
         if csn is None:

@@ -1,0 +1,178 @@
+"""Snapshot manifests: exactly the visible files at a CSN, idempotent, and readable by DuckDB alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_txn import Warehouse
+from airflow_txn.errors import TxnError
+from airflow_txn.manifests import MANIFEST_DIR
+from tests.helpers import accounts, events, make_tables, storage_files
+
+METRICS = pa.schema([("region", pa.string()), ("year", pa.int64()), ("id", pa.int64()), ("amount", pa.float64())])
+
+
+def parquet_files(root: Path, prefix: str) -> set[str]:
+    """Absolute paths of the Parquet files below `<root>/<prefix>`."""
+    return {str((root / f).resolve()) for f in storage_files(root) if f.startswith(prefix) and f.endswith(".parquet")}
+
+
+def manifest(result: dict[str, Any], table: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(Path(result["tables"][table]).read_text())
+    return loaded
+
+
+def listed_files(result: dict[str, Any], table: str) -> set[str]:
+    return {f["path"] for part in manifest(result, table)["parts"] for f in part["files"]}
+
+
+def test_manifest_lists_exactly_the_visible_files(wh: Warehouse, root: Path) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([1, 2], day="2024-01-01"))
+        t.append("sales.events", events([3], day="2024-01-02"))
+        t.append("sales.accounts", accounts({1: 10, 2: 20}))
+    first = wh.readable_csn()
+    events_1 = parquet_files(root, "sales/events/")
+    accounts_1 = parquet_files(root, "sales/accounts/")
+    with wh.begin() as t:
+        t.overwrite("sales.events", events([7], day="2024-02-01"))
+    events_2 = parquet_files(root, "sales/events/") - events_1
+
+    now = wh.write_manifest()
+    assert now["csn"] == wh.readable_csn() == first + 1
+    assert Path(now["directory"]) == (root / MANIFEST_DIR / f"csn-{first + 1}").resolve()
+    assert listed_files(now, "sales.events") == events_2 and len(events_2) == 1
+    assert listed_files(now, "sales.accounts") == accounts_1
+    old = wh.write_manifest(first)
+    assert listed_files(old, "sales.events") == events_1 and len(events_1) == 2
+    assert listed_files(old, "sales.accounts") == accounts_1
+
+    body = manifest(old, "sales.events")
+    assert body["csn"] == first and body["table"] == "sales.events" and body["partition_by"] == ["day"]
+    assert body["schema"] == str(wh.schema("sales.events"))
+    assert sorted(p["partition"]["day"] for p in body["parts"]) == ["2024-01-01", "2024-01-02"]
+    assert body["row_count"] == sum(p["row_count"] for p in body["parts"]) == 3
+    assert all(f["size_bytes"] == Path(f["path"]).stat().st_size for p in body["parts"] for f in p["files"])
+    index = json.loads(Path(old["index"]).read_text())
+    assert index["csn"] == first
+    assert [e["table"] for e in index["tables"]] == ["sales.accounts", "sales.events"]
+
+
+def test_uncommitted_parts_are_never_listed(wh: Warehouse, root: Path) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([1]))
+    committed = parquet_files(root, "sales/events/")
+    t = wh.begin()
+    t.append("sales.events", events([2]))
+    t.append("sales.accounts", accounts({1: 1}))
+    assert parquet_files(root, "sales/events/") != committed  # the open transaction's part is on disk
+    result = wh.write_manifest()
+    assert listed_files(result, "sales.events") == committed
+    assert listed_files(result, "sales.accounts") == set()
+    t.rollback()
+
+
+def test_writing_twice_gives_identical_files(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([1, 2]))
+    csn = wh.readable_csn()
+    with wh.begin() as t:
+        t.append("sales.events", events([3]))
+    first = wh.write_manifest(csn)
+    before = {p.name: p.read_bytes() for p in Path(first["directory"]).iterdir()}
+    second = wh.write_manifest(csn, tables=["sales.events", "sales.accounts"])
+    assert second == first
+    after = {p.name: p.read_bytes() for p in Path(second["directory"]).iterdir()}
+    assert after == before and set(before) == {"index.json", "sales.accounts.json", "sales.events.json"}
+
+
+def test_csn_above_the_watermark_fails_like_read(wh: Warehouse) -> None:
+    make_tables(wh)
+    ahead = wh.readable_csn() + 5
+    with pytest.raises(TxnError) as read_error:
+        wh.read("sales.events", ahead)
+    with pytest.raises(TxnError) as manifest_error:
+        wh.write_manifest(ahead)
+    assert type(manifest_error.value) is type(read_error.value)
+    assert str(manifest_error.value) == str(read_error.value)
+
+
+def test_manifest_only_names_the_tables_asked_for(wh: Warehouse) -> None:
+    make_tables(wh)
+    result = wh.write_manifest(tables=["sales.events"])
+    assert set(result["tables"]) == {"sales.events"}
+    assert [e["table"] for e in json.loads(Path(result["index"]).read_text())["tables"]] == ["sales.events"]
+
+
+def test_vacuum_leaves_manifests_alone(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([1]))
+    result = wh.write_manifest()
+    wh.vacuum(retention_seconds=0)
+    wh.recover()
+    assert Path(result["index"]).is_file() and listed_files(result, "sales.events")
+
+
+_DUCKDB_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "string": "VARCHAR", "bool": "BOOLEAN", "date32[day]": "DATE"}
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def duckdb_sql(body: dict[str, Any]) -> str:
+    """A query over the manifest alone: one SELECT per part, partition columns added as typed literals."""
+    types = {c["name"]: c["type"] for c in body["columns"]}
+    selects = []
+    for part in body["parts"]:
+        files = "[" + ", ".join(_quote(f["path"]) for f in part["files"]) + "]"
+        columns = []
+        for col in types:
+            if col in body["partition_by"]:
+                value = part["partition"][col]
+                literal = "NULL" if value is None else _quote(value)
+                columns.append(f"CAST({literal} AS {_DUCKDB_TYPES[types[col]]}) AS {col}")
+            else:
+                columns.append(col)
+        selects.append(f"SELECT {', '.join(columns)} FROM read_parquet({files})")
+    return " UNION ALL ".join(selects)
+
+
+def test_duckdb_reads_each_table_from_the_manifest_alone(wh: Warehouse) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    make_tables(wh)
+    wh.create_table("sales.metrics", METRICS, partition_by=["region", "year"])
+    metrics = pa.table({"region": ["eu", "eu", "us", "it's"], "year": [2023, 2024, 2024, 2024],
+                        "id": [1, 2, 3, 4], "amount": [1.5, 2.5, 3.5, 4.5]}, schema=METRICS)
+    with wh.begin() as t:
+        t.append("sales.events", events([1, 2], day="2024-01-01", value=2.0))
+        t.append("sales.events", events([3], day="2024-01-02"))
+        t.append("sales.accounts", accounts({1: 10, 2: 20}))
+        t.append("sales.metrics", metrics)
+    older = wh.readable_csn()
+    with wh.begin() as t:
+        t.append("sales.events", events([4], day="2024-01-03"))
+        t.append("sales.accounts", accounts({3: 30}))
+        replacement = pa.table({"region": ["eu"], "year": [2024], "id": [9], "amount": [9.5]}, schema=METRICS)
+        t.overwrite("sales.metrics", replacement, partitions=[{"region": "eu", "year": 2024}])
+    con = duckdb.connect()
+    try:
+        for csn in (older, wh.readable_csn()):
+            result = wh.write_manifest(csn)
+            for table in ("sales.events", "sales.accounts", "sales.metrics"):
+                body = manifest(result, table)
+                assert body["parts"], f"{table} has parts at CSN {csn}"
+                rows = con.execute(duckdb_sql(body)).fetchall()
+                expected = [tuple(r.values()) for r in wh.read(table, csn).to_pylist()]
+                assert sorted(rows) == sorted(expected), (table, csn)
+    finally:
+        con.close()
