@@ -60,6 +60,10 @@ def _watermark(wh: Warehouse, _args: argparse.Namespace) -> Any:
     return {"readable_csn": wh.readable_csn()}
 
 
+def _manifest(wh: Warehouse, args: argparse.Namespace) -> Any:
+    return wh.write_manifest(csn=args.csn, tables=args.table or None)
+
+
 def _log(wh: Warehouse, args: argparse.Namespace) -> Any:
     return wh.commit_log(limit=args.limit)
 
@@ -105,6 +109,9 @@ def _add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=20)
     command("watermark", _watermark, "print the readable CSN")
     command("log", _log, "recent commits").add_argument("--limit", type=int, default=20)
+    p = command("manifest", _manifest, "write JSON manifests of a snapshot for other engines (docs/MANIFESTS.md)")
+    p.add_argument("--csn", type=int)
+    p.add_argument("--table", action="append", help="only this table (repeatable)")
 
 
 def _print(result: Any, as_json: bool) -> None:

@@ -16,6 +16,7 @@ from airflow_txn import (
     apply,
     commit_log,
     log_mirror,
+    manifests,
     part_records,
     reading,
     recovery,
@@ -162,8 +163,6 @@ class Warehouse:
 
     def write_manifest(self, csn: int | None = None, tables: list[str] | None = None) -> dict[str, Any]:
         """Write JSON manifests of snapshot `csn` (None: the watermark) under <root>/.manifests; see MANIFESTS.md."""
-        from airflow_txn import manifests  # the only user of the module; keeps the import block untouched
-
         snapshot = self._snapshot_for(csn)
         try:
             return manifests.write_manifests(self.runtime, snapshot, tables)

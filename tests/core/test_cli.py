@@ -41,6 +41,8 @@ def test_inspects_tables_transactions_and_log(cli_wh: tuple[Warehouse, list[str]
     assert len(rows) == 2
     log = run_json(capsys, [*opts, "log"])
     assert log[0]["csn"] == 2
+    manifest = run_json(capsys, [*opts, "manifest", "--table", "sales.events"])
+    assert manifest["csn"] == 2 and list(manifest["tables"]) == ["sales.events"]
 
 
 def test_rollback_recover_vacuum(cli_wh: tuple[Warehouse, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
