@@ -37,3 +37,16 @@ def storage_files(root: Path) -> set[str]:
 def make_tables(wh: Warehouse) -> None:
     wh.create_table("sales.events", EVENTS, partition_by=["day"])
     wh.create_table("sales.accounts", ACCOUNTS)
+
+
+SPARK_TEST_CONF = {
+    "spark.master": "local[2]",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+"""The small local SparkSession every Spark-using test runs on (loopback only, no UI)."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from airflow_txn import Warehouse
+from tests.helpers import SPARK_TEST_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,16 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 HAVE_AIRFLOW = importlib.util.find_spec("airflow") is not None and importlib.util.find_spec("pyspark") is not None
 collect_ignore_glob = [] if HAVE_AIRFLOW else ["test_*.py"]
 
-SPARK_CONF = {
-    "spark.master": "local[2]",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-}
+SPARK_CONF = SPARK_TEST_CONF
 CRASH_SPARK_CONF = {**SPARK_CONF, "spark.master": "local[1]"}
 
 

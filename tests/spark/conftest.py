@@ -17,21 +17,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from airflow_txn import Warehouse
+from tests.helpers import SPARK_TEST_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SPARK_CONF = {
-    "spark.master": "local[2]",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.python.worker.reuse": "true",
-}
+SPARK_CONF = {**SPARK_TEST_CONF, "spark.python.worker.reuse": "true"}
 
 
 @pytest.fixture(scope="session")
