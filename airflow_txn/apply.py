@@ -7,31 +7,53 @@ never depends on its committer surviving. The watermark only passes a record onc
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Sequence
 
 from sqlalchemy import select
 
-from airflow_txn import commit_log, crashpoints, log_mirror, part_records
+from airflow_txn import commit_log, crashpoints, log_mirror, logs, metrics, part_records
 from airflow_txn.catalog import schema
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.runtime import Runtime
 
-log = logging.getLogger(__name__)
+log = logs.get_logger(__name__)
 
 _tc = schema.table_commits.c
 
 
-def apply_record(rt: Runtime, csn: int, tid: str) -> None:
-    """Stamp every table of one record (one catalog transaction each), then mark the record applied."""
-    with rt.catalog.read() as conn:
-        table_ids = [int(r.table_id) for r in conn.execute(select(_tc.table_id).where(_tc.csn == csn))]
-    for index, table_id in enumerate(sorted(table_ids)):
+def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | None = None) -> bool:
+    """Stamp every table of one record: the first table in one catalog transaction, the others in a
+    second that also marks the record applied (a single table: one transaction), so a crash between
+    them leaves some tables stamped and others not (commit.mid_apply), as recovery must handle.
+    Returns whether the watermark may still be below the record: an older record is unapplied, or
+    (external log) not yet mirrored. `table_ids`: the record's tables, when the caller knows them
+    (saves a catalog read)."""
+    if table_ids is None:
+        with rt.catalog.read() as conn:
+            table_ids = [int(r.table_id) for r in conn.execute(select(_tc.table_id).where(_tc.csn == csn))]
+    ordered = sorted(table_ids)
+    if len(ordered) > 1:
         with rt.catalog.write() as conn:
-            part_records.stamp_commit(conn, tid, table_id, csn)
-        if index == 0:
-            crashpoints.hit(crashpoints.COMMIT_MID_APPLY)
+            part_records.stamp_commit(conn, tid, ordered[0], csn)
+        crashpoints.hit(crashpoints.COMMIT_MID_APPLY)
+        ordered = ordered[1:]
     with rt.catalog.write() as conn:
+        for table_id in ordered:
+            part_records.stamp_commit(conn, tid, table_id, csn)
         commit_log.mark_applied(conn, csn)
+        behind = commit_log.unapplied_below(conn, csn) or (
+            rt.oracle.external_log is not None and rt.oracle.last_csn(conn) < csn)
+    log.debug("applied to %d table(s)", len(table_ids), extra=logs.fields(tid, csn))
+    if metrics.enabled():  # one more catalog read, only when someone collects the gauge
+        report_lag(rt)
+    return behind
+
+
+def report_lag(rt: Runtime) -> None:
+    """Gauge airflow_txn.watermark_lag: committed CSNs not yet readable."""
+    with rt.catalog.read() as conn:
+        lag = rt.oracle.last_csn(conn) - commit_log.readable_csn(conn, rt.oracle)
+    metrics.gauge(metrics.WATERMARK_LAG, max(0, lag))
 
 
 def apply_pending(rt: Runtime, up_to: int | None = None) -> int:
@@ -40,7 +62,7 @@ def apply_pending(rt: Runtime, up_to: int | None = None) -> int:
     try:
         log_mirror.catch_up(rt, up_to)
     except OracleUnavailableError as exc:  # what the catalog already holds can still be applied
-        log.warning("cannot read the commit log to catch up: %s", exc)
+        log.warning("cannot read the commit log to catch up: %s", exc, extra=logs.fields(csn=up_to))
     done = 0
     while True:
         with rt.catalog.read() as conn:

@@ -14,11 +14,20 @@ process died) resumes at step 3; the append is idempotent per tid, so nothing co
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 
-from airflow_txn import apply, commit, crashpoints, log_mirror, part_records, rollback, table_registry, txn_records
+from airflow_txn import (
+    apply,
+    commit,
+    crashpoints,
+    log_mirror,
+    logs,
+    part_records,
+    rollback,
+    table_registry,
+    txn_records,
+)
 from airflow_txn.errors import (
     LeaseExpiredError,
     OracleUnavailableError,
@@ -29,7 +38,7 @@ from airflow_txn.errors import (
 from airflow_txn.oracle.base import AbortDecidedError, ExternalLog, LogEntry, LogMovedError, LogRecord
 from airflow_txn.runtime import Runtime
 
-log = logging.getLogger(__name__)
+log = logs.get_logger(__name__)
 
 MAX_VALIDATIONS = 50
 """Serializable commits re-validate when another commit lands in between; this bounds the retries."""
@@ -37,34 +46,35 @@ MAX_VALIDATIONS = 50
 
 def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
     """Commit `tid` through `external`; return its CSN (a read-only transaction returns its snapshot)."""
+    started = time.perf_counter()
     with rt.catalog.read() as conn:
         row = txn_records.fetch(conn, tid)
+        writes = bool(part_records.tables_touched(conn, tid))
     if row.state != txn_records.COMMITTING:
         try:
             commit._check(rt, tid)
-            if _writes_anything(rt, tid):  # a read-only commit needs no record, so no ZooKeeper either
+            if writes:  # a read-only commit needs no record, so no ZooKeeper either
                 external.check_available()
             crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)
             read_only_csn = _prepare(rt, tid)
         except LeaseExpiredError as exc:
+            commit.failed(tid, exc)
             rollback.rollback(rt, tid, reason=f"commit failed: {exc}")
             raise
         if read_only_csn is not None:
             return read_only_csn
-    entry = _entry(rt, tid)
+    entry, table_ids = _entry(rt, tid)
+    crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     csn = _record(rt, external, entry, row)
     crashpoints.hit(crashpoints.COMMIT_AFTER_RECORD)
     log_mirror.mirror(rt, [LogRecord(csn, entry)])
-    apply.apply_record(rt, csn, tid)
-    apply.apply_pending(rt, up_to=csn)
+    crashpoints.hit(crashpoints.COMMIT_AFTER_MIRROR)
+    if apply.apply_record(rt, csn, tid, table_ids):  # an older record unapplied or not mirrored: catch up
+        apply.apply_pending(rt, up_to=csn)
+    commit.committed(rt, tid, csn, started)
     if external.compaction_due():
         _compact_quietly(rt, external)
     return csn
-
-
-def _writes_anything(rt: Runtime, tid: str) -> bool:
-    with rt.catalog.read() as conn:
-        return bool(part_records.tables_touched(conn, tid))
 
 
 def _prepare(rt: Runtime, tid: str) -> int | None:
@@ -80,11 +90,12 @@ def _prepare(rt: Runtime, tid: str) -> int | None:
         return None
 
 
-def _entry(rt: Runtime, tid: str) -> LogEntry:
-    """The record's content; the tables are fixed once the transaction is committing."""
+def _entry(rt: Runtime, tid: str) -> tuple[LogEntry, list[int]]:
+    """The record's content and its tables' ids; the tables are fixed once the transaction is committing."""
     with rt.catalog.read() as conn:
-        names = [table_registry.by_id(conn, t).name.qualified for t in part_records.tables_touched(conn, tid)]
-    return LogEntry(tid, tuple(sorted(names)), time.time())
+        table_ids = part_records.tables_touched(conn, tid)
+        names = [name for name, _ in table_registry.names_and_directories(conn, table_ids).values()]
+    return LogEntry(tid, tuple(sorted(names)), time.time()), table_ids
 
 
 def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
@@ -92,6 +103,7 @@ def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_record
     try:
         return _validated_append(rt, external, entry, row)
     except SerializationError as exc:
+        commit.failed(entry.tid, exc)
         _roll_back_quietly(rt, entry.tid, f"commit failed: {exc}")
         raise
     except AbortDecidedError:
@@ -125,7 +137,7 @@ def _roll_back_quietly(rt: Runtime, tid: str, reason: str) -> None:
     try:
         rollback.rollback(rt, tid, reason=reason)
     except (OracleUnavailableError, TransactionClosedError) as exc:  # recovery settles it later
-        log.warning("rollback of %s after a failed commit did not finish: %s", tid, exc)
+        log.warning("rollback after a failed commit did not finish: %s", exc, extra=logs.fields(tid))
 
 
 def _compact_quietly(rt: Runtime, external: ExternalLog) -> None:

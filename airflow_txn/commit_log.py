@@ -48,6 +48,12 @@ def mark_applied(conn: Connection, csn: int) -> None:
     conn.execute(update(schema.commit_log).where(_log.csn == csn).values(applied=True))
 
 
+def unapplied_below(conn: Connection, csn: int) -> bool:
+    """Whether a record older than `csn` is still unapplied (one index seek)."""
+    stmt = select(_log.csn).where(_log.applied.is_(False), _log.csn < csn).limit(1)
+    return conn.execute(stmt).first() is not None
+
+
 def readable_csn(conn: Connection, oracle: CsnOracle) -> int:
     last = oracle.last_csn(conn)
     lowest_unapplied = conn.execute(select(func.min(_log.csn)).where(_log.applied.is_(False))).scalar()

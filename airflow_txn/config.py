@@ -12,6 +12,9 @@ ENV_CATALOG = "AIRFLOW_TXN_CATALOG"
 ENV_ROOT = "AIRFLOW_TXN_ROOT"
 ENV_ORACLE = "AIRFLOW_TXN_ORACLE"
 ENV_HOME = "AIRFLOW_TXN_HOME"
+ENV_MANIFESTS = "AIRFLOW_TXN_MANIFESTS"
+MANIFEST_MODES = ("off", "on-commit")
+"""off: manifests only on request (Warehouse.write_manifest); on-commit: also after every commit."""
 
 DEFAULT_LEASE_SECONDS = 3600.0
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
@@ -29,10 +32,11 @@ class WarehouseConfig:
     catalog_url: str
     root: Path
     oracle: str = "sql"
+    manifests: str = "off"
 
     @classmethod
     def resolve(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
-                oracle: str | None = None) -> WarehouseConfig:
+                oracle: str | None = None, manifests: str | None = None) -> WarehouseConfig:
         """Explicit arguments first, then AIRFLOW_TXN_* variables, then the embedded defaults."""
         catalog_url = catalog or os.environ.get(ENV_CATALOG) or f"sqlite:///{home_dir() / 'catalog.db'}"
         root_path = Path(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse").expanduser()
@@ -41,4 +45,8 @@ class WarehouseConfig:
             raise TxnError(f"unknown oracle {oracle_spec!r}: use 'sql' or 'zookeeper://host:port[,host:port]/chroot'")
         if "://" not in catalog_url:
             raise TxnError(f"catalog {catalog_url!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
-        return cls(catalog_url=catalog_url, root=root_path.absolute(), oracle=oracle_spec)
+        manifest_mode = manifests or os.environ.get(ENV_MANIFESTS) or "off"
+        if manifest_mode not in MANIFEST_MODES:
+            raise TxnError(f"manifests must be one of {MANIFEST_MODES} (argument or ${ENV_MANIFESTS}), "
+                           f"got {manifest_mode!r}")
+        return cls(catalog_url=catalog_url, root=root_path.absolute(), oracle=oracle_spec, manifests=manifest_mode)

@@ -43,6 +43,12 @@ class OracleUnavailableError(TxnError):
     """The CSN oracle could not be reached: the transaction is still active; retry or roll back."""
 
 
+class CatalogUnavailableError(TxnError):
+    """The catalog database could not be reached, or dropped the connection mid-operation (a restart, a
+    network cut): retry once it answers again. A commit cut off this way may or may not have taken place
+    (the catalog decides): Transaction.state tells once it is back, and recovery settles it either way."""
+
+
 class InvalidNameError(TxnError):
     """A table, namespace, partition value, key or tid is malformed: use the form the message gives."""
 
@@ -60,6 +66,7 @@ class StorageError(TxnError):
 
 
 __all__ = [
+    "CatalogUnavailableError",
     "InvalidNameError",
     "LeaseExpiredError",
     "OracleUnavailableError",

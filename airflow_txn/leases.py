@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
 
-log = logging.getLogger(__name__)
+from airflow_txn import logs
+
+log = logs.get_logger(__name__)
 
 
 class LeaseKeeper:
@@ -16,8 +17,9 @@ class LeaseKeeper:
     `renew` returns False once the transaction is no longer active; the keeper then stops.
     """
 
-    def __init__(self, renew: Callable[[], bool], interval: float) -> None:
+    def __init__(self, renew: Callable[[], bool], interval: float, tid: str | None = None) -> None:
         self._renew = renew
+        self._tid = tid
         self._interval = max(0.5, interval)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="airflow-txn-lease", daemon=True)
@@ -30,7 +32,8 @@ class LeaseKeeper:
                     return
                 self.renewals += 1
             except Exception:  # keep trying: a passing catalog hiccup must not drop the lease
-                log.warning("renewing the transaction lease failed; will retry", exc_info=True)
+                log.warning("renewing the transaction lease failed; will retry", exc_info=True,
+                            extra=logs.fields(self._tid))
 
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()

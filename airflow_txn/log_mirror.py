@@ -11,19 +11,18 @@ any number of times: rows are inserted only if absent, the state flip is a compa
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from airflow_txn import commit_log, table_registry, txn_records
+from airflow_txn import commit_log, logs, table_registry, txn_records
 from airflow_txn.catalog import schema
 from airflow_txn.errors import OracleUnavailableError, TransactionNotFoundError
 from airflow_txn.oracle.base import ExternalLog, LogRecord
 from airflow_txn.runtime import Runtime
 
-log = logging.getLogger(__name__)
+log = logs.get_logger(__name__)
 
 _c = schema.counters.c
 _log = schema.commit_log.c
@@ -63,7 +62,7 @@ def _write(conn: Connection, record: LogRecord) -> None:
     for name in entry.tables:
         info = table_registry.find(conn, name)
         if info is None:
-            log.error("commit record %d of %s names unknown table %s", record.csn, entry.tid, name)
+            log.error("commit record names unknown table %s", name, extra=logs.fields(entry.tid, record.csn))
             continue
         tables.append((info.id, name))
     commit_log.write_record(conn, record.csn, entry.tid, tables, committed_at=entry.committed_at)
@@ -72,8 +71,8 @@ def _write(conn: Connection, record: LogRecord) -> None:
         return
     row = txn_records.fetch(conn, entry.tid)
     if row.state != txn_records.COMMITTED or row.commit_csn != record.csn:
-        log.error("commit record %d of %s found the transaction %s (CSN %s): the log and the catalog disagree",
-                  record.csn, entry.tid, row.state, row.commit_csn)
+        log.error("commit record found the transaction %s (CSN %s): the log and the catalog disagree",
+                  row.state, row.commit_csn, extra=logs.fields(entry.tid, record.csn))
 
 
 def _advance_prefix(conn: Connection, prefix: int) -> None:

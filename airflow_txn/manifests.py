@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_txn import part_records, table_registry
+from airflow_txn import commit_log, logs, part_records, table_registry
 from airflow_txn.errors import StorageError
 from airflow_txn.runtime import Runtime
 from airflow_txn.table_registry import TableInfo
+
+log = logs.get_logger(__name__)
 
 # A directory name no namespace can take: namespaces match [a-z_][a-z0-9_]*, so never start with '.'.
 MANIFEST_DIR = ".manifests"
@@ -78,6 +80,44 @@ def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) 
     }
     index_path = _write_json(target / INDEX, index)  # last: a complete index names complete manifests
     return {"csn": csn, "directory": str(target.resolve()), "index": str(index_path), "tables": written}
+
+
+def indexed_tables(directory: Path) -> list[str] | None:
+    """The tables the index of a manifest directory lists; None without a readable index."""
+    try:
+        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
+        return [str(entry["table"]) for entry in index["tables"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def listed_part_ids(directory: Path, info: TableInfo) -> set[int] | None:
+    """The part ids one table's manifest in `directory` lists; None if it is missing or unreadable."""
+    try:
+        manifest = json.loads((directory / manifest_name(info)).read_text(encoding="utf-8"))
+        return {int(part["id"]) for part in manifest["parts"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_on_commit(rt: Runtime, tid: str, csn: int) -> dict[str, Any] | None:
+    """Manifests on every commit (WarehouseConfig.manifests == "on-commit"): the manifests of `csn`
+    for the tables transaction `tid` wrote. Never raises: the commit already stands; a failure is
+    logged and `Warehouse.write_manifest(csn)` can write them later. None for a read-only commit."""
+    try:
+        with rt.catalog.read() as conn:
+            record = commit_log.record_of(conn, tid)
+            readable = commit_log.readable_csn(conn, rt.oracle)
+        if record is None or record.csn != csn:
+            return None
+        if csn > readable:
+            log.warning("manifests of CSN %d not written: not readable yet (watermark %d)", csn, readable)
+            return None
+        return write_manifests(rt, csn, list(record.tables))
+    except Exception:
+        log.warning("writing the manifests of CSN %d failed; write them with write_manifest(%d)", csn, csn,
+                    exc_info=True)
+        return None
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> Path:

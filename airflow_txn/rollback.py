@@ -8,9 +8,11 @@ finished by recovery. Files are never touched here: vacuum deletes them later.
 
 from __future__ import annotations
 
-from airflow_txn import apply, crashpoints, part_records, txn_records
+from airflow_txn import apply, crashpoints, logs, metrics, part_records, txn_records
 from airflow_txn.errors import TransactionClosedError, TxnError
 from airflow_txn.runtime import Runtime
+
+log = logs.get_logger(__name__)
 
 
 def rollback(rt: Runtime, tid: str, reason: str | None = None) -> bool:
@@ -39,6 +41,9 @@ def rollback(rt: Runtime, tid: str, reason: str | None = None) -> bool:
         aborted = _decide_abort(rt, tid)
     else:
         raise AssertionError(f"transaction {tid} stayed committing after its abort decision")
+    if flipped:
+        metrics.incr(metrics.ROLLBACKS)
+        log.info("rolled back: %s", row.failed_reason or reason or "no reason given", extra=logs.fields(tid))
     finish(rt, tid)
     return flipped
 
@@ -66,3 +71,4 @@ def finish(rt: Runtime, tid: str) -> None:
             crashpoints.hit(crashpoints.ROLLBACK_MID)
     with rt.catalog.write() as conn:
         txn_records.set_cleanup_done(conn, tid)
+    log.debug("rollback stamps done on %d table(s)", len(tables), extra=logs.fields(tid))

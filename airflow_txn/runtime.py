@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_txn.catalog import Catalog
 from airflow_txn.oracle import CsnOracle
 from airflow_txn.storage import Storage
+from airflow_txn.table_registry import TableInfo
 from airflow_txn.tid import TidFactory
 
 
@@ -18,3 +19,6 @@ class Runtime:
     oracle: CsnOracle
     storage: Storage
     tids: TidFactory
+    tables: dict[str, TableInfo] = field(default_factory=dict, compare=False, repr=False)
+    """Tables writes have looked up, by the name passed: a table never changes once created (no drop,
+    rename or schema change), so a write skips the lookup of a table seen before (staging.load_table)."""

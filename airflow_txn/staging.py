@@ -21,7 +21,7 @@ replaces every older attempt's writes, and an older attempt writing after a newe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from sqlalchemy import Connection
 
-from airflow_txn import crashpoints, part_records, table_registry, txn_records
+from airflow_txn import compaction_records, crashpoints, part_records, table_registry, txn_records
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError, StaleAttemptError
 from airflow_txn.part_records import PartRow
 from airflow_txn.partitioning import Partition, normalize_partitions, partition_key, split_by_partition
@@ -47,13 +47,20 @@ class Statement:
     snapshot: int
     key: str | None
     attempt: int | None = None
+    tables: dict[str, TableInfo] | None = field(default=None, compare=False, repr=False)
+    """Tables already looked up (Runtime.tables: a table never changes once created), so a write to a
+    table seen before skips its lookup; None: no cache."""
 
 
 def load_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
     """Look up the table and check the transaction may write (before any file is written)."""
+    cache = stmt.tables if isinstance(table, str) else None
+    cached = None if cache is None else cache.get(table)
     with rt.catalog.read() as conn:
-        info = table_registry.get(conn, table)
+        info = cached or table_registry.get(conn, table)
         txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
+    if cache is not None and cached is None:
+        cache[table] = info
     return info
 
 
@@ -120,8 +127,24 @@ def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments:
                     lambda rows, mask: conform(_assign(rows, mask, setters), info.schema, info.name.qualified))
 
 
+MERGE_RETRIES = 20
+"""A statement whose chosen parts a background merge combined with others chooses again (at most so often)."""
+
+
 def _rewrite(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.Expression,
              replace: Callable[[pa.Table, pa.ChunkedArray], pa.Table]) -> int:
+    """`_rewrite_once`, again when a background merge swapped out parts it chose (compaction.py): the
+    snapshot's rows are the same, now in the merged part, so choosing again gives the same result."""
+    for _ in range(MERGE_RETRIES - 1):
+        try:
+            return _rewrite_once(rt, stmt, info, predicate, replace)
+        except compaction_records.MergedAwayError:
+            continue
+    return _rewrite_once(rt, stmt, info, predicate, replace)
+
+
+def _rewrite_once(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.Expression,
+                  replace: Callable[[pa.Table, pa.ChunkedArray], pa.Table]) -> int:
     """Copy-on-write: each visible part holding matching rows is replaced by `replace(rows, mask)`;
     parts without a match are left alone. Returns the number of matching rows."""
     removals: list[int] = []
@@ -148,6 +171,9 @@ def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
         if stmt.key is not None:
             _fence(conn, stmt)
             part_records.compensate_key(conn, stmt.tid, stmt.key, stmt.attempt)
+            crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
+        # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
+        removals = compaction_records.follow_merges(conn, removals, rt.catalog)
         part_records.lock_for_removal(conn, stmt.tid, stmt.key, removals, stmt.attempt)
         part_records.register(conn, info.id, stmt.tid, stmt.key, written, stmt.attempt)
 
@@ -172,6 +198,8 @@ def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple
             written.append((partition, rt.storage.write_part(info.directory, partition, rows,
                                                              {**sidecar, "partition": partition})))
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
+        if stmt.key is not None:
+            crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)
         register_written(rt, stmt, info, written, removals)
     except BaseException:
         for _, part in written:

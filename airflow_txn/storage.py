@@ -11,6 +11,7 @@ with the catalog. Nothing here decides visibility: that is the catalog's job.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -26,11 +27,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_txn.errors import StorageError
-from airflow_txn.names import safe_join
+from airflow_txn.names import safe_join, safe_join_resolved
 from airflow_txn.partitioning import partition_column, partition_path
 
 SIDECAR = "_airflow_txn.json"
 WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
+FAULT_QUOTA_ENV = "AIRFLOW_TXN_FAULT_STORAGE_QUOTA"
+"""Tests only (tests/faults/test_disk_full.py): a byte quota on the storage root, see _injected_disk_full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,40 +51,63 @@ class Storage:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # table directory (from the catalog) -> (its path, that path resolved): validated and resolved
+        # once per table, not on every join below it (realpath is the hot path's largest storage cost)
+        self._table_dirs: dict[str, tuple[Path, Path]] = {}
 
     def ensure(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def table_dir(self, directory: str) -> Path:
-        return safe_join(self.root, directory)
+        return self._table_dir(directory)[0]
+
+    def _table_dir(self, directory: str) -> tuple[Path, Path]:
+        known = self._table_dirs.get(directory)
+        if known is None:
+            path = safe_join(self.root, directory)
+            known = self._table_dirs[directory] = (path, path.resolve())
+        return known
+
+    def _under_table(self, table_directory: str, *components: str) -> tuple[Path, Path]:
+        """safe_join below a table's directory: (path, path resolved)."""
+        return safe_join_resolved(*self._table_dir(table_directory), *components)
 
     def new_write_dir(self, table_directory: str, partition: Mapping[str, str | None], sidecar: dict[str, Any],
                       prefix: str = "p") -> str:
         """Create an empty write dir holding only its sidecar; return its path relative to the table."""
+        return self._new_write_dir(table_directory, partition, sidecar, prefix)[0]
+
+    def _new_write_dir(self, table_directory: str, partition: Mapping[str, str | None], sidecar: dict[str, Any],
+                       prefix: str = "p") -> tuple[str, Path]:
         relative = "/".join([*partition_path(partition), f"{prefix}-{uuid.uuid4().hex}"])
-        target = safe_join(self.table_dir(table_directory), relative)
-        target.mkdir(parents=True, exist_ok=False)
+        target = self._under_table(table_directory, relative)[0]
         payload = {**sidecar, "created_at": time.time()}
-        (target / SIDECAR).write_text(json.dumps(payload, sort_keys=True))
-        return relative
+        try:
+            target.mkdir(parents=True, exist_ok=False)
+            (target / SIDECAR).write_text(json.dumps(payload, sort_keys=True))
+            _injected_disk_full(self.root)
+        except OSError as exc:
+            self.delete_write_dir(table_directory, relative)
+            raise _write_error(f"could not create a write dir of {table_directory} under {target}", exc) from exc
+        return relative, target
 
     def write_part(self, table_directory: str, partition: Mapping[str, str | None], data: pa.Table,
                    sidecar: dict[str, Any]) -> WrittenPart:
         """Write one part (one Parquet file) into a new write dir; on failure remove what was written."""
-        relative = self.new_write_dir(table_directory, partition, sidecar)
-        target = safe_join(self.table_dir(table_directory), relative)
+        relative, target = self._new_write_dir(table_directory, partition, sidecar)  # target checked there
         stored = data.drop_columns([c for c in partition if c in data.column_names])
         try:
             pq.write_table(stored, target / "part-00000.parquet")
             size = (target / "part-00000.parquet").stat().st_size
+            _injected_disk_full(self.root)
         except OSError as exc:
-            shutil.rmtree(target, ignore_errors=True)
-            raise StorageError(f"could not write a part of {table_directory} under {target}: {exc}") from exc
+            self.delete_write_dir(table_directory, relative)
+            raise _write_error(f"could not write a part of {table_directory} under {target}", exc) from exc
         return WrittenPart(relative, ("part-00000.parquet",), data.num_rows, size)
 
     def part_files(self, table_directory: str, path: str, files: Sequence[str]) -> list[Path]:
-        base = safe_join(self.table_dir(table_directory), path)
-        return [safe_join(base, name) for name in files]
+        base, resolved_base = self._under_table(table_directory, path)
+        return [safe_join_resolved(base, resolved_base, name)[0] for name in files]
 
     def missing_files(self, table_directory: str, path: str, files: Sequence[str]) -> list[str]:
         return [str(p) for p in self.part_files(table_directory, path, files) if not p.is_file()]
@@ -92,7 +118,9 @@ class Storage:
         pieces = []
         for file_path in self.part_files(table_directory, path, files):
             try:
-                piece = pq.read_table(file_path)
+                # Spark writes timestamps as INT96 by default; pyarrow would read them as nanoseconds and
+                # fail outside 1677-2262. Spark's timestamps are microseconds, so read them as such.
+                piece = pq.read_table(file_path, coerce_int96_timestamp_unit="us")
             except (FileNotFoundError, OSError) as exc:
                 raise StorageError(f"part file {file_path} is missing or unreadable: {exc}") from exc
             pieces.append(_restore_columns(piece, schema, partition))
@@ -106,7 +134,7 @@ class Storage:
         table_dir = self.table_dir(table_directory)
         part_dir = safe_join(table_dir, path)
         write_dir = safe_join(table_dir, write_dir_of(path))
-        freed = _tree_size(part_dir)
+        freed = tree_size(part_dir)
         shutil.rmtree(part_dir, ignore_errors=True)
         if write_dir.is_dir() and not any(p.is_dir() for p in write_dir.iterdir()):
             shutil.rmtree(write_dir, ignore_errors=True)
@@ -136,6 +164,22 @@ class Storage:
             dirs[:] = keep
 
 
+def _write_error(what: str, exc: OSError) -> StorageError:
+    """A failed write as a StorageError; a full volume (ENOSPC, EDQUOT) is named as such."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageError(f"{what}: the storage volume is full (no space left on device); what this write had "
+                            "written is removed and nothing was registered: free space, then retry or roll back")
+    return StorageError(f"{what}: {exc}")
+
+
+def _injected_disk_full(root: Path) -> None:
+    """Tests only: with FAULT_QUOTA_ENV set, a write that leaves the storage root above that many bytes fails
+    with ENOSPC, as on a full disk (where no small filesystem can be mounted). Unset: one dict lookup."""
+    quota = os.environ.get(FAULT_QUOTA_ENV)
+    if quota is not None and tree_size(root) > int(quota):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
 def write_dir_of(part_path: str) -> str:
     """The write dir a part path lives in (the part dir itself for the core's layout)."""
     pieces = part_path.split("/")
@@ -160,7 +204,8 @@ def dir_age_seconds(path: Path) -> float:
         return 0.0
 
 
-def _tree_size(path: Path) -> int:
+def tree_size(path: Path) -> int:
+    """Bytes of the files under `path` (files that vanish meanwhile count 0)."""
     total = 0
     for current, _dirs, files in os.walk(path):
         for name in files:

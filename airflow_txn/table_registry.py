@@ -109,5 +109,16 @@ def by_id(conn: Connection, table_id: int) -> TableInfo:
     return _from_row(row)
 
 
+def names_and_directories(conn: Connection, table_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """{table id: (qualified name, directory)} in one query, without decoding schemas (the commit path)."""
+    ids = list(table_ids)
+    if not ids:
+        return {}
+    t = schema.tables.c
+    match = t.id == ids[0] if len(ids) == 1 else t.id.in_(ids)  # one table, the usual case: no IN expansion
+    rows = conn.execute(select(t.id, t.name, t.directory).where(match))
+    return {int(r.id): (str(r.name), str(r.directory)) for r in rows}
+
+
 def all_tables(conn: Connection) -> list[TableInfo]:
     return [_from_row(r) for r in conn.execute(select(schema.tables).order_by(schema.tables.c.name))]

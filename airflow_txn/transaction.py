@@ -8,7 +8,6 @@ for bad input before doing anything leaves the transaction as it was (invariant 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,12 +16,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import insert, select
 
-from airflow_txn import commit, log_mirror, reading, rollback, staging, table_registry, txn_records
+from airflow_txn import (
+    commit,
+    crashpoints,
+    log_mirror,
+    logs,
+    manifests,
+    metrics,
+    reading,
+    rollback,
+    staging,
+    table_registry,
+    txn_records,
+)
 from airflow_txn.catalog import schema
 from airflow_txn.errors import (
     InvalidNameError,
     LeaseExpiredError,
     SchemaMismatchError,
+    SerializationError,
     StaleAttemptError,
     TableNotFoundError,
     TransactionClosedError,
@@ -36,7 +48,7 @@ from airflow_txn.runtime import Runtime
 if TYPE_CHECKING:
     from airflow_txn.warehouse import Warehouse
 
-log = logging.getLogger(__name__)
+log = logs.get_logger(__name__)
 T = TypeVar("T")
 
 # Errors that reject a statement before it changed anything: the transaction stays usable.
@@ -86,9 +98,9 @@ class Transaction:
     # -- writes -------------------------------------------------------------------------------------
     def _statement(self, key: str | None) -> staging.Statement:
         if check_key(key) is not None:
-            return staging.Statement(self._tid, self._snapshot, key)
+            return staging.Statement(self._tid, self._snapshot, key, tables=self._rt.tables)
         return staging.Statement(self._tid, self._snapshot, self.default_key,
-                                 self.default_attempt if self.default_key is not None else None)
+                                 self.default_attempt if self.default_key is not None else None, self._rt.tables)
 
     def use_key(self, key: str, attempt: int | None = None) -> Transaction:
         """Stage every write that passes no key under `key`, as attempt `attempt` (returns self).
@@ -105,13 +117,16 @@ class Transaction:
 
     def _run(self, what: str, fn: Callable[[], T]) -> T:
         try:
-            return fn()
+            with logs.bind(tid=self._tid):  # lines logged while the statement runs name the transaction
+                return fn()
         except LeaseExpiredError:
             rollback.rollback(self._rt, self._tid, reason="lease expired")
             raise
         except _REJECTED:
             raise
         except Exception as exc:
+            if isinstance(exc, SerializationError):
+                metrics.incr(metrics.CONFLICTS)
             self._mark_failed(f"{what} failed: {type(exc).__name__}: {exc}")
             raise
 
@@ -120,7 +135,7 @@ class Transaction:
             with self._rt.catalog.write() as conn:
                 txn_records.mark_failed(conn, self._tid, reason)
         except Exception:  # the catalog itself may be what failed; the original error matters more
-            log.warning("could not mark transaction %s failed", self._tid, exc_info=True)
+            log.warning("could not mark the transaction failed", exc_info=True, extra=logs.fields(self._tid))
 
     def compensate(self, key: str | None = None, attempt: int | None = None) -> int:
         """Roll back now what was staged under `key` (default: this handle's key) by attempts before
@@ -202,24 +217,31 @@ class Transaction:
     # -- end ----------------------------------------------------------------------------------------
     def commit(self) -> int:
         """Make every staged part visible at once; returns the commit CSN."""
-        return commit.commit(self._rt, self._tid)
+        with logs.bind(tid=self._tid):
+            csn = commit.commit(self._rt, self._tid)
+            if self.warehouse.config.manifests == "on-commit":  # never fails the commit (it stands)
+                manifests.write_on_commit(self._rt, self._tid, csn)
+            return csn
 
     def rollback(self, reason: str | None = None) -> None:
         """Compensate every staged part (metadata only; vacuum deletes the files later); `reason` is
         recorded unless the transaction had already failed a statement (that reason is kept)."""
-        rollback.rollback(self._rt, self._tid, reason=reason or "rolled back by the caller")
+        with logs.bind(tid=self._tid):
+            rollback.rollback(self._rt, self._tid, reason=reason or "rolled back by the caller")
 
     def heartbeat(self) -> bool:
         """Extend the lease; False if the transaction is no longer active or its lease already ran out."""
         with self._rt.catalog.write() as conn:
             row = txn_records.fetch(conn, self._tid, self._rt.catalog)
-            return txn_records.renew(conn, self._tid, row.lease_seconds)
+            renewed = txn_records.renew(conn, self._tid, row.lease_seconds)
+            crashpoints.hit(crashpoints.LEASE_MID_RENEW)
+            return renewed
 
     def keep_alive(self, interval: float | None = None) -> LeaseKeeper:
         """`with txn.keep_alive(): long_job()` renews the lease in a background thread meanwhile."""
         with self._rt.catalog.read() as conn:
             lease = txn_records.fetch(conn, self._tid).lease_seconds
-        return LeaseKeeper(self.heartbeat, interval if interval is not None else lease / 3)
+        return LeaseKeeper(self.heartbeat, interval if interval is not None else lease / 3, tid=self._tid)
 
     def __enter__(self) -> Transaction:
         return self
@@ -233,4 +255,5 @@ class Transaction:
             if self.state == txn_records.ACTIVE:
                 self.rollback()
         except Exception:  # keep the caller's exception, which is what they need to see
-            log.exception("rollback of %s after %s failed; recovery will finish it", self._tid, exc_type)
+            log.exception("rollback after %s failed; recovery will finish it", exc_type,
+                          extra=logs.fields(self._tid))

@@ -102,12 +102,23 @@ def require_usable(row: TxnRow, now: float | None = None) -> None:
         )
 
 
-def lock_usable(conn: Connection, catalog: Catalog, tid: str) -> TxnRow:
-    """Lock the row, check it is usable, and renew its lease (a statement is a heartbeat)."""
+def lock_usable(conn: Connection, catalog: Catalog, tid: str) -> None:
+    """Lock the row, check it is usable, and renew its lease (a statement is a heartbeat).
+
+    The usual case is one statement: an UPDATE that renews only a usable row (active, no failed
+    statement, lease valid; the UPDATE locks the row as FOR UPDATE would). When it matches nothing
+    the row is read to raise the error saying why."""
+    now = time.time()
+    result = conn.execute(
+        update(schema.transactions)
+        .where(_t.tid == tid, _t.state == ACTIVE, _t.failed_reason.is_(None), _t.lease_deadline >= now)
+        .values(lease_deadline=now + _t.lease_seconds)
+    )
+    if result.rowcount == 1:
+        return
     row = fetch(conn, tid, catalog)
     require_usable(row)
     renew(conn, tid, row.lease_seconds)
-    return row
 
 
 def renew(conn: Connection, tid: str, lease_seconds: float) -> bool:

@@ -1,97 +1,171 @@
-"""Cleanup (invariant 8): delete the files no snapshot can see, and orphans of dead writers.
+"""Cleanup (invariant 8): delete the files no snapshot can see, orphans of dead writers, stale manifests.
 
-The horizon H is the oldest snapshot anyone may still read: min(readable watermark, the snapshot
-that was current `retention_seconds` ago, the oldest running transaction's snapshot). A part is
-garbage when it was rolled back (RollbackCSN) or removed at a CSN <= H. Taking the horizon bumps
-the snapshot gate row that `begin` holds in share mode, so no transaction can start from an older
-snapshot while the horizon is computed. Files go first, the catalog row after: a crash in between
-leaves a row whose files are already gone, which the next vacuum finishes.
+Each table has a horizon H (retention.py): the oldest snapshot anyone may still read, the minimum of
+the readable watermark, the oldest open transaction's snapshot, the snapshot current
+`retention_seconds` ago, and the table's own policy (seconds, versions). A part is garbage when it
+was rolled back (RollbackCSN) or removed at a CSN <= H, except the sources of a background merge
+(compaction.py): their removal CSN is old, yet a reader may hold a file list taken before the swap,
+so they stay until the table's retention window has passed since the merge and no transaction older
+than the merge is open. Taking the horizons bumps the snapshot gate row that `begin` holds in share
+mode, so no transaction can start from an older snapshot meanwhile.
+
+Order: horizons stored first (readers refuse older CSNs from then on), then manifests (those of CSNs
+below a horizon removed, kept ones rewritten if their part list changed, e.g. after a merge), then
+part files, each file before its catalog row (a crash in between leaves a row whose files are gone,
+which the next vacuum finishes), then orphan write dirs. `dry_run` reports the same counts and
+changes nothing (no rollback of expired transactions, no horizon stored, nothing deleted).
 """
 
 from __future__ import annotations
 
+import shutil
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
-from airflow_txn import commit_log, crashpoints, part_records, recovery, table_registry, txn_records
+from airflow_txn import (
+    compaction_records,
+    crashpoints,
+    logs,
+    manifests,
+    part_records,
+    recovery,
+    retention,
+    table_registry,
+    txn_records,
+)
 from airflow_txn.catalog import schema
-from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.errors import TxnError
+from airflow_txn.retention import Horizons
 from airflow_txn.runtime import Runtime
-from airflow_txn.storage import dir_age_seconds, read_sidecar, write_dir_of
+from airflow_txn.storage import dir_age_seconds, read_sidecar, tree_size, write_dir_of
 from airflow_txn.table_registry import TableInfo
 
 ORPHAN_GRACE_SECONDS = 60.0
 """Write dirs with no sidecar or an unknown tid are left this long at least (a writer may be starting)."""
+CLOCK_MARGIN_SECONDS = 60.0
+"""Merge sources stay while a transaction open now began less than this before the merge (clock skew)."""
+
+Progress = Callable[[str, int, int], None]
 
 _c = schema.counters.c
 
+log = logs.get_logger(__name__)
+
+
+def _no_progress(_stage: str, _done: int, _total: int) -> None:
+    return None
+
+
+def horizons(rt: Runtime, retention_seconds: float, store: bool = True) -> Horizons:
+    """The horizons of this run (module doc); with `store` they are raised in the catalog."""
+    with (rt.catalog.write() if store else rt.catalog.read()) as conn:
+        if store:
+            conn.execute(
+                update(schema.counters).where(_c.name == schema.COUNTER_SNAPSHOT_GATE).values(value=_c.value + 1)
+            )
+        return retention.compute(conn, rt.catalog, rt.oracle, retention_seconds, store)
+
 
 def horizon(rt: Runtime, retention_seconds: float) -> int:
-    """Compute H (see module doc) and raise the stored vacuum horizon to it."""
-    with rt.catalog.write() as conn:
-        conn.execute(
-            update(schema.counters).where(_c.name == schema.COUNTER_SNAPSHOT_GATE).values(value=_c.value + 1)
-        )
-        bounds = [commit_log.readable_csn(conn, rt.oracle)]
-        bounds.append(commit_log.csn_at_time(conn, time.time() - retention_seconds) or PREHISTORIC_CSN)
-        oldest = txn_records.oldest_active_snapshot(conn)
-        if oldest is not None:
-            bounds.append(oldest)
-        result = min(bounds)
-        stored = conn.execute(select(_c.value).where(_c.name == schema.COUNTER_VACUUM_HORIZON)).scalar_one()
-        if result > stored:
-            conn.execute(
-                update(schema.counters).where(_c.name == schema.COUNTER_VACUUM_HORIZON).values(value=result)
-            )
-        return result
+    """The global horizon of a run (tables with a policy of their own may keep more); stored."""
+    return horizons(rt, retention_seconds).global_horizon
 
 
 def stored_horizon(rt: Runtime) -> int:
+    """The lowest stored horizon of any table: no CSN below it is readable anywhere."""
     with rt.catalog.read() as conn:
-        return int(conn.execute(select(_c.value).where(_c.name == schema.COUNTER_VACUUM_HORIZON)).scalar_one())
+        return retention.min_horizon(conn)
 
 
-def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500) -> dict[str, Any]:
-    if retention_seconds < 0:
-        raise ValueError(f"retention_seconds must be >= 0, got {retention_seconds}")
-    recovery.roll_back_expired(rt)
-    recovery.finish_rollbacks(rt)
-    h = horizon(rt, retention_seconds)
-    removed, freed = _remove_garbage_parts(rt, h, batch)
-    orphans, orphan_bytes = _remove_orphans(rt, retention_seconds)
-    return {"horizon": h, "parts_removed": removed, "orphan_dirs_removed": orphans,
-            "bytes_freed": freed + orphan_bytes}
+def check_retention(retention_seconds: object) -> float:
+    if (isinstance(retention_seconds, bool) or not isinstance(retention_seconds, int | float)
+            or not retention_seconds >= 0):
+        raise TxnError(f"retention_seconds must be a number >= 0, got {retention_seconds!r}")
+    return float(retention_seconds)
 
 
-def _remove_garbage_parts(rt: Runtime, h: int, batch: int) -> tuple[int, int]:
-    removed = freed = 0
-    directories: dict[int, str] = {}
-    while True:
-        with rt.catalog.read() as conn:
-            parts = part_records.garbage(conn, h, batch)
-            for part in parts:
-                if part.table_id not in directories:
-                    directories[part.table_id] = table_registry.by_id(conn, part.table_id).directory
-        if not parts:
-            return removed, freed
-        for part in parts:
-            freed += rt.storage.delete_part(directories[part.table_id], part.path)
-            crashpoints.hit(crashpoints.VACUUM_MID)
-            with rt.catalog.write() as conn:
-                part_records.forget(conn, part.id)
-            removed += 1
-
-
-def _remove_orphans(rt: Runtime, retention_seconds: float) -> tuple[int, int]:
+def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: bool = False,
+           progress: Progress | None = None) -> dict[str, Any]:
+    """Delete what no snapshot in the window can see; return what was (or, dry_run, would be) removed."""
+    window = check_retention(retention_seconds)
+    tick = progress or _no_progress
+    if not dry_run:
+        recovery.roll_back_expired(rt, tick)
+        recovery.finish_rollbacks(rt, tick)
+    h = horizons(rt, window, store=not dry_run)
     with rt.catalog.read() as conn:
         tables = table_registry.all_tables(conn)
+    manifests_removed, manifests_refreshed = _tidy_manifests(rt, h, tables, dry_run, tick)
+    removed, freed, kept = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
+    orphans, orphan_bytes = _remove_orphans(rt, tables, window, dry_run, tick)
+    log.info("vacuum%s: %d part(s) and %d orphan write dir(s) removed, %d bytes freed (horizon CSN %d)",
+             " (dry run)" if dry_run else "", removed, orphans, freed + orphan_bytes, h.global_horizon,
+             extra=logs.fields(csn=h.global_horizon))
+    return {
+        "horizon": h.global_horizon,
+        "horizons": {t.name.qualified: h.of(t.id) for t in tables},
+        "parts_removed": removed, "orphan_dirs_removed": orphans, "bytes_freed": freed + orphan_bytes,
+        "merge_sources_kept": kept,
+        "manifests_removed": manifests_removed, "manifests_refreshed": manifests_refreshed,
+        "dry_run": dry_run,
+    }
+
+
+# -- parts ------------------------------------------------------------------------------------------
+def _protected_after(rt: Runtime, h: Horizons, table_id: int) -> float:
+    with rt.catalog.read() as conn:
+        oldest = conn.execute(
+            select(func.min(schema.transactions.c.created_at))
+            .where(schema.transactions.c.state.in_(txn_records.OPEN_STATES))
+        ).scalar()
+    return compaction_records.protect_after(h.window(table_id), None if oldest is None else float(oldest),
+                                            CLOCK_MARGIN_SECONDS, time.time())
+
+
+def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
+                          tick: Progress) -> tuple[int, int, int]:
+    removed = freed = kept = 0
+    for index, info in enumerate(tables):
+        tick("parts", index, len(tables))
+        after = _protected_after(rt, h, info.id)
+        with rt.catalog.read() as conn:
+            kept += compaction_records.kept_sources(conn, info.id, h.of(info.id), after)
+        while True:
+            with rt.catalog.read() as conn:  # a dry run lists them all at once: it deletes none to move on
+                parts = compaction_records.garbage(conn, info.id, h.of(info.id), after, None if dry_run else batch)
+            if dry_run:
+                removed += len(parts)
+                freed += sum(tree_size(rt.storage.table_dir(info.directory) / p.path) for p in parts)
+                break
+            if not parts:
+                break
+            for part in parts:
+                freed += rt.storage.delete_part(info.directory, part.path)
+                crashpoints.hit(crashpoints.VACUUM_MID)
+                with rt.catalog.write() as conn:
+                    part_records.forget(conn, part.id)
+                removed += 1
+    tick("parts", len(tables), len(tables))
+    return removed, freed, kept
+
+
+# -- orphans ----------------------------------------------------------------------------------------
+def _remove_orphans(rt: Runtime, tables: list[TableInfo], retention_seconds: float, dry_run: bool,
+                    tick: Progress) -> tuple[int, int]:
     count = freed = 0
-    for info in tables:
+    for index, info in enumerate(tables):
+        tick("orphans", index, len(tables))
         for relative in _orphan_candidates(rt, info, retention_seconds):
-            freed += rt.storage.delete_write_dir(info.directory, relative)
+            if dry_run:
+                freed += tree_size(rt.storage.table_dir(info.directory) / relative)
+            else:
+                freed += rt.storage.delete_write_dir(info.directory, relative)
             count += 1
+    tick("orphans", len(tables), len(tables))
     return count, freed
 
 
@@ -117,3 +191,69 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
     with rt.catalog.read() as conn:
         registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
     return [c for c in candidates if c not in registered]
+
+
+# -- manifests --------------------------------------------------------------------------------------
+def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: bool,
+                    tick: Progress) -> tuple[int, int]:
+    """Remove manifest dirs of a CSN below the horizon of a table they list (its files may go now);
+    rewrite kept ones whose part list no longer matches the catalog (a merge swapped parts out)."""
+    base = rt.storage.root / manifests.MANIFEST_DIR
+    if not base.is_dir():
+        return 0, 0
+    by_name = {t.name.qualified: t for t in tables}
+    with rt.catalog.read() as conn:  # only merges rewrite what a snapshot's manifest lists
+        last_merge = {int(r[0]): float(r[1]) for r in conn.execute(
+            select(schema.compactions.c.table_id, func.max(schema.compactions.c.committed_at))
+            .group_by(schema.compactions.c.table_id))}
+    dirs = sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("csn-"))
+    removed = refreshed = 0
+    for index, directory in enumerate(dirs):
+        tick("manifests", index, len(dirs))
+        verdict = _manifest_verdict(rt, h, by_name, last_merge, directory)
+        if verdict is None:
+            continue
+        if verdict == "remove":
+            removed += 1
+            if not dry_run:
+                shutil.rmtree(directory, ignore_errors=True)
+        else:
+            refreshed += 1
+            if not dry_run:
+                manifests.write_manifests(rt, int(directory.name[4:]), sorted(_listed(directory) or []))
+    tick("manifests", len(dirs), len(dirs))
+    return removed, refreshed
+
+
+def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], last_merge: dict[int, float],
+                      directory: Path) -> str | None:
+    """"remove", "refresh" or None (keep as it is). A table's manifest written after its last merge
+    (by more than the clock margin) is current; others are compared with the catalog."""
+    try:
+        csn = int(directory.name[4:])
+    except ValueError:
+        return None
+    listed = _listed(directory)
+    if listed is None:  # no index: a writer died before its last file (or is writing it now)
+        return "remove" if dir_age_seconds(directory) > ORPHAN_GRACE_SECONDS else None
+    infos = [by_name.get(name) for name in listed]
+    if any(info is None or csn < h.of(info.id) for info in infos):
+        return "remove"
+    for info in infos:
+        assert info is not None
+        try:
+            written_at = (directory / manifests.manifest_name(info)).stat().st_mtime
+        except OSError:
+            return "refresh"
+        merged_at = last_merge.get(info.id)
+        if merged_at is None or written_at > merged_at + CLOCK_MARGIN_SECONDS:
+            continue
+        with rt.catalog.read() as conn:
+            current = {p.id for p in part_records.visible_parts(conn, info.id, None, csn)}
+        if current != manifests.listed_part_ids(directory, info):
+            return "refresh"
+    return None
+
+
+def _listed(directory: Path) -> list[str] | None:
+    return manifests.indexed_tables(directory)

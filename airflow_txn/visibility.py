@@ -36,8 +36,9 @@ def is_visible(part: VersionInfo, tid: str | None, snapshot: int) -> bool:
     return created and not removed and not removed_by_me
 
 
-def visible_clause(tid: str | None, snapshot: int) -> ColumnElement[bool]:
-    """The same rule as a WHERE clause over the parts table (bound parameters only)."""
+def visible_clause(tid: str | ColumnElement[str] | None, snapshot: int | ColumnElement[int]) -> ColumnElement[bool]:
+    """The same rule as a WHERE clause over the parts table (bound parameters only; `tid` and
+    `snapshot` may be bindparams, for a statement built once and executed with values)."""
     p = schema.parts.c
     committed = and_(
         p.creation_csn.is_not(None),
@@ -48,3 +49,16 @@ def visible_clause(tid: str | None, snapshot: int) -> ColumnElement[bool]:
         return committed
     not_removed_by_me = or_(p.removal_tid.is_(None), p.removal_tid != tid)
     return and_(not_removed_by_me, or_(p.creation_tid == tid, committed))
+
+
+def visible_branches(tid: str | ColumnElement[str] | None,
+                     snapshot: int | ColumnElement[int]) -> list[ColumnElement[bool]]:
+    """visible_clause as disjoint clauses whose union it is: the reader's own parts, and the committed
+    parts of others. Selected as a UNION ALL, each branch gets its own index (creation_tid; table_id +
+    removal_csn); under the OR of visible_clause SQLite scans every part of the table instead."""
+    p = schema.parts.c
+    if tid is None:
+        return [visible_clause(None, snapshot)]
+    not_removed_by_me = or_(p.removal_tid.is_(None), p.removal_tid != tid)
+    return [and_(p.creation_tid == tid, not_removed_by_me),
+            and_(p.creation_tid != tid, visible_clause(None, snapshot), not_removed_by_me)]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -15,11 +14,15 @@ from sqlalchemy import select
 from airflow_txn import (
     apply,
     commit_log,
+    compaction,
     log_mirror,
+    logs,
     manifests,
+    overview,
     part_records,
     reading,
     recovery,
+    retention,
     table_registry,
     txn_records,
     vacuum,
@@ -35,7 +38,7 @@ from airflow_txn.storage import Storage
 from airflow_txn.tid import Tid, TidFactory
 from airflow_txn.transaction import Transaction
 
-log = logging.getLogger(__name__)
+log = logs.get_logger(__name__)
 
 _c = schema.counters.c
 
@@ -49,11 +52,16 @@ class Warehouse:
 
     @classmethod
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
-             oracle: str | None = None) -> Warehouse:
-        """Open (creating if needed) the warehouse; arguments override AIRFLOW_TXN_* and the defaults."""
-        config = WarehouseConfig.resolve(catalog, root, oracle)
+             oracle: str | None = None, manifests: str | None = None) -> Warehouse:
+        """Open (creating if needed) the warehouse; arguments override AIRFLOW_TXN_* and the defaults.
+        manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md)."""
+        config = WarehouseConfig.resolve(catalog, root, oracle, manifests)
         cat = Catalog(config.catalog_url)
-        cat.initialize()
+        try:
+            cat.initialize()
+        except BaseException:  # e.g. a catalog of a newer schema version: close its connections
+            cat.dispose()
+            raise
         storage = Storage(config.root)
         storage.ensure()
         runtime = Runtime(cat, make_oracle(config.oracle, cat), storage, TidFactory())
@@ -115,7 +123,7 @@ class Warehouse:
             snapshot = commit_log.readable_csn(conn, self.runtime.oracle)
             tid = str(self.runtime.tids.next(snapshot))
             txn_records.insert_row(conn, tid, label, isolation, snapshot, float(lease_seconds))
-        log.debug("began %s at snapshot %d", tid, snapshot)
+        log.debug("began at snapshot %d", snapshot, extra=logs.fields(tid, snapshot))
         return Transaction(self, tid, snapshot, isolation)
 
     def attach(self, tid: str) -> Transaction:
@@ -137,7 +145,8 @@ class Warehouse:
         info["tables"] = sorted({names[p.table_id] for p in parts})
         info["parts"] = [
             {"table": names[p.table_id], "partition": p.partition, "path": p.path, "rows": p.row_count,
-             "bytes": p.size_bytes, "key": p.stage_key,
+             "bytes": p.size_bytes, "key": p.stage_key, "attempt": p.stage_attempt,
+             "removal_key": p.removal_key, "removal_attempt": p.removal_attempt,
              "role": "created" if p.version.creation_tid == parsed else "removed",
              "creation_csn": p.version.creation_csn, "removal_csn": p.version.removal_csn}
             for p in parts
@@ -151,19 +160,20 @@ class Warehouse:
     # -- reads --------------------------------------------------------------------------------------
     def read(self, table: str, csn: int | None = None, filter: pc.Expression | None = None) -> pa.Table:
         """The table at snapshot `csn` (None: the readable watermark)."""
-        snapshot = self._snapshot_for(csn)
+        snapshot = self._snapshot_for(csn, [table])
         with self.runtime.catalog.read() as conn:
             info = table_registry.get(conn, table)
         try:
             return reading.read(self.runtime, info, None, snapshot, filter)
         except StorageError as exc:
-            if snapshot < vacuum.stored_horizon(self.runtime):
-                raise SnapshotTooOldError(f"CSN {snapshot} is past the retention horizon; read a newer one") from exc
+            if snapshot < retention.horizon_of(self.runtime, table):
+                raise SnapshotTooOldError(f"table {table}: CSN {snapshot} is past its retention horizon "
+                                          f"{retention.horizon_of(self.runtime, table)}; read a newer one") from exc
             raise
 
     def write_manifest(self, csn: int | None = None, tables: list[str] | None = None) -> dict[str, Any]:
         """Write JSON manifests of snapshot `csn` (None: the watermark) under <root>/.manifests; see MANIFESTS.md."""
-        snapshot = self._snapshot_for(csn)
+        snapshot = self._snapshot_for(csn, tables if tables is not None else self.tables())
         try:
             return manifests.write_manifests(self.runtime, snapshot, tables)
         except StorageError as exc:
@@ -171,7 +181,9 @@ class Warehouse:
                 raise SnapshotTooOldError(f"CSN {snapshot} is past the retention horizon; use a newer one") from exc
             raise
 
-    def _snapshot_for(self, csn: int | None) -> int:
+    def _snapshot_for(self, csn: int | None, tables: Sequence[str] | None = None) -> int:
+        """The snapshot of a read at `csn` (None: the watermark); refuses CSNs not readable yet and
+        CSNs below the retention horizon of one of `tables` (None: of every table; retention.py)."""
         watermark = self.readable_csn()
         if csn is None:
             return watermark
@@ -182,11 +194,7 @@ class Warehouse:
             watermark = self.readable_csn()
             if csn > watermark:
                 raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
-        horizon = vacuum.stored_horizon(self.runtime)
-        if csn < horizon:
-            raise SnapshotTooOldError(
-                f"CSN {csn} is older than the retention horizon {horizon}: vacuum may have removed its files"
-            )
+        retention.check_readable(self.runtime, csn, tables)
         return csn
 
     def readable_csn(self) -> int:
@@ -228,8 +236,45 @@ class Warehouse:
         return sorted(rows, key=lambda r: -int(r["csn"]))[:limit]
 
     # -- maintenance --------------------------------------------------------------------------------
-    def recover(self) -> dict[str, Any]:
-        return recovery.recover(self.runtime)
+    def recover(self, progress: recovery.Progress | None = None) -> dict[str, Any]:
+        """Roll forward, roll back, reconcile; `progress(stage, done, total)` follows the work."""
+        return recovery.recover(self.runtime, progress=progress)
 
-    def vacuum(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS) -> dict[str, Any]:
-        return vacuum.vacuum(self.runtime, retention_seconds)
+    # -- overview (read-only; the CLI's tables, watermark and doctor) --------------------------------
+    def table_stats(self, table: str, csn: int | None = None) -> dict[str, Any]:
+        """Partitioning, last commit CSN and the visible parts, rows and bytes of `table` at `csn`."""
+        return overview.table_summary(self.runtime, table, self._snapshot_for(csn, [table]))
+
+    def watermark_info(self) -> dict[str, Any]:
+        """readable_csn, the oracle's latest CSN (oracle_csn) and the lag between them."""
+        return overview.watermark(self.runtime)
+
+    def recovery_backlog(self) -> dict[str, int]:
+        """What recover() would do now: expired transactions, unfinished rollbacks, unapplied records."""
+        return overview.recovery_backlog(self.runtime)
+
+    def vacuum(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, dry_run: bool = False,
+               progress: vacuum.Progress | None = None) -> dict[str, Any]:
+        """Delete what no snapshot in the retention window can see (each table keeps at least its own
+        policy, set_retention); dry_run reports the same counts and deletes nothing; `progress(stage,
+        done, total)` follows the work. Returns horizons and what was (would be) removed."""
+        return vacuum.vacuum(self.runtime, retention_seconds, dry_run=dry_run, progress=progress)
+
+    def compact(self, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+                target_file_bytes: int = compaction.DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
+                progress: compaction.Progress | None = None,
+                writer: compaction.Writer | None = None) -> dict[str, Any]:
+        """Merge small visible parts of `table` (of the listed partitions; None: all) into parts of up
+        to `target_file_bytes`, each merge a transaction of its own that no snapshot notices and that
+        yields to any user transaction touching its parts (docs/COMPACTION.md). `writer` replaces the
+        pyarrow writer (the Spark variant). Returns groups, merged, yielded, parts and bytes before/after."""
+        return compaction.compact(self.runtime, table, partitions, target_file_bytes, min_parts, progress, writer)
+
+    def set_retention(self, table: str, seconds: float | None = None, versions: int | None = None) -> dict[str, Any]:
+        """Keep `table` readable at least `seconds` back and/or its last `versions` commits, whatever
+        vacuum's retention_seconds (both None: back to the global rules). Returns `retention(table)`."""
+        return retention.set_policy(self.runtime, table, seconds, versions)
+
+    def retention(self, table: str) -> dict[str, Any]:
+        """{table, seconds, versions, horizon}: the table's own policy and the oldest CSN it can be read at."""
+        return retention.describe(self.runtime, table)

@@ -15,16 +15,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, create_engine, event, insert, select, text
+from sqlalchemy import Connection, Engine, Index, Select, create_engine, event, insert, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
+from sqlalchemy.schema import DropIndex
 
 from airflow_txn.catalog import schema
 from airflow_txn.csn import PREHISTORIC_CSN
-from airflow_txn.errors import TxnError
+from airflow_txn.errors import CatalogUnavailableError, TxnError
 
 _SQLITE_BUSY_MS = 60_000
+_SQLITE_POOL = 4  # idle connections kept per engine; more threads open more (closed when returned)
+_INDEX_VERSION_KEY = "index_version"
 _PG_INIT_LOCK = 7_311_004_221  # advisory lock id held while creating the schema
 
 
@@ -32,7 +35,10 @@ def _sqlite_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
+    # A small pool: opening a SQLite connection (and its PRAGMAs) cost more than a whole catalog
+    # transaction (docs/BENCHMARKS.md, B1). Connections go back to it outside any transaction.
+    engine = create_engine(url, poolclass=QueuePool, pool_size=_SQLITE_POOL, max_overflow=-1,
+                           connect_args={"timeout": _SQLITE_BUSY_MS / 1000, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -75,8 +81,13 @@ class Catalog:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A read-only transaction (one consistent view on SQLite; per statement on PostgreSQL)."""
-        with self._retrying_connect(sqlite_begin="DEFERRED") as conn, conn.begin():
+        """A read-only transaction (one consistent view on SQLite; per statement on PostgreSQL, which
+        therefore runs reads in autocommit: READ COMMITTED gives each statement its own snapshot
+        either way, and BEGIN and COMMIT would cost two more round trips per read)."""
+        options: dict[str, Any] = {"sqlite_begin": "DEFERRED"}
+        if self.dialect == "postgresql":
+            options["isolation_level"] = "AUTOCOMMIT"
+        with self._retrying_connect(**options) as conn, conn.begin():
             yield conn
 
     @contextmanager
@@ -88,11 +99,20 @@ class Catalog:
                 break
             except OperationalError as exc:
                 if attempt == 4:
-                    raise TxnError(f"cannot reach the catalog at {self._safe_url()}: {exc.orig}") from exc
+                    raise CatalogUnavailableError(
+                        f"cannot reach the catalog at {self._safe_url()}: {exc.orig}") from exc
                 time.sleep(0.2 * (attempt + 1))
         assert conn is not None
         try:
             yield conn.execution_options(**options)
+        except DBAPIError as exc:  # also a failed COMMIT: the caller's `with conn.begin()` ends inside this
+            if not exc.connection_invalidated:
+                raise
+            raise CatalogUnavailableError(
+                f"lost the connection to the catalog at {self._safe_url()} ({type(exc.orig).__name__}: "
+                f"{str(exc.orig).strip()}); retry once it answers. If this was a commit, it may or may not "
+                "have taken place: Transaction.state tells once the catalog is back, recovery settles it"
+            ) from exc
         finally:
             conn.close()
 
@@ -107,7 +127,26 @@ class Catalog:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
             schema.metadata.create_all(conn, checkfirst=True)
             self._seed_rows(conn)
+            self._upgrade_indexes(conn)
         self.check_version()
+
+    def _upgrade_indexes(self, conn: Connection) -> None:
+        """Once per schema.INDEX_VERSION (a meta row that older airflow_txn ignores: indexes change no
+        behaviour): create the indexes an older catalog lacks and drop the ones they replaced."""
+        key = schema.meta.c.key
+        found = conn.execute(select(schema.meta.c.value).where(key == _INDEX_VERSION_KEY)).scalar()
+        if found is not None and int(found) >= schema.INDEX_VERSION:
+            return
+        for table in schema.metadata.sorted_tables:
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
+        for name in schema.OBSOLETE_INDEXES:
+            conn.execute(DropIndex(Index(name), if_exists=True))
+        if found is None:
+            conn.execute(insert(schema.meta).values(key=_INDEX_VERSION_KEY, value=str(schema.INDEX_VERSION)))
+        else:
+            conn.execute(update(schema.meta).where(key == _INDEX_VERSION_KEY)
+                         .values(value=str(schema.INDEX_VERSION)))
 
     def _seed_rows(self, conn: Connection) -> None:
         present = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).scalar()
@@ -136,7 +175,22 @@ class Catalog:
                 f"catalog schema version {version} is newer than this airflow_txn understands "
                 f"({schema.SCHEMA_VERSION}): upgrade the airflow-txn package"
             )
-        # Older versions would be migrated here, one step per version.
+        if int(version) < schema.SCHEMA_VERSION:
+            self._migrate(int(version))
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older catalog up to SCHEMA_VERSION, one step per version (each step idempotent)."""
+        with self.write() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
+            if version < 2:  # 1 -> 2: new tables only (retention policies, compactions)
+                schema.metadata.create_all(conn, tables=[schema.table_retention, schema.compactions],
+                                           checkfirst=True)
+            conn.execute(
+                schema.meta.update()
+                .where(schema.meta.c.key == "schema_version", schema.meta.c.value == str(version))
+                .values(value=str(schema.SCHEMA_VERSION))
+            )
 
     def _safe_url(self) -> str:
         return make_url(self.url).render_as_string(hide_password=True)

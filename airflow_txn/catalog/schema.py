@@ -8,6 +8,8 @@ parts           one row per part: the four version columns of seed 000 plus file
 commit_log      (csn, tid, tables, time, applied): the record is the commit point (invariant 3)
 table_commits   (table_id, csn) for every table a commit touched: last_commit_csn, serializable checks
 read_set        (tid, table_id, partition_key) read by serializable transactions
+table_retention per-table retention policy (seconds, versions) and the table's stored vacuum horizon
+compactions     one row per background merge that swapped (compaction.py): its tid, CSN, time
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# 1 -> 2: tables txn_table_retention and txn_compactions added (create_all adds them to an old catalog).
 
 metadata = MetaData()
 
@@ -96,7 +99,9 @@ parts = Table(
     Column("removal_key", Text),
     Column("removal_attempt", BigInteger),
     Column("created_at", Float, nullable=False),
-    Index("ix_txn_parts_table_creation", "table_id", "creation_csn"),
+    # Visible-part lookups (visibility.visible_clause): live parts are the removal_csn IS NULL range,
+    # parts removed after the snapshot the removal_csn > S range, creation_csn <= S checked in the index.
+    Index("ix_txn_parts_table_removal", "table_id", "removal_csn", "creation_csn"),
     Index("ix_txn_parts_creation_tid", "creation_tid"),
     Index("ix_txn_parts_removal_tid", "removal_tid"),
     Index("ix_txn_parts_removal_csn", "removal_csn"),
@@ -128,6 +133,37 @@ read_set = Table(
     Column("table_id", _Id, primary_key=True, autoincrement=False),
     Column("partition_key", Text, primary_key=True),  # "*" = the whole table
 )
+
+table_retention = Table(
+    "txn_table_retention",
+    metadata,
+    Column("table_id", _Id, ForeignKey("txn_tables.id"), primary_key=True, autoincrement=False),
+    Column("seconds", Float),  # keep snapshots of the last `seconds` readable (NULL: no time rule)
+    Column("versions", BigInteger),  # keep the table's last `versions` commits readable (NULL: no rule)
+    Column("horizon", BigInteger, nullable=False),  # the table's stored vacuum horizon (never lowered)
+    Column("updated_at", Float, nullable=False),
+)
+
+compactions = Table(
+    "txn_compactions",
+    metadata,
+    Column("tid", String(64), primary_key=True),  # the merge transaction (its row in txn_transactions)
+    Column("table_id", _Id, ForeignKey("txn_tables.id"), nullable=False),
+    Column("partition_key", Text, nullable=False),
+    Column("merge_csn", BigInteger, nullable=False),  # max CSN of the sources: the merged part's CSN
+    Column("merged_part_id", _Id, nullable=False),
+    Column("source_parts", BigInteger, nullable=False),
+    Column("rows", BigInteger, nullable=False),
+    Column("source_bytes", BigInteger, nullable=False),
+    Column("merged_bytes", BigInteger, nullable=False),
+    Column("committed_at", Float, nullable=False),  # wall time of the swap: vacuum keeps sources past it
+    Index("ix_txn_compactions_table_time", "table_id", "committed_at"),
+)
+
+INDEX_VERSION = 2
+"""Bumped when indexes change (index changes need no schema version: older code works with them);
+`Catalog.initialize` creates missing indexes and drops OBSOLETE_INDEXES on a catalog below it."""
+OBSOLETE_INDEXES = ("ix_txn_parts_table_creation",)  # (table_id, creation_csn): replaced in index version 2
 
 COUNTER_LAST_CSN = "last_csn"
 COUNTER_VACUUM_HORIZON = "vacuum_horizon"

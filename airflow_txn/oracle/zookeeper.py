@@ -59,13 +59,14 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from sqlalchemy import Connection, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from airflow_txn import logs
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.errors import OracleUnavailableError, TxnError
 from airflow_txn.oracle.base import AbortDecidedError, CsnOracle, ExternalLog, LogEntry, LogMovedError, LogRecord
 from airflow_txn.oracle.zookeeper_group import GroupCommitter
 from airflow_txn.oracle.zookeeper_spec import ZooKeeperSpec
 
-log = logging.getLogger(__name__)
+log = logs.get_logger(__name__)
 T = TypeVar("T")
 
 COMMIT = b"commit"
@@ -531,7 +532,8 @@ class ZooKeeperOracle(CsnOracle, ExternalLog):
         with contextlib.suppress(NoNodeError, NotEmptyError):
             self._wait(client.delete_async(self._path("log", segment.name)))
         self._sealed.pop(segment.index, None)
-        log.info("compacted log segment %s (%d records from CSN %d)", segment.name, len(records), segment.base)
+        log.info("compacted log segment %s (%d records from CSN %d)", segment.name, len(records), segment.base,
+                 extra=logs.fields(csn=segment.base))
         return len(records)
 
     def _drop_old_aborts(self, client: Any, is_rolled_back: Callable[[str], bool]) -> None:

@@ -4,6 +4,7 @@
     txn_spark.write(df, t, "shop.orders", mode="append")           # Spark writes the part files itself
     txn_spark.read(spark, wh, "shop.orders", csn=42)                # the table at CSN 42
     txn_spark.delete(spark, t, "shop.orders", "amount < 0")         # copy-on-write, affected parts only
+    txn_spark.compact(spark, wh, "shop.orders")                     # wh.compact with Spark writing the merges
 
 Importing this package is cheap and loads no PySpark; the first use of a name below does, and
 without PySpark it raises an ImportError that says what to install.
@@ -15,12 +16,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_txn.spark.compaction import compact
     from airflow_txn.spark.cow import delete, update
     from airflow_txn.spark.reader import read
     from airflow_txn.spark.types import to_arrow_schema, to_spark_schema
     from airflow_txn.spark.writer import write
 
 _EXPORTS = {
+    "compact": "airflow_txn.spark.compaction",
     "write": "airflow_txn.spark.writer",
     "read": "airflow_txn.spark.reader",
     "delete": "airflow_txn.spark.cow",
@@ -29,7 +32,7 @@ _EXPORTS = {
     "to_spark_schema": "airflow_txn.spark.types",
 }
 
-__all__ = ["delete", "read", "to_arrow_schema", "to_spark_schema", "update", "write"]
+__all__ = ["compact", "delete", "read", "to_arrow_schema", "to_spark_schema", "update", "write"]
 
 
 def require_pyspark() -> None:

@@ -5,6 +5,10 @@ the driver), and the rewritten parts replace them in one registration, taking th
 
     job 1: scan the visible parts (only the columns `where` needs) -> matching rows per part id
     job 2: scan the affected parts -> drop (delete) or change (update) the matching rows -> writer.stage_frame
+
+A background merge (compaction.py) that swaps out some of the chosen parts while the jobs run makes
+the registration refuse them (MergedAwayError): the statement then runs again on a fresh choice, up to
+MERGE_RETRIES runs, and the transaction never notices.
 """
 
 from __future__ import annotations
@@ -17,14 +21,18 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_txn import staging
+from airflow_txn import logs, staging
+from airflow_txn.compaction_records import MergedAwayError
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
 from airflow_txn.spark import engine
 from airflow_txn.spark.frames import PART_ID, parts_frame
 from airflow_txn.spark.types import to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, conform, stage_frame
+from airflow_txn.staging import Statement
 from airflow_txn.table_registry import TableInfo
 from airflow_txn.transaction import Transaction
+
+log = logs.get_logger(__name__)
 
 
 def delete(spark: SparkSession, txn: Transaction, table: str, where: Column | str, key: str | None = None) -> int:
@@ -41,18 +49,50 @@ def update(spark: SparkSession, txn: Transaction, table: str, where: Column | st
     return _rewrite(spark, txn, table, where, set, key)
 
 
+MERGE_RETRIES = 3
+"""Runs of a statement whose chosen parts a background merge combined with others while its Spark
+jobs ran (each run costs two Spark jobs); after the last the statement fails as a conflict."""
+
+
 def _rewrite(spark: SparkSession, txn: Transaction, table: str, where: Column | str,
              assignments: Mapping[str, Any] | None, key: str | None) -> int:
     stmt = engine.statement(txn, key)
     rt = engine.runtime(txn)
     info = engine.guarded(txn, f"spark write to {table}", lambda: staging.load_table(rt, stmt, table))
-    table_dir = rt.storage.table_dir(info.directory)
     condition = _condition(spark, info, where)
     setters = None if assignments is None else _setters(spark, info, assignments)
     verb = "delete in" if setters is None else "update of"
     what = f"spark {verb} {info.name}"
-    parts = engine.guarded(txn, what, lambda: staging.visible(rt, stmt, info))
     matched = F.coalesce(condition, F.lit(False))
+    # a background merge may swap out parts this statement chose while its jobs run: the snapshot's
+    # rows are the same, now in the merged part, so the statement runs again on a fresh choice
+    for attempt in range(1, MERGE_RETRIES):
+        try:
+            return _rewrite_once(spark, txn, stmt, info, matched, setters, what)
+        except MergedAwayError as exc:
+            log.info("%s runs again (%d of %d runs done): %s", what, attempt, MERGE_RETRIES, exc)
+    try:
+        return _rewrite_once(spark, txn, stmt, info, matched, setters, what)
+    except MergedAwayError as exc:
+        cause = exc
+    return engine.guarded(txn, what, lambda: _give_up(what, cause))
+
+
+def _give_up(what: str, cause: MergedAwayError) -> int:
+    raise MergedAwayError(
+        f"{what} ran {MERGE_RETRIES} times and each time a background merge combined parts it chose with "
+        "others before it could register; nothing was staged and the transaction can only roll back "
+        "(run compaction of this table less often, or not while it is being written)"
+    ) from cause
+
+
+def _rewrite_once(spark: SparkSession, txn: Transaction, stmt: Statement, info: TableInfo, matched: Column,
+                  setters: Mapping[str, Column] | None, what: str) -> int:
+    """One run: choose the parts holding matches (job 1), rewrite them (job 2), register. Raises
+    MergedAwayError, the transaction still usable, when a merge took some chosen parts meanwhile."""
+    rt = engine.runtime(txn)
+    table_dir = rt.storage.table_dir(info.directory)
+    parts = engine.guarded(txn, what, lambda: staging.visible(rt, stmt, info))
     counts = {
         int(row[PART_ID]): int(row["count"])
         for row in parts_frame(spark, table_dir, info, parts, with_part_id=True)
@@ -70,7 +110,7 @@ def _rewrite(spark: SparkSession, txn: Transaction, table: str, where: Column | 
     else:
         changed = rows.select(*[F.when(matched, setters[n]).otherwise(column_of(n)).alias(n) if n in setters
                                 else column_of(n) for n in info.schema.names])
-    stage_frame(txn, stmt, info, conform(changed, info), [p.id for p in affected], what)
+    stage_frame(txn, stmt, info, conform(changed, info), [p.id for p in affected], what, choose_again=True)
     engine.record_read(txn, info, None)
     return sum(counts.values())
 

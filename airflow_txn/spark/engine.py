@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from airflow_txn import table_registry, txn_records
+from airflow_txn.compaction_records import MergedAwayError
 from airflow_txn.errors import SerializationError
 from airflow_txn.part_records import PartRow
 from airflow_txn.partitioning import WHOLE_TABLE, normalize_partitions, partition_key
@@ -40,6 +41,30 @@ def guarded(txn: Transaction, what: str, fn: Callable[[], T]) -> T:
     return txn._run(what, fn)
 
 
+class _MergedAway:
+    """What `guarded_choice` returns from inside `guarded` instead of raising, so the transaction stays usable."""
+
+    def __init__(self, error: MergedAwayError) -> None:
+        self.error = error
+
+
+def guarded_choice(txn: Transaction, what: str, fn: Callable[[], T]) -> T:
+    """`guarded`, except that a MergedAwayError (a background merge combined parts the statement chose
+    with others, compaction.py) leaves the transaction usable: it is raised to the caller, which
+    chooses its parts again. A merge never makes a user transaction fail."""
+
+    def attempt() -> T | _MergedAway:
+        try:
+            return fn()
+        except MergedAwayError as exc:
+            return _MergedAway(exc)
+
+    outcome = guarded(txn, what, attempt)
+    if isinstance(outcome, _MergedAway):
+        raise outcome.error
+    return outcome
+
+
 def record_read(txn: Transaction, info: TableInfo, partition_keys: Sequence[str] | None) -> None:
     """Serializable isolation: what a read or a statement scanned (the listed partitions, else the
     whole table) counts as read and is checked at commit."""
@@ -47,9 +72,10 @@ def record_read(txn: Transaction, info: TableInfo, partition_keys: Sequence[str]
         txn._record_read(info.id, list(partition_keys or [WHOLE_TABLE]))
 
 
-def snapshot_for(wh: Warehouse, csn: int | None) -> int:
-    """The snapshot a read at `csn` uses (None: the watermark); refuses unreadable or too old CSNs."""
-    return wh._snapshot_for(csn)
+def snapshot_for(wh: Warehouse, csn: int | None, tables: Sequence[str]) -> int:
+    """The snapshot a read of `tables` at `csn` uses (None: the watermark); refuses CSNs not readable
+    yet and CSNs below the retention horizon of one of `tables` (each table's own, retention.py)."""
+    return wh._snapshot_for(csn, tables)
 
 
 def table_for_read(rt: Runtime, table: str, txn: Transaction | None) -> TableInfo:

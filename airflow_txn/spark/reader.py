@@ -34,7 +34,7 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None,
         engine.record_read(txn, info, keys)
         tid, snapshot = txn.tid, txn.snapshot_csn
     else:
-        tid, snapshot = None, engine.snapshot_for(wh, csn)
+        tid, snapshot = None, engine.snapshot_for(wh, csn, [info.name.qualified])
     with rt.catalog.read() as conn:
         parts = part_records.visible_parts(conn, info.id, tid, snapshot, keys)
     return parts_frame(spark, rt.storage.table_dir(info.directory), info, parts)

@@ -147,9 +147,11 @@ def _refused(error: Exception, info: TableInfo) -> SchemaMismatchError | None:
 
 
 def stage_frame(txn: Transaction, stmt: Statement, info: TableInfo, frame: DataFrame, removals: Sequence[int],
-                what: str, allowed_keys: Sequence[str] | None = None) -> int:
+                what: str, allowed_keys: Sequence[str] | None = None, choose_again: bool = False) -> int:
     """Write `frame` (conformed) into a new write dir with Spark and register its parts, replacing
-    `removals`; returns the rows staged. On any failure the write dir is deleted."""
+    `removals`; returns the rows staged. On any failure the write dir is deleted. With `choose_again`
+    a MergedAwayError at registration (a background merge took some of `removals`) leaves the
+    transaction usable and reaches the caller, which chooses its parts again (engine.guarded_choice)."""
     rt = engine.runtime(txn)
     zone = None
     if layout.zoned_partitions(info.schema, info.partition_by):  # asking Spark costs a round trip
@@ -165,7 +167,8 @@ def stage_frame(txn: Transaction, stmt: Statement, info: TableInfo, frame: DataF
         written = layout.written_parts(write_dir, write_rel, info.schema, info.partition_by, zone)
         _check_listed(written, allowed_keys, info)
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
-        engine.guarded(txn, what, lambda: staging.register_written(rt, stmt, info, written, removals))
+        guard = engine.guarded_choice if choose_again else engine.guarded
+        guard(txn, what, lambda: staging.register_written(rt, stmt, info, written, removals))
     except BaseException:
         rt.storage.delete_write_dir(info.directory, write_rel)
         raise

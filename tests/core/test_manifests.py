@@ -112,7 +112,8 @@ def test_manifest_only_names_the_tables_asked_for(wh: Warehouse) -> None:
     assert [e["table"] for e in json.loads(Path(result["index"]).read_text())["tables"]] == ["sales.events"]
 
 
-def test_vacuum_leaves_manifests_alone(wh: Warehouse) -> None:
+def test_vacuum_keeps_the_manifest_of_a_snapshot_still_readable(wh: Warehouse) -> None:
+    """The manifest of the watermark (at the horizon, not below it) survives vacuum with its files."""
     make_tables(wh)
     with wh.begin() as t:
         t.append("sales.events", events([1]))

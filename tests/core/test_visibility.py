@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, insert, select
 
+from airflow_txn import part_records
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.csn import PREHISTORIC_CSN, ROLLBACK_CSN
-from airflow_txn.visibility import VersionInfo, is_visible, visible_clause
+from airflow_txn.visibility import VersionInfo, is_visible, visible_branches, visible_clause
 
 ME = "5-1-00000000000000aa"
 OTHER = "5-2-00000000000000bb"
@@ -150,3 +151,21 @@ def test_is_visible_and_visible_clause_agree(catalog: tuple[Catalog, int], parts
     for (tid, snapshot), selected in zip(readers, _selected(cat, readers), strict=True):
         expected = {i for i, p in zip(ids, parts, strict=True) if is_visible(p, tid, snapshot)}
         assert selected == expected, (tid, snapshot)
+
+
+@settings(max_examples=80, deadline=None)
+@given(parts=st.lists(_parts, min_size=1, max_size=12),
+       readers=st.lists(st.tuples(_readers, _snapshots), min_size=1, max_size=6))
+def test_visible_branches_are_disjoint_and_make_the_rule(catalog: tuple[Catalog, int], parts: list[VersionInfo],
+                                                         readers: list[tuple[str | None, int]]) -> None:
+    """visible_parts selects the UNION ALL of visible_branches: no part twice, exactly the visible ones."""
+    cat, table_id = catalog
+    ids = _store(cat, table_id, parts)
+    with cat.read() as conn:
+        for tid, snapshot in readers:
+            per_branch = [[int(r.id) for r in conn.execute(select(schema.parts.c.id).where(clause))]
+                          for clause in visible_branches(tid, snapshot)]
+            listed = [p.id for p in part_records.visible_parts(conn, table_id, tid, snapshot)]
+            expected = [i for i, p in zip(ids, parts, strict=True) if is_visible(p, tid, snapshot)]
+            assert sorted(i for branch in per_branch for i in branch) == expected, (tid, snapshot)
+            assert listed == expected, (tid, snapshot)

@@ -3,14 +3,22 @@ concurrent rewrites of a part conflict, and bad conditions or values are refused
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
 
 import airflow_txn.spark as txn_spark
-from airflow_txn import Warehouse
+from airflow_txn import Warehouse, commit_log, compaction, part_records, staging
+from airflow_txn.compaction import MergeGroup
+from airflow_txn.compaction_records import MergedAwayError
 from airflow_txn.errors import SchemaMismatchError, SerializationError, TransactionClosedError
+from airflow_txn.runtime import Runtime
+from airflow_txn.spark.cow import MERGE_RETRIES
+from airflow_txn.staging import Statement
+from airflow_txn.table_registry import TableInfo
+from airflow_txn.transaction import Transaction
 from tests.helpers import events, ids, make_tables
 from tests.spark.helpers import rows_of
 
@@ -101,3 +109,85 @@ def test_concurrent_rewrites_of_one_part_conflict(spark: SparkSession, swh: Ware
     second.rollback()
     first.commit()
     assert ids(swh.read("sales.events")) == [2, 3, 4, 5]
+
+
+# -- a background merge swapping out chosen parts while the statement's Spark jobs run ---------------
+
+def _statement(spark: SparkSession, t: Transaction, kind: str) -> int:
+    """Rows 3 (day 1's second part) and 4 (day 2's only part): two chosen parts."""
+    if kind == "delete":
+        return txn_spark.delete(spark, t, "sales.events", "id IN (3, 4)")
+    return txn_spark.update(spark, t, "sales.events", "id IN (3, 4)", {"value": 9.0})
+
+
+@pytest.mark.parametrize("kind", ["delete", "update"])
+def test_a_merge_of_some_chosen_parts_mid_statement_makes_it_run_again(
+        spark: SparkSession, swh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """The statement chooses its parts and runs its jobs, then a merge swaps out one of them (day 1's two
+    parts merged; day 2's chosen part untouched), then the statement registers: it runs again on the
+    merged part and the transaction commits the rows it would have without the merge."""
+    plain = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'plain.db'}", root=str(tmp_path / "plain"))
+    try:
+        _three_parts(plain)
+        with plain.begin() as t:
+            assert _statement(spark, t, kind) == 2
+        expected = rows_of(txn_spark.read(spark, plain, "sales.events"))
+    finally:
+        plain.close()
+
+    _three_parts(swh)
+    original = staging.register_written
+    chosen: list[list[int]] = []
+    merges: list[dict[str, Any]] = []
+
+    def interleaved(rt: Runtime, stmt: Statement, info: TableInfo, written: Any, removals: Any) -> None:
+        chosen.append(sorted(removals))
+        if not merges:
+            merges.append(swh.compact("sales.events"))
+        original(rt, stmt, info, written, removals)
+
+    monkeypatch.setattr(staging, "register_written", interleaved)
+    with swh.begin() as t:
+        assert _statement(spark, t, kind) == 2
+    assert t.state == "committed"
+    assert merges[0]["merged"] == 1 and merges[0]["merges"][0]["sources"] == 2, "day 1's two parts were merged"
+    merged = merges[0]["merges"][0]["part"]
+    assert len(chosen) == 2 and len(chosen[0]) == len(chosen[1]) == 2
+    assert merged in chosen[1] and len(set(chosen[0]) & set(chosen[1])) == 1  # day 2's part chosen both times
+    assert rows_of(txn_spark.read(spark, swh, "sales.events")) == expected
+    assert swh.recover()["orphan_dirs"] == 0  # the first run's write dir was deleted
+
+
+def test_a_statement_merged_away_on_every_run_fails_clearly_after_the_last(
+        spark: SparkSession, swh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each time the statement registers, a merge combines the part it chose with one more: after
+    MERGE_RETRIES runs it gives up with a clear conflict; nothing was staged."""
+    make_tables(swh)
+    with swh.begin() as t:
+        for i in range(1, MERGE_RETRIES + 2):  # the chosen part and one more per run
+            t.append("sales.events", events([i]))
+    original = staging.register_written
+    runs: list[list[int]] = []
+
+    def interleaved(rt: Runtime, stmt: Statement, info: TableInfo, written: Any, removals: Any) -> None:
+        runs.append(sorted(removals))
+        with rt.catalog.read() as conn:
+            live = part_records.visible_parts(conn, info.id, None, commit_log.readable_csn(conn, rt.oracle))
+        other = min(p.id for p in live if p.id not in removals)
+        sources = sorted((p for p in live if p.id in removals or p.id == other),
+                         key=lambda p: (int(p.version.creation_csn or 0), p.id))
+        group = MergeGroup(info, sources[0].partition_key, tuple(sources))
+        assert compaction.merge_group(rt, group)["status"] == "merged"
+        original(rt, stmt, info, written, removals)
+
+    monkeypatch.setattr(staging, "register_written", interleaved)
+    t = swh.begin()
+    with pytest.raises(MergedAwayError, match=f"ran {MERGE_RETRIES} times"):
+        txn_spark.delete(spark, t, "sales.events", "id = 1")
+    assert len(runs) == MERGE_RETRIES and len({tuple(r) for r in runs}) == MERGE_RETRIES
+    with pytest.raises(TransactionClosedError):  # a conflict: the transaction can only roll back
+        t.append("sales.events", events([99]))
+    t.rollback()
+    monkeypatch.undo()
+    assert ids(swh.read("sales.events")) == list(range(1, MERGE_RETRIES + 2))
+    assert swh.recover()["orphan_dirs"] == 0

@@ -12,8 +12,8 @@ import pytest
 
 import airflow_txn.spark as txn_spark
 from airflow_txn import Warehouse
-from airflow_txn.errors import SchemaMismatchError, SerializationError, TransactionClosedError
-from tests.helpers import ACCOUNTS, events, ids, make_tables, storage_files
+from airflow_txn.errors import SchemaMismatchError, SerializationError, SnapshotTooOldError, TransactionClosedError
+from tests.helpers import ACCOUNTS, accounts, events, ids, make_tables, storage_files
 from tests.spark.helpers import events_df, frame, rows_of
 
 if TYPE_CHECKING:
@@ -166,6 +166,24 @@ def test_time_travel_and_the_transaction_s_own_view(spark: SparkSession, swh: Wa
     t.rollback()
 
 
+def test_time_travel_checks_the_read_table_s_own_retention_horizon(spark: SparkSession, swh: Warehouse) -> None:
+    """sales.events keeps its last 3 versions (set_retention); sales.accounts follows vacuum's rules."""
+    make_tables(swh)
+    csns = []
+    for n in range(3):
+        with swh.begin() as t:
+            t.overwrite("sales.events", events([n]))
+            t.overwrite("sales.accounts", accounts({n: 10 * n}))
+        csns.append(swh.readable_csn())
+    swh.set_retention("sales.events", versions=3)
+    swh.vacuum(retention_seconds=0)
+    assert rows_of(txn_spark.read(spark, swh, "sales.events", csn=csns[0]).select("id")) == [(0,)]
+    with pytest.raises(SnapshotTooOldError, match=r"sales\.accounts") as too_old:
+        txn_spark.read(spark, swh, "sales.accounts", csn=csns[0])
+    assert f"horizon {csns[-1]}" in str(too_old.value)
+    assert rows_of(txn_spark.read(spark, swh, "sales.accounts", csn=csns[-1])) == [(2, 20)]
+
+
 def test_filters_on_data_columns_reach_the_parquet_reader(spark: SparkSession, swh: Warehouse) -> None:
     make_tables(swh)
     with swh.begin() as t:
@@ -206,3 +224,19 @@ def test_the_lease_is_renewed_while_the_spark_job_runs(spark: SparkSession, swh:
     assert txn_spark.write(slow, t, "sales.accounts") == 8  # about 4 s: twice the lease
     t.commit()
     assert ids(swh.read("sales.accounts")) == list(range(8))
+
+
+def test_spark_timestamps_outside_the_nanosecond_range_read_back_in_the_core(spark: SparkSession,
+                                                                            swh: Warehouse) -> None:
+    """Spark writes timestamps as INT96; the core must read them as microseconds, not nanoseconds
+    (which overflow outside 1677-2262 and made wh.read fail)."""
+    import datetime as dt
+
+    swh.create_table("t.times", pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))]))
+    far = [dt.datetime(2500, 1, 1, 12, 0, tzinfo=dt.UTC), dt.datetime(1500, 6, 1, tzinfo=dt.UTC),
+           dt.datetime(2024, 3, 1, 0, 0, 0, 123456, tzinfo=dt.UTC)]
+    df = spark.createDataFrame([(i, ts) for i, ts in enumerate(far)], "id long, ts timestamp")
+    with swh.begin() as t:
+        assert txn_spark.write(df, t, "t.times") == 3
+    got = swh.read("t.times").sort_by("id").column("ts").to_pylist()
+    assert got == far

@@ -1,0 +1,148 @@
+"""Spark-executed compaction: the core's merge protocol (airflow_txn/compaction.py) with Spark writing
+the merged files, so the rows of a merge never pass through the driver's Python process.
+
+    import airflow_txn.spark as txn_spark
+    txn_spark.compact(spark, wh, "shop.orders", partitions=[{"day": "2024-01-01"}])
+
+Only step 2 (write) differs from `wh.compact`: the core plans the groups, begins each merge as a
+transaction of its own (lease kept alive while Spark runs) and swaps the sources for the merged
+part in one catalog transaction, yielding to any user transaction that took a source. The writer
+here reads exactly the group's source files (`spark.read.parquet(file, ...)`, the data columns only:
+part files never hold the partition columns), coalesces them to about `target_file_bytes` per file
+and has Spark's Parquet writer write them into the merge's new write dir (sidecar first), laid out
+like the core's write dirs: `<col>=<value>/p-<32 hex>/<Spark's part files>`, timestamps as INT64
+microseconds (not Spark's default INT96, which the core's pyarrow reader misreads outside 1677-2262).
+The row count Spark wrote is read back from the Parquet footers; the swap refuses a part whose
+count differs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from airflow_txn import table_registry
+from airflow_txn.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
+from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.runtime import Runtime
+from airflow_txn.spark import layout
+from airflow_txn.spark.frames import _literal
+from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
+from airflow_txn.spark.writer import spark_path
+from airflow_txn.storage import WrittenPart
+from airflow_txn.table_registry import TableInfo
+from airflow_txn.warehouse import Warehouse
+
+JOB_DESCRIPTION = "spark.job.description"
+"""The local property Spark's UI shows as a job's description (SparkContext.setJobDescription)."""
+TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
+"""Spark writes TimestampType as INT96 by default, which pyarrow reads as nanoseconds: values outside
+1677-2262 would come back wrong to the core's reader. Merged parts are written as TIMESTAMP_MICROS."""
+
+
+def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+            target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
+            progress: Progress | None = None) -> dict[str, Any]:
+    """`wh.compact(...)` with Spark writing each merged part; returns the same result dict.
+
+    Refuses (before any merge begins) a table with a column Spark cannot write back unchanged
+    (e.g. a timestamp in seconds or nanoseconds, an unsigned integer): compact it with `wh.compact`.
+    """
+    with wh.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, table)
+    check_writable(info)
+    return wh.compact(table, partitions, target_file_bytes, min_parts, progress,
+                      writer=spark_writer(spark, target_file_bytes))
+
+
+def check_writable(info: TableInfo) -> None:
+    """SchemaMismatchError naming the first data column whose values Spark would not write back unchanged."""
+    for field in info.schema:
+        if field.name in info.partition_by:
+            continue  # never stored in part files
+        try:
+            ok = same_storage(to_spark_type(field.type), field.type)
+        except SchemaMismatchError:
+            ok = False
+        if not ok:
+            raise SchemaMismatchError(
+                f"column {field.name!r} of {info.name} is {field.type}, which Spark cannot write back unchanged; "
+                "compact this table with wh.compact (the pyarrow engine) instead"
+            )
+
+
+def spark_writer(spark: SparkSession, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> Writer:
+    """The core's step-2 hook (compaction.Writer): one Spark job per merge group."""
+
+    def write(rt: Runtime, job: MergeJob) -> WrittenPart:
+        return write_group(spark, rt, job, target_file_bytes)
+
+    return write
+
+
+def write_group(spark: SparkSession, rt: Runtime, job: MergeJob, target_file_bytes: int) -> WrittenPart:
+    """Spark reads the group's source files and writes them into a new write dir; returns its part.
+    On any failure the write dir is deleted (the core then rolls the merge back)."""
+    info, partition = job.group.table, job.group.partition
+    relative = rt.storage.new_write_dir(info.directory, partition, {**job.sidecar, "engine": "spark"})
+    table_dir = rt.storage.table_dir(info.directory)
+    write_dir = table_dir / relative
+    try:
+        paths = [_literal(table_dir.resolve() / source.path / name)
+                 for source in job.group.sources for name in source.files]
+        files = output_files(job.group.size_bytes, target_file_bytes)
+        what = (f"airflow_txn compaction of {info.name} {job.group.partition_key or '(table)'}: "
+                f"{len(job.group.sources)} parts into {files} file(s), merge {job.tid}")
+        with _described(spark, what), _micros(spark):
+            frame = spark.read.schema(_stored_schema(info)).parquet(*paths)
+            frame.coalesce(files).write.mode("append").parquet(spark_path(write_dir))
+        written = layout.written_parts(write_dir, relative, info.schema, (), None)
+    except BaseException:
+        rt.storage.delete_write_dir(info.directory, relative)
+        raise
+    if not written:  # the sources held no rows: an empty part (the swap checks the count)
+        return WrittenPart(relative, (), 0, 0)
+    ((_, part),) = written
+    return part
+
+
+def output_files(source_bytes: int, target_file_bytes: int) -> int:
+    """How many files a merge writes: the sources' bytes in files of about `target_file_bytes`."""
+    return max(1, math.ceil(source_bytes / target_file_bytes))
+
+
+@contextmanager
+def _described(spark: SparkSession, text: str) -> Iterator[None]:
+    """The Spark jobs run inside carry `text` as their description in Spark's UI."""
+    context = spark.sparkContext
+    previous = context.getLocalProperty(JOB_DESCRIPTION)
+    context.setLocalProperty(JOB_DESCRIPTION, text)
+    try:
+        yield
+    finally:
+        context.setLocalProperty(JOB_DESCRIPTION, previous)  # type: ignore[arg-type]  # None unsets it
+
+
+@contextmanager
+def _micros(spark: SparkSession) -> Iterator[None]:
+    """Timestamps written as INT64 microseconds (TIMESTAMP_TYPE) while inside; the session's own
+    setting is restored after (it is a session-wide runtime setting: merges run one at a time)."""
+    previous = spark.conf.get(TIMESTAMP_TYPE, None)
+    spark.conf.set(TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(TIMESTAMP_TYPE)
+        else:
+            spark.conf.set(TIMESTAMP_TYPE, previous)
+
+
+def _stored_schema(info: TableInfo) -> Any:
+    """The Spark schema of what part files store: the table's columns minus the partition columns."""
+    return to_spark_schema(pa.schema([f for f in info.schema if f.name not in info.partition_by]))

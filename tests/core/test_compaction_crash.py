@@ -1,0 +1,120 @@
+"""kill -9 of a compaction at each of its crash points: nothing any snapshot sees changes, recovery and
+vacuum converge (no orphans), and compacting again finishes the job."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from airflow_txn import Warehouse, crashpoints, part_records, table_registry
+from airflow_txn.errors import SnapshotTooOldError
+from airflow_txn.storage import SIDECAR, read_sidecar, write_dir_of
+from tests.core.workers.procs import Spawn
+from tests.helpers import accounts, events, ids, make_tables, storage_files
+
+pytestmark = pytest.mark.slow
+
+EVENTS_T, ACCOUNTS_T = "sales.events", "sales.accounts"
+DAYS = ("2024-01-01", "2024-01-05")  # two partitions: two merge groups, in this order
+CHILD_TIMEOUT = 60.0
+
+
+def _small_parts(wh: Warehouse) -> None:
+    make_tables(wh)
+    for n in range(3):
+        with wh.begin() as t:
+            for d, day in enumerate(DAYS):
+                t.append(EVENTS_T, events([100 * d + n], day=day))
+            t.append(ACCOUNTS_T, accounts({n: n}))
+
+
+def _history(wh: Warehouse) -> dict[int, tuple[list[int], list[int]]]:
+    out = {}
+    for csn in range(1, wh.readable_csn() + 1):
+        try:
+            out[csn] = (ids(wh.read(EVENTS_T, csn=csn)), ids(wh.read(ACCOUNTS_T, csn=csn)))
+        except SnapshotTooOldError:
+            continue
+    return out
+
+
+def _same_history(wh: Warehouse, before: dict[int, tuple[list[int], list[int]]]) -> None:
+    now = _history(wh)
+    for csn, rows in now.items():
+        assert rows == before[csn], f"CSN {csn}: {rows} != {before[csn]}"
+
+
+def _parts_per_day(wh: Warehouse) -> dict[str, int]:
+    with wh.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, EVENTS_T)
+        parts = part_records.visible_parts(conn, info.id, None, wh.readable_csn())
+    return {day: sum(p.partition["day"] == day for p in parts) for day in DAYS}
+
+
+def _merges(wh: Warehouse) -> list[dict[str, object]]:
+    return [t for t in wh.transactions(limit=1000) if (t["label"] or "").startswith("compaction of")]
+
+
+def _expected_files(wh: Warehouse) -> set[str]:
+    """The data files and sidecars of every part visible at the watermark: nothing else may stay."""
+    out: set[str] = set()
+    with wh.runtime.catalog.read() as conn:
+        for info in table_registry.all_tables(conn):
+            for part in part_records.visible_parts(conn, info.id, None, wh.readable_csn()):
+                out |= {f"{info.directory}/{part.path}/{name}" for name in part.files}
+                out.add(f"{info.directory}/{write_dir_of(part.path)}/{SIDECAR}")
+    return out
+
+
+def _unregistered_merge_dirs(wh: Warehouse, root: Path) -> list[dict[str, object]]:
+    with wh.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, EVENTS_T)
+        registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
+    return [read_sidecar(full) or {} for relative, full in wh.runtime.storage.write_dirs(info.directory)
+            if relative not in registered]
+
+
+@pytest.mark.parametrize("point", [crashpoints.COMPACT_AFTER_FILES, crashpoints.COMPACT_AFTER_SWAP])
+def test_a_compaction_killed_converges(point: str, wh: Warehouse, spawn: Spawn, root: Path) -> None:
+    _small_parts(wh)
+    before = _history(wh)
+    child = spawn("crash", "compact", crash_at=point)
+    code = child.wait(CHILD_TIMEOUT)
+    assert code == -signal.SIGKILL, f"compaction did not die at {point} (exit {code}): {child.stderr}"
+
+    _same_history(wh, before)  # before any recovery: readers see exactly what they saw
+    (merge,) = _merges(wh)
+    if point == crashpoints.COMPACT_AFTER_FILES:
+        assert merge["state"] == "active" and _parts_per_day(wh) == {DAYS[0]: 3, DAYS[1]: 3}
+        (orphan,) = _unregistered_merge_dirs(wh, root)
+        assert orphan["tid"] == merge["tid"] and orphan["writer"] == "compaction"
+        with wh.begin() as t:  # the dead merge holds no lock: a user rewrites one of its sources at once
+            assert t.delete(EVENTS_T, pc.field("id") == 1) == 1
+        before = _history(wh)
+    else:
+        assert merge["state"] == "committed" and _parts_per_day(wh) == {DAYS[0]: 1, DAYS[1]: 3}
+        assert _unregistered_merge_dirs(wh, root) == []
+
+    time.sleep(max(0.0, float(str(merge["lease_deadline"])) - time.time()) + 0.05)
+    report = wh.recover()
+    assert report["missing_files"] == []
+    assert report["orphan_dirs"] == (1 if point == crashpoints.COMPACT_AFTER_FILES else 0)
+    expected_state = "rolled_back" if point == crashpoints.COMPACT_AFTER_FILES else "committed"
+    assert wh.transaction_info(str(merge["tid"]))["state"] == expected_state
+    _same_history(wh, before)
+
+    wh.vacuum(retention_seconds=0)
+    assert wh.recover()["orphan_dirs"] == 0
+    assert storage_files(root) == _expected_files(wh), "orphan files after recover + vacuum"
+    _same_history(wh, before)
+
+    result = wh.compact(EVENTS_T)  # compacting again finishes the job
+    assert result["yielded"] == 0 and _parts_per_day(wh) == {DAYS[0]: 1, DAYS[1]: 1}
+    _same_history(wh, before)
+    wh.vacuum(retention_seconds=0)
+    assert storage_files(root) == _expected_files(wh)
+    assert ids(wh.read(EVENTS_T)) == before[max(before)][0]
