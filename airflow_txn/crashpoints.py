@@ -15,14 +15,29 @@ from typing import Final
 ENV_VAR: Final = "AIRFLOW_TXN_CRASH_AT"
 
 STAGE_AFTER_FILES: Final = "stage.after_files"  # part files written, not yet registered
+# A keyed write (a task attempt) re-staging: its files written, the key's earlier attempts still staged.
+STAGE_RETRY_AFTER_FILES: Final = "stage.retry_after_files"
+# Inside the registering catalog transaction: earlier attempts compensated, new parts not yet
+# registered; the kill must abort that transaction as a whole (nothing compensated, nothing registered).
+STAGE_RETRY_MID_REGISTER: Final = "stage.retry_mid_register"
 COMMIT_BEFORE_RECORD: Final = "commit.before_record"  # checks passed, no commit record yet
+# The commit point being taken, not yet taken: SQL oracle - CSN allocated inside the open catalog
+# transaction that writes the record; ZooKeeper - the catalog says committing, the log has no record.
+COMMIT_MID_RECORD: Final = "commit.mid_record"
 COMMIT_AFTER_RECORD: Final = "commit.after_record"  # record written (committed), nothing applied
+# The record is in the catalog (ZooKeeper: mirrored, state committed), nothing applied. With the SQL
+# oracle the record IS the catalog row, so this is the state of commit.after_record.
+COMMIT_AFTER_MIRROR: Final = "commit.after_mirror"
 COMMIT_MID_APPLY: Final = "commit.mid_apply"  # some tables stamped, others not
 ROLLBACK_MID: Final = "rollback.mid"  # state rolled_back, some tables' parts not yet compensated
 VACUUM_MID: Final = "vacuum.mid"  # a part's files deleted, its catalog row not yet
+LEASE_MID_RENEW: Final = "lease.mid_renew"  # a heartbeat's lease extension written, not committed
+COMPACT_AFTER_FILES: Final = "compact.after_files"  # a merge's files written, its swap not done
+COMPACT_AFTER_SWAP: Final = "compact.after_swap"  # one merge swapped, the compaction's later groups not begun
 
-ALL: Final = (STAGE_AFTER_FILES, COMMIT_BEFORE_RECORD, COMMIT_AFTER_RECORD, COMMIT_MID_APPLY, ROLLBACK_MID,
-              VACUUM_MID)
+ALL: Final = (STAGE_AFTER_FILES, STAGE_RETRY_AFTER_FILES, STAGE_RETRY_MID_REGISTER, COMMIT_BEFORE_RECORD,
+              COMMIT_MID_RECORD, COMMIT_AFTER_RECORD, COMMIT_AFTER_MIRROR, COMMIT_MID_APPLY, ROLLBACK_MID,
+              VACUUM_MID, LEASE_MID_RENEW, COMPACT_AFTER_FILES, COMPACT_AFTER_SWAP)
 
 _armed: set[str] = set()
 

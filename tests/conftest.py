@@ -5,10 +5,11 @@ runs twice. PostgreSQL tests get an isolated schema each. The server is the one 
 starts; its URL comes from AIRFLOW_TXN_TEST_PG. Without that variable (a developer's quick run)
 an unreachable server skips the PostgreSQL half; with it (CI) an unreachable server fails.
 
-Core tests (tests/core) also run a third time, id `postgres-zookeeper`: the PostgreSQL catalog with the
-ZooKeeper oracle (the production pairing), marked `zookeeper`. That variant sets AIRFLOW_TXN_ORACLE
-for the test, so every Warehouse.open in the test and in the worker processes it starts uses a
-fresh chroot on one real ZooKeeper server started for the session (airflow_txn.testing.zookeeper).
+Core tests (tests/core, and the randomized histories in tests/history) also run a third time, id
+`postgres-zookeeper`: the PostgreSQL catalog with the ZooKeeper oracle (the production pairing), marked
+`zookeeper`. That variant sets AIRFLOW_TXN_ORACLE for the test, so every Warehouse.open in the test and in
+the worker processes it starts uses a fresh chroot on one real ZooKeeper server started for the session
+(airflow_txn.testing.zookeeper).
 Set AIRFLOW_TXN_TEST_ZK (scripts/test.sh does) to make a ZooKeeper that cannot start fail, not skip.
 """
 
@@ -27,7 +28,7 @@ from airflow_txn import Warehouse
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
 BACKENDS = ["sqlite", "postgres", "postgres-zookeeper"]
 ZK_BACKEND = "postgres-zookeeper"
-ZK_SUITES = ("tests/core/",)  # where the zookeeper variant of `catalog_url` runs
+ZK_SUITES = ("tests/core/", "tests/history/")  # where the zookeeper variant of `catalog_url` runs
 
 
 def pg_base_url() -> str:

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airflow_txn.testing.ports import free_port
+
 JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 JVM_FLAGS = ("-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
@@ -55,12 +57,6 @@ def ensure_installed() -> None:
                 raise ZooKeeperUnavailable(f"apt-get install zookeeper failed:\n{done.stderr[-2000:]}")
     if not all(Path(j).exists() for j in JARS):
         raise ZooKeeperUnavailable(f"the zookeeper package did not provide {JARS}")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def four_letter(port: int, word: str, timeout: float = 1.0) -> str:

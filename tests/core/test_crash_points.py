@@ -1,9 +1,24 @@
-"""Kill a process (SIGKILL) at every named crash point, then check that recover and vacuum restore the invariants."""
+"""The crash matrix: a worker process is SIGKILLed at every named crash point, on every catalog (SQLite,
+PostgreSQL) with every CSN oracle (sql, ZooKeeper); then recover() and vacuum must restore the invariants.
+
+One cell = (crash point, catalog, oracle). In each cell the test checks the half-done state the point names
+(so the kill really happened there), runs recover(), then checks invariant 3 (a committed transaction is
+visible in every table, an uncommitted one in none), invariant 8 (vacuum deletes nothing visible and leaves
+no orphan file or garbage row), dense CSNs, and that a new transaction commits afterwards.
+
+Every point of `crashpoints.ALL` is a cell: a point without an entry in SCENARIOS fails (here and in
+test_every_crash_point_has_a_scenario), so no point is silently left out. AIRFLOW_TXN_SOAK_ROUNDS=N runs
+every cell N times (the soak). Each cell is recorded as evidence (tests/evidence.py, suite crash_matrix),
+and the module prints how many cells ran and passed.
+"""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,29 +27,104 @@ import pyarrow.compute as pc
 import pytest
 from sqlalchemy import select
 
-from airflow_txn import ROLLBACK_CSN, Warehouse, crashpoints, part_records, table_registry
+from airflow_txn import ROLLBACK_CSN, Warehouse, commit_log, crashpoints, part_records, table_registry, txn_records
 from airflow_txn.catalog import schema
-from airflow_txn.errors import SerializationError
+from airflow_txn.errors import SerializationError, SnapshotTooOldError
+from airflow_txn.oracle.base import AbortDecidedError, LogEntry
 from airflow_txn.storage import SIDECAR, write_dir_of
+from tests import evidence
 from tests.core.workers.procs import Spawn
-from tests.core.workers.txn_worker import CRASH_ACCOUNT_IDS, CRASH_EVENT_IDS
+from tests.core.workers.txn_worker import (
+    CRASH_ACCOUNT_IDS,
+    CRASH_DAY,
+    CRASH_EVENT_IDS,
+    RETRY_DAYS,
+    RETRY_IDS,
+    RETRY_KEY,
+)
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 
-pytestmark = pytest.mark.slow
-
 CHILD_TIMEOUT = 60.0
+PARENT_LEASE_SECONDS = 300.0  # the re-staging scenario's transaction outlives its killed attempt
 EVENTS_T, ACCOUNTS_T = "sales.events", "sales.accounts"
+SOAK_ROUNDS = max(1, int(os.environ.get("AIRFLOW_TXN_SOAK_ROUNDS", "1")))
 
-# crash point -> (worker scenario, does the killed transaction end committed?)
-SCENARIOS: dict[str, tuple[str, bool | None]] = {
-    crashpoints.STAGE_AFTER_FILES: ("append", False),
-    crashpoints.COMMIT_BEFORE_RECORD: ("commit", False),
-    crashpoints.COMMIT_AFTER_RECORD: ("commit", True),
-    crashpoints.COMMIT_MID_APPLY: ("commit", True),
-    crashpoints.ROLLBACK_MID: ("rollback", False),
-    crashpoints.VACUUM_MID: ("vacuum", None),
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """What the worker does when it is killed, and how the killed transaction must end after recovery."""
+
+    worker: str  # the crash scenario of tests/core/workers/txn_worker.py
+    committed: bool | None  # None: maintenance (vacuum, compaction): what every snapshot shows must not change
+    parent_txn: bool = False  # the parent began the transaction and runs attempt 3 after recovery
+
+
+SCENARIOS: dict[str, Scenario] = {
+    crashpoints.STAGE_AFTER_FILES: Scenario("append", committed=False),
+    crashpoints.STAGE_RETRY_AFTER_FILES: Scenario("retry", committed=True, parent_txn=True),
+    crashpoints.STAGE_RETRY_MID_REGISTER: Scenario("retry", committed=True, parent_txn=True),
+    crashpoints.COMMIT_BEFORE_RECORD: Scenario("commit", committed=False),
+    crashpoints.COMMIT_MID_RECORD: Scenario("commit", committed=False),
+    crashpoints.COMMIT_AFTER_RECORD: Scenario("commit", committed=True),
+    crashpoints.COMMIT_AFTER_MIRROR: Scenario("commit", committed=True),
+    crashpoints.COMMIT_MID_APPLY: Scenario("commit", committed=True),
+    crashpoints.ROLLBACK_MID: Scenario("rollback", committed=False),
+    crashpoints.VACUUM_MID: Scenario("vacuum", committed=None),
+    crashpoints.LEASE_MID_RENEW: Scenario("keep_alive", committed=False),
+    crashpoints.COMPACT_AFTER_FILES: Scenario("compact", committed=None),
+    crashpoints.COMPACT_AFTER_SWAP: Scenario("compact", committed=None),
 }
+RETRY_POINTS = (crashpoints.STAGE_RETRY_AFTER_FILES, crashpoints.STAGE_RETRY_MID_REGISTER)
+# the killed writer left one unregistered write dir
+ORPHAN_POINTS = (crashpoints.STAGE_AFTER_FILES, *RETRY_POINTS, crashpoints.COMPACT_AFTER_FILES)
 
+# The matrix's catalog x oracle axis; the ZooKeeper cells use the session's server (a fresh chroot each).
+COMBINATIONS = [
+    pytest.param("sqlite", id="sqlite-sql"),
+    pytest.param("postgres", id="postgres-sql", marks=pytest.mark.postgres),
+    pytest.param("sqlite-zookeeper", id="sqlite-zookeeper", marks=pytest.mark.zookeeper),
+    pytest.param("postgres-zookeeper", id="postgres-zookeeper", marks=pytest.mark.zookeeper),
+]
+
+_cells: list[tuple[str, bool]] = []  # (cell, passed) of this run, for the count printed at the end
+
+
+@pytest.fixture(params=COMBINATIONS)
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Overrides tests/conftest.py's: both catalogs with both oracles (the `wh` and `spawn` fixtures use it)."""
+    catalog, _, oracle = str(request.param).partition("-")
+    if oracle == "zookeeper":
+        request.getfixturevalue("zk_oracle")  # AIRFLOW_TXN_ORACLE for this test and its workers
+    if catalog == "postgres":
+        url: str = request.getfixturevalue("pg_schema_url")
+        return url
+    return f"sqlite:///{tmp_path / 'catalog.db'}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _count_cells(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if not _cells:
+        return
+    passed = sum(ok for _, ok in _cells)
+    combos = sorted({c.split("|", 1)[1] for c, _ in _cells})
+    line = (f"crash matrix: {len(_cells)} cells ({len({c.split('|')[0] for c, _ in _cells})} points x "
+            f"{', '.join(combos)}; {SOAK_ROUNDS} round(s)): {passed} passed, {len(_cells) - passed} failed")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if capture is not None and reporter is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\n{line}")
+    _cells.clear()
+
+
+def test_every_crash_point_has_a_scenario() -> None:
+    missing = [p for p in crashpoints.ALL if p not in SCENARIOS]
+    assert not missing, f"crash point(s) {missing} have no scenario in the crash matrix: add one to SCENARIOS"
+    assert set(SCENARIOS) <= set(crashpoints.ALL), "a scenario names a crash point that no longer exists"
+
+
+# -- the state around the crash -------------------------------------------------------------------------
 def _baseline(wh: Warehouse) -> None:
     make_tables(wh)
     with wh.begin() as t:
@@ -51,6 +141,41 @@ def _garbage_of_two_parts(wh: Warehouse) -> None:
         t.overwrite(ACCOUNTS_T, accounts({1: 11, 2: 22}))
 
 
+def _small_parts(wh: Warehouse) -> None:
+    """Two partitions of sales.events with several small committed parts each: two merge groups."""
+    for new, day in (([10], "2024-01-01"), ([11], "2024-01-01"), ([20], "2024-01-05"), ([21], "2024-01-05")):
+        with wh.begin() as t:
+            t.append(EVENTS_T, events(new, day=day))
+
+
+def _history(wh: Warehouse) -> dict[int, tuple[list[int], list[int]]]:
+    """The rows of both tables at every readable snapshot since the first commit (time travel within the
+    retention horizon): a crash must change none of them."""
+    out = {}
+    for csn in range(2, wh.readable_csn() + 1):
+        try:
+            out[csn] = (ids(wh.read(EVENTS_T, csn=csn)), ids(wh.read(ACCOUNTS_T, csn=csn)))
+        except SnapshotTooOldError:  # vacuum(0) moved the horizon past it
+            continue
+    return out
+
+
+def _parts_per_day(wh: Warehouse) -> dict[str, int]:
+    """How many parts of sales.events each partition shows at the watermark."""
+    watermark = wh.readable_csn()
+    with wh.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, EVENTS_T)
+        parts = part_records.visible_parts(conn, info.id, None, watermark)
+    out: dict[str, int] = {}
+    for part in parts:
+        out[str(part.partition["day"])] = out.get(str(part.partition["day"]), 0) + 1
+    return out
+
+
+def _merges(wh: Warehouse) -> list[dict[str, Any]]:
+    return [t for t in wh.transactions(limit=1000) if (t["label"] or "").startswith("compaction of")]
+
+
 def _snapshot(wh: Warehouse) -> dict[str, pa.Table]:
     csn = wh.readable_csn()
     return {name: wh.read(name, csn=csn).sort_by("id") for name in (EVENTS_T, ACCOUNTS_T)}
@@ -59,6 +184,17 @@ def _snapshot(wh: Warehouse) -> dict[str, pa.Table]:
 def _parts(wh: Warehouse) -> list[part_records.PartRow]:
     with wh.runtime.catalog.read() as conn:
         return [part_records._from_row(r) for r in conn.execute(select(schema.parts))]
+
+
+def _last_csn(wh: Warehouse) -> int:
+    with wh.runtime.catalog.read() as conn:
+        return wh.runtime.oracle.last_csn(conn)
+
+
+def _catalog_row(wh: Warehouse, tid: str) -> tuple[txn_records.TxnRow, commit_log.CommitRecord | None]:
+    """The transaction's own catalog row and catalog commit record (no ZooKeeper resolution)."""
+    with wh.runtime.catalog.read() as conn:
+        return txn_records.fetch(conn, tid), commit_log.record_of(conn, tid)
 
 
 def _expected_files(wh: Warehouse) -> set[str]:
@@ -73,14 +209,14 @@ def _expected_files(wh: Warehouse) -> set[str]:
     return out
 
 
-def _run_to_crash(spawn: Spawn, point: str, scenario: str) -> str | None:
-    """Start the scenario with the crash point armed; return the tid it began (None for vacuum)."""
-    child = spawn("crash", scenario, crash_at=point)
+def _run_to_crash(spawn: Spawn, point: str, scenario: str, *args: object) -> list[dict[str, Any]]:
+    """Start the scenario with the crash point armed; return what the worker said before it died."""
+    child = spawn("crash", scenario, *args, crash_at=point)
     code = child.wait(CHILD_TIMEOUT)
     lines = child.messages()
     assert code == -signal.SIGKILL, f"{scenario} did not die at {point} (exit {code}): {lines}\n{child.stderr}"
     assert not any("survived" in m for m in lines), lines
-    return next((m["tid"] for m in lines if "tid" in m), None)
+    return lines
 
 
 def _wait_for_lease_expiry(wh: Warehouse, tid: str) -> None:
@@ -93,27 +229,72 @@ def _record_of(wh: Warehouse, tid: str) -> dict[str, Any] | None:
     return next((r for r in wh.commit_log(limit=1000) if r["tid"] == tid), None)
 
 
-def _check_before_recovery(wh: Warehouse, point: str, tid: str | None, root: Path) -> None:
+def _dir_of(wh: Warehouse, part: part_records.PartRow) -> str:
+    with wh.runtime.catalog.read() as conn:
+        return table_registry.by_id(conn, part.table_id).directory
+
+
+def _check_vacuum_mid(wh: Warehouse) -> None:
+    """vacuum.mid: one garbage part's files gone, both garbage rows still there."""
+    garbage = [p for p in _parts(wh) if p.version.creation_csn == ROLLBACK_CSN or p.version.removal_csn]
+    assert len(garbage) == 2, garbage
+    gone = [p for p in garbage if wh.runtime.storage.missing_files(_dir_of(wh, p), p.path, p.files)]
+    assert len(gone) == 1, f"expected one garbage part deleted before the kill, found {len(gone)}"
+
+
+def _check_compact_before(wh: Warehouse, point: str, parts_before: dict[str, int]) -> None:
+    """compact.after_files: the first merge wrote its files, nothing swapped; compact.after_swap: the first
+    partition's parts are one merged part, the second partition's merge never began."""
+    merges = _merges(wh)
+    if point == crashpoints.COMPACT_AFTER_FILES:
+        assert [m["state"] for m in merges] == ["active"], merges
+        assert _parts_per_day(wh) == parts_before
+    else:
+        assert [m["state"] for m in merges] == ["committed"], merges
+        assert _parts_per_day(wh) == {**parts_before, "2024-01-01": 1}, (parts_before, _parts_per_day(wh))
+
+
+def _check_retry_before(wh: Warehouse, tid: str, root: Path) -> None:
+    """The killed attempt 2 changed nothing in the catalog: attempt 1 is still staged, uncompensated
+    (for stage.retry_mid_register: its compensation died with the catalog transaction)."""
+    row, record = _catalog_row(wh, tid)
+    assert row.state == txn_records.ACTIVE and record is None
+    mine = [p for p in _parts(wh) if p.version.creation_tid == tid]
+    assert len(mine) == 2 and {p.stage_attempt for p in mine} == {1}, mine
+    assert all(p.version.creation_csn is None and p.version.removal_tid is None for p in mine), mine
+    sidecars = [f for f in storage_files(root) if f.endswith(SIDECAR) and RETRY_DAYS[2] in f]
+    assert len(sidecars) == 1, f"expected the unregistered write dir of the killed attempt 2: {sidecars}"
+
+
+def _check_before_recovery(wh: Warehouse, point: str, tid: str, said: list[dict[str, Any]], root: Path,
+                           last_before: int) -> None:
     """The crash left exactly the half-done state its point names (so the test is not vacuous)."""
-    if tid is None:  # vacuum.mid: one garbage part's files gone, both rows still there
-        garbage = [p for p in _parts(wh) if p.version.creation_csn == ROLLBACK_CSN or p.version.removal_csn]
-        assert len(garbage) == 2, garbage
-        gone = [p for p in garbage if wh.runtime.storage.missing_files(_dir_of(wh, p), p.path, p.files)]
-        assert len(gone) == 1, f"expected one garbage part deleted before the kill, found {len(gone)}"
+    if point in RETRY_POINTS:
+        _check_retry_before(wh, tid, root)
         return
+    external = wh.runtime.oracle.external_log
     info = wh.transaction_info(tid)
     record = _record_of(wh, tid)
+    row, catalog_record = _catalog_row(wh, tid)
     created = [p for p in info["parts"] if p["role"] == "created"]
     if point == crashpoints.STAGE_AFTER_FILES:
         assert info["state"] == "active" and not info["parts"]
-        sidecars = [f for f in storage_files(root) if f.endswith(SIDECAR) and "2024-01-02" in f]
+        sidecars = [f for f in storage_files(root) if f.endswith(SIDECAR) and CRASH_DAY in f]
         assert len(sidecars) == 1, f"expected the unregistered write dir of the killed append: {sidecars}"
-    elif point == crashpoints.COMMIT_BEFORE_RECORD:
+    elif point in (crashpoints.COMMIT_BEFORE_RECORD, crashpoints.COMMIT_MID_RECORD):
         assert info["state"] == "active" and record is None and len(created) == 2
-    elif point in (crashpoints.COMMIT_AFTER_RECORD, crashpoints.COMMIT_MID_APPLY):
+        assert _last_csn(wh) == last_before, "a CSN was allocated (or mirrored) by a commit that has no record"
+        if external is not None:
+            assert external.commit_csn(tid) is None and external.last_logged_csn() == last_before
+            committing = point == crashpoints.COMMIT_MID_RECORD
+            assert (row.state == txn_records.COMMITTING) == committing, row
+    elif point in (crashpoints.COMMIT_AFTER_RECORD, crashpoints.COMMIT_AFTER_MIRROR, crashpoints.COMMIT_MID_APPLY):
         assert info["state"] == "committed" and record is not None and not record["applied"]
+        in_catalog = external is None or point != crashpoints.COMMIT_AFTER_RECORD
+        assert (catalog_record is not None) == in_catalog, catalog_record
+        assert row.state == (txn_records.COMMITTED if in_catalog else txn_records.COMMITTING), row
         stamped = {p["table"] for p in created if p["creation_csn"] == record["csn"]}
-        assert len(stamped) == (0 if point == crashpoints.COMMIT_AFTER_RECORD else 1), created
+        assert len(stamped) == (1 if point == crashpoints.COMMIT_MID_APPLY else 0), created
         assert wh.readable_csn() == record["csn"] - 1, "the watermark passed an unapplied record"
         seen = _snapshot(wh)  # invariant 1 mid-apply: the stamped table must not show through
         assert not set(CRASH_EVENT_IDS) & set(ids(seen[EVENTS_T]))
@@ -123,14 +304,24 @@ def _check_before_recovery(wh: Warehouse, point: str, tid: str | None, root: Pat
         assert {p["table"] for p in created if p["creation_csn"] == ROLLBACK_CSN} == {EVENTS_T}
         locked = [p for p in info["parts"] if p["role"] == "removed"]
         assert [p["table"] for p in locked] == [ACCOUNTS_T], "the update's removal lock should still be held"
+    elif point == crashpoints.LEASE_MID_RENEW:
+        deadline = next(m["deadline"] for m in said if "deadline" in m)
+        assert info["state"] == "active" and record is None and len(created) == 2
+        assert abs(info["lease_deadline"] - deadline) < 1e-6, "the killed renewal extended the lease"
+    else:
+        pytest.fail(f"no before-recovery check for crash point {point}: add one")
 
 
-def _dir_of(wh: Warehouse, part: part_records.PartRow) -> str:
-    with wh.runtime.catalog.read() as conn:
-        return table_registry.by_id(conn, part.table_id).directory
+# -- after recovery -------------------------------------------------------------------------------------
+def _finish_retry(wh: Warehouse, tid: str) -> None:
+    """Attempt 3 of the task (the parent, as Airflow's next try would) stages and the transaction commits."""
+    t = wh.attach(tid).use_key(RETRY_KEY, attempt=3)
+    t.append(EVENTS_T, events(CRASH_EVENT_IDS, day=CRASH_DAY))
+    t.append(ACCOUNTS_T, accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 5)))
+    t.commit()
 
 
-def _check_outcome(wh: Warehouse, tid: str, committed: bool, before: dict[str, pa.Table]) -> None:
+def _check_outcome(wh: Warehouse, point: str, tid: str, committed: bool, before: dict[str, pa.Table]) -> None:
     """Invariant 3 after recovery: committed -> visible in every table; else invisible and rolled back."""
     record = _record_of(wh, tid)
     info = wh.transaction_info(tid)
@@ -139,10 +330,13 @@ def _check_outcome(wh: Warehouse, tid: str, committed: bool, before: dict[str, p
     if committed:
         assert record is not None and record["applied"] and info["state"] == "committed"
         assert wh.readable_csn() >= record["csn"]
-        assert set(CRASH_EVENT_IDS) <= set(ids(now[EVENTS_T]))
-        assert set(CRASH_ACCOUNT_IDS) <= set(ids(now[ACCOUNTS_T]))
         assert ids(now[EVENTS_T]) == sorted(ids(before[EVENTS_T]) + CRASH_EVENT_IDS)
         assert ids(now[ACCOUNTS_T]) == sorted(ids(before[ACCOUNTS_T]) + CRASH_ACCOUNT_IDS)
+        for part in info["parts"]:  # every part it created is either its commit or a compensated attempt
+            if part["role"] == "created":
+                assert part["creation_csn"] in (record["csn"], ROLLBACK_CSN), part
+        for attempt_ids in RETRY_IDS.values():
+            assert not set(attempt_ids) & set(ids(now[EVENTS_T])), "a killed or retried attempt shows through"
     else:
         assert info["state"] == "rolled_back" and info["cleanup_done"]
         assert now == before, "a transaction that never committed changed what readers see"
@@ -151,6 +345,14 @@ def _check_outcome(wh: Warehouse, tid: str, committed: bool, before: dict[str, p
                 assert part["creation_csn"] == ROLLBACK_CSN, part
             else:  # its removal locks are released
                 assert part["removal_csn"] is not None, part
+        external = wh.runtime.oracle.external_log
+        if external is not None:
+            assert external.commit_csn(tid) is None
+        if external is not None and point == crashpoints.COMMIT_MID_RECORD:
+            # it died committing: recovery recorded an abort decision, so the dead committer's append
+            # (had it only stalled, a zombie) can never land
+            with pytest.raises(AbortDecidedError):
+                external.append(LogEntry(tid, (EVENTS_T,), time.time()))
 
 
 def _check_no_orphans(wh: Warehouse, root: Path) -> None:
@@ -164,47 +366,124 @@ def _check_no_orphans(wh: Warehouse, root: Path) -> None:
         assert part_records.garbage(conn, wh.readable_csn(), 100) == [], "garbage part rows left behind"
 
 
-@pytest.mark.parametrize("point", crashpoints.ALL)
-def test_kill_at_crash_point_then_recover(point: str, wh: Warehouse, spawn: Spawn, root: Path) -> None:
-    assert point in SCENARIOS, f"crash point {point} has no scenario in this test: add one"
-    scenario, committed = SCENARIOS[point]
-    _baseline(wh)
-    if scenario == "vacuum":
-        _garbage_of_two_parts(wh)
-    before = _snapshot(wh)
+def _check_usable(wh: Warehouse) -> None:
+    """CSNs stay dense (no record lost or skipped) and a new transaction commits and is read back."""
+    with wh.begin() as t:
+        t.append(EVENTS_T, events([900]))
+    csns = sorted(r["csn"] for r in wh.commit_log(limit=1000))
+    assert csns == list(range(2, 2 + len(csns))), f"CSNs not dense after recovery: {csns}"
+    assert wh.transaction_info(t.tid)["commit_csn"] == csns[-1] == wh.readable_csn()
+    assert 900 in ids(wh.read(EVENTS_T))
 
-    tid = _run_to_crash(spawn, point, scenario)
-    assert (tid is None) == (scenario == "vacuum")
-    _check_before_recovery(wh, point, tid, root)
-    if tid is not None:
-        _wait_for_lease_expiry(wh, tid)
+
+def _prepare(wh: Warehouse, scenario: Scenario) -> None:
+    _baseline(wh)
+    if scenario.worker == "vacuum":
+        _garbage_of_two_parts(wh)
+    if scenario.worker == "compact":
+        _small_parts(wh)
+
+
+def _check_crashed(wh: Warehouse, point: str, scenario: Scenario, said: list[dict[str, Any]], root: Path,
+                   last_before: int, parts_before: dict[str, int]) -> str | None:
+    """The state the kill left (before recovery); waits for the leases recovery must see expired.
+    Returns the killed transaction's tid (None for maintenance)."""
+    tid = next((m["tid"] for m in said if "tid" in m), None)
+    assert (tid is None) == (scenario.committed is None), said
+    if scenario.worker == "vacuum":
+        _check_vacuum_mid(wh)
+    elif scenario.worker == "compact":
+        _check_compact_before(wh, point, parts_before)
+        for merge in _merges(wh):  # the killed merge's own lease must run out before recovery ends it
+            _wait_for_lease_expiry(wh, merge["tid"])
+    else:
+        assert tid is not None
+        _check_before_recovery(wh, point, tid, said, root, last_before)
+        if not scenario.parent_txn:
+            _wait_for_lease_expiry(wh, tid)
+    return tid
+
+
+def _check_recovered(wh: Warehouse, point: str, scenario: Scenario, tid: str | None,
+                     before: dict[str, pa.Table]) -> None:
+    """Invariant 3 for the killed transaction, or (maintenance) nothing any reader sees changed."""
+    if scenario.worker == "compact":
+        assert [m["state"] for m in _merges(wh)] == (
+            ["rolled_back"] if point == crashpoints.COMPACT_AFTER_FILES else ["committed"])
+    if tid is None:
+        assert _snapshot(wh) == before
+        return
+    assert scenario.committed is not None
+    _check_outcome(wh, point, tid, scenario.committed, before)
+
+
+def _check_lock_released(wh: Warehouse) -> None:
+    """rollback.mid: the released lock lets a new transaction take the part."""
+    try:
+        with wh.begin() as t:
+            t.update(ACCOUNTS_T, pc.field("id") == 1, {"balance": 5})
+    except SerializationError as exc:
+        pytest.fail(f"recovery did not release the killed rollback's removal lock: {exc}")
+    assert ids(wh.read(ACCOUNTS_T).filter(pc.field("balance") == 5)) == [1]
+
+
+def _cell(point: str, wh: Warehouse, spawn: Spawn, root: Path) -> dict[str, Any]:
+    """One cell; returns what it saw, for the evidence record."""
+    scenario = SCENARIOS[point]
+    _prepare(wh, scenario)
+    before, history, parts_before, last_before = _snapshot(wh), _history(wh), _parts_per_day(wh), _last_csn(wh)
+    parent = wh.begin(label="crash-retry", lease_seconds=PARENT_LEASE_SECONDS) if scenario.parent_txn else None
+    said = _run_to_crash(spawn, point, scenario.worker, *([parent.tid] if parent else []))
+    tid = _check_crashed(wh, point, scenario, said, root, last_before, parts_before)
     report = wh.recover()
     assert report["missing_files"] == [], report
-    if point == crashpoints.STAGE_AFTER_FILES:
-        assert report["orphan_dirs"] == 1, report
-    if tid is not None:
-        assert committed is not None
-        _check_outcome(wh, tid, committed, before)
-    else:
-        assert _snapshot(wh) == before
+    assert report["orphan_dirs"] == (1 if point in ORPHAN_POINTS else 0), report
+    now = _history(wh)
+    if scenario.worker != "vacuum":  # only vacuum moves the retention horizon
+        assert set(history) <= set(now), "a snapshot became unreadable"
+    assert {c: h for c, h in history.items() if c in now} == {c: h for c, h in now.items() if c in history}, (
+        "recovery changed what a past snapshot shows")
+    if parent is not None:
+        assert parent.state == "active", "recovery rolled back a transaction whose lease is valid"
+        _finish_retry(wh, parent.tid)
+    _check_recovered(wh, point, scenario, tid, before)
     _check_no_orphans(wh, root)
-    if point == crashpoints.ROLLBACK_MID:  # the released lock lets a new transaction take the part
-        try:
-            with wh.begin() as t:
-                t.update(ACCOUNTS_T, pc.field("id") == 1, {"balance": 5})
-        except SerializationError as exc:
-            pytest.fail(f"recovery did not release the killed rollback's removal lock: {exc}")
-        assert ids(wh.read(ACCOUNTS_T).filter(pc.field("balance") == 5)) == [1]
+    if point == crashpoints.ROLLBACK_MID:
+        _check_lock_released(wh)
+    _check_usable(wh)
+    return {"scenario": scenario.worker, "committed": scenario.committed,
+            "recovery": {k: v for k, v in report.items() if k != "missing_files"}}
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(SOAK_ROUNDS), ids=lambda r: f"r{r}")
+@pytest.mark.parametrize("point", crashpoints.ALL)
+def test_crash_matrix_cell(point: str, round_: int, wh: Warehouse, spawn: Spawn, root: Path) -> None:
+    catalog = "postgres" if wh.runtime.catalog.dialect == "postgresql" else wh.runtime.catalog.dialect
+    case = f"{point}|{catalog}|{wh.runtime.oracle.name}"
+    started = time.monotonic()
+    try:
+        assert point in SCENARIOS, f"crash point {point} has no scenario in the crash matrix: add one"
+        details = _cell(point, wh, spawn, root)
+    except BaseException as exc:
+        _cells.append((case, False))
+        evidence.record("crash_matrix", case, False, round=round_, error=f"{type(exc).__name__}: {exc}"[:2000],
+                        seconds=round(time.monotonic() - started, 2))
+        raise
+    _cells.append((case, True))
+    evidence.record("crash_matrix", case, True, round=round_, seconds=round(time.monotonic() - started, 2),
+                    **details)
+
+
+@pytest.mark.slow
 def test_reader_in_another_process_applies_killed_committers_records(wh: Warehouse, spawn: Spawn) -> None:
     """Two committers die right after their records; a reader process's read / wait_for_csn applies them."""
     _baseline(wh)
     before = _snapshot(wh)
     records = []
     for _ in range(2):
-        tid = _run_to_crash(spawn, crashpoints.COMMIT_AFTER_RECORD, "commit")
-        assert tid is not None
+        said = _run_to_crash(spawn, crashpoints.COMMIT_AFTER_RECORD, "commit")
+        tid = next(m["tid"] for m in said if "tid" in m)
         record = _record_of(wh, tid)
         assert record is not None and not record["applied"]
         records.append(record)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +21,7 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
     TxnError,
 )
+from tests import evidence
 from tests.core.test_errors import state
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -29,6 +30,20 @@ BASE = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", p
                   pa.field("value", pa.float64())])
 PARTED = pa.schema([("id", pa.int64()), ("p", pa.string())])
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_txn"
+
+
+_STATISTICS = re.compile(r"(\d+) passing, (\d+) failing, and (\d+) invalid")  # Hypothesis' statistics text
+
+
+@pytest.fixture(autouse=True)
+def _evidence(request: pytest.FixtureRequest) -> Iterator[None]:
+    """One evidence record per test (tests/evidence.py, suite `fuzz`), with the Hypothesis examples it ran."""
+    failed_before = request.session.testsfailed
+    yield
+    counts = [tuple(map(int, m)) for m in _STATISTICS.findall(getattr(request.node, "hypothesis_statistics", ""))]
+    details = {"examples": sum(c[0] for c in counts), "failing_examples": sum(c[1] for c in counts),
+               "invalid_examples": sum(c[2] for c in counts)} if counts else {}
+    evidence.record("fuzz", request.node.name, request.session.testsfailed == failed_before, **details)
 
 
 def well_formed(name: str) -> bool:
@@ -315,9 +330,22 @@ ALLOWED: dict[tuple[str, str], str] = {
 SQL_CALLS = {"text", "exec_driver_sql", "execute", "executemany", "literal_column"}
 
 
-def _is_sql_call(node: ast.Call) -> bool:
+def _defines_own_text(tree: ast.AST) -> bool:
+    """A module whose `text` is its own function (e.g. an HTML escaper), not sqlalchemy's."""
+    imports_sql_text = any(isinstance(n, ast.ImportFrom) and (n.module or "").startswith("sqlalchemy")
+                           and any(a.name == "text" for a in n.names) for n in ast.walk(tree))
+    defines = any(isinstance(n, ast.FunctionDef) and n.name == "text" for n in ast.walk(tree))
+    return defines and not imports_sql_text
+
+
+def _is_sql_call(node: ast.Call, own_text: bool = False) -> bool:
     func = node.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if name == "text" and isinstance(func, ast.Attribute):
+        # `sqlalchemy.text(...)` / `sa.text(...)` is SQL; `page.text(...)` (an HTML helper) is not
+        return isinstance(func.value, ast.Name) and func.value.id in {"sqlalchemy", "sa"}
+    if name == "text" and own_text:
+        return False
     return name in SQL_CALLS
 
 
@@ -337,8 +365,10 @@ def _stringy(node: ast.expr) -> bool:
 def formatted_sql(source: str, relative: str) -> list[str]:
     """Every SQL-executing call whose statement is text built at run time (not a constant)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and _is_sql_call(node) and node.args):
+    tree = ast.parse(source)
+    own_text = _defines_own_text(tree)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _is_sql_call(node, own_text) and node.args):
             continue
         first = node.args[0]
         name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr  # type: ignore[attr-defined]

@@ -18,9 +18,10 @@ import pytest
 
 from airflow_txn import Warehouse, crashpoints
 from airflow_txn.testing.zookeeper import ZooKeeperServer, ensemble, standalone
+from tests import evidence
 from tests.core.workers.procs import REPO, Child
 from tests.core.workers.txn_worker import CRASH_ACCOUNT_IDS, CRASH_EVENT_IDS
-from tests.helpers import accounts, events, ids, make_tables
+from tests.helpers import accounts, events, ids, make_tables, storage_files
 from tests.zookeeper.worker import SCHEMA, TABLE
 
 pytestmark = pytest.mark.zookeeper
@@ -76,6 +77,24 @@ def _check_commits(wh: Warehouse, commits: list[dict[str, Any]], first_csn: int 
         for b in commits:
             if a["t1"] < b["t0"]:
                 assert a["csn"] < b["csn"], f"commit order broken: {a} returned before {b} began"
+
+
+def _check_converged(wh: Warehouse, hosts: str, chroot: str, root: Path) -> dict[str, Any]:
+    """After a fault: recovery leaves nothing open or unapplied, the catalog's mirror agrees with the
+    ZooKeeper log, and vacuum leaves no orphan file. Returns recovery's report."""
+    report = wh.recover()
+    assert report["missing_files"] == [] and report["orphan_dirs"] == 0, report
+    assert wh.transactions(state="active") == [], "a transaction is still open after recovery"
+    log = {r["csn"]: r["tid"] for r in wh.commit_log(limit=100_000)}
+    assert all(r["applied"] for r in wh.commit_log(limit=100_000)), "a commit record is left unapplied"
+    assert wh.readable_csn() == max(log), "the watermark stops short of the last record"
+    zk_log = _zk_log(hosts, chroot)
+    assert zk_log.items() <= log.items() and max(zk_log) == max(log), "the catalog mirror differs from the log"
+    wh.vacuum(0)
+    again = wh.recover()
+    assert again["orphan_dirs"] == 0 and again["missing_files"] == [], again
+    assert all(f.endswith((".parquet", ".json")) for f in storage_files(root))
+    return report
 
 
 def _zk_log(hosts: str, chroot: str) -> dict[int, str]:
@@ -149,7 +168,20 @@ def test_committer_killed_between_record_and_apply_then_a_reader_process_gets_th
         wh.close()
 
 
-def test_zookeeper_stopped_and_restarted_mid_run(pg_schema_url: str, tmp_path: Path, writers: list[Writer]) -> None:
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_zookeeper_stopped_and_restarted_mid_run(pg_schema_url: str, tmp_path: Path, writers: list[Writer],
+                                                 how: str) -> None:
+    """ZooKeeper stopped (SIGTERM) or killed (SIGKILL) while a writer process commits, then started again."""
+    case = f"zookeeper restarted mid-commit|{how}"
+    try:
+        details = _restart_mid_run(pg_schema_url, tmp_path, writers, how)
+    except BaseException as exc:
+        evidence.record("service_faults", case, False, error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+    evidence.record("service_faults", case, True, **details)
+
+
+def _restart_mid_run(pg_schema_url: str, tmp_path: Path, writers: list[Writer], how: str) -> dict[str, Any]:
     with standalone(tmp_path / "zk") as server:
         oracle = f"zookeeper://{server.hosts}/restart?timeout=2&session_timeout=4"
         wh = Warehouse.open(catalog=pg_schema_url, root=str(tmp_path / "warehouse"), oracle=oracle)
@@ -158,7 +190,7 @@ def test_zookeeper_stopped_and_restarted_mid_run(pg_schema_url: str, tmp_path: P
             writer = Writer(pg_schema_url, tmp_path / "warehouse", oracle, 1, 30, pause=0.1)
             writers.append(writer)
             _wait_for_rows(wh, 4)
-            server.stop()
+            server.kill() if how == "kill" else server.stop()
             t = wh.begin()  # the catalog alone: begin, stage and read work while ZooKeeper is down
             t.append(TABLE, _rows([7, 8]))
             before = ids(wh.read(TABLE))
@@ -177,11 +209,24 @@ def test_zookeeper_stopped_and_restarted_mid_run(pg_schema_url: str, tmp_path: P
             assert set(before) <= set(ids(wh.read(TABLE)))
             assert any(c["unavailable"] for c in commits), "the writer never met the outage"
             _check_commits(wh, [*commits, mine])
+            report = _check_converged(wh, server.hosts, "/restart", tmp_path / "warehouse")
         finally:
             wh.close()
+    return {"commits": len(commits) + 1, "retried_commits": sum(1 for c in commits if c["unavailable"]),
+            "own_commit_error": "OracleUnavailableError", "recovery": report}
 
 
 def test_one_ensemble_member_killed_mid_run(pg_schema_url: str, tmp_path: Path, writers: list[Writer]) -> None:
+    case = "zookeeper ensemble member killed mid-run"
+    try:
+        details = _member_killed_mid_run(pg_schema_url, tmp_path, writers)
+    except BaseException as exc:
+        evidence.record("service_faults", case, False, error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+    evidence.record("service_faults", case, True, **details)
+
+
+def _member_killed_mid_run(pg_schema_url: str, tmp_path: Path, writers: list[Writer]) -> dict[str, Any]:
     with ensemble(tmp_path / "ensemble", size=3) as cluster:
         oracle = f"zookeeper://{cluster.hosts}/failover?timeout=15&session_timeout=6"
         wh = Warehouse.open(catalog=pg_schema_url, root=str(tmp_path / "warehouse"), oracle=oracle)
@@ -191,6 +236,7 @@ def test_one_ensemble_member_killed_mid_run(pg_schema_url: str, tmp_path: Path, 
             writers.append(writer)
             _wait_for_rows(wh, 4)
             victim = cluster.leader() or cluster.servers[0]
+            role = victim.mode
             victim.kill()
             with wh.begin() as t:  # this process commits through the surviving quorum too
                 t.append(TABLE, _rows([7, 8]))
@@ -201,8 +247,11 @@ def test_one_ensemble_member_killed_mid_run(pg_schema_url: str, tmp_path: Path, 
             mine = {"csn": wh.transaction_info(t.tid)["commit_csn"], "tid": t.tid, "ids": [7, 8],
                     "t0": float("-inf"), "t1": float("inf")}
             _check_commits(wh, [*commits, mine])
+            report = _check_converged(wh, cluster.hosts, "/failover", tmp_path / "warehouse")
         finally:
             wh.close()
+    return {"commits": len(commits) + 1, "killed": role, "retried_commits": sum(1 for c in commits if c["unavailable"]),
+            "recovery": report}
 
 
 def _rows(values: list[int]) -> Any:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_txn import Transaction, Warehouse
+from airflow_txn import Transaction, Warehouse, crashpoints
 from airflow_txn.errors import SerializationError
 from tests.helpers import accounts, events
 
@@ -25,6 +25,11 @@ CRASH_EVENT_IDS = [100, 101]
 CRASH_DAY = "2024-01-02"
 CRASH_ACCOUNT_IDS = [100]
 CRASH_LEASE_SECONDS = 2.0  # short, yet long enough for a loaded machine to reach the crash point
+# The re-staging scenario: attempts 1 and 2 of one task (one key) in a transaction the parent began;
+# attempt 1 stages RETRY_IDS[1] in both tables, attempt 2 dies staging RETRY_IDS[2] (the parent runs attempt 3).
+RETRY_KEY = "dag=crash/task=load/map=0"
+RETRY_IDS = {1: [300, 301], 2: [400, 401]}
+RETRY_DAYS = {1: "2024-01-03", 2: "2024-01-04"}
 
 
 def emit(payload: object) -> None:
@@ -110,11 +115,23 @@ def _overwrite_and_commit(t: Transaction, ids: list[int], index: int) -> dict[st
     return {"won": csn, "tid": t.tid, "ids": ids}
 
 
-def crash(wh: Warehouse, scenario: str) -> None:
+def crash(wh: Warehouse, scenario: str, *args: str) -> None:
     """Run the operation of `scenario`; with AIRFLOW_TXN_CRASH_AT set the process dies inside it."""
     if scenario == "vacuum":
         emit({"vacuum": True})
         emit({"survived": wh.vacuum(0)})
+        return
+    if scenario == "retry":
+        retry(wh, args[0])
+        return
+    if scenario == "keep_alive":
+        keep_alive(wh)
+        return
+    if scenario == "compact":
+        from airflow_txn import compaction
+
+        emit({"compact": True})
+        emit({"survived": compaction.compact(wh.runtime, "sales.events", lease_seconds=CRASH_LEASE_SECONDS)})
         return
     t = wh.begin(label=f"crash-{scenario}", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
@@ -134,6 +151,54 @@ def crash(wh: Warehouse, scenario: str) -> None:
     for step in steps[scenario]:
         step()
     emit({"survived": t.state})
+
+
+def retry(wh: Warehouse, tid: str) -> None:
+    """Attempt 1 of a task stages both tables under RETRY_KEY; the crash point is armed only then, so
+    the process dies inside attempt 2 (a retry re-staging under the same key)."""
+    point = os.environ.pop(crashpoints.ENV_VAR, None)
+    t = wh.attach(tid).use_key(RETRY_KEY, attempt=1)
+    emit({"tid": t.tid})
+    t.append("sales.events", events(RETRY_IDS[1], day=RETRY_DAYS[1]))
+    t.append("sales.accounts", accounts(dict.fromkeys(RETRY_IDS[1], 3)))
+    emit({"attempt": 1})
+    if point is not None:
+        crashpoints.arm(point)
+    t.use_key(RETRY_KEY, attempt=2)
+    t.append("sales.events", events(RETRY_IDS[2], day=RETRY_DAYS[2]))
+    t.append("sales.accounts", accounts(dict.fromkeys(RETRY_IDS[2], 4)))
+    emit({"survived": t.state})
+
+
+def keep_alive(wh: Warehouse) -> None:
+    """Stage both tables, then keep the lease alive from the background thread (the crash point kills
+    the process inside its first renewal)."""
+    t = wh.begin(label="crash-keep_alive", lease_seconds=CRASH_LEASE_SECONDS)
+    emit({"tid": t.tid})
+    t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))
+    t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1)))
+    emit({"deadline": wh.transaction_info(t.tid)["lease_deadline"]})
+    with t.keep_alive(interval=CRASH_LEASE_SECONDS / 4):
+        time.sleep(10 * CRASH_LEASE_SECONDS)
+    emit({"survived": t.state})
+
+
+def snapshot_reader(wh: Warehouse, table: str, csns_text: str, stop_file: str, max_seconds: float) -> None:
+    """Read `table` at each listed CSN again and again until told to stop (bounded): what did each show?"""
+    csns = [int(c) for c in csns_text.split(",")]
+    seen: dict[int, set[tuple[int, ...]]] = {c: set() for c in csns}
+    deadline = time.monotonic() + max_seconds
+    rounds, stopping = 0, False
+    while time.monotonic() < deadline:
+        for csn in csns:
+            seen[csn].add(tuple(sorted_ids(wh.read(table, csn=csn))))
+        rounds += 1
+        if rounds == 1:
+            emit({"ready": csns})
+        if stopping:
+            break
+        stopping = os.path.exists(stop_file)  # one more round after the compaction is done
+    emit({"rounds": rounds, "seen": {str(c): sorted(list(v) for v in s) for c, s in seen.items()}})
 
 
 def read_after(wh: Warehouse, read_csn: int, wait_csn: int) -> None:
@@ -156,9 +221,11 @@ def main(argv: list[str]) -> None:
         elif mode == "overwriter":
             overwriter(wh, int(rest[0]))
         elif mode == "crash":
-            crash(wh, rest[0])
+            crash(wh, rest[0], *rest[1:])
         elif mode == "read_after":
             read_after(wh, int(rest[0]), int(rest[1]))
+        elif mode == "snapshot_reader":
+            snapshot_reader(wh, rest[0], rest[1], rest[2], float(rest[3]))
         else:
             raise SystemExit(f"unknown mode {mode!r}")
     finally:

@@ -1,0 +1,586 @@
+"""Judging a recorded history without the engine: this module imports only the standard library.
+
+Input: the JSON lines of tests/history (recorder.py writes them): `setup` (tables, constraints),
+per transaction `begin` (tok, tid, snapshot, isolation), `op` / `read` / `op_error` statements with
+their results, `commit_start`, `end` (committed with a CSN | aborted with an error class |
+rolled_back); readers' `snapread` (every table at one CSN); the driver's `kill`, `resolve` (the state
+of every transaction whose end was not recorded, asked after recovery), the `final` snapread and the
+`commit_log`. Rows are [rid, tok, val, grp]; rids are unique per insert, tok names the transaction
+that last set the row, so rows can be attributed to transactions without the engine.
+
+The checker rebuilds the database as a model: committed transactions in CSN order, each one's
+effect computed by replaying its recorded statements on the model at its snapshot. Then:
+- atomic visibility: every read at snapshot S equals the model at S exactly (no row of a transaction
+  that did not commit, every committed transaction with CSN <= S entirely, none after S; a mix is a
+  torn read); killed transactions resolve to all-or-nothing (the final read is a read too);
+- no lost or duplicated transaction: acknowledged commits are in the commit log and in the final
+  state, CSNs are unique, the log holds no record of a transaction that did not commit, and a commit
+  that ended before another began has the smaller CSN; snapshots are never older than a commit
+  acknowledged before they were taken, and a process never sees the watermark go backwards;
+- snapshot isolation: every read and statement result inside a transaction equals the model at its
+  snapshot plus its own writes, and no two concurrent committed transactions wrote the same row
+  (first committer wins, so no lost update);
+- serializable: a committed serializable transaction's reads and statement results are the same at
+  its commit point (CSN - 1) as at its snapshot (equivalence to the serial order of CSNs, so no
+  write skew), and every enforced constraint (a sum >= a bound) holds after every commit.
+
+Run `python -m tests.history.checker DIR` to judge the history files of a saved run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Row = tuple[str, str, int, str]  # rid, tok, val, grp
+State = dict[str, dict[str, Row]]  # table -> rid -> row
+Effects = dict[str, dict[str, Row | None]]  # table -> rid -> row written (None: deleted)
+
+KINDS: dict[str, str] = {
+    "malformed": "the history is incomplete or inconsistent as a record",
+    "unexpected_error": "a worker failed with an error the workload does not expect",
+    "unresolved": "a transaction killed while committing has no settled outcome",
+    "committed_without_commit": "a transaction that never called commit ended committed",
+    "aborted_but_committed": "a transaction told it aborted ended committed",
+    "bad_csn": "a commit CSN is not after its snapshot, or differs between history and log",
+    "duplicate_csn": "two commits share one CSN",
+    "csn_order": "a commit that ended before another began has the larger CSN",
+    "stale_snapshot": "a snapshot is older than a commit acknowledged before it was taken",
+    "watermark_backwards": "a process saw the readable watermark go backwards",
+    "lost_commit": "an acknowledged commit is missing from the commit log or the final state",
+    "phantom_commit": "the commit log holds a transaction that did not commit",
+    "torn_read": "a read saw part of a transaction's effects",
+    "dirty_read": "a read saw rows of a transaction that did not commit",
+    "future_read": "a read at snapshot S saw a transaction committed after S",
+    "missing_commit": "a read at snapshot S missed a transaction committed at or before S",
+    "duplicate_row": "a read returned one row twice",
+    "wrong_row": "a read returned a row version the model does not hold at that snapshot",
+    "inconsistent_txn_read": "a read or statement result inside a transaction differs from its snapshot",
+    "lost_update": "two concurrent committed transactions wrote the same row",
+    "write_skew": "an enforced constraint was broken",
+    "not_serializable": "a serializable transaction's reads changed between its snapshot and its commit",
+}
+EXPECTED_ABORTS = {"SerializationError", "LeaseExpiredError", "TransactionClosedError"}
+MAX_MESSAGES = 8  # per kind; every violation is counted
+
+
+@dataclass
+class Violation:
+    kind: str
+    message: str
+
+
+@dataclass
+class Txn:
+    tok: str
+    worker: str
+    tid: str
+    snap: int
+    iso: str
+    t_begin: float
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    commit_started: bool = False
+    end: dict[str, Any] | None = None
+    resolution: dict[str, Any] | None = None
+    committed: bool = False
+    acked: bool = False
+    csn: int | None = None
+    effects: Effects | None = None
+
+    @property
+    def writer(self) -> bool:
+        return self.committed and self.csn is not None and self.csn != self.snap
+
+    def __str__(self) -> str:
+        return f"{self.tok} ({self.iso}, snapshot {self.snap}" + (f", CSN {self.csn})" if self.committed else ")")
+
+
+@dataclass
+class Differences:
+    """What one read shows against the model, by the transaction each row belongs to."""
+
+    visible: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # tok -> tables seen as expected
+    missing: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # tok -> tables missing rows of it
+    seen_rows: dict[str, list[Row]] = field(default_factory=lambda: defaultdict(list))  # tok -> its unexpected rows
+    unexplained: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    violations: list[Violation] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def kinds(self) -> set[str]:
+        return {v.kind for v in self.violations}
+
+    def summary(self) -> str:
+        lines = [f"history stats: {json.dumps(self.stats, sort_keys=True)}"]
+        by_kind: dict[str, list[str]] = defaultdict(list)
+        for v in self.violations:
+            by_kind[v.kind].append(v.message)
+        for kind, messages in sorted(by_kind.items()):
+            lines.append(f"{kind} x{len(messages)}: {KINDS.get(kind, '')}")
+            lines += [f"  - {m}" for m in messages[:MAX_MESSAGES]]
+        return "\n".join(lines)
+
+
+def load(source: Path | Iterable[Path]) -> list[dict[str, Any]]:
+    """Every event of a directory of *.jsonl files (or of the given files); a torn last line is skipped."""
+    paths = sorted(source.glob("*.jsonl")) if isinstance(source, Path) else list(source)
+    events: list[dict[str, Any]] = []
+    for path in paths:
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                if number != len(lines) - 1:  # only the last line of a killed process may be torn
+                    events.append({"ev": "garbage", "w": path.name, "line": number + 1})
+    return events
+
+
+def check(events: Iterable[dict[str, Any]]) -> Report:
+    return Checker(list(events)).run()
+
+
+class Checker:
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events
+        self.report = Report()
+        self.txns: dict[str, Txn] = {}
+        self.reads: list[dict[str, Any]] = []
+        self.tables: dict[str, list[str]] = {}
+        self.constraints: list[dict[str, Any]] = []
+        self.commit_log: list[list[Any]] | None = None
+        self.state: State = {}
+        self.last_writer: dict[str, dict[str, Txn]] = {}
+        self.counts: Counter[str] = Counter()
+        self.new_rids: set[str] = set()
+
+    def violate(self, kind: str, message: str) -> None:
+        self.report.violations.append(Violation(kind, message))
+
+    def run(self) -> Report:
+        self.parse()
+        self.settle_outcomes()
+        self.sweep()
+        self.check_commit_log()
+        self.check_real_time()
+        self.report.stats = self.stats()
+        return self.report
+
+    # -- parsing ------------------------------------------------------------------------------------
+    def parse(self) -> None:
+        handlers = {"setup": self.parse_setup, "begin": self.parse_begin, "snapread": self.reads.append,
+                    "commit_log": self.parse_log, "error": self.parse_error, "garbage": self.parse_garbage}
+        for ev in self.events:
+            kind = str(ev.get("ev"))
+            if kind in ("op", "read", "op_error", "commit_start", "end", "resolve"):
+                self.parse_txn_event(kind, ev)
+            elif kind in handlers:
+                handlers[kind](ev)
+            elif kind == "kill":
+                self.counts["kills"] += 1
+        if not self.tables:
+            self.violate("malformed", "no setup event: the tables are unknown")
+        if self.commit_log is None:
+            self.violate("malformed", "no commit_log event: the run did not finish")
+        if not any(r.get("how") == "final" for r in self.reads):
+            self.violate("malformed", "no final read: the run did not finish")
+
+    def parse_setup(self, ev: dict[str, Any]) -> None:
+        self.tables = {t: list(p) for t, p in ev["tables"].items()}
+        self.constraints = list(ev.get("constraints", []))
+
+    def parse_begin(self, ev: dict[str, Any]) -> None:
+        if ev["tok"] in self.txns:
+            self.violate("malformed", f"transaction token {ev['tok']} began twice")
+        self.txns[ev["tok"]] = Txn(ev["tok"], ev["w"], ev["tid"], int(ev["snap"]), ev["iso"],
+                                   float(ev.get("t0", ev["t"])))
+
+    def parse_log(self, ev: dict[str, Any]) -> None:
+        self.commit_log = ev["records"]
+
+    def parse_error(self, ev: dict[str, Any]) -> None:
+        self.violate("unexpected_error", f"worker {ev['w']}: {ev.get('err')}: {ev.get('msg')}")
+
+    def parse_garbage(self, ev: dict[str, Any]) -> None:
+        self.violate("malformed", f"unreadable line {ev['line']} in {ev['w']}")
+
+    def parse_txn_event(self, kind: str, ev: dict[str, Any]) -> None:
+        txn = self.txns.get(ev["tok"])
+        if txn is None:
+            self.violate("malformed", f"{kind} of transaction {ev['tok']} that never began")
+            return
+        if kind in ("op", "read", "op_error"):
+            txn.steps.append(ev)
+            for row in ev.get("rows", []) if kind == "op" else []:
+                if row[1] == txn.tok:  # a row this transaction inserts: its id must be new
+                    if row[0] in self.new_rids:
+                        self.violate("malformed", f"row id {row[0]} inserted twice (by {txn.tok})")
+                    self.new_rids.add(row[0])
+        elif kind == "commit_start":
+            txn.commit_started = True
+        elif kind == "end":
+            txn.end = ev
+        else:
+            txn.resolution = ev
+
+    def settle_outcomes(self) -> None:
+        """Decide committed / not committed for every transaction (killed ones by their resolution)."""
+        for txn in self.txns.values():
+            end, res = txn.end, txn.resolution
+            if end is not None:
+                if end["outcome"] == "committed":
+                    txn.committed, txn.acked, txn.csn = True, True, int(end["csn"])
+                elif end.get("err") and end["err"] not in EXPECTED_ABORTS:
+                    self.violate("unexpected_error", f"{txn} aborted with {end['err']}: {end.get('msg')}")
+                if end["outcome"] != "committed" and res is not None and res["state"] == "committed":
+                    self.violate("aborted_but_committed", f"{txn} was told {end['outcome']} but ended committed")
+                continue
+            if res is None or res["state"] not in ("committed", "rolled_back"):
+                if txn.commit_started:
+                    self.violate("unresolved", f"{txn} was killed while committing and is "
+                                 f"{'unknown' if res is None else res['state']} after recovery")
+                continue
+            if res["state"] == "committed":
+                if not txn.commit_started:
+                    self.violate("committed_without_commit", f"{txn} never called commit but is committed")
+                txn.committed, txn.csn = True, int(res["csn"]) if res.get("csn") is not None else txn.snap
+
+    # -- the model ----------------------------------------------------------------------------------
+    def sweep(self) -> None:
+        """Walk the CSNs upwards, applying commits, replaying transactions at their snapshots,
+        re-checking serializable ones at their commit points and comparing reads with the model."""
+        self.state = {t: {} for t in self.tables}
+        self.last_writer = {t: {} for t in self.tables}
+        pending = self.commits_in_order()
+        at_snapshot: dict[int, list[Txn]] = defaultdict(list)
+        for txn in self.txns.values():
+            at_snapshot[txn.snap].append(txn)
+        at_commit_point: dict[int, list[Txn]] = defaultdict(list)
+        for txn in (t for t in pending if t.iso == "serializable"):
+            at_commit_point[(txn.csn or 0) - 1].append(txn)
+        reads_at: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for read in self.reads:
+            reads_at[int(read["csn"])].append(read)
+        index = 0
+        for point in sorted(set(at_snapshot) | set(at_commit_point) | set(reads_at)):
+            while index < len(pending) and (pending[index].csn or 0) <= point:
+                self.apply(pending[index])
+                index += 1
+            for txn in at_snapshot[point]:
+                self.replay_at_snapshot(txn)
+            for txn in at_commit_point[point]:
+                self.check_serializable(txn)
+            for read in reads_at[point]:
+                self.check_read(read, point)
+        for txn in pending[index:]:
+            self.apply(txn)
+
+    def commits_in_order(self) -> list[Txn]:
+        """Committed writers by CSN (a CSN after the snapshot, each used once)."""
+        pending: list[Txn] = []
+        seen: dict[int, Txn] = {}
+        for txn in sorted((t for t in self.txns.values() if t.writer), key=lambda t: t.csn or 0):
+            assert txn.csn is not None
+            if txn.csn < txn.snap:
+                self.violate("bad_csn", f"{txn} committed at a CSN before its snapshot")
+                continue
+            if txn.csn in seen:
+                self.violate("duplicate_csn", f"{txn} and {seen[txn.csn]} share CSN {txn.csn}")
+            seen[txn.csn] = txn
+            pending.append(txn)
+        return pending
+
+    def replay(self, txn: Txn, state: State) -> tuple[Effects, list[str]]:
+        """Run the transaction's recorded statements on `state`: its effects, and every recorded result
+        that differs from what the model gives."""
+        tables = {s["table"] for s in txn.steps}
+        view = {t: dict(state.get(t, {})) for t in tables}
+        touched: dict[str, set[str]] = defaultdict(set)
+        problems: list[str] = []
+        for step in txn.steps:
+            if step["ev"] == "op_error":
+                continue  # a failed statement changes nothing (statements are atomic)
+            table = step["table"]
+            rows = view[table]
+            if step["ev"] == "read":
+                expected = sorted(r for r in rows.values() if step.get("grp") is None or r[3] == step["grp"])
+                got = sorted(_row(r) for r in step["rows"])
+                if got != expected:
+                    problems.append(f"read of {table}{_grp(step)} saw {_diff(got, expected)}")
+                continue
+            n = self.replay_op(step, rows, touched[table])
+            if n != step["n"]:
+                problems.append(f"{step['op']} on {table}{_grp(step)} reported {step['n']} rows, the model gives {n}")
+        effects = {t: {rid: view[t].get(rid) for rid in rids} for t, rids in touched.items() if rids}
+        return effects, problems
+
+    @staticmethod
+    def replay_op(step: dict[str, Any], rows: dict[str, Row], touched: set[str]) -> int:
+        op = step["op"]
+        if op == "append":
+            for r in map(_row, step["rows"]):
+                rows[r[0]] = r
+                touched.add(r[0])
+            return len(step["rows"])
+        if op == "update":
+            rid = step["rid"]
+            if rid not in rows:
+                return 0
+            old = rows[rid]
+            rows[rid] = (rid, step["set"].get("tok", old[1]), int(step["set"].get("val", old[2])), old[3])
+            touched.add(rid)
+            return 1
+        if op == "delete":
+            gone = [rid for rid in step["rids"] if rid in rows]
+            for rid in gone:
+                del rows[rid]
+                touched.add(rid)
+            return len(gone)
+        if op == "overwrite":
+            for rid in [rid for rid, r in rows.items() if step.get("grp") is None or r[3] == step["grp"]]:
+                del rows[rid]
+                touched.add(rid)
+            for r in map(_row, step["rows"]):
+                rows[r[0]] = r
+                touched.add(r[0])
+            return len(step["rows"])
+        raise ValueError(f"unknown op {op!r}")
+
+    def replay_at_snapshot(self, txn: Txn) -> None:
+        effects, problems = self.replay(txn, self.state)
+        txn.effects = effects
+        for problem in problems:
+            self.violate("inconsistent_txn_read", f"{txn}: {problem}")
+        if txn.committed and txn.csn == txn.snap and effects:
+            self.violate("bad_csn", f"{txn} wrote {sorted(effects)} but committed without a new CSN")
+
+    def check_serializable(self, txn: Txn) -> None:
+        """At CSN - 1 (every earlier commit applied) the transaction must read what it read at its snapshot."""
+        effects, problems = self.replay(txn, self.state)
+        if not problems and effects == txn.effects:
+            return
+        read_tables = {s["table"] for s in txn.steps}
+        culprits = sorted(str(t) for t in self.txns.values()
+                          if t.writer and t.csn is not None and txn.snap < t.csn < (txn.csn or 0)
+                          and read_tables & set(t.effects or {}))
+        what = "; ".join(problems) or "its writes would differ"
+        self.violate("not_serializable", f"{txn}: at its commit point {what}; changed after its snapshot by "
+                     f"{culprits or 'nobody it can name'}")
+
+    def apply(self, txn: Txn) -> None:
+        if txn.effects is None:  # its snapshot was never reached: cannot happen for a parsed history
+            self.violate("malformed", f"{txn} committed but was never replayed")
+            return
+        for table, rows in txn.effects.items():
+            writers = self.last_writer.setdefault(table, {})
+            state = self.state.setdefault(table, {})
+            for rid, row in rows.items():
+                previous = writers.get(rid)
+                if previous is not None and (previous.csn or 0) > txn.snap:
+                    self.violate("lost_update", f"{txn} and {previous} both wrote row {rid} of {table}; "
+                                 f"{previous.tok} committed after {txn.tok}'s snapshot")
+                writers[rid] = txn
+                if row is None:
+                    state.pop(rid, None)
+                else:
+                    state[rid] = row
+        self.check_constraints(txn)
+
+    def check_constraints(self, txn: Txn) -> None:
+        for c in self.constraints:
+            rows = self.state.get(c["table"], {})
+            if not any(rid in (txn.effects or {}).get(c["table"], {}) for rid in c["rids"]):
+                continue
+            values = [rows[rid][2] for rid in c["rids"] if rid in rows]
+            broken = len(values) == len(c["rids"]) and sum(values) < c["min_sum"]
+            if not broken:
+                continue
+            if c.get("enforced"):
+                writers = {rid: str(self.last_writer[c['table']].get(rid)) for rid in c["rids"]}
+                self.violate("write_skew", f"after {txn} the sum of {c['rids']} is {sum(values)} < {c['min_sum']} "
+                             f"(last writers {writers})")
+            else:
+                self.counts["allowed_constraint_breaks"] += 1
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def check_read(self, read: dict[str, Any], snapshot: int) -> None:
+        """Compare a read with the model at its snapshot and say which transaction a difference belongs to."""
+        where = f"{read['w']} read at CSN {snapshot} ({read.get('how')})"
+        final = read.get("how") == "final"
+        if final:
+            last = max((t.csn or 0 for t in self.txns.values() if t.writer), default=0)
+            if snapshot < last:
+                self.violate("lost_commit", f"the final read is at CSN {snapshot}, below the last commit {last}")
+        found = Differences()
+        for table, raw in read["tables"].items():
+            self.compare_table(where, snapshot, table, [_row(r) for r in raw], found)
+        self.classify(where, final, snapshot, found)
+        for message in found.unexplained:
+            self.violate("wrong_row", f"{where}: {message}")
+        self.counts["reads"] += 1
+
+    def compare_table(self, where: str, snapshot: int, table: str, rows: list[Row], found: Differences) -> None:
+        expected = self.state.get(table, {})
+        writers = self.last_writer.get(table, {})
+        for rid, count in Counter(r[0] for r in rows).items():
+            if count > 1:
+                self.violate("duplicate_row", f"{where}: row {rid} of {table} returned {count} times")
+        got = {r[0]: r for r in rows}
+        for rid, row in got.items():
+            if expected.get(rid) == row:
+                found.visible[writers[rid].tok].add(table)
+                continue
+            found.seen_rows[row[1]].append(row)
+            if rid in expected:
+                found.missing[writers[rid].tok].add(table)
+            author = self.txns.get(row[1])
+            if author is None or not author.committed:
+                self.violate("dirty_read", f"{where}: row {rid} of {table} written by {author or row[1]}, "
+                             "which did not commit")
+            elif (author.csn or 0) <= snapshot:
+                found.unexplained.append(f"row {rid} of {table} is {row}, the model has {expected.get(rid)}")
+        for rid in expected.keys() - got.keys():
+            found.missing[writers[rid].tok].add(table)
+
+    def classify(self, where: str, final: bool, snapshot: int, found: Differences) -> None:
+        visible, seen_rows = found.visible, found.seen_rows
+        for tok, tables in sorted(found.missing.items()):
+            txn = self.txns[tok]
+            if visible.get(tok):
+                self.violate("torn_read", f"{where}: {txn} is visible in {sorted(visible[tok])} but rows of it "
+                             f"are missing in {sorted(tables)}")
+            else:
+                self.violate("lost_commit" if final else "missing_commit",
+                             f"{where}: {txn} is missing in {sorted(tables)}")
+        for tok, rows in sorted(seen_rows.items()):
+            author = self.txns.get(tok)
+            if author is None or not author.committed or (author.csn or 0) <= snapshot:
+                continue  # dirty reads and wrong rows are reported where they are found
+            written = {r for rows_ in (author.effects or {}).values() for r in rows_.values() if r is not None}
+            if written <= set(rows):
+                self.violate("future_read", f"{where}: saw {author}, committed after the snapshot")
+            else:
+                self.violate("torn_read", f"{where}: saw {len(set(rows) & written)} of the {len(written)} rows of "
+                             f"{author}, committed after the snapshot")
+
+    # -- the commit log and real time ------------------------------------------------------------------
+    def check_commit_log(self) -> None:
+        if self.commit_log is None:
+            return
+        by_tid = {t.tid: t for t in self.txns.values()}
+        logged: dict[str, int] = {}
+        for csn, count in Counter(int(csn) for csn, _ in self.commit_log).items():
+            if count > 1:
+                self.violate("duplicate_csn", f"{count} commit records share CSN {csn}")
+        for csn, tid in self.commit_log:
+            if tid in logged:
+                self.violate("duplicate_csn", f"transaction {tid} has two commit records")
+            logged[tid] = int(csn)
+            txn = by_tid.get(tid)
+            if txn is None or not txn.committed:
+                self.violate("phantom_commit", f"commit record CSN {csn} of {txn or tid}, which did not commit")
+        for txn in self.txns.values():
+            if txn.writer and txn.tid not in logged:
+                self.violate("lost_commit", f"{txn} has no commit record")
+            elif txn.writer and logged[txn.tid] != txn.csn:
+                self.violate("bad_csn", f"{txn} has commit record CSN {logged[txn.tid]}")
+
+    def check_real_time(self) -> None:
+        acked = sorted((t for t in self.txns.values() if t.writer and t.acked and t.end is not None),
+                       key=lambda t: float(t.end["t"]))  # type: ignore[index]
+        ends = [float(t.end["t"]) for t in acked]  # type: ignore[index]
+        best: list[tuple[int, Txn | None]] = []
+        for txn in acked:
+            previous = best[-1] if best else (0, None)
+            best.append(max(previous, (txn.csn or 0, txn), key=lambda p: p[0]))
+
+        def newest_before(moment: float) -> tuple[int, Txn | None]:
+            i = bisect.bisect_left(ends, moment)
+            return best[i - 1] if i else (0, None)
+
+        for txn in acked:
+            assert txn.end is not None
+            csn, other = newest_before(float(txn.end.get("t0", txn.end["t"])))
+            if other is not None and csn >= (txn.csn or 0):
+                self.violate("csn_order", f"{other} ended before {txn} began committing, yet has CSN {csn}")
+        for txn in self.txns.values():
+            csn, other = newest_before(txn.t_begin)
+            if txn.snap < csn:
+                self.violate("stale_snapshot", f"{txn} began after {other} was acknowledged, at an older snapshot")
+        last_seen: dict[str, tuple[int, str]] = {}
+        observations = [(float(r.get("t0", r["t"])), r["w"], int(r.get("latest", r["csn"])), "read", str(r.get("how")))
+                        for r in self.reads]
+        observations += [(t.t_begin, t.worker, t.snap, "begin", t.tok) for t in self.txns.values()]
+        for moment, worker, seen, what, label in sorted(observations):
+            csn, other = newest_before(moment)
+            if what == "read" and seen < csn:
+                self.violate("stale_snapshot", f"{worker}'s {label} read saw watermark {seen} after {other} "
+                             "was acknowledged")
+            before = last_seen.get(worker)
+            if before is not None and seen < before[0]:
+                self.violate("watermark_backwards", f"{worker} saw watermark {before[0]} ({before[1]}) and then "
+                             f"{seen} ({what} {label})")
+            last_seen[worker] = (seen, f"{what} {label}")
+
+    def stats(self) -> dict[str, Any]:
+        txns = list(self.txns.values())
+        aborts = Counter(str(t.end.get("err")) for t in txns if t.end and t.end["outcome"] == "aborted")
+        return {
+            "txns": len(txns),
+            "committed": sum(t.acked for t in txns),
+            "committed_writes": sum(t.acked and t.writer for t in txns),
+            "committed_serializable": sum(t.acked and t.writer and t.iso == "serializable" for t in txns),
+            "aborted": sum(aborts.values()),
+            "aborted_by": dict(aborts),
+            "rolled_back": sum(1 for t in txns if t.end and t.end["outcome"] == "rolled_back"),
+            "unknown": sum(1 for t in txns if t.end is None and t.commit_started),
+            "unknown_committed": sum(1 for t in txns if t.end is None and t.committed),
+            "abandoned": sum(1 for t in txns if t.end is None and not t.commit_started),
+            "reads": self.counts["reads"],
+            "txn_reads": sum(1 for t in txns for s in t.steps if s["ev"] == "read"),
+            "statements": sum(1 for t in txns for s in t.steps if s["ev"] == "op"),
+            "killed": self.counts["kills"],
+            "allowed_constraint_breaks": self.counts["allowed_constraint_breaks"],
+            "last_csn": max((t.csn or 0 for t in txns if t.writer), default=0),
+            "violations": len(self.report.violations),
+        }
+
+
+def _row(raw: list[Any] | tuple[Any, ...]) -> Row:
+    rid, tok, val, grp = raw
+    return (str(rid), str(tok), int(val), "" if grp is None else str(grp))
+
+
+def _grp(step: dict[str, Any]) -> str:
+    return f" (group {step['grp']})" if step.get("grp") is not None else ""
+
+
+def _diff(got: list[Row], expected: list[Row]) -> str:
+    extra, lacking = sorted(set(got) - set(expected)), sorted(set(expected) - set(got))
+    return f"{len(got)} rows; extra {extra[:3]}, missing {lacking[:3]}"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tests.history.checker HISTORY_DIR", file=sys.stderr)
+        return 2
+    report = check(load(Path(argv[0])))
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,145 @@
+"""Recording a history: one JSON line per event, appended to a per-process file, and the recorded
+transaction handle the workload and the driver use so every operation and its outcome land in it.
+
+Lines are written with one os.write on an O_APPEND descriptor, so a SIGKILL loses at most the line
+being written (the checker ignores a torn last line). Every line carries the worker (`w`) and the
+system-wide monotonic clock (`t`, seconds), so events of different processes can be ordered in real
+time. Rows are recorded as [rid, tok, val, grp]: the row id, the token of the transaction that last
+wrote the row, a value and a group (the partition of hist.events).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_txn import Transaction, Warehouse
+
+SCHEMA = pa.schema([("rid", pa.string()), ("tok", pa.string()), ("val", pa.int64()), ("grp", pa.string())])
+ITEMS = "hist.items"  # unpartitioned: appends, updates, deletes, whole-table compaction
+EVENTS = "hist.events"  # partitioned by grp: appends and partition rewrites (overwrite)
+ACCOUNTS = "hist.accounts"  # four one-row parts: withdrawals and deposits (the write-skew pattern)
+PARTITION_BY = {ITEMS: [], EVENTS: ["grp"], ACCOUNTS: []}
+TABLES = list(PARTITION_BY)
+GROUPS = ["g0", "g1", "g2", "g3"]
+# Two pairs of accounts whose sum must stay >= 0: only serializable transactions touch the "ser"
+# pair (the engine must keep its sum >= 0), only snapshot ones the "si" pair (write skew is allowed).
+CONSTRAINTS: list[dict[str, Any]] = [
+    {"table": ACCOUNTS, "rids": ["ser-a", "ser-b"], "min_sum": 0, "enforced": True, "isolation": "serializable"},
+    {"table": ACCOUNTS, "rids": ["si-a", "si-b"], "min_sum": 0, "enforced": False, "isolation": "snapshot"},
+]
+START_BALANCE = 100
+LEASE_SECONDS = 4.0
+EXPECTED_ERRORS = ("SerializationError", "LeaseExpiredError", "TransactionClosedError")
+"""What a transaction may legitimately fail with under concurrency and lease expiry; anything else
+is recorded as an unexpected error, which the checker reports."""
+
+Row = list[Any]
+
+
+def rows_of(table: pa.Table) -> list[Row]:
+    return sorted([[r["rid"], r["tok"], r["val"], r["grp"]] for r in table.to_pylist()], key=lambda r: r[0])
+
+
+def arrow(rows: list[Row]) -> pa.Table:
+    return pa.table({name: [r[i] for r in rows] for i, name in enumerate(SCHEMA.names)}, schema=SCHEMA)
+
+
+class Recorder:
+    """Appends events of one worker to its history file."""
+
+    def __init__(self, path: Path, worker: str) -> None:
+        self.worker = worker
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        line = json.dumps({"ev": ev, "w": self.worker, "t": time.monotonic(), **fields}, default=str)
+        os.write(self._fd, (line + "\n").encode())
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class RecordedTxn:
+    """A Transaction whose every statement is recorded with its result (or its error class)."""
+
+    def __init__(self, rec: Recorder, wh: Warehouse, tok: str, isolation: str) -> None:
+        self.rec, self.tok = rec, tok
+        self.rids = 0
+        t0 = time.monotonic()
+        self.t: Transaction = wh.begin(label=tok, isolation=isolation, lease_seconds=LEASE_SECONDS)
+        rec.emit("begin", tok=tok, tid=self.t.tid, snap=self.t.snapshot_csn, iso=isolation, t0=t0)
+
+    def new_rid(self) -> str:
+        self.rids += 1
+        return f"{self.tok}.{self.rids}"
+
+    def _op(self, op: str, table: str, call: Any, **fields: Any) -> int:
+        try:
+            n = int(call())
+        except Exception as exc:
+            self.rec.emit("op_error", tok=self.tok, op=op, table=table, err=type(exc).__name__, msg=str(exc)[:300])
+            raise
+        self.rec.emit("op", tok=self.tok, op=op, table=table, n=n, **fields)
+        return n
+
+    def append(self, table: str, rows: list[Row]) -> int:
+        return self._op("append", table, lambda: self.t.append(table, arrow(rows)), rows=rows)
+
+    def update(self, table: str, rid: str, val: int) -> int:
+        """Set row `rid` to `val` (and tok to this transaction's token) if this transaction sees it."""
+        return self._op("update", table, lambda: self.t.update(table, pc.field("rid") == rid,
+                                                              {"val": val, "tok": self.tok}),
+                        rid=rid, set={"val": val, "tok": self.tok})
+
+    def delete(self, table: str, rids: list[str]) -> int:
+        return self._op("delete", table, lambda: self.t.delete(table, pc.field("rid").isin(rids)), rids=rids)
+
+    def overwrite(self, table: str, rows: list[Row], grp: str | None = None) -> int:
+        """Replace the rows this transaction sees in `table` (only group `grp`, a partition, if given)."""
+        partitions = None if grp is None else [{"grp": grp}]
+        return self._op("overwrite", table, lambda: self.t.overwrite(table, arrow(rows), partitions=partitions),
+                        rows=rows, grp=grp)
+
+    def read(self, table: str, grp: str | None = None) -> list[Row]:
+        try:
+            got = rows_of(self.t.read(table, filter=None if grp is None else pc.field("grp") == grp))
+        except Exception as exc:
+            self.rec.emit("op_error", tok=self.tok, op="read", table=table, err=type(exc).__name__,
+                          msg=str(exc)[:300])
+            raise
+        self.rec.emit("read", tok=self.tok, table=table, grp=grp, rows=got)
+        return got
+
+    def commit(self) -> int | None:
+        """Commit; the CSN, or None when it failed (recorded as aborted with the error class)."""
+        t0 = time.monotonic()
+        self.rec.emit("commit_start", tok=self.tok)
+        try:
+            csn = self.t.commit()
+        except Exception as exc:
+            self.rec.emit("end", tok=self.tok, outcome="aborted", err=type(exc).__name__, msg=str(exc)[:300])
+            self._ensure_rolled_back()
+            if type(exc).__name__ not in EXPECTED_ERRORS:
+                raise
+            return None
+        self.rec.emit("end", tok=self.tok, outcome="committed", csn=csn, t0=t0)
+        return csn
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        """Roll back (after a failed statement, or by choice when `exc` is None) and record it."""
+        self._ensure_rolled_back()
+        if exc is None:
+            self.rec.emit("end", tok=self.tok, outcome="rolled_back")
+        else:
+            self.rec.emit("end", tok=self.tok, outcome="aborted", err=type(exc).__name__, msg=str(exc)[:300])
+
+    def _ensure_rolled_back(self) -> None:
+        if self.t.state == "active":
+            self.t.rollback(reason=f"history workload {self.tok}")

@@ -1,0 +1,311 @@
+"""The history checker on hand-made histories: a good one passes, and every kind of bad one is reported
+(a torn read, a lost commit, a duplicated row, a dirty read, a future read, a write skew, a lost update,
+a stale snapshot, a CSN out of real-time order, an inconsistent read inside a transaction, a killed
+commit left unresolved), so the checker itself can fail. And it shares no code with the engine."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.history import checker
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+ITEMS, EVENTS, ACCOUNTS = "hist.items", "hist.events", "hist.accounts"
+SER = {"table": ACCOUNTS, "rids": ["ser-a", "ser-b"], "min_sum": 0, "enforced": True, "isolation": "serializable"}
+Event = dict[str, Any]
+
+
+class History:
+    """A tiny history builder: transactions and reads on a clock that ticks once per event."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.events: list[Event] = [self.ev("setup", "driver", tables={ITEMS: [], EVENTS: ["grp"], ACCOUNTS: []},
+                                            constraints=[SER])]
+
+    def ev(self, kind: str, worker: str, **fields: Any) -> Event:
+        self.now += 1.0
+        return {"ev": kind, "w": worker, "t": self.now, **fields}
+
+    def txn(self, tok: str, snap: int, steps: list[Event], csn: int | None = None, outcome: str = "committed",
+            iso: str = "snapshot", worker: str = "W1", err: str | None = None, end: bool = True) -> None:
+        self.events.append(self.ev("begin", worker, tok=tok, tid=f"tid-{tok}", snap=snap, iso=iso,
+                                   t0=self.now + 0.5))
+        for step in steps:
+            self.events.append(self.ev(step.pop("ev"), worker, tok=tok, **step))
+        if outcome in ("committed", "unknown"):
+            self.events.append(self.ev("commit_start", worker, tok=tok))
+        if not end or outcome == "unknown":
+            return
+        fields: dict[str, Any] = {"outcome": outcome}
+        if outcome == "committed":
+            fields.update(csn=csn, t0=self.now)
+        if err:
+            fields["err"] = err
+        self.events.append(self.ev("end", worker, tok=tok, **fields))
+
+    def read(self, csn: int, tables: dict[str, list[list[Any]]], how: str = "latest", worker: str = "R1",
+             latest: int | None = None) -> None:
+        full = {ITEMS: [], EVENTS: [], ACCOUNTS: [], **tables}
+        self.events.append(self.ev("snapread", worker, how=how, csn=csn, latest=latest or csn,
+                                   t0=self.now + 0.5, tables=full))
+
+    def finish(self, csn: int, tables: dict[str, list[list[Any]]], log: list[list[Any]]) -> list[Event]:
+        self.read(csn, tables, how="final", worker="driver")
+        self.events.append(self.ev("commit_log", "driver", records=log))
+        return self.events
+
+
+def append(table: str, *rows: list[Any]) -> Event:
+    return {"ev": "op", "op": "append", "table": table, "rows": list(rows), "n": len(rows)}
+
+
+def update(table: str, rid: str, val: int, tok: str, n: int = 1) -> Event:
+    return {"ev": "op", "op": "update", "table": table, "rid": rid, "set": {"val": val, "tok": tok}, "n": n}
+
+
+def read(table: str, *rows: list[Any]) -> Event:
+    return {"ev": "read", "table": table, "grp": None, "rows": list(rows)}
+
+
+I1, I2 = ["i1", "setup", 1, ""], ["i2", "setup", 2, ""]
+SA, SB = ["ser-a", "setup", 100, ""], ["ser-b", "setup", 100, ""]
+T1_ITEM, T1_EVENT = ["t1.1", "T1", 10, ""], ["t1.2", "T1", 11, "g0"]
+I1_T2 = ["i1", "T2", 5, ""]
+BASE_LOG = [[2, "tid-setup"], [3, "tid-T1"], [4, "tid-T2"]]
+LATEST = {ITEMS: [I1_T2, I2, T1_ITEM], EVENTS: [T1_EVENT], ACCOUNTS: [SA, SB]}
+
+
+def base(h: History) -> None:
+    """setup (CSN 2), T1 appends to two tables (CSN 3), T2 updates a row it read (CSN 4), A aborts."""
+    h.txn("setup", 1, [append(ITEMS, I1, I2), append(ACCOUNTS, SA), append(ACCOUNTS, SB)], csn=2)
+    h.read(2, {ITEMS: [I1, I2], ACCOUNTS: [SA, SB]})
+    h.txn("T1", 2, [append(ITEMS, T1_ITEM), append(EVENTS, T1_EVENT)], csn=3)
+    h.read(3, {ITEMS: [I1, I2, T1_ITEM], EVENTS: [T1_EVENT], ACCOUNTS: [SA, SB]})
+    h.txn("T2", 3, [read(ITEMS, I1, I2, T1_ITEM), update(ITEMS, "i1", 5, "T2")], csn=4, worker="W2")
+    h.txn("A", 4, [append(ITEMS, ["a.1", "A", 0, ""])], outcome="aborted", err="SerializationError")
+    h.read(2, {ITEMS: [I1, I2], ACCOUNTS: [SA, SB]}, how="random", latest=4)
+
+
+def good() -> list[Event]:
+    h = History()
+    base(h)
+    h.read(4, LATEST)
+    return h.finish(4, LATEST, BASE_LOG)
+
+
+def torn_read() -> list[Event]:
+    h = History()
+    base(h)
+    h.read(4, {**LATEST, EVENTS: []})  # T1's item but not its event
+    return h.finish(4, LATEST, BASE_LOG)
+
+
+def future_read() -> list[Event]:
+    h = History()
+    base(h)
+    h.read(2, {ITEMS: [I1, I2, T1_ITEM], EVENTS: [T1_EVENT], ACCOUNTS: [SA, SB]}, how="random", latest=4)
+    return h.finish(4, LATEST, BASE_LOG)
+
+
+def lost_commit() -> list[Event]:
+    h = History()
+    base(h)
+    return h.finish(4, {ITEMS: [I1_T2, I2], ACCOUNTS: [SA, SB]}, [r for r in BASE_LOG if r[1] != "tid-T1"])
+
+
+def duplicate_row() -> list[Event]:
+    h = History()
+    base(h)
+    return h.finish(4, {**LATEST, ITEMS: [I1_T2, I2, T1_ITEM, T1_ITEM]}, BASE_LOG)
+
+
+def dirty_read() -> list[Event]:
+    h = History()
+    base(h)
+    h.read(4, {**LATEST, ITEMS: [*LATEST[ITEMS], ["a.1", "A", 0, ""]]})
+    return h.finish(4, LATEST, BASE_LOG)
+
+
+def concurrent(h: History, snap: int, iso: str, txns: list[tuple[str, list[Event], int]]) -> None:
+    """Begin every transaction first (one snapshot), then run each one's statements and commit, in order."""
+    for number, (tok, _, _) in enumerate(txns):
+        h.events.append(h.ev("begin", f"W{number}", tok=tok, tid=f"tid-{tok}", snap=snap, iso=iso, t0=h.now))
+    for number, (tok, steps, csn) in enumerate(txns):
+        for step in steps:
+            h.events.append(h.ev(step.pop("ev"), f"W{number}", tok=tok, **step))
+        h.events.append(h.ev("commit_start", f"W{number}", tok=tok))
+        h.events.append(h.ev("end", f"W{number}", tok=tok, outcome="committed", csn=csn, t0=h.now))
+
+
+def write_skew() -> list[Event]:
+    """Two serializable withdrawals, each reading both accounts and taking from a different one."""
+    h = History()
+    base(h)
+    concurrent(h, 4, "serializable", [
+        ("S1", [read(ACCOUNTS, SA, SB), update(ACCOUNTS, "ser-a", -50, "S1")], 5),
+        ("S2", [read(ACCOUNTS, SA, SB), update(ACCOUNTS, "ser-b", -60, "S2")], 6),
+    ])
+    final = {**LATEST, ACCOUNTS: [["ser-a", "S1", -50, ""], ["ser-b", "S2", -60, ""]]}
+    return h.finish(6, final, [*BASE_LOG, [5, "tid-S1"], [6, "tid-S2"]])
+
+
+def lost_update() -> list[Event]:
+    """Two snapshot transactions from one snapshot both update row i2 and both commit."""
+    h = History()
+    base(h)
+    concurrent(h, 4, "snapshot", [("U1", [update(ITEMS, "i2", 7, "U1")], 5),
+                                  ("U2", [update(ITEMS, "i2", 8, "U2")], 6)])
+    final = {**LATEST, ITEMS: [I1_T2, ["i2", "U2", 8, ""], T1_ITEM]}
+    return h.finish(6, final, [*BASE_LOG, [5, "tid-U1"], [6, "tid-U2"]])
+
+
+def stale_snapshot() -> list[Event]:
+    h = History()
+    base(h)
+    h.txn("L", 3, [read(ITEMS, I1, I2, T1_ITEM)], csn=3)  # began after T2 (CSN 4) was acknowledged
+    return h.finish(4, LATEST, BASE_LOG)
+
+
+def csn_order() -> list[Event]:
+    h = History()
+    base(h)
+    h.txn("Y", 4, [append(ITEMS, ["y.1", "Y", 0, ""])], csn=6)
+    h.txn("Z", 4, [append(ITEMS, ["z.1", "Z", 0, ""])], csn=5)  # began committing after Y ended
+    final = {**LATEST, ITEMS: [*LATEST[ITEMS], ["y.1", "Y", 0, ""], ["z.1", "Z", 0, ""]]}
+    return h.finish(6, final, [*BASE_LOG, [5, "tid-Z"], [6, "tid-Y"]])
+
+
+def inconsistent_txn_read() -> list[Event]:
+    h = History()
+    base(h)
+    h.txn("Q", 4, [read(ITEMS, I1_T2, I2)], csn=4)  # T1's item is missing from its snapshot
+    return h.finish(4, LATEST, BASE_LOG)
+
+
+def unresolved() -> list[Event]:
+    h = History()
+    base(h)
+    h.txn("K", 4, [append(ITEMS, ["k.1", "K", 0, ""])], outcome="unknown")
+    return h.finish(4, LATEST, BASE_LOG)
+
+
+def resolved_commit_torn() -> list[Event]:
+    """A commit killed after its record: resolved committed at CSN 5, yet only half of it is visible."""
+    h = History()
+    base(h)
+    h.txn("K", 4, [append(ITEMS, ["k.1", "K", 0, ""]), append(EVENTS, ["k.2", "K", 0, "g1"])], outcome="unknown")
+    h.events.append(h.ev("resolve", "driver", tok="K", tid="tid-K", state="committed", csn=5))
+    final = {**LATEST, ITEMS: [*LATEST[ITEMS], ["k.1", "K", 0, ""]]}
+    return h.finish(5, final, [*BASE_LOG, [5, "tid-K"]])
+
+
+BAD: dict[str, Callable[[], list[Event]]] = {
+    "torn_read": torn_read,
+    "future_read": future_read,
+    "lost_commit": lost_commit,
+    "duplicate_row": duplicate_row,
+    "dirty_read": dirty_read,
+    "write_skew": write_skew,
+    "lost_update": lost_update,
+    "stale_snapshot": stale_snapshot,
+    "csn_order": csn_order,
+    "inconsistent_txn_read": inconsistent_txn_read,
+    "unresolved": unresolved,
+}
+
+
+def test_a_good_history_passes() -> None:
+    report = checker.check(good())
+    assert report.ok, report.summary()
+    assert report.stats["committed_writes"] == 3 and report.stats["aborted"] == 1
+    assert report.stats["reads"] == 5
+
+
+# what else a bad history legitimately shows besides its own kind
+ALSO = {"csn_order": {"stale_snapshot"}, "stale_snapshot": {"watermark_backwards"}, "write_skew": {"not_serializable"}}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_a_bad_history_is_reported(kind: str) -> None:
+    report = checker.check(BAD[kind]())
+    assert report.kinds() == {kind} | ALSO.get(kind, set()), f"{kind} not reported as such:\n{report.summary()}"
+
+
+def test_write_skew_is_also_a_serializability_violation() -> None:
+    report = checker.check(write_skew())
+    assert {"write_skew", "not_serializable"} <= report.kinds(), report.summary()
+
+
+def test_a_killed_commit_must_be_all_or_nothing() -> None:
+    report = checker.check(resolved_commit_torn())
+    assert "torn_read" in report.kinds(), report.summary()
+
+
+def test_the_same_history_under_snapshot_isolation_is_not_write_skew_checked() -> None:
+    """The write-skew pattern is only an error where the constraint is enforced (serializable)."""
+    events = write_skew()
+    for ev in events:
+        if ev["ev"] == "setup":
+            ev["constraints"] = [{**SER, "enforced": False}]
+        if ev["ev"] == "begin":
+            ev["iso"] = "snapshot"
+    report = checker.check(events)
+    assert report.ok, report.summary()
+    assert report.stats["allowed_constraint_breaks"] == 1
+
+
+def test_torn_lines_and_files(tmp_path: Path) -> None:
+    """load() reads a directory of history files and skips only a torn last line."""
+    events = good()
+    half = len(events) // 2
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:half]) + '{"ev": "op", "to')
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[half:]))
+    assert checker.check(checker.load(tmp_path)).ok
+    (tmp_path / "c.jsonl").write_text('{"broken\n{"ev": "kill", "w": "driver", "t": 1}\n')
+    assert "malformed" in checker.check(checker.load(tmp_path)).kinds()
+
+
+def test_an_unfinished_history_is_malformed() -> None:
+    events = [e for e in good() if e["ev"] != "commit_log"]
+    assert "malformed" in checker.check(copy.deepcopy(events)).kinds()
+
+
+def test_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "h.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lost_commit()))
+    run = subprocess.run([sys.executable, "-m", "tests.history.checker", str(tmp_path)], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "lost_commit" in run.stdout, run.stdout + run.stderr
+
+
+# -- independence from the engine -----------------------------------------------------------------------
+
+def test_the_checker_imports_only_the_standard_library() -> None:
+    tree = ast.parse((HERE / "checker.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "the checker imports nothing relative"
+            imported.add((node.module or "").split(".")[0])
+    foreign = sorted(imported - set(sys.stdlib_module_names) - {"__future__"})
+    assert foreign == [], f"the checker imports {foreign}: it must share no code with the engine"
+
+
+def test_importing_the_checker_loads_no_engine_code() -> None:
+    probe = ("import sys, tests.history.checker; "
+             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('airflow_txn', 'pyarrow', 'sqlalchemy')); "
+             "print(bad); sys.exit(1 if bad else 0)")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, f"importing the checker loaded {run.stdout} {run.stderr}"

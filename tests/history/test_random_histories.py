@@ -1,0 +1,164 @@
+"""Randomized concurrent histories (issue 6) on every catalog (SQLite, PostgreSQL, PostgreSQL + ZooKeeper).
+
+Writer and reader processes run random transactions against one warehouse for a bounded time while
+the driver SIGKILLs some of them; the recorded history is then judged by tests/history/checker.py,
+which shares no code with the engine. Then the same history, corrupted in a few known ways, must be
+rejected, so a checker that stopped looking would fail here too.
+
+Knobs: AIRFLOW_TXN_SOAK_SECONDS (run time per catalog, default 30), AIRFLOW_TXN_SOAK_PROCESSES
+(worker processes, default 5: a third readers, the rest writers), AIRFLOW_TXN_HISTORY_SEED (the seed
+of every random choice; printed). A seed fixes the workload's and the driver's choices, not the
+interleaving the operating system picks, so a failure reproduces by rerunning with its seed, maybe a few times.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import evidence
+from tests.history import checker
+from tests.history.driver import RunConfig, run_history
+
+SECONDS = float(os.environ.get("AIRFLOW_TXN_SOAK_SECONDS", "30"))
+PROCESSES = int(os.environ.get("AIRFLOW_TXN_SOAK_PROCESSES", "5"))
+SEED = os.environ.get("AIRFLOW_TXN_HISTORY_SEED")
+
+# a run may stretch to 3x SECONDS on a slow machine, plus start-up, settling and checking
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(SECONDS * 4) + 300)]
+Event = dict[str, Any]
+
+
+def config() -> RunConfig:
+    readers = max(1, PROCESSES // 3)
+    return RunConfig(seconds=SECONDS, writers=max(1, PROCESSES - readers), readers=readers)
+
+
+# -- known corruptions of a real history, and what the checker must call them ----------------------------
+
+def _final(events: list[Event]) -> Event:
+    return next(e for e in events if e["ev"] == "snapread" and e["how"] == "final")
+
+
+def _acked_writes(events: list[Event]) -> list[Event]:
+    """The `end` events of acknowledged commits that wrote something (a CSN after their snapshot)."""
+    snaps = {e["tok"]: e["snap"] for e in events if e["ev"] == "begin"}
+    return [e for e in events if e["ev"] == "end" and e["outcome"] == "committed" and e["csn"] != snaps[e["tok"]]
+            and e["tok"] != "setup.1"]
+
+
+def drop_a_committed_row(events: list[Event], rng: random.Random) -> bool:
+    final = _final(events)
+    candidates = [(t, r) for t, rows in final["tables"].items() for r in rows]
+    if not candidates:
+        return False
+    table, row = rng.choice(candidates)
+    final["tables"][table].remove(row)
+    return True
+
+
+def duplicate_a_row(events: list[Event], rng: random.Random) -> bool:
+    reads = [(e, t) for e in events if e["ev"] == "snapread" for t, rows in e["tables"].items() if rows]
+    if not reads:
+        return False
+    read, table = rng.choice(reads)
+    read["tables"][table].append(rng.choice(read["tables"][table]))
+    return True
+
+
+def show_an_aborted_row(events: list[Event], rng: random.Random) -> bool:
+    aborted = {e["tok"] for e in events if e["ev"] == "end" and e["outcome"] != "committed"}
+    rows = [(e["table"], r) for e in events
+            if e["ev"] == "op" and e["op"] == "append" and e["tok"] in aborted for r in e["rows"]]
+    if not rows:
+        return False
+    table, row = rng.choice(rows)
+    _final(events)["tables"][table].append(row)
+    return True
+
+
+def report_a_commit_as_aborted(events: list[Event], rng: random.Random) -> bool:
+    ends = _acked_writes(events)
+    if not ends:
+        return False
+    end = rng.choice(ends)
+    end.update(outcome="aborted", err="SerializationError")
+    return True
+
+
+def swap_two_csns(events: list[Event], rng: random.Random) -> bool:
+    """Commits a then b, where b began before a committed and began committing after a ended: swapped CSNs."""
+    snaps = {e["tok"]: e["snap"] for e in events if e["ev"] == "begin"}
+    ends = sorted(_acked_writes(events), key=lambda e: e["csn"])
+    pairs = [(a, b) for a, b in itertools.pairwise(ends) if b["t0"] > a["t"] and snaps[b["tok"]] < a["csn"]]
+    if not pairs:
+        return False
+    a, b = rng.choice(pairs)
+    a["csn"], b["csn"] = b["csn"], a["csn"]
+    return True
+
+
+MUTATIONS: list[tuple[Callable[[list[Event], random.Random], bool], set[str]]] = [
+    (drop_a_committed_row, {"lost_commit", "torn_read"}),
+    (duplicate_a_row, {"duplicate_row"}),
+    (show_an_aborted_row, {"dirty_read"}),
+    (report_a_commit_as_aborted, {"phantom_commit"}),
+    (swap_two_csns, {"csn_order"}),
+]
+
+
+def _check_mutations(events: list[Event], seed: int) -> int:
+    rng = random.Random(seed)
+    applied = 0
+    for mutate, expected in MUTATIONS:
+        bad = copy.deepcopy(events)
+        if not mutate(bad, rng):
+            continue
+        applied += 1
+        kinds = checker.check(bad).kinds()
+        assert kinds & expected, f"{mutate.__name__}: expected {expected}, the checker found {kinds or 'nothing'}"
+    return applied
+
+
+# -- the test -------------------------------------------------------------------------------------------
+
+def test_random_concurrent_histories(catalog_url: str, root: Path, tmp_path: Path, request: pytest.FixtureRequest,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    backend = request.node.callspec.params["catalog_url"]
+    seed = int(SEED) if SEED else random.SystemRandom().randrange(1_000_000)
+    cfg = config()
+    header = (f"history {backend} seed {seed}: {cfg.writers} writers + {cfg.readers} readers for {cfg.seconds:.0f}s; "
+              f"reproduce: AIRFLOW_TXN_HISTORY_SEED={seed} pytest tests/history -k '{backend}]'")
+    print(header)
+    result = run_history(catalog_url, root, tmp_path / "history", seed, cfg)
+    events = checker.load(result.directory)
+    report = checker.check(events)
+    stats = report.stats
+    details = {k: stats[k] for k in ("txns", "committed", "committed_writes", "committed_serializable", "aborted",
+                                     "rolled_back", "unknown", "unknown_committed", "abandoned", "reads",
+                                     "txn_reads", "statements", "killed", "allowed_constraint_breaks")}
+    details.update(seed=seed, backend=backend, seconds=round(result.seconds, 1), processes=cfg.writers + cfg.readers,
+                   violations=sorted(report.kinds()))
+    try:
+        assert not result.crashed, f"workers {result.crashed} failed on their own; see {result.directory}/*.stderr"
+        assert not result.hung, f"workers {result.hung} did not stop when asked"
+        assert report.ok, f"{header}\nhistory in {result.directory}\n{report.summary()}"
+        assert stats["committed_writes"] >= 20, f"too little work to judge: {stats}"
+        assert stats["killed"] >= 1 and stats["reads"] >= 10, stats
+        details["mutations_caught"] = _check_mutations(events, seed)
+        assert details["mutations_caught"] >= 4, "the history gave too few chances to corrupt it"
+    except AssertionError:
+        evidence.record("histories", f"{backend}-seed{seed}", False, **details)
+        raise
+    evidence.record("histories", f"{backend}-seed{seed}", True, **details)
+    with capsys.disabled():
+        print(f"\n{header}\n  checked {stats['txns']} transactions ({stats['committed']} committed, "
+              f"{stats['aborted']} aborted, {stats['unknown']} unknown outcome, {stats['abandoned']} abandoned), "
+              f"{stats['reads']} snapshot reads, {stats['killed']} processes killed, in {result.seconds:.0f}s")

@@ -1,0 +1,181 @@
+"""The randomized workload: `python -m tests.history.workload ROLE CATALOG ROOT HISTORY_FILE WORKER SEED STOP_FILE`.
+
+A writer runs random transaction programs until STOP_FILE exists: appends to several tables at once,
+read-modify-write updates and deletes (some serializable), partition rewrites, whole-table compaction,
+withdrawals and deposits on two pairs of accounts (the write-skew pattern), read-only transactions,
+and a few voluntary rollbacks. A reader reads every table at the latest readable CSN or at a random
+older one. Both use only the public API and record everything through tests/history/recorder.py;
+an error outside EXPECTED_ERRORS is recorded as `error` and ends the worker with exit code 1.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from airflow_txn import Warehouse
+from tests.history.recorder import (
+    ACCOUNTS,
+    CONSTRAINTS,
+    EVENTS,
+    EXPECTED_ERRORS,
+    GROUPS,
+    ITEMS,
+    TABLES,
+    RecordedTxn,
+    Recorder,
+    Row,
+    rows_of,
+)
+
+ITEMS_LOW, ITEMS_HIGH = 12, 40  # keep hist.items small: reads stay cheap, conflicts stay likely
+GROUP_KEEP = 6  # a partition rewrite keeps at most this many rows of its group
+
+
+class Writer:
+    def __init__(self, wh: Warehouse, rec: Recorder, worker: str, rng: random.Random) -> None:
+        self.wh, self.rec, self.worker, self.rng = wh, rec, worker, rng
+        self.count = 0
+
+    def token(self) -> str:
+        self.count += 1
+        return f"{self.worker}.{self.count}"
+
+    def new_rows(self, tx: RecordedTxn, n: int, grp: str) -> list[Row]:
+        """Rows with ids never used before: the transaction's token and a counter."""
+        return [[tx.new_rid(), tx.tok, self.rng.randint(0, 1000), grp] for _ in range(n)]
+
+    def pause(self) -> None:
+        """Sometimes wait a little between statements, so transactions overlap more."""
+        if self.rng.random() < 0.3:
+            time.sleep(self.rng.uniform(0.0, 0.05))
+
+    def run_one(self) -> None:
+        programs: list[tuple[float, Callable[[RecordedTxn], None], str | None]] = [
+            (3, self.append_many, None),
+            (3, self.modify_items, None),
+            (2, self.rewrite_group, None),
+            (0.5, self.compact_items, None),
+            (2, self.move_money, "serializable"),
+            (2, self.move_money, "snapshot"),
+            (1, self.read_only, None),
+        ]
+        weights = [w for w, _, _ in programs]
+        _, program, isolation = self.rng.choices(programs, weights=weights)[0]
+        if isolation is None:
+            isolation = "serializable" if self.rng.random() < 0.3 else "snapshot"
+        tx = RecordedTxn(self.rec, self.wh, self.token(), isolation)
+        try:
+            program(tx)
+        except Exception as exc:
+            if type(exc).__name__ not in EXPECTED_ERRORS:
+                raise
+            tx.abort(exc)
+            return
+        if self.rng.random() < 0.05:
+            tx.abort()  # a voluntary rollback: none of it may ever be seen
+        else:
+            tx.commit()
+
+    # -- programs ---------------------------------------------------------------------------------
+    def append_many(self, tx: RecordedTxn) -> None:
+        """New rows in one, two or three tables at once (atomic visibility across tables)."""
+        tables = self.rng.sample([ITEMS, EVENTS, EVENTS], k=self.rng.randint(1, 3))
+        for table in tables:
+            grp = self.rng.choice(GROUPS) if table == EVENTS else ""
+            tx.append(table, self.new_rows(tx, self.rng.randint(1, 3), grp))
+            self.pause()
+
+    def modify_items(self, tx: RecordedTxn) -> None:
+        """Read hist.items, then update or delete rows it saw, and log the change in hist.events."""
+        rows = tx.read(ITEMS)
+        if len(rows) < ITEMS_LOW:
+            tx.append(ITEMS, self.new_rows(tx, 3, ""))
+            return
+        picked = self.rng.sample(rows, k=min(len(rows), self.rng.randint(1, 2)))
+        self.pause()
+        if len(rows) > ITEMS_HIGH or self.rng.random() < 0.3:
+            tx.delete(ITEMS, [r[0] for r in picked])
+        else:
+            for rid, _tok, val, _grp in picked:
+                tx.update(ITEMS, rid, val + 1)
+        self.pause()
+        tx.append(EVENTS, self.new_rows(tx, 1, self.rng.choice(GROUPS)))
+
+    def rewrite_group(self, tx: RecordedTxn) -> None:
+        """Overwrite one partition of hist.events with some of its rows plus a new one."""
+        grp = self.rng.choice(GROUPS)
+        rows = tx.read(EVENTS, grp=grp)
+        kept = sorted(self.rng.sample(rows, k=min(len(rows), GROUP_KEEP - 1)))
+        self.pause()
+        tx.overwrite(EVENTS, kept + self.new_rows(tx, 1, grp), grp=grp)
+
+    def compact_items(self, tx: RecordedTxn) -> None:
+        """Rewrite the whole of hist.items as one part holding the same rows."""
+        rows = tx.read(ITEMS)
+        self.pause()
+        tx.overwrite(ITEMS, rows)
+
+    def move_money(self, tx: RecordedTxn) -> None:
+        """Withdraw from one account of a pair if the pair's sum stays >= 0, or deposit into it."""
+        pair = next(c for c in CONSTRAINTS if c["isolation"] == self.current_isolation(tx))["rids"]
+        balances = {r[0]: r[2] for r in tx.read(ACCOUNTS)}
+        total = sum(balances[rid] for rid in pair)
+        rid = self.rng.choice(pair)
+        self.pause()
+        if total > 0 and self.rng.random() < 0.7:
+            tx.update(ACCOUNTS, rid, balances[rid] - self.rng.randint(1, total))
+        else:
+            tx.update(ACCOUNTS, rid, balances[rid] + self.rng.randint(1, 60))
+
+    @staticmethod
+    def current_isolation(tx: RecordedTxn) -> str:
+        return tx.t.isolation
+
+    def read_only(self, tx: RecordedTxn) -> None:
+        for table in self.rng.sample(TABLES, k=2):
+            tx.read(table)
+
+
+def reader(wh: Warehouse, rec: Recorder, rng: random.Random, stop: Path) -> None:
+    """Read every table at one snapshot (the latest, or a random older one), again and again."""
+    while not stop.exists():
+        t0 = time.monotonic()
+        latest = wh.readable_csn()
+        how, csn = ("latest", latest) if rng.random() < 0.5 else ("random", rng.randint(1, latest))
+        tables = {name: rows_of(wh.read(name, csn=csn)) for name in TABLES}
+        rec.emit("snapread", how=how, csn=csn, latest=latest, t0=t0, tables=tables)
+        time.sleep(rng.uniform(0.02, 0.1))
+
+
+def main(argv: list[str]) -> int:
+    role, catalog, root, history, worker, seed, stop_file = argv
+    rec = Recorder(Path(history), worker)
+    rng = random.Random(f"{seed}/{worker}")
+    stop = Path(stop_file)
+    wh = Warehouse.open(catalog=catalog, root=root)
+    rec.emit("start", role=role, seed=seed)
+    try:
+        if role == "writer":
+            writer = Writer(wh, rec, worker, rng)
+            while not stop.exists():
+                writer.run_one()
+        elif role == "reader":
+            reader(wh, rec, rng, stop)
+        else:
+            raise SystemExit(f"unknown role {role!r}")
+    except Exception as exc:
+        rec.emit("error", err=type(exc).__name__, msg=str(exc)[:500], trace=traceback.format_exc()[-2000:])
+        return 1
+    finally:
+        wh.close()
+    rec.emit("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
