@@ -1,0 +1,155 @@
+"""The benchmark framework: interleaved repetitions, medians and p95, ratios, result rows.
+
+Every row module (benchmarks/b<N>_*.py) exposes `run(quick: bool) -> list[dict]` returning result
+rows built by `result()` / `not_run()`; benchmarks/run.py runs them and writes docs/BENCHMARKS.md.
+
+Machines are noisy, so contenders are never timed one after the other in blocks: `interleave` runs
+repetition r of every contender before repetition r+1 of any (rotating who goes first), so a burst
+of background load hits all of them alike. Each contender's callable times only what it measures
+(set-up stays outside the clock) and returns seconds.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+OURS = "airflow_txn"
+FLOOR = "floor (by hand)"
+DELTA = "delta-rs"
+ICEBERG = "pyiceberg"
+
+
+REPO = Path(__file__).resolve().parent.parent
+WORKDIR_ENV = "AIRFLOW_TXN_BENCH_DIR"
+
+
+def workdir() -> Path:
+    """Where contenders keep their files: $AIRFLOW_TXN_BENCH_DIR (run.py --workdir), else <repo>/.bench-tmp:
+    on the disk a warehouse would use, not in a system temp dir that may be a RAM disk (tmpfs) on one
+    machine and a disk on the next."""
+    return Path(os.environ.get(WORKDIR_ENV) or REPO / ".bench-tmp")
+
+
+@contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A fresh directory under workdir(), deleted afterwards."""
+    base = workdir()
+    base.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=base) as tmp:
+        yield Path(tmp)
+
+
+class Timer:
+    """`with timer: ...` adds the elapsed seconds of the block to `timer.seconds`."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __enter__(self) -> Timer:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds += time.perf_counter() - self._start
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of fn takes."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleave(contenders: Mapping[str, Callable[[], float]], reps: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Run every contender `warmup` times (discarded), then `reps` interleaved repetitions.
+
+    Each callable returns the seconds it measured. Returns {name: [seconds, ...]} in run order."""
+    names = list(contenders)
+    for _ in range(warmup):
+        for name in names:
+            contenders[name]()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(reps):
+        gc.collect()
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(contenders[name]())
+    return samples
+
+
+def median_ms(seconds: Sequence[float]) -> float:
+    return statistics.median(seconds) * 1000
+
+
+def p95_ms(seconds: Sequence[float]) -> float:
+    """The 95th percentile (nearest rank)."""
+    ordered = sorted(seconds)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)] * 1000
+
+
+def result(row_id: str, measure: str, contender: str, seconds: Sequence[float] | None, *,
+           ratio: float | None = None, ratio_of: str | None = None, target: float | None = None,
+           target_on: str = "ratio", note: str | None = None, gate: float | None = None) -> dict[str, Any]:
+    """One result row. `target` bounds `ratio` (target_on="ratio") or the median in ms ("median_ms");
+    `met` is None when there is no target. `gate`: the ratio past which --quick fails (default twice
+    the target; a row whose target is out of reach for a stated physical reason gates at twice what
+    it reaches instead, so CI still catches a regression)."""
+    median = median_ms(seconds) if seconds else None
+    value = ratio if target_on == "ratio" else median
+    met = None if target is None or value is None else value <= target
+    return {
+        "id": row_id, "measure": measure, "contender": contender,
+        "median_ms": None if median is None else round(median, 3),
+        "p95_ms": None if not seconds else round(p95_ms(seconds), 3),
+        "n": len(seconds) if seconds else 0,
+        "ratio": None if ratio is None else round(ratio, 3), "ratio_of": ratio_of,
+        "target": target, "target_on": target_on if target is not None else None, "met": met,
+        "gate": gate if gate is not None else (2 * target if target is not None and target_on == "ratio" else None),
+        "status": "ok", "note": note,
+    }
+
+
+def not_run(row_id: str, measure: str, contender: str, reason: str, *, target: float | None = None,
+            target_on: str = "ratio") -> dict[str, Any]:
+    """A row that could not be measured: shown as `not run (reason)`, never silently left out."""
+    return {
+        "id": row_id, "measure": measure, "contender": contender, "median_ms": None, "p95_ms": None, "n": 0,
+        "ratio": None, "ratio_of": None, "target": target, "target_on": target_on if target is not None else None,
+        "met": None, "gate": None, "status": f"not run ({reason})", "note": None,
+    }
+
+
+def missing(module: str, extra: str = "bench") -> str | None:
+    """Why a peer cannot run (None when `module` imports)."""
+    if importlib.util.find_spec(module) is None:
+        return f"{module} not installed: pip install -e '.[{extra}]'"
+    return None
+
+
+def ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float:
+    """Ratio of medians."""
+    return statistics.median(numerator) / statistics.median(denominator)
+
+
+@contextmanager
+def quiet_gc() -> Iterator[None]:
+    """Collect once, then keep the cyclic collector out of a timed loop."""
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

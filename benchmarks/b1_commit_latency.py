@@ -1,0 +1,223 @@
+"""B1: commit latency of one transaction appending 1,000 rows to each of 3 tables, SQLite catalog.
+
+airflow_txn  `with wh.begin() as t: t.append(...) x 3` (begin to the end of commit: three parts
+             written and registered, one commit record, applied and readable)
+floor        3 pyarrow Parquet files + one SQLite transaction recording them, by hand
+delta-rs     `write_deltalake(mode="append")` of ONE table (delta-rs has no multi-table commit)
+pyiceberg    `table.append()` to ONE table of a SqlCatalog on SQLite
+Targets: airflow_txn <= 1.5 x floor and <= 0.2 x delta-rs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_txn import Warehouse
+from benchmarks import _bench, _peers
+
+ROW = "B1"
+MEASURE = "commit: 3 tables x 1,000-row append"
+TABLES = ("b1.customers", "b1.orders", "b1.items")
+TARGET_FLOOR = 1.5
+TARGET_DELTA = 0.2
+PROTOCOL = "protocol minimum (by hand)"
+# What airflow_txn reaches against the two targets it cannot meet (NOTES says why), on the development
+# machine across quiet and loaded runs; --quick fails past twice these, so CI still catches a regression.
+REACHED = {_bench.FLOOR: 9.0, _bench.DELTA: 1.5}
+CPU: dict[str, list[float]] = {}  # CPU seconds per repetition, by contender (load hurts wall time more)
+SPLIT: list[dict[str, float]] = []  # airflow_txn's phases, one entry per transaction timed
+
+
+def make_data(rows: int, seed: int = 0) -> pa.Table:
+    ids = pa.array(range(seed * rows, (seed + 1) * rows), pa.int64())
+    return pa.table({
+        "id": ids,
+        "day": pa.array([f"2024-01-{1 + i % 28:02d}" for i in range(rows)]),
+        "amount": pa.array([i * 0.25 for i in range(rows)], pa.float64()),
+    })
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    reps = 12 if quick else 60
+    data = make_data(1000)
+    with _bench.scratch("b1-") as base:
+        wh = _peers.warehouse(base / "ours")
+        contenders, closers, skipped = _contenders(base, data, wh)
+        try:
+            samples = _bench.interleave({name: _with_cpu(name, fn) for name, fn in contenders.items()},
+                                        reps=reps, warmup=3)
+            split = SPLIT[-reps:]
+            work = catalog_work(wh)
+        finally:
+            for close in closers:
+                close()
+    return _rows(samples, skipped) + _split_rows(split, work)
+
+
+def _with_cpu(name: str, fn: Any) -> Any:
+    """fn, also recording the process's CPU seconds per call (all threads) in CPU[name]."""
+    def measured() -> float:
+        cpu = time.process_time()
+        seconds = float(fn())
+        CPU.setdefault(name, []).append(time.process_time() - cpu)
+        return seconds
+
+    return measured
+
+
+def catalog_work(wh: Warehouse) -> str:
+    """What one airflow_txn transaction of this row asks of the catalog: SQL statements and transactions."""
+    from sqlalchemy import event
+
+    counts = {"statements": 0, "transactions": 0}
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        counts["transactions" if statement.startswith("BEGIN") else "statements"] += 1
+
+    engine = wh.runtime.catalog.engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        with wh.begin(label="b1-count") as t:
+            for name in TABLES:
+                t.append(name, make_data(10))
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    return f"{counts['statements']} SQL statements in {counts['transactions']} catalog transactions"
+
+
+NOTE = {_bench.FLOOR: "3 Parquet files + 1 SQLite transaction",
+        PROTOCOL: "our protocol by hand: 5 SQLite transactions, a directory + sidecar per part",
+        _bench.DELTA: "one table", _bench.ICEBERG: "one table"}
+
+
+def _split_rows(split: list[dict[str, float]], work: str) -> list[dict[str, Any]]:
+    measure = "where airflow_txn's time goes (the same transactions, by phase)"
+    notes = {"begin": "transaction row (before any file)", "3 appends": "3 x (check, write part files, register)",
+             "commit": f"check files, commit record, apply per table; whole transaction: {work}"}
+    return [_bench.result(ROW, measure, phase, [entry[phase] for entry in split], note=notes[phase])
+            for phase in ("begin", "3 appends", "commit")]
+
+
+def _contenders(base: Path, data: pa.Table, wh: Warehouse) -> tuple[dict[str, Any], list[Any], dict[str, str]]:
+    for name in TABLES:
+        wh.create_table(name, data.schema)
+
+    def ours() -> float:
+        start = time.perf_counter()
+        t = wh.begin(label="b1")
+        begun = time.perf_counter()
+        for name in TABLES:
+            t.append(name, data)
+        staged = time.perf_counter()
+        t.commit()
+        end = time.perf_counter()
+        SPLIT.append({"begin": begun - start, "3 appends": staged - begun, "commit": end - staged})
+        return end - start
+
+    floor = _peers.Floor(base / "floor")
+    minimum = _peers.ProtocolMinimum(base / "minimum")
+    contenders: dict[str, Any] = {
+        _bench.OURS: ours,
+        _bench.FLOOR: lambda: _bench.timed(lambda: floor.commit({n: data for n in TABLES})),
+        PROTOCOL: lambda: _bench.timed(lambda: minimum.commit({n: data for n in TABLES})),
+    }
+    skipped: dict[str, str] = {}
+    if (why := _bench.missing("deltalake")) is None:
+        delta_path = base / "delta" / "orders"
+        contenders[_bench.DELTA] = lambda: _bench.timed(lambda: _peers.delta_append(delta_path, data))
+    else:
+        skipped[_bench.DELTA] = why
+    if (why := _bench.missing("pyiceberg")) is None:
+        table = _peers.iceberg_table(_peers.iceberg_catalog(base / "iceberg"), "orders", data.schema)
+        contenders[_bench.ICEBERG] = lambda: _bench.timed(lambda: table.append(data))
+    else:
+        skipped[_bench.ICEBERG] = why
+    return contenders, [wh.close, floor.close, minimum.close], skipped
+
+
+def _rows(samples: dict[str, list[float]], skipped: dict[str, str]) -> list[dict[str, Any]]:
+    ours = samples[_bench.OURS]
+    of = "airflow_txn / this"
+    targets = {_bench.FLOOR: TARGET_FLOOR, _bench.DELTA: TARGET_DELTA}
+    gates = {name: 2 * reached for name, reached in REACHED.items()}
+    n = len(ours)
+
+    def cpu(name: str) -> str:
+        return f"CPU {_bench.median_ms(CPU[name][-n:]):.2f} ms" if CPU.get(name) else ""
+
+    rows = [_bench.result(ROW, MEASURE, _bench.OURS, ours, note=cpu(_bench.OURS))]
+    for name in (_bench.FLOOR, PROTOCOL, _bench.DELTA, _bench.ICEBERG):
+        if name in skipped:
+            rows.append(_bench.not_run(ROW, MEASURE, name, skipped[name], target=targets.get(name)))
+            continue
+        rows.append(_bench.result(ROW, MEASURE, name, samples[name], ratio=_bench.ratio(ours, samples[name]),
+                                  ratio_of=of, target=targets.get(name), gate=gates.get(name),
+                                  note=f"{NOTE[name]}; {cpu(name)}"))
+    return rows
+
+
+
+NOTES = """\
+**Engine fix: a connection pool for the SQLite catalog** (`airflow_txn/catalog/database.py`). The
+profile (pyinstrument, 50 transactions) showed most of a commit in `Engine.connect`: the catalog
+used `NullPool`, so each of the ~12 catalog transactions of this row opened a new SQLite connection
+and ran its four PRAGMAs (`journal_mode=WAL` among them). Now a `QueuePool` keeps up to 4 idle
+connections per warehouse (more threads open more, closed when returned; a forked child disposes
+the inherited pool, as before). Before/after, measured interleaved in one process (60 repetitions
+of this row's transaction each, load average ~3): **38.7 ms -> 14.1 ms** median (p95 47.5 -> 19.9 ms);
+under load (~8) 217 -> 48 ms. It helps every catalog transaction, so every other row too.
+Commit-path changes made for B6 (apply is handed the record's tables instead of re-reading them, the
+last table's stamps and the applied flag share one catalog transaction, one lookup for all table
+names) took this row's transaction from 57 SQL statements in 14 catalog transactions to the count
+shown in the table above.
+
+**Engine fix: fewer realpaths, statements and catalog transactions per commit.** A profile of
+begin + 3 appends + commit showed `safe_join` (two `realpath` each) ~21 times per transaction and
+SQLAlchemy per statement. Changes: storage resolves and validates a table's directory once
+(`Storage._table_dir`, then one `realpath` per join below it instead of two, and a new write dir is
+joined once, not twice); writes look a table up once per warehouse (`Runtime.tables`: a table never
+changes once created); a write's registering transaction checks and renews the transaction row
+with one guarded `UPDATE` (the row is read only when it matches nothing, to raise the right error);
+the commit record reuses the table names the file check just read; apply stamps the first table,
+then the others and the applied flag in a second catalog transaction (`commit.mid_apply` still
+means "some tables stamped, others not"). 37 SQL statements in 12 catalog transactions -> 30 in 11.
+Before/after, five alternating `--quick` runs each, old and new code side by side (load ~1):
+airflow_txn median of medians **14.9 -> 11.6 ms** (3 appends 9.4 -> 6.8 ms, commit 4.1 -> 3.5 ms);
+ratio to delta-rs 1.38 -> 1.12; ratio to the floor 6.5 -> 6.6, i.e. unchanged within noise, since
+the floor itself moved between 1.3 and 3.8 ms across these runs. What is left is mostly file
+creation (a directory and a sidecar per part, the protocol's) and ~30 statements through SQLAlchemy.
+
+**Why the targets are missed, with numbers** (quiet run above: floor 1.7 ms, protocol minimum
+2.4 ms, airflow_txn 12.7 ms, delta-rs 19.8 ms). Read the table as three layers:
+- *floor -> protocol minimum* (1.4x here; 2-3x when the machine's other I/O makes file creation
+  slow, see the probe under the table: 0.03 ms or 0.9 ms per file on this VM): the price of the
+  protocol itself, written by hand with `sqlite3` and nothing else. The transaction row must exist
+  before any file is written (otherwise vacuum could take a live writer's files for orphans);
+  every staging call registers its parts in its own catalog transaction (staging calls come from
+  other processes, Spark tasks, and must be durable and retryable by themselves); each part gets a
+  directory and a sidecar naming its transaction (so storage alone can be reconciled, DESIGN). That
+  is 5 catalog transactions and 9 file creations where the floor has 1 and 3. So `<= 1.5 x floor`
+  leaves no room at all for an implementation above the protocol: it is the protocol's own cost.
+- *protocol minimum -> airflow_txn* (5x here): implementation overhead, the part that could still
+  shrink. Per statement SQLAlchemy Core costs ~0.05 ms for a primary-key SELECT against ~0.002 ms
+  for raw `sqlite3`, and a transaction of this row runs the statement count in the table above;
+  each append re-reads the table and the transaction row it validates (a read transaction), then
+  re-locks and renews the transaction row in the registering one; every path goes through
+  `names.safe_join`, which resolves the base and the target with `realpath` (~0.05 ms, ~21 calls
+  per transaction); the commit re-checks every staged file and apply stamps each table in its own
+  catalog transaction (so a crash mid-apply leaves a state recovery rolls forward; with the SQL
+  oracle the stamps could share the record's transaction, DESIGN allows it, at the cost of the
+  `commit.after_record` / `commit.mid_apply` crash states the crash matrix checks). Closing the
+  gap means a leaner catalog layer on the hot path (prebuilt statements or the DB-API directly,
+  one statement to validate and register, no re-resolution of validated directories): a rewrite
+  of the catalog access layer, not a local fix, and left for a follow-up.
+- *<= 0.2 x delta-rs* is 4 ms here: the protocol minimum (0.12 x) fits under it, airflow_txn (0.64 x)
+  does not, for the implementation overhead above. Note that delta-rs writes ONE table: the same
+  three tables through delta-rs are three `write_deltalake` calls (3 x its median) with no atomicity
+  between them. When file creation is slow the floor alone is ~0.2 x delta-rs, so the target then
+  asks for less than three Parquet files cost.
+"""
