@@ -17,6 +17,7 @@ from airflow_txn.airflow._lazy import lazy_exports as _lazy_exports
 if TYPE_CHECKING:
     from airflow_txn.airflow.assets import commit_alias, table_asset
     from airflow_txn.airflow.hooks.txn import TxnHook
+    from airflow_txn.airflow.operators.maintenance import CompactOperator, VacuumOperator
     from airflow_txn.airflow.operators.spark import SparkTransactionOperator, spark_session
     from airflow_txn.airflow.operators.transaction import (
         BeginTransactionOperator,
@@ -37,6 +38,8 @@ _EXPORTS = {
     "RollbackTransactionOperator": "airflow_txn.airflow.operators.transaction",
     "TransactionOutcomeOperator": "airflow_txn.airflow.operators.transaction",
     "SparkTransactionOperator": "airflow_txn.airflow.operators.spark",
+    "CompactOperator": "airflow_txn.airflow.operators.maintenance",
+    "VacuumOperator": "airflow_txn.airflow.operators.maintenance",
     "spark_session": "airflow_txn.airflow.operators.spark",
     "CommitCSNSensor": "airflow_txn.airflow.sensors.csn",
     "CommitCSNTrigger": "airflow_txn.airflow.triggers.csn",
@@ -49,11 +52,13 @@ __all__ = [
     "CommitCSNSensor",
     "CommitCSNTrigger",
     "CommitTransactionOperator",
+    "CompactOperator",
     "RollbackTransactionOperator",
     "SparkTransactionOperator",
     "TransactionOutcomeOperator",
     "TransactionTaskGroup",
     "TxnHook",
+    "VacuumOperator",
     "commit_alias",
     "spark_session",
     "table_asset",

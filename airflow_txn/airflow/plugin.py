@@ -1,14 +1,56 @@
-"""AirflowTxnPlugin (entry point `airflow.plugins`): registers the rollback listener."""
+"""AirflowTxnPlugin (entry point `airflow.plugins`): registers the rollback listener and, in the API
+server, the transactions page (a FastAPI app at `/airflow-txn`, a "Transactions" entry in the nav
+and a "Transaction" tab on every DAG run)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_txn.airflow import listener
 
+URL_PREFIX = "/airflow-txn"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+
+
+class LazyWebApp:
+    """The ASGI app the API server mounts: imports the FastAPI app (airflow_txn.airflow.web.app) on
+    its first request, so the workers and the scheduler, which load the plugin for its listener,
+    never import the web layer."""
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                      send: Callable[[Message], Awaitable[None]]) -> None:
+        from airflow_txn.airflow.web.app import app
+
+        await app(scope, receive, send)
+
+    def __repr__(self) -> str:
+        return "airflow_txn.airflow.web.app:app"
+
+
+def base_path(path: str) -> str:
+    """`path` under the API server's base URL (`[api] base_url`, e.g. https://host/airflow/)."""
+    from urllib.parse import urlsplit
+
+    base = urlsplit(conf.get("api", "base_url", fallback="") or "/").path.rstrip("/")
+    return base + path
+
 
 class AirflowTxnPlugin(AirflowPlugin):
-    """Rolls back the transaction of a DAG run that fails and of a task that fails for good."""
+    """Rolls back the transaction of a DAG run that fails and of a task that fails for good, and shows
+    the warehouse's transactions in the Airflow UI."""
 
     name = "airflow_txn"
     listeners = [listener]
+    fastapi_apps = [{"app": LazyWebApp(), "url_prefix": URL_PREFIX, "name": "airflow_txn transactions"}]
+    external_views = [
+        {"name": "Transactions", "href": base_path(f"{URL_PREFIX}/"), "destination": "nav",
+         "url_route": "airflow-txn", "icon": base_path(f"{URL_PREFIX}/icon.svg"), "nav_top_level": True},
+        {"name": "Transaction", "href": base_path(f"{URL_PREFIX}/?dag_id={{DAG_ID}}&run_id={{RUN_ID}}"),
+         "destination": "dag_run", "url_route": "airflow-txn-run", "icon": base_path(f"{URL_PREFIX}/icon.svg")},
+    ]

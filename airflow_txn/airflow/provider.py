@@ -1,24 +1,84 @@
 """Provider metadata (entry point `apache_airflow_provider`): the `airflow_txn` connection type and
-its form, and where the hooks, operators, sensors and triggers live. Imports nothing heavy."""
+its form, where the hooks, operators, sensors and triggers live, the Asset URI scheme, and the
+`[airflow_txn]` configuration section. Validated against Airflow's provider_info.schema.json by
+tests/airflow/test_provider.py. Imports nothing heavy (Airflow reads it in every component)."""
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any
 
+from airflow_txn.config import DEFAULT_LEASE_SECONDS
+
 INTEGRATION = "airflow_txn"
+PACKAGE = "airflow-txn"
+DESCRIPTION = "Make a DAG of Spark tasks writing several tables behave as ONE database transaction."
+VERSION_ADDED = "0.1.0"
+
+
+def _version() -> str:
+    try:
+        return metadata.version(PACKAGE)
+    except metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+        return VERSION_ADDED
+
+
+def _option(description: str, kind: str, default: str | None, example: str | None) -> dict[str, Any]:
+    return {"description": description, "version_added": VERSION_ADDED, "type": kind, "example": example,
+            "default": default}
+
+
+CONFIG: dict[str, Any] = {
+    INTEGRATION: {
+        "description": "Defaults of the airflow_txn warehouse for every component (scheduler, API server, "
+                       "workers, triggerer). A connection's extra field wins over these; an option left "
+                       "empty falls back to the AIRFLOW_TXN_* environment variable, then to the embedded "
+                       "default under ~/.airflow_txn.",
+        "options": {
+            "conn_id": _option("The airflow_txn connection the Transactions page of the API server opens "
+                               "(operators and sensors take their own conn_id argument).",
+                               "string", "airflow_txn_default", "airflow_txn_prod"),
+            "catalog": _option("SQLAlchemy URL of the catalog database, used when the connection's extra "
+                               "sets no `catalog` (empty: AIRFLOW_TXN_CATALOG, else a SQLite file).",
+                               "string", "", "postgresql+psycopg://airflow:airflow@postgres/airflow_txn"),
+            "root": _option("Storage root directory of the Parquet files; on a cluster a shared filesystem "
+                            "mounted at the same path everywhere (empty: AIRFLOW_TXN_ROOT, else "
+                            "~/.airflow_txn/warehouse).", "string", "", "/data/warehouse"),
+            "oracle": _option("CSN oracle: 'sql' (the catalog's own counter) or "
+                              "'zookeeper://host:port[,host:port...]/chroot' (empty: AIRFLOW_TXN_ORACLE, "
+                              "else sql).", "string", "", "zookeeper://zk1:2181,zk2:2181,zk3:2181/airflow_txn"),
+            "lease_seconds": _option("Lease of transactions begun by BeginTransactionOperator or "
+                                     "transaction_group without an explicit lease_seconds: how long a "
+                                     "transaction lives without a heartbeat before recovery rolls it back.",
+                                     "float", str(DEFAULT_LEASE_SECONDS), "7200"),
+            "metrics": _option("Send the engine's metrics (airflow_txn.commit.latency_ms, "
+                               "airflow_txn.rollbacks, airflow_txn.conflicts, airflow_txn.watermark_lag) "
+                               "to Airflow's stats ([metrics] decides where they go).",
+                               "boolean", "True", "False"),
+        },
+    },
+}
+
+
+def _modules(*modules: str) -> list[dict[str, Any]]:
+    return [{"integration-name": INTEGRATION, "python-modules": list(modules)}]
 
 
 def get_provider_info() -> dict[str, Any]:
     return {
-        "package-name": "airflow-txn",
+        "package-name": PACKAGE,
         "name": "airflow_txn",
-        "description": "Make a DAG of Spark tasks writing several tables behave as ONE database transaction.",
+        "description": DESCRIPTION,
+        "versions": [_version()],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
-        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_txn.airflow.hooks.txn"]}],
-        "operators": [{"integration-name": INTEGRATION, "python-modules": [
-            "airflow_txn.airflow.operators.transaction", "airflow_txn.airflow.operators.spark"]}],
-        "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_txn.airflow.sensors.csn"]}],
-        "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_txn.airflow.triggers.csn"]}],
+        "hooks": _modules("airflow_txn.airflow.hooks.txn"),
+        "operators": _modules("airflow_txn.airflow.operators.transaction",
+                              "airflow_txn.airflow.operators.spark",
+                              "airflow_txn.airflow.operators.maintenance"),
+        "sensors": _modules("airflow_txn.airflow.sensors.csn"),
+        "triggers": _modules("airflow_txn.airflow.triggers.csn"),
+        "asset-uris": [{"schemes": ["airflow-txn"], "handler": None}],  # table_asset(): kept as written
+        "config": CONFIG,
         "connection-types": [{
             "connection-type": "airflow_txn",
             "hook-class-name": "airflow_txn.airflow.hooks.txn.TxnHook",
@@ -26,10 +86,11 @@ def get_provider_info() -> dict[str, Any]:
             "conn-fields": {
                 "catalog": {"label": "Catalog URL", "description":
                             "SQLAlchemy URL of the catalog, e.g. postgresql+psycopg://user@host/db "
-                            "(empty: AIRFLOW_TXN_CATALOG or the embedded SQLite file)",
+                            "(empty: [airflow_txn] catalog, AIRFLOW_TXN_CATALOG or the embedded SQLite file)",
                             "schema": {"type": ["string", "null"]}},
                 "root": {"label": "Storage root", "description":
-                         "Directory of the Parquet files (empty: AIRFLOW_TXN_ROOT or ~/.airflow_txn/warehouse)",
+                         "Directory of the Parquet files (empty: [airflow_txn] root, AIRFLOW_TXN_ROOT or "
+                         "~/.airflow_txn/warehouse)",
                          "schema": {"type": ["string", "null"]}},
                 "oracle": {"label": "CSN oracle", "description":
                            "'sql' (default) or 'zookeeper://host:port[,host:port]/chroot'",

@@ -30,7 +30,6 @@ from airflow_txn.airflow.operators.transaction import (
     TransactionOutcomeOperator,
 )
 from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
-from airflow_txn.config import DEFAULT_LEASE_SECONDS
 
 
 @attrs.define(kw_only=True, repr=False)
@@ -40,7 +39,7 @@ class TransactionTaskGroup(TaskGroup):
     conn_id: str = DEFAULT_CONN_ID
     label: str | None = None
     isolation: str = "snapshot"
-    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    lease_seconds: float | None = None
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
     commit: CommitTransactionOperator | None = attrs.field(default=None, init=False)
     rollback: RollbackTransactionOperator | None = attrs.field(default=None, init=False)
@@ -100,7 +99,7 @@ class TransactionTaskGroup(TaskGroup):
 
 
 def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str | None = None,
-                      isolation: str = "snapshot", lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                      isolation: str = "snapshot", lease_seconds: float | None = None,
                       **kwargs: Any) -> TransactionTaskGroup:
     """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
     that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`

@@ -67,6 +67,44 @@ def pull_run_xcom(dag_id: str, run_id: str, task_id: str, task_instance: Any = N
         return None if row is None else XComModel.deserialize_value(row)
 
 
+# Airflow 3.3 ships two copies of its metrics module: the server components (scheduler, triggerer,
+# API server, DAG processor) set up the core one, task workers the task SDK's.
+_STATS_MODULES = ("airflow._shared.observability.metrics.stats", "airflow.sdk._shared.observability.metrics.stats")
+
+
+def airflow_stats() -> Any:
+    """Airflow's metrics facade (incr, timing, gauge) as this process set it up: the first copy of the
+    stats module that was initialized, else `airflow.sdk.observability.stats` (whose backend is a
+    no-op until initialized), else (Airflow 3.0 / 3.1) `airflow.stats.Stats`."""
+    import importlib
+
+    for name in _STATS_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # pragma: no cover - older Airflow
+            continue
+        if getattr(module, "_factory", None) is not None:
+            return module
+    try:
+        from airflow.sdk.observability import stats
+
+        return stats
+    except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
+        from airflow.stats import Stats  # type: ignore[attr-defined,unused-ignore]
+
+        return Stats
+
+
+def airflow_conf() -> Any:
+    """Airflow's configuration (airflow.cfg + AIRFLOW__SECTION__KEY variables) as the running process
+    sees it: the task SDK's parser where it exists (workers), else airflow.configuration."""
+    try:
+        from airflow.sdk.configuration import conf
+    except ImportError:  # pragma: no cover - Airflow 3.0
+        from airflow.configuration import conf  # type: ignore[no-redef,unused-ignore]
+    return conf
+
+
 def load_serialized_dag(dag_id: str) -> Any:
     """The DAG as the scheduler knows it (serialized), from the metadata database; None if unknown."""
     from airflow.models.serialized_dag import SerializedDagModel
@@ -94,6 +132,8 @@ __all__ = [
     "TriggerEvent",
     "TriggerRule",
     "XComArg",
+    "airflow_conf",
+    "airflow_stats",
     "load_serialized_dag",
     "pull_run_xcom",
 ]

@@ -18,15 +18,15 @@ def test_every_example_dag_imports_without_errors() -> None:
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"multi_table_backfill", "multi_table_reader"}
-    assert EXAMPLES == ["multi_table_backfill", "multi_table_reader"]
+    assert set(bag.dag_ids) == {"multi_table_backfill", "multi_table_reader", "warehouse_maintenance"}
+    assert EXAMPLES == ["maintenance", "multi_table_backfill", "multi_table_reader"]
     for dag in bag.dags.values():
         assert dag.tasks, dag.dag_id
 
 
 def test_the_test_dag_folder_loads(dagbag: Any) -> None:
     assert {"multi_table_backfill", "multi_table_reader", "txn_sensor_probe", "txn_crash_probe",
-            "txn_hold_probe"} <= set(dagbag.dag_ids)
+            "txn_hold_probe", "warehouse_maintenance", "txn_maintenance_probe"} <= set(dagbag.dag_ids)
 
 
 def test_backfill_dag_is_wired_as_one_transaction(dagbag: Any) -> None:

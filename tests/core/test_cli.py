@@ -1,65 +1,399 @@
-"""The airflow-txn command line: every command on a real warehouse, JSON output, exit codes."""
+"""The airflow-txn command line on a real warehouse (SQLite, PostgreSQL, PostgreSQL + ZooKeeper): every
+command in text and --json mode, the documented exit codes, doctor on healthy and broken set-ups,
+progress on stderr only, and the installed console script."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import click
 import pytest
 
 from airflow_txn import Warehouse
-from airflow_txn.cli import main
-from tests.helpers import events, make_tables
+from airflow_txn.cli import exit_codes, main
+from airflow_txn.cli.commands import _parse_partition
+from tests.helpers import events, make_tables, storage_files
+
+UNREACHABLE_PG = "postgresql+psycopg://postgres@127.0.0.1:1/airflow_txn_nowhere"
+COMMANDS = ["init", "tables", "list", "show", "rollback", "recover", "vacuum", "read", "watermark", "log",
+            "manifest", "compact", "retention", "doctor"]
 
 
 @pytest.fixture
-def cli_wh(tmp_path: Path) -> tuple[Warehouse, list[str]]:
-    url, root = f"sqlite:///{tmp_path / 'c.db'}", str(tmp_path / "root")
-    wh = Warehouse.open(catalog=url, root=root)
+def opts(wh: Warehouse, catalog_url: str, root: Path) -> list[str]:
+    """The warehouse's tables made, and the options that point the CLI at it (the oracle comes from the
+    AIRFLOW_TXN_ORACLE the ZooKeeper variant sets)."""
     make_tables(wh)
-    return wh, ["--catalog", url, "--root", root]
+    return ["--catalog", catalog_url, "--root", str(root)]
 
 
-def run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> object:
-    assert main([*args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+def run(capsys: pytest.CaptureFixture[str], args: list[str], code: int = 0) -> tuple[str, str]:
+    rc = main(args)
+    out, err = capsys.readouterr()
+    assert rc == code, f"exit {rc} (wanted {code}) for {args}\nstdout: {out}\nstderr: {err}"
+    return out, err
 
 
-def test_inspects_tables_transactions_and_log(cli_wh: tuple[Warehouse, list[str]],
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    wh, opts = cli_wh
-    with wh.begin(label="cli") as t:
-        t.append("sales.events", events([1, 2, 3]))
-    tables = run_json(capsys, [*opts, "tables"])
-    assert {"table": "sales.events", "last_commit_csn": 2, "partition_by": ["day"]} in tables
-    assert run_json(capsys, [*opts, "watermark"]) == {"readable_csn": 2}
-    listed = run_json(capsys, [*opts, "list", "--state", "committed"])
-    assert [r["tid"] for r in listed] == [t.tid]
-    shown = run_json(capsys, [*opts, "show", t.tid])
-    assert shown["state"] == "committed" and shown["tables"] == ["sales.events"]
+def run_json(capsys: pytest.CaptureFixture[str], args: list[str], code: int = 0) -> Any:
+    out, _err = run(capsys, [*args, "--json"], code)
+    return json.loads(out)
+
+
+def assert_error(capsys: pytest.CaptureFixture[str], args: list[str], code: int, kind: str, words: str) -> None:
+    """Exit `code`; stderr is ONE line `error: ...`; with --json stdout holds the same error as JSON."""
+    out, err = run(capsys, args, code)
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err
+    payload = run_json(capsys, args, code)["error"]
+    assert payload["exit_code"] == code and payload["type"] == kind and words in payload["message"]
+
+
+def commit_events(wh: Warehouse, ids: list[int], label: str = "cli") -> str:
+    with wh.begin(label=label) as t:
+        t.append("sales.events", events(ids))
+    return t.tid
+
+
+# -- every command ---------------------------------------------------------------------------------------------
+def test_init_creates_then_is_idempotent(catalog_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "fresh-root"
+    args = ["--catalog", catalog_url, "--root", str(root), "init"]
+    first = run_json(capsys, args)
+    assert first["root"] == str(root) and first["readable_csn"] == 1 and first["tables"] == 0 and root.is_dir()
+    assert run_json(capsys, args) == first
+    out, _ = run(capsys, args)
+    assert str(root) in out and "readable_csn" in out
+    assert run_json(capsys, ["--catalog", catalog_url, "--root", str(root), "doctor"])["ok"] is True
+
+
+def test_tables_watermark_log_read(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    tid = commit_events(wh, [1, 2, 3])
+    listed = {r["table"]: r for r in run_json(capsys, [*opts, "tables"])}
+    events_row = listed["sales.events"]
+    assert {k: events_row[k] for k in ("partition_by", "last_commit_csn", "parts", "rows", "csn")} == {
+        "partition_by": ["day"], "last_commit_csn": 2, "parts": 1, "rows": 3, "csn": 2}
+    assert events_row["bytes"] > 0
+    assert listed["sales.accounts"]["parts"] == 0 and listed["sales.accounts"]["last_commit_csn"] is None
+    out, _ = run(capsys, [*opts, "tables"])
+    assert "sales.events" in out and "sales.accounts" in out and "last_commit_csn" in out
+
+    mark = run_json(capsys, [*opts, "watermark"])
+    assert mark["readable_csn"] == 2 and mark["oracle_csn"] == 2 and mark["lag"] == 0
+    assert mark["oracle"] == ("zookeeper" if os.environ.get("AIRFLOW_TXN_ORACLE") else "sql")
+    assert "readable_csn" in run(capsys, [*opts, "watermark"])[0]
+
+    log = run_json(capsys, [*opts, "log", "--limit", "5"])
+    assert [(r["csn"], r["tid"], r["tables"]) for r in log] == [(2, tid, ["sales.events"])]
+    assert tid in run(capsys, [*opts, "log"])[0]
+
     rows = run_json(capsys, [*opts, "read", "sales.events", "--csn", "2", "--limit", "2"])
-    assert len(rows) == 2
-    log = run_json(capsys, [*opts, "log"])
-    assert log[0]["csn"] == 2
+    assert (rows["table"], rows["csn"], rows["num_rows"], len(rows["rows"])) == ("sales.events", 2, 3, 2)
+    everything = run_json(capsys, [*opts, "read", "sales.events", "--limit", "0"])
+    assert sorted(r["id"] for r in everything["rows"]) == [1, 2, 3] and everything["csn"] == 2
+    assert run_json(capsys, [*opts, "read", "sales.events", "--csn", "1"])["num_rows"] == 0
+    out, _ = run(capsys, [*opts, "read", "sales.events", "--limit", "2"])
+    assert "sales.events at CSN 2: 2 of 3 row(s)" in out and "2024-01-01" in out
+
+
+def test_list_and_show(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    committed = commit_events(wh, [1, 2, 3])
+    open_txn = wh.begin(label="still open")
+    open_txn.append("sales.events", events([4]))
+    rolled = wh.begin()
+    rolled.append("sales.events", events([5]))
+    rolled.rollback()
+    by_state = {s: [r["tid"] for r in run_json(capsys, [*opts, "list", "--state", s])]
+                for s in ("committed", "active", "rolled_back", "committing")}
+    assert by_state == {"committed": [committed], "active": [open_txn.tid], "rolled_back": [rolled.tid],
+                        "committing": []}
+    assert len(run_json(capsys, [*opts, "list"])) == 3 and len(run_json(capsys, [*opts, "list", "--limit", "1"])) == 1
+    out, _ = run(capsys, [*opts, "list"])
+    assert all(t in out for t in (committed, open_txn.tid, rolled.tid)) and "still open" in out
+
+    shown = run_json(capsys, [*opts, "show", committed])
+    assert shown["state"] == "committed" and shown["commit_csn"] == 2 and shown["tables"] == ["sales.events"]
+    [part] = shown["parts"]
+    assert (part["partition"], part["rows"], part["role"], part["creation_csn"]) == (
+        {"day": "2024-01-01"}, 3, "created", 2)
+    out, _ = run(capsys, [*opts, "show", committed])
+    assert f"transaction {committed}" in out and "sales.events: 1 part(s) written" in out
+    assert "day=2024-01-01" in out and part["path"] in out
+
+
+def test_rollback_recover_vacuum(wh: Warehouse, opts: list[str], root: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    committed = commit_events(wh, [1])
+    t = wh.begin()
+    t.append("sales.events", events([7]))
+    staged = storage_files(root)
+    assert run_json(capsys, [*opts, "rollback", t.tid]) == {"tid": t.tid, "state": "rolled_back"}
+    assert_error(capsys, [*opts, "rollback", committed], exit_codes.ERROR, "TransactionClosedError", "committed")
+    report = run_json(capsys, [*opts, "recover"])
+    assert report["rolled_forward"] == 0 and report["rolled_back"] == [] and report["missing_files"] == []
+    assert "watermark" in run(capsys, [*opts, "recover"])[0]
+    assert run_json(capsys, [*opts, "vacuum", "--retention", "0"])["parts_removed"] == 1
+    assert storage_files(root) < staged
+    assert sorted(wh.read("sales.events").column("id").to_pylist()) == [1]
+    assert "parts_removed" in run(capsys, [*opts, "vacuum", "--retention", "0"])[0]
+
+
+def test_recover_rolls_back_expired_with_progress_on_stderr(wh: Warehouse, opts: list[str],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    t = wh.begin(lease_seconds=1.0)
+    t.append("sales.events", events([1]))
+    time.sleep(max(0.0, wh.transaction_info(t.tid)["lease_deadline"] - time.time()) + 0.05)  # the lease runs out
+    doctor = run_json(capsys, [*opts, "doctor"])
+    recovery = next(c for c in doctor["checks"] if c["name"] == "recovery")
+    assert doctor["ok"] is True and recovery["status"] == "warn" and "1 expired transactions" in recovery["detail"]
+
+    out, err = run(capsys, [*opts, "recover", "--json"])
+    assert json.loads(out)["rolled_back"] == [t.tid]  # stdout is the JSON alone
+    assert "roll back expired" in err and "1/1" in err and "check storage" in err
+    assert "roll back expired" not in out
+    assert next(c for c in run_json(capsys, [*opts, "doctor"])["checks"] if c["name"] == "recovery")["status"] == "ok"
+    out, err = run(capsys, [*opts, "recover", "--quiet"])
+    assert err == "" and "rolled_forward" in out
+
+
+def test_vacuum_dry_run_deletes_nothing(wh: Warehouse, opts: list[str], root: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    t = wh.begin()
+    t.append("sales.events", events([7]))
+    t.rollback()
+    before = storage_files(root)
+    out, err = run(capsys, [*opts, "vacuum", "--retention", "0", "--dry-run", "--json"])
+    would = json.loads(out)
+    assert (would["dry_run"], would["parts_removed"]) == (True, 1) and storage_files(root) == before
+    assert "parts" in err  # its progress, on stderr
+    done = run_json(capsys, [*opts, "vacuum", "--retention", "0"])
+    assert (done["dry_run"], done["parts_removed"]) == (False, 1) and storage_files(root) < before
+
+
+def test_manifest(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    commit_events(wh, [1, 2])
     manifest = run_json(capsys, [*opts, "manifest", "--table", "sales.events"])
     assert manifest["csn"] == 2 and list(manifest["tables"]) == ["sales.events"]
 
 
-def test_rollback_recover_vacuum(cli_wh: tuple[Warehouse, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
-    wh, opts = cli_wh
-    t = wh.begin()
-    t.append("sales.events", events([7]))
-    assert run_json(capsys, [*opts, "rollback", t.tid]) == {"tid": t.tid, "state": "rolled_back"}
-    assert run_json(capsys, [*opts, "recover"])["rolled_forward"] == 0
-    assert run_json(capsys, [*opts, "vacuum", "--retention", "0"])["parts_removed"] == 1
+def test_compact(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    for i in range(3):
+        commit_events(wh, [i])
+
+    def events_stats() -> dict[str, Any]:
+        return next(r for r in run_json(capsys, [*opts, "tables"]) if r["table"] == "sales.events")
+
+    assert events_stats()["parts"] == 3
+    out, err = run(capsys, [*opts, "compact", "sales.events", "--partition", "day=2024-01-01", "--json"])
+    report = json.loads(out)
+    assert (report["merged"], report["parts_before"], report["parts_after"]) == (1, 3, 1)
+    assert "merge" in err and "1/1" in err
+    assert (events_stats()["parts"], events_stats()["rows"]) == (1, 3)
+    assert sorted(wh.read("sales.events").column("id").to_pylist()) == [0, 1, 2]
+    out, _ = run(capsys, [*opts, "compact", "sales.events"])  # nothing left to merge
+    assert "compaction of sales.events" in out
+    assert_error(capsys, [*opts, "compact", "sales.missing"], exit_codes.NOT_FOUND, "TableNotFoundError",
+                 "sales.missing")
 
 
-def test_errors_exit_1_with_message(cli_wh: tuple[Warehouse, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
-    _wh, opts = cli_wh
-    assert main([*opts, "read", "sales.missing"]) == 1
-    assert "does not exist" in capsys.readouterr().err
-    assert main([*opts, "show", "not-a-tid"]) == 1
-    assert "malformed tid" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as usage:
-        main([*opts, "frobnicate"])
-    assert usage.value.code == 2
+def test_retention(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    commit_events(wh, [1])
+    shown = run_json(capsys, [*opts, "retention", "sales.events"])
+    assert (shown["table"], shown["seconds"], shown["versions"]) == ("sales.events", None, None)
+    assert run_json(capsys, [*opts, "retention", "sales.events", "--seconds", "60"])["seconds"] == 60
+    both = run_json(capsys, [*opts, "retention", "sales.events", "--versions", "3"])
+    assert (both["seconds"], both["versions"]) == (60, 3)  # setting one part keeps the other
+    assert wh.retention("sales.events")["versions"] == 3
+    cleared = run_json(capsys, [*opts, "retention", "sales.events", "--clear"])
+    assert (cleared["seconds"], cleared["versions"]) == (None, None)
+    assert "horizon" in run(capsys, [*opts, "retention", "sales.events"])[0]
+    assert_error(capsys, [*opts, "retention", "sales.events", "--clear", "--versions", "2"], exit_codes.USAGE,
+                 "UsageError", "--clear")
+    assert_error(capsys, [*opts, "retention", "sales.events", "--versions", "0"], exit_codes.USAGE,
+                 "UsageError", "--versions")
+    assert_error(capsys, [*opts, "retention", "sales.nope"], exit_codes.NOT_FOUND, "TableNotFoundError", "sales.nope")
+
+
+# -- exit codes and errors ---------------------------------------------------------------------------------------
+def test_exit_codes(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    commit_events(wh, [1])
+    missing_tid = "5-5-0123456789abcdef"
+    assert_error(capsys, [*opts, "read", "sales.missing"], exit_codes.NOT_FOUND, "TableNotFoundError", "sales.missing")
+    assert_error(capsys, [*opts, "show", missing_tid], exit_codes.NOT_FOUND, "TransactionNotFoundError", missing_tid)
+    assert_error(capsys, [*opts, "rollback", missing_tid], exit_codes.NOT_FOUND, "TransactionNotFoundError",
+                 missing_tid)
+    assert_error(capsys, [*opts, "show", "not-a-tid"], exit_codes.USAGE, "InvalidNameError", "malformed tid")
+    assert_error(capsys, [*opts, "read", "Bad Name"], exit_codes.USAGE, "InvalidNameError", "invalid table name")
+    assert_error(capsys, [*opts, "read", "sales.events", "--csn", "0"], exit_codes.USAGE, "UsageError", "--csn")
+    assert_error(capsys, [*opts, "read", "sales.events", "--csn", "abc"], exit_codes.USAGE, "UsageError", "--csn")
+    assert_error(capsys, [*opts, "read", "sales.events", "--csn", "99"], exit_codes.ERROR, "TxnError",
+                 "not readable yet")
+    assert_error(capsys, [*opts, "frobnicate"], exit_codes.USAGE, "UsageError", "frobnicate")
+    assert_error(capsys, [*opts, "list", "--state", "sleeping"], exit_codes.USAGE, "UsageError", "--state")
+    assert_error(capsys, [*opts, "show"], exit_codes.USAGE, "UsageError", "TID")
+    assert_error(capsys, [*opts, "vacuum", "--retention", "-1"], exit_codes.USAGE, "UsageError", "--retention")
+    assert_error(capsys, [*opts, "compact", "sales.events", "--partition", "nonsense"], exit_codes.USAGE,
+                 "UsageError", "--partition")
+    _out, err = run(capsys, [], exit_codes.USAGE)  # no command: the help, on stderr
+    assert "Commands:" in err
+
+
+def test_engine_logs_go_to_stderr_warnings_only_unless_verbose(wh: Warehouse, opts: list[str],
+                                                              capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def staged() -> str:
+        t = wh.begin(label="to roll back")
+        t.append("sales.events", events([1]))
+        return t.tid
+
+    quiet = staged()
+    out, err = run(capsys, [*opts, "rollback", quiet, "--json"])
+    assert json.loads(out) == {"tid": quiet, "state": "rolled_back"} and "rolled back" not in err
+    loud = staged()
+    out, err = run(capsys, [*opts, "-v", "rollback", loud, "--json"])
+    assert json.loads(out) == {"tid": loud, "state": "rolled_back"}  # the log lines stay off stdout
+    assert any(f"INFO airflow_txn.rollback tid={loud} rolled back" in line for line in err.splitlines()), err
+    monkeypatch.setenv("AIRFLOW_TXN_LOG_FORMAT", "json")
+    structured = staged()
+    out, err = run(capsys, [*opts, "rollback", structured, "--json", "--verbose"])
+    assert json.loads(out)["state"] == "rolled_back"
+    records = [json.loads(line) for line in err.splitlines()]
+    assert any(r["tid"] == structured and r["logger"] == "airflow_txn.rollback" and r["level"] == "INFO"
+               and r["message"].startswith("rolled back") for r in records), err
+    monkeypatch.setenv("AIRFLOW_TXN_LOG_FORMAT", "xml")
+    assert_error(capsys, [*opts, "watermark"], exit_codes.USAGE, "UsageError", "AIRFLOW_TXN_LOG_FORMAT")
+    engine = logging.getLogger("airflow_txn")  # main leaves the engine's logger as it found it
+    assert engine.propagate and not [h for h in engine.handlers if getattr(h, "_airflow_txn", False)]
+
+
+def test_unreachable_catalog_is_an_engine_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--catalog", UNREACHABLE_PG, "--root", str(tmp_path / "r"), "tables"]
+    assert_error(capsys, args, exit_codes.ERROR, "CatalogUnavailableError", "cannot reach the catalog")
+
+
+def test_options_after_the_command_and_help(opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    catalog, root = opts[1], opts[3]
+    assert run_json(capsys, ["watermark", "--catalog", catalog, "--root", root])["readable_csn"] == 1
+    out, _ = run(capsys, ["--help"])
+    assert all(f"  {name} " in out for name in COMMANDS) and "--json" in out
+    for name in COMMANDS:
+        assert "Usage: airflow-txn " + name in run(capsys, [name, "--help"])[0]
+
+
+def test_partition_option() -> None:
+    assert _parse_partition("day=2024-01-01") == {"day": "2024-01-01"}
+    assert _parse_partition("day=2024-01-01,region=eu") == {"day": "2024-01-01", "region": "eu"}
+    assert _parse_partition('{"tag": "a,b", "day": null}') == {"tag": "a,b", "day": None}
+    assert _parse_partition("expr=a=b") == {"expr": "a=b"}
+    for bad in ("day", "=x", "{not json", "[1]"):
+        with pytest.raises(click.BadParameter):
+            _parse_partition(bad)
+
+
+# -- doctor ------------------------------------------------------------------------------------------------------
+def statuses(report: dict[str, Any]) -> dict[str, str]:
+    return {c["name"]: c["status"] for c in report["checks"]}
+
+
+def test_doctor_healthy(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    commit_events(wh, [1])
+    report = run_json(capsys, [*opts, "doctor"])
+    found = statuses(report)
+    assert report["ok"] is True and "fail" not in found.values()
+    assert {k: found[k] for k in ("config", "catalog", "catalog schema", "storage root", "write probe", "oracle",
+                                  "recovery")} == dict.fromkeys(
+        ("config", "catalog", "catalog schema", "storage root", "write probe", "oracle", "recovery"), "ok")
+    assert found["disk space"] in ("ok", "warn")
+    out, err = run(capsys, [*opts, "doctor"])
+    assert "healthy" in out and "write probe" in out and err == ""
+
+
+@pytest.mark.parametrize("breakage", ["missing", "a file"])
+def test_doctor_broken_root(wh: Warehouse, catalog_url: str, tmp_path: Path, breakage: str,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken-root"
+    if breakage == "a file":
+        broken.write_text("not a directory")
+    args = ["--catalog", catalog_url, "--root", str(broken), "doctor"]
+    report = run_json(capsys, args, exit_codes.DOCTOR_FAILED)
+    found = statuses(report)
+    assert report["ok"] is False and found["storage root"] == "fail" and found["catalog"] == "ok"
+    assert broken.exists() == (breakage == "a file")  # doctor created nothing
+    _out, err = run(capsys, args, exit_codes.DOCTOR_FAILED)
+    assert err.strip() == "error: doctor: 1 check(s) failed: storage root"
+
+
+@contextlib.contextmanager
+def read_only(directory: Path) -> Iterator[None]:
+    """Make a directory unwritable: chmod for a normal user; root ignores modes, so chattr +i for root."""
+    directory.chmod(0o555)
+    immutable = False
+    try:
+        if os.access(directory, os.W_OK):  # root
+            immutable = subprocess.run(["chattr", "+i", str(directory)], capture_output=True).returncode == 0
+        if not immutable and os.access(directory, os.W_OK):
+            pytest.skip("cannot make a directory read-only for this user on this file system")
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(directory)], check=True)
+        directory.chmod(0o755)
+
+
+def test_doctor_read_only_root(wh: Warehouse, opts: list[str], root: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    with read_only(root):
+        report = run_json(capsys, [*opts, "doctor"], exit_codes.DOCTOR_FAILED)
+    found = statuses(report)
+    assert found["storage root"] == "ok" and found["write probe"] == "fail"
+    probe = next(c for c in report["checks"] if c["name"] == "write probe")
+    assert "cannot create and delete files" in probe["detail"] and probe["hint"]
+    assert not [p for p in root.iterdir() if p.name.startswith(".airflow_txn-doctor")]
+
+
+def test_doctor_unreachable_or_missing_catalog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    report = run_json(capsys, ["--catalog", UNREACHABLE_PG, "--root", str(root), "doctor", "--timeout", "2"],
+                      exit_codes.DOCTOR_FAILED)
+    assert {k: v for k, v in statuses(report).items() if k in ("catalog", "oracle", "recovery", "write probe")} == {
+        "catalog": "fail", "oracle": "skip", "recovery": "skip", "write probe": "ok"}
+    missing = tmp_path / "nowhere" / "catalog.db"
+    report = run_json(capsys, ["--catalog", f"sqlite:///{missing}", "--root", str(root), "doctor"],
+                      exit_codes.DOCTOR_FAILED)
+    catalog = next(c for c in report["checks"] if c["name"] == "catalog")
+    assert catalog["status"] == "fail" and "does not exist" in catalog["detail"] and "init" in catalog["hint"]
+    assert not missing.parent.exists()
+    report = run_json(capsys, ["--catalog", "sqlite:///x.db", "--oracle", "bogus", "doctor"], exit_codes.DOCTOR_FAILED)
+    assert statuses(report) == {"config": "fail"}
+
+
+def test_doctor_unreachable_zookeeper(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    catalog, root = f"sqlite:///{tmp_path / 'c.db'}", str(tmp_path / "root")
+    Warehouse.open(catalog=catalog, root=root).close()
+    args = ["--catalog", catalog, "--root", root, "--oracle", "zookeeper://127.0.0.1:1/nowhere", "doctor",
+            "--timeout", "1"]
+    report = run_json(capsys, args, exit_codes.DOCTOR_FAILED)
+    found = statuses(report)
+    assert (found["catalog"], found["storage root"], found["oracle"], found["recovery"]) == ("ok", "ok", "fail", "skip")
+
+
+# -- the installed console script ------------------------------------------------------------------------------------
+def test_console_script(wh: Warehouse, opts: list[str]) -> None:
+    script = Path(sys.executable).parent / "airflow-txn"
+    assert script.exists(), "the package is not installed in this venv (pip install -e .)"
+    commit_events(wh, [1, 2])
+    done = subprocess.run([str(script), *opts, "--json", "watermark"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["readable_csn"] == 2
+    bad = subprocess.run([str(script), *opts, "show", "nope"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == exit_codes.USAGE and bad.stdout == "" and bad.stderr.startswith("error: malformed tid")

@@ -1,8 +1,10 @@
 """TxnHook: the warehouse named by an Airflow connection of type `airflow_txn`.
 
 The connection's extra holds `{"catalog": URL, "root": path, "oracle": "sql" | "zookeeper://..."}`
-(and optionally `"spark_conf": {...}` for SparkTransactionOperator). Without the connection the
-AIRFLOW_TXN_* environment variables and the embedded defaults apply (airflow_txn.config).
+(and optionally `"spark_conf": {...}` for SparkTransactionOperator). A field the connection does not
+set (or a missing connection) falls back to the `[airflow_txn]` section of Airflow's configuration
+(`AIRFLOW__AIRFLOW_TXN__CATALOG`, ...), then to the AIRFLOW_TXN_* variables and the embedded defaults
+(airflow_txn.config). The first hook of a process also installs the metrics sink (airflow/metrics.py).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook
-from airflow_txn.config import WarehouseConfig
+from airflow_txn.airflow.metrics import install as install_metrics
+from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
+from airflow_txn.config import DEFAULT_LEASE_SECONDS, WarehouseConfig
 from airflow_txn.csn import PREHISTORIC_CSN
 from airflow_txn.errors import TableNotFoundError, TxnError, WaitTimeoutError
 from airflow_txn.warehouse import Warehouse
@@ -22,6 +25,25 @@ from airflow_txn.warehouse import Warehouse
 DEFAULT_CONN_ID = "airflow_txn_default"
 CONN_TYPE = "airflow_txn"
 EXTRA_FIELDS = ("catalog", "root", "oracle")
+CONFIG_SECTION = "airflow_txn"
+
+
+def config_option(name: str) -> str | None:
+    """Option `name` of Airflow's `[airflow_txn]` section (None when unset or empty)."""
+    value = airflow_conf().get(CONFIG_SECTION, name, fallback="")
+    return None if value in (None, "") else str(value)
+
+
+def default_lease_seconds() -> float:
+    """`[airflow_txn] lease_seconds`: the lease of transactions whose DAG does not choose one."""
+    value = config_option("lease_seconds")
+    try:
+        lease = float(value) if value is not None else DEFAULT_LEASE_SECONDS
+    except ValueError as exc:
+        raise TxnError(f"[airflow_txn] lease_seconds must be a number of seconds, got {value!r}") from exc
+    if lease <= 0:
+        raise TxnError(f"[airflow_txn] lease_seconds must be positive, got {value!r}")
+    return lease
 
 
 def _field(extra: Mapping[str, Any], name: str) -> Any:
@@ -34,12 +56,12 @@ def _field(extra: Mapping[str, Any], name: str) -> Any:
 
 def config_from_extra(extra: Mapping[str, Any]) -> WarehouseConfig:
     """The warehouse configuration an `airflow_txn` connection's extra describes (missing fields:
-    the AIRFLOW_TXN_* environment and the embedded defaults)."""
+    Airflow's `[airflow_txn]` options, then the AIRFLOW_TXN_* environment and the embedded defaults)."""
     unknown = sorted(k for k in extra if k not in (*EXTRA_FIELDS, "spark_conf") and not k.startswith("extra__"))
     if unknown:
         raise TxnError(f"unknown field(s) {unknown} in the airflow_txn connection's extra; "
                        f"use {list(EXTRA_FIELDS)} and spark_conf")
-    catalog, root, oracle = (_field(extra, name) for name in EXTRA_FIELDS)
+    catalog, root, oracle = (_field(extra, name) or config_option(name) for name in EXTRA_FIELDS)
     return WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle)
 
 
@@ -68,6 +90,7 @@ class TxnHook(BaseHook):
         super().__init__(**kwargs)
         self.conn_id = conn_id
         self._extra: dict[str, Any] | None = None
+        install_metrics()  # once per process: the engine's metrics go to Airflow's stats
 
     def extra(self) -> dict[str, Any]:
         """The connection's extra ({} when the connection does not exist: the environment applies)."""

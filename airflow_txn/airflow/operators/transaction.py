@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
-from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
 from airflow_txn.airflow.operators.base import TxnBaseOperator, is_last_try, require_tid, run_ids
 from airflow_txn.airflow.version_compat import AirflowFailException, Asset, AssetAlias, Context
-from airflow_txn.config import DEFAULT_LEASE_SECONDS
 from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
 from airflow_txn.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
 from airflow_txn.warehouse import Warehouse
@@ -27,6 +26,7 @@ class BeginTransactionOperator(TxnBaseOperator):
     :param isolation: "snapshot" (default) or "serializable".
     :param lease_seconds: how long the transaction lives without a heartbeat; statements and
         SparkTransactionOperator renew it, so it only has to outlast the gaps between tasks.
+        None (default): `[airflow_txn] lease_seconds` of Airflow's configuration, else one hour.
     :param conn_id: the airflow_txn connection.
     """
 
@@ -34,7 +34,7 @@ class BeginTransactionOperator(TxnBaseOperator):
     ui_color = "#d8f0d2"
 
     def __init__(self, *, label: str | None = None, isolation: str = "snapshot",
-                 lease_seconds: float = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
+                 lease_seconds: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.transaction_label = label
         self.isolation = isolation
@@ -44,7 +44,8 @@ class BeginTransactionOperator(TxnBaseOperator):
         dag_id, run_id, _task, _map, _try = run_ids(context)
         label = self.transaction_label or f"{dag_id}/{run_id}"
         with self.hook.warehouse() as wh:
-            txn = wh.begin(label=label, isolation=self.isolation, lease_seconds=self.lease_seconds)
+            lease = self.lease_seconds if self.lease_seconds is not None else default_lease_seconds()
+            txn = wh.begin(label=label, isolation=self.isolation, lease_seconds=lease)
         self.log.info("began transaction %s at snapshot %d (label %r)", txn.tid, txn.snapshot_csn, label)
         return txn.tid
 

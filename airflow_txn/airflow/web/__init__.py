@@ -1,0 +1,13 @@
+"""The plugin page: a FastAPI app the Airflow 3 API server mounts at `/airflow-txn` (the plugin's
+`fastapi_apps`), with a JSON API and a small server-rendered page listing the warehouse's
+transactions, per-table readable CSNs and the parts each task staged, and a rollback action.
+
+    app.py    the routes (JSON under /api, the HTML pages)
+    data.py   what the routes show, computed from a Warehouse (no FastAPI, no Airflow)
+    auth.py   the Airflow user of a request and their permission on a transaction's DAGs
+    page.py   the HTML (no build step; a few lines of vanilla JS for the rollback button)
+    runs.py   the transactions a DAG run began (its BeginTransactionOperator XComs)
+    serve.py  `python -m airflow_txn.airflow.web.serve`: the API server on the demo's home
+
+Importing this package imports nothing; the plugin imports `app` on the first request only.
+"""

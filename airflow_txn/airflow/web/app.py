@@ -1,0 +1,203 @@
+"""The FastAPI app the plugin mounts in the Airflow API server at `/airflow-txn`.
+
+JSON API (every route needs an Airflow user: `Authorization: Bearer <JWT>` or the UI's cookie):
+
+    GET  /api/transactions?state=&dag_id=&run_id=&limit=   newest first; the user's readable DAGs only
+    GET  /api/transactions/{tid}                           parts grouped by task and by table
+    POST /api/transactions/{tid}/rollback {"reason": ...}  edit (PUT) permission on the DAG(s) needed
+    GET  /api/tables                                       each table's readable commit CSN
+    GET  /api/watermark                                    the readable CSN, the newest commit
+
+Pages: `/` (transactions, filter by DAG run, tables; per run the parts each task staged) and
+`/transactions/{tid}`. Errors: 400 bad argument, 401 no user, 403 no permission, 404 unknown tid,
+409 not active, 503 warehouse unreachable. The warehouse is the hook's: connection
+`[airflow_txn] conn_id` (default `airflow_txn_default`), else the AIRFLOW_TXN_* environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from airflow.configuration import conf
+from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
+from airflow_txn.airflow.web import data, page
+from airflow_txn.airflow.web.auth import DagPermission, GetUserDep, login_url, user_name
+from airflow_txn.airflow.web.runs import run_tids
+from airflow_txn.errors import (
+    InvalidNameError,
+    OracleUnavailableError,
+    TransactionClosedError,
+    TransactionNotFoundError,
+    TxnError,
+)
+from airflow_txn.txn_records import ACTIVE
+from airflow_txn.warehouse import Warehouse
+
+URL_PREFIX = "/airflow-txn"
+ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#2563eb" '
+        'stroke-width="2"><ellipse cx="12" cy="5" rx="8" ry="3"/><path d="M4 5v14c0 1.7 3.6 3 8 3s8-1.3 8-3V5"/>'
+        '<path d="M4 12c0 1.7 3.6 3 8 3s8-1.3 8-3"/></svg>')
+
+app = FastAPI(title="airflow_txn", version="1",
+              description="Transactions of the airflow_txn warehouse: list, inspect, roll back.")
+
+
+def conn_id() -> str:
+    return str(conf.get("airflow_txn", "conn_id", fallback=DEFAULT_CONN_ID))
+
+
+def open_warehouse() -> Iterator[Warehouse]:
+    """The warehouse of the plugin's connection for one request (503 when it cannot be opened)."""
+    try:
+        wh = TxnHook(conn_id=conn_id()).get_conn()
+    except Exception as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            f"cannot open the warehouse of connection {conn_id()!r}: {exc}") from exc
+    try:
+        yield wh
+    finally:
+        wh.close()
+
+
+WarehouseDep = Annotated[Warehouse, Depends(open_warehouse)]
+
+
+class RollbackBody(BaseModel):
+    reason: str | None = Field(default=None, max_length=500, description="recorded as the rollback reason")
+
+
+def root_of(request: Request) -> str:
+    """This app's path prefix as the browser sees it (the API server's base path + the mount)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _is_page(request: Request) -> bool:
+    return not request.url.path.startswith(root_of(request) + "/api/")
+
+
+def _error(request: Request, code: int, message: str) -> Response:
+    if _is_page(request):
+        body = f"<!doctype html><title>airflow_txn</title><p>{page.text(message)}</p>" \
+               f'<p><a href="{page.text(root_of(request))}/">all transactions</a></p>'
+        return HTMLResponse(body, status_code=code)
+    return JSONResponse({"detail": message}, status_code=code)
+
+
+_ERROR_CODES: list[tuple[type[Exception], int]] = [
+    (TransactionNotFoundError, status.HTTP_404_NOT_FOUND),
+    (TransactionClosedError, status.HTTP_409_CONFLICT),
+    (OracleUnavailableError, status.HTTP_503_SERVICE_UNAVAILABLE),
+    (InvalidNameError, status.HTTP_400_BAD_REQUEST),
+    (TxnError, status.HTTP_400_BAD_REQUEST),
+]
+
+
+@app.exception_handler(TxnError)
+async def _txn_error(request: Request, exc: TxnError) -> Response:
+    code = next(code for kind, code in _ERROR_CODES if isinstance(exc, kind))
+    return _error(request, code, str(exc))
+
+
+@app.exception_handler(StarletteHTTPException)
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """A page without a valid user goes to Airflow's login page (and back); the API answers 401."""
+    no_user = exc.status_code == 401 or (exc.status_code == 403 and exc.detail == "Invalid JWT token")
+    if no_user and _is_page(request) and request.method == "GET":
+        return RedirectResponse(login_url(str(request.url)), status_code=status.HTTP_303_SEE_OTHER)
+    return await http_exception_handler(request, exc)
+
+
+def _require(allowed: bool, what: str) -> None:
+    if not allowed:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"Forbidden: {what}")
+
+
+def _transactions(wh: Warehouse, user: Any, state: str | None, dag_id: str | None, run_id: str | None,
+                  limit: int) -> list[dict[str, Any]]:
+    data.check_filters(state, limit)
+    tids = run_tids(dag_id, run_id) if dag_id and run_id else []
+    rows = data.list_transactions(wh, state=state, dag_id=dag_id, run_id=run_id, limit=limit, run_tids=tids)
+    readable = DagPermission(user, "GET")
+    return [r for r in rows if readable.on_all([r["dag_id"]] if r["dag_id"] else [])]
+
+
+def _detail(wh: Warehouse, user: Any, tid: str) -> dict[str, Any]:
+    detail = data.detail(wh.transaction_info(tid))
+    _require(DagPermission(user, "GET").on_all(detail["owner_dags"]),
+             f"reading transaction {tid} needs read permission on DAG(s) {detail['owner_dags'] or 'in general'}")
+    detail["can_roll_back"] = detail["state"] == ACTIVE and DagPermission(user, "PUT").on_all(detail["owner_dags"])
+    return detail
+
+
+@app.get("/api/transactions")
+def list_transactions(wh: WarehouseDep, user: GetUserDep, state: str | None = None, dag_id: str | None = None,
+                      run_id: str | None = None, limit: int = 50) -> dict[str, Any]:
+    return {"readable_csn": wh.readable_csn(),
+            "transactions": _transactions(wh, user, state, dag_id, run_id, limit)}
+
+
+@app.get("/api/transactions/{tid}")
+def get_transaction(tid: str, wh: WarehouseDep, user: GetUserDep) -> dict[str, Any]:
+    return _detail(wh, user, tid)
+
+
+@app.post("/api/transactions/{tid}/rollback")
+def roll_back(tid: str, wh: WarehouseDep, user: GetUserDep, body: RollbackBody | None = None) -> dict[str, Any]:
+    info = wh.transaction_info(tid)
+    dags = data.owner_dags(info)
+    _require(DagPermission(user, "PUT").on_all(dags),
+             f"rolling back {tid} needs edit permission on DAG(s) {dags or 'in general'}")
+    if info["state"] != ACTIVE:
+        raise TransactionClosedError(f"transaction {tid} is {info['state']}, not active: nothing to roll back")
+    reason = f"rolled back by {user_name(user)} on the airflow_txn page"
+    if body is not None and body.reason:
+        reason += f": {body.reason}"
+    wh.attach(tid).rollback(reason=reason)
+    return _detail(wh, user, tid)
+
+
+@app.get("/api/tables")
+def list_tables(wh: WarehouseDep, user: GetUserDep) -> dict[str, Any]:
+    return {"tables": data.tables(wh)}
+
+
+@app.get("/api/watermark")
+def get_watermark(wh: WarehouseDep, user: GetUserDep) -> dict[str, Any]:
+    return data.watermark(wh)
+
+
+@app.get("/", response_class=HTMLResponse)
+def transactions_page(request: Request, wh: WarehouseDep, user: GetUserDep, state: str | None = None,
+                      dag_id: str | None = None, run_id: str | None = None, limit: int = 50) -> HTMLResponse:
+    rows = _transactions(wh, user, state, dag_id, run_id, limit)
+    cards = []
+    if dag_id and run_id:
+        for row in rows:
+            try:
+                detail = _detail(wh, user, row["tid"])
+            except HTTPException:  # staged by a DAG this user may not read: listed, not detailed
+                continue
+            cards.append((detail, bool(detail["can_roll_back"])))
+    html = page.index_page(root_of(request), user=user_name(user), watermark=data.watermark(wh),
+                           tables=data.tables(wh), transactions=rows, details=cards, states=data.STATES,
+                           filters={"state": state or "", "dag_id": dag_id, "run_id": run_id, "limit": limit})
+    return HTMLResponse(html)
+
+
+@app.get("/transactions/{tid}", response_class=HTMLResponse)
+def transaction_page(request: Request, tid: str, wh: WarehouseDep, user: GetUserDep) -> HTMLResponse:
+    detail = _detail(wh, user, tid)
+    return HTMLResponse(page.transaction_page(root_of(request), user=user_name(user), watermark=data.watermark(wh),
+                                              detail=detail, can_roll_back=bool(detail["can_roll_back"])))
+
+
+@app.get("/icon.svg")
+def icon() -> Response:
+    return Response(ICON, media_type="image/svg+xml")

@@ -1,0 +1,59 @@
+"""Who may see and roll back a transaction on the plugin page: the Airflow user of the request (JWT
+bearer token or the UI's session cookie, resolved by Airflow's own dependency) with permission on
+every DAG the transaction belongs to, as the configured auth manager (SimpleAuthManager, FAB, ...)
+decides: GET to see it, PUT (edit the DAG) to roll it back. A transaction with no known DAG needs the
+permission on DAGs in general."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+from airflow.api_fastapi.core_api.security import GetUserDep
+from airflow.configuration import conf
+
+__all__ = ["DagPermission", "GetUserDep", "login_url"]
+
+
+def _team_of(dag_id: str | None) -> str | None:
+    if dag_id is None or not conf.getboolean("core", "multi_team", fallback=False):
+        return None
+    from airflow.models.dag import DagModel
+
+    team: str | None = DagModel.get_team_name(dag_id)
+    return team
+
+
+class DagPermission:
+    """One user's GET or PUT permission on DAGs, asked once per DAG (a request checks many transactions)."""
+
+    def __init__(self, user: Any, method: str) -> None:
+        self.user = user
+        self.method = method
+        self._known: dict[str | None, bool] = {}
+
+    def on(self, dag_id: str | None) -> bool:
+        if dag_id not in self._known:
+            details = DagDetails(id=dag_id, team_name=_team_of(dag_id))
+            self._known[dag_id] = bool(get_auth_manager().is_authorized_dag(
+                method=self.method, details=details, user=self.user))  # type: ignore[arg-type]
+        return self._known[dag_id]
+
+    def on_all(self, dag_ids: Iterable[str]) -> bool:
+        """Permission on each of `dag_ids`; with none, on DAGs in general."""
+        dags: list[str | None] = list(dag_ids) or [None]
+        return all(self.on(dag_id) for dag_id in dags)
+
+
+def user_name(user: Any) -> str:
+    try:
+        return str(user.get_name())
+    except Exception:
+        return "an unknown user"
+
+
+def login_url(next_url: str) -> str:
+    """The auth manager's login page, coming back to `next_url`."""
+    return str(get_auth_manager().get_url_login(next_url=next_url))

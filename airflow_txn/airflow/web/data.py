@@ -1,0 +1,176 @@
+"""What the plugin page shows, computed from a Warehouse: transaction summaries with their DAG run,
+one transaction's parts grouped by task and by table, the tables with their readable commit, and the
+watermark. Plain dicts of JSON types; imports neither FastAPI nor Airflow.
+
+A transaction's DAG and run come from its label (`<dag_id>/<run_id>`, BeginTransactionOperator's
+default) and its DAG(s) also from its parts' staging keys (`<dag_id>/<task_id>/<map_index>`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow_txn.csn import ROLLBACK_CSN
+from airflow_txn.errors import TxnError
+from airflow_txn.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
+from airflow_txn.warehouse import Warehouse
+
+STATES = (ACTIVE, COMMITTED, ROLLED_BACK)
+MAX_LIMIT = 1000
+SCAN_LIMIT = 2000  # newest transactions scanned when filtering by DAG or run
+_DAG_ID = re.compile(r"^[\w.-]{1,250}$")  # Airflow's key pattern
+NO_KEY = "(no key)"
+
+SUMMARY_FIELDS = ("tid", "label", "state", "commit_in_progress", "isolation", "snapshot_csn", "commit_csn",
+                  "created_at", "ended_at", "lease_deadline", "failed_reason")
+
+
+def dag_run_of(label: str | None) -> tuple[str | None, str | None]:
+    """(dag_id, run_id) of a label `<dag_id>/<run_id>`; (None, None) for any other label."""
+    if not label or "/" not in label:
+        return None, None
+    dag_id, run_id = label.split("/", 1)
+    if not _DAG_ID.match(dag_id) or not run_id:
+        return None, None
+    return dag_id, run_id
+
+
+def task_of(key: str | None) -> dict[str, Any] | None:
+    """{dag_id, task_id, map_index} of a task's staging key `<dag_id>/<task_id>/<map_index>`, else None."""
+    if not key:
+        return None
+    fields = key.split("/")
+    if len(fields) != 3 or not _DAG_ID.match(fields[0]) or not fields[1]:
+        return None
+    try:
+        map_index = int(fields[2])
+    except ValueError:
+        return None
+    return {"dag_id": fields[0], "task_id": fields[1], "map_index": map_index}
+
+
+def summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The listing fields of a transaction (a row of wh.transactions() or wh.transaction_info())."""
+    out = {field: row.get(field) for field in SUMMARY_FIELDS}
+    out["dag_id"], out["run_id"] = dag_run_of(row.get("label"))
+    return out
+
+
+def part_status(part: Mapping[str, Any]) -> str:
+    """staged | committed | withdrawn (rolled back, or replaced by a retry) | superseded (overwritten in
+    the same transaction) for a part it created; removing | removed for a part it deletes."""
+    if part["role"] == "removed":
+        return "removing" if part["removal_csn"] is None else "removed"
+    creation = part["creation_csn"]
+    if creation is None:
+        return "staged"
+    if creation == ROLLBACK_CSN:
+        return "withdrawn"
+    return "superseded" if part["removal_csn"] == creation else "committed"
+
+
+def _task_key(part: Mapping[str, Any]) -> str:
+    key = part.get("removal_key") if part["role"] == "removed" else part.get("key")
+    return str(key or part.get("key") or NO_KEY)
+
+
+def _counts(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    parts = list(parts)
+    live = [p for p in parts if p["status"] in ("staged", "committed")]
+    gone = [p for p in parts if p["status"] in ("removing", "removed")]
+    statuses: dict[str, int] = {}
+    for p in parts:
+        statuses[p["status"]] = statuses.get(p["status"], 0) + 1
+    return {"parts": len(parts), "statuses": statuses, "rows_added": sum(int(p["rows"]) for p in live),
+            "bytes_added": sum(int(p["bytes"]) for p in live), "rows_removed": sum(int(p["rows"]) for p in gone)}
+
+
+def by_task(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parts grouped by the staging key of the task that wrote them (created) or removed them."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for part in parts:
+        groups.setdefault(_task_key(part), []).append(part)
+    out = []
+    for key in sorted(groups):
+        members = groups[key]
+        attempts = sorted({int(a) for p in members
+                           for a in [p.get("removal_attempt") if p["role"] == "removed" else p.get("attempt")]
+                           if a is not None})
+        out.append({"key": key, "task": task_of(key), "attempts": attempts,
+                    "tables": sorted({p["table"] for p in members}), **_counts(members)})
+    return out
+
+
+def by_table(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parts grouped by table."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for part in parts:
+        groups.setdefault(part["table"], []).append(part)
+    return [{"table": table, "tasks": sorted({_task_key(p) for p in groups[table]}), **_counts(groups[table])}
+            for table in sorted(groups)]
+
+
+def detail(info: Mapping[str, Any]) -> dict[str, Any]:
+    """One transaction (wh.transaction_info()) with every part, grouped by task and by table."""
+    parts = [{**p, "status": part_status(p)} for p in info["parts"]]
+    return {**summary(info), "tables": list(info["tables"]), "owner_dags": owner_dags(info),
+            "parts": parts, "by_task": by_task(parts), "by_table": by_table(parts)}
+
+
+def owner_dags(info: Mapping[str, Any]) -> list[str]:
+    """The DAGs a transaction belongs to: its label's and its staging keys' (empty: no DAG known)."""
+    dags = {dag_run_of(info.get("label"))[0]}
+    for part in info.get("parts") or []:
+        for key in (part.get("key"), part.get("removal_key")):
+            task = task_of(key)
+            dags.add(task["dag_id"] if task else None)
+    return sorted(d for d in dags if d)
+
+
+def check_filters(state: str | None, limit: int) -> None:
+    if state not in (None, "", *STATES):
+        raise TxnError(f"state must be one of {list(STATES)}, got {state!r}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise TxnError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+
+
+def list_transactions(wh: Warehouse, *, state: str | None = None, dag_id: str | None = None,
+                      run_id: str | None = None, limit: int = 50, run_tids: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The newest transactions first, optionally of one state, DAG or DAG run. `run_tids` are the
+    tids the run's begin tasks pushed (found even when the label is not `<dag_id>/<run_id>`)."""
+    check_filters(state, limit)
+    filtered = bool(dag_id or run_id)
+    rows = wh.transactions(state=state or None, limit=SCAN_LIMIT if filtered else limit)
+    found = {r["tid"]: summary(r) for r in rows
+             if (not dag_id or dag_run_of(r["label"])[0] == dag_id)
+             and (not run_id or dag_run_of(r["label"])[1] == run_id)}
+    for tid in run_tids:
+        if tid not in found:
+            row = summary(wh.transaction_info(tid))
+            row["dag_id"], row["run_id"] = dag_id, run_id  # known from the run's XCom
+            if not state or row["state"] == state:
+                found[tid] = row
+    return sorted(found.values(), key=lambda r: -float(r["created_at"] or 0))[:limit]
+
+
+def tables(wh: Warehouse, recent_commits: int = 50) -> list[dict[str, Any]]:
+    """Each table with the CSN of its latest readable commit and, if any, a newer commit whose record
+    is written but not applied yet (readable once applied)."""
+    readable = wh.readable_csn()
+    pending: dict[str, int] = {}
+    for record in wh.commit_log(limit=recent_commits):
+        if int(record["csn"]) > readable:
+            for table in record["tables"]:
+                pending[table] = max(pending.get(table, 0), int(record["csn"]))
+    return [{"table": name, "last_commit_csn": wh.last_commit_csn(name), "readable_csn": readable,
+             "pending_commit_csn": pending.get(name)} for name in wh.tables()]
+
+
+def watermark(wh: Warehouse) -> dict[str, Any]:
+    """The readable watermark, the newest commit record and how many recent records are not applied."""
+    readable = wh.readable_csn()
+    log = wh.commit_log(limit=50)
+    return {"readable_csn": readable, "latest_commit": log[0] if log else None,
+            "unapplied_commits": sum(1 for r in log if int(r["csn"]) > readable)}

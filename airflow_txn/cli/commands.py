@@ -1,0 +1,317 @@
+"""The click commands of `airflow-txn`: each opens the warehouse, calls the engine, and emits one result.
+
+Global options (--catalog, --root, --oracle, --json, --quiet, --verbose) are accepted before the command name and
+after it; they are collected into the `Settings` object click passes down. Errors are not handled here:
+they propagate to `airflow_txn.cli.main`, which prints them and picks the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from airflow_txn import Warehouse
+from airflow_txn.cli import doctor as doctor_checks
+from airflow_txn.cli import exit_codes, render
+from airflow_txn.cli.progress import ProgressBars
+from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.errors import OracleUnavailableError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+STATES = ("active", "committing", "committed", "rolled_back")
+
+
+@dataclass
+class Settings:
+    """The global options of one invocation (None: the AIRFLOW_TXN_* variable, else the default)."""
+
+    catalog: str | None = None
+    root: str | None = None
+    oracle: str | None = None
+    json_output: bool = False
+    quiet: bool = False
+    verbose: int = 0
+
+    def open(self) -> Warehouse:
+        """Open the warehouse (creating catalog and root if needed); closed when the command ends."""
+        wh = Warehouse.open(catalog=self.catalog, root=self.root, oracle=self.oracle)
+        click.get_current_context().call_on_close(wh.close)
+        return wh
+
+    def emit(self, value: Any, renderer: render.Renderer) -> int:
+        """Print the result: JSON on stdout with --json, else the renderer's tables."""
+        if self.json_output:
+            click.echo(render.to_json(value))
+        else:
+            renderer(render.stdout_console(), value)
+        return exit_codes.OK
+
+    def progress(self) -> ProgressBars:
+        return ProgressBars(render.stderr_console(), enabled=not self.quiet)
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if value is not None and value is not False:
+        setattr(ctx.ensure_object(Settings), str(param.name), value)
+    return value
+
+
+def _verbose(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    """-v / -vv (before and after the command add up): the engine's log level, set at once."""
+    if value:
+        settings = ctx.ensure_object(Settings)
+        settings.verbose += value
+        logging.getLogger("airflow_txn").setLevel(log_level(settings.verbose))
+    return value
+
+
+def log_level(verbose: int) -> int:
+    """The engine's log level for a -v count: warnings only, -v info, -vv debug."""
+    return logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+
+
+_GLOBAL_OPTIONS = (
+    click.option("--catalog", metavar="URL", expose_value=False, callback=_remember,
+                 help="Catalog SQLAlchemy URL [env AIRFLOW_TXN_CATALOG; default sqlite under ~/.airflow_txn]."),
+    click.option("--root", metavar="DIR", expose_value=False, callback=_remember,
+                 help="Storage root directory [env AIRFLOW_TXN_ROOT; default ~/.airflow_txn/warehouse]."),
+    click.option("--oracle", metavar="SPEC", expose_value=False, callback=_remember,
+                 help="CSN oracle: 'sql' or 'zookeeper://host:port[,...]/chroot' [env AIRFLOW_TXN_ORACLE]."),
+    click.option("--json", "json_output", is_flag=True, expose_value=False, callback=_remember,
+                 help="Print the result (or the error) as JSON on stdout."),
+    click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_remember,
+                 help="No progress bars on stderr."),
+    click.option("-v", "--verbose", count=True, expose_value=False, callback=_verbose,
+                 help="Engine log lines (tid=... csn=...) on stderr: -v info, -vv debug [default: warnings]; "
+                      "format from AIRFLOW_TXN_LOG_FORMAT (text or json)."),
+)
+
+
+def global_options(fn: F) -> F:
+    for option in reversed(_GLOBAL_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@global_options
+def cli() -> None:
+    """Inspect and maintain an airflow_txn warehouse (exit codes and JSON shapes: docs/CLI.md)."""
+
+
+# -- warehouse and tables ----------------------------------------------------------------------------------
+@cli.command()
+@global_options
+@click.pass_obj
+def init(settings: Settings) -> int:
+    """Create the catalog, the storage root (and the ZooKeeper log) if needed; safe to run again."""
+    wh = settings.open()
+    marks = wh.watermark_info()
+    if "oracle_error" in marks:
+        raise OracleUnavailableError(marks["oracle_error"])
+    result = {"catalog": doctor_checks.safe_url(wh.config.catalog_url), "root": str(wh.config.root),
+              "oracle": wh.config.oracle, "readable_csn": marks["readable_csn"], "tables": len(wh.tables())}
+    return settings.emit(result, render.mapping)
+
+
+@cli.command()
+@global_options
+@click.pass_obj
+def tables(settings: Settings) -> int:
+    """Tables with their partitioning, last commit CSN and visible parts, rows and bytes."""
+    wh = settings.open()
+    csn = wh.readable_csn()
+    return settings.emit([wh.table_stats(name, csn) for name in wh.tables()], render.tables)
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--csn", type=click.IntRange(min=PREHISTORIC_CSN), help="Snapshot to read [default: the watermark].")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="Rows to print; 0 = all.")
+@global_options
+@click.pass_obj
+def read(settings: Settings, table: str, csn: int | None, limit: int) -> int:
+    """Rows of TABLE at a snapshot."""
+    wh = settings.open()
+    snapshot = wh.readable_csn() if csn is None else csn
+    data = wh.read(table, csn=snapshot)
+    shown = data if limit == 0 else data.slice(0, limit)
+    result = {"table": table, "csn": snapshot, "num_rows": data.num_rows, "rows": shown.to_pylist()}
+    return settings.emit(result, render.rows)
+
+
+@cli.command()
+@global_options
+@click.pass_obj
+def watermark(settings: Settings) -> int:
+    """The readable CSN; the oracle's latest CSN and the lag behind it."""
+    return settings.emit(settings.open().watermark_info(), render.mapping)
+
+
+# -- transactions --------------------------------------------------------------------------------------------
+@cli.command("list")
+@click.option("--state", type=click.Choice(STATES), help="Only transactions in this state.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@global_options
+@click.pass_obj
+def list_transactions(settings: Settings, state: str | None, limit: int) -> int:
+    """Transactions, newest first."""
+    return settings.emit(settings.open().transactions(state=state, limit=limit), render.transactions)
+
+
+@cli.command()
+@click.argument("tid")
+@global_options
+@click.pass_obj
+def show(settings: Settings, tid: str) -> int:
+    """One transaction: state, CSNs, times, and the parts it wrote or removed, table by table."""
+    return settings.emit(settings.open().transaction_info(tid), render.transaction)
+
+
+@cli.command()
+@click.argument("tid")
+@global_options
+@click.pass_obj
+def rollback(settings: Settings, tid: str) -> int:
+    """Roll back an active transaction (its staged parts never become visible)."""
+    wh = settings.open()
+    wh.attach(tid).rollback()
+    return settings.emit({"tid": tid, "state": wh.transaction_info(tid)["state"]}, render.mapping)
+
+
+@cli.command("log")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@global_options
+@click.pass_obj
+def commit_log(settings: Settings, limit: int) -> int:
+    """Recent commits, newest first."""
+    return settings.emit(settings.open().commit_log(limit=limit), render.commit_log)
+
+
+# -- maintenance ---------------------------------------------------------------------------------------------
+@cli.command()
+@global_options
+@click.pass_obj
+def recover(settings: Settings) -> int:
+    """Roll committed records forward, roll back expired transactions, check storage (safe any time)."""
+    wh = settings.open()
+    with settings.progress() as bars:
+        report = wh.recover(progress=bars)
+    return settings.emit(report, render.generic)
+
+
+@cli.command()
+@click.option("--retention", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Seconds of time travel to keep [default: the engine's (7 days)].")
+@click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
+@global_options
+@click.pass_obj
+def vacuum(settings: Settings, retention: float | None, dry_run: bool) -> int:
+    """Delete the files no snapshot in the retention window can see, and orphans of dead writers."""
+    wh = settings.open()
+    kwargs: dict[str, Any] = {} if retention is None else {"retention_seconds": retention}
+    with settings.progress() as bars:
+        report = wh.vacuum(dry_run=dry_run, progress=bars, **kwargs)
+    return settings.emit(report, render.generic)
+
+
+def _parse_partitions(_ctx: click.Context, _param: click.Parameter,
+                      values: Sequence[str]) -> list[dict[str, str | None]]:
+    return [_parse_partition(v) for v in values]
+
+
+def _parse_partition(text: str) -> dict[str, str | None]:
+    """`col=value[,col=value...]`, or a JSON object for values holding commas (null: a NULL partition)."""
+    if text.lstrip().startswith("{"):
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(f"{text!r} is not a JSON object: {exc}", param_hint="--partition") from exc
+        if not isinstance(loaded, dict):
+            raise click.BadParameter(f"{text!r} is not a JSON object", param_hint="--partition")
+        return {str(k): None if v is None else str(v) for k, v in loaded.items()}
+    out: dict[str, str | None] = {}
+    for item in text.split(","):
+        column, sep, value = item.partition("=")
+        if not sep or not column.strip():
+            raise click.BadParameter(f"{text!r}: expected col=value[,col=value...] or a JSON object",
+                                     param_hint="--partition")
+        out[column.strip()] = value
+    return out
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--partition", "partitions", multiple=True, metavar="COL=VALUE[,COL=VALUE]", callback=_parse_partitions,
+              help="Only this partition (repeat for more; a JSON object works too) [default: all].")
+@click.option("--target-file-bytes", type=click.IntRange(min=1),
+              help="Size to aim for per merged part [default: the engine's].")
+@click.option("--min-parts", type=click.IntRange(min=2), help="Merge only groups of at least this many parts.")
+@global_options
+@click.pass_obj
+def compact(settings: Settings, table: str, partitions: list[dict[str, str | None]],
+            target_file_bytes: int | None, min_parts: int | None) -> int:
+    """Merge TABLE's small parts into larger ones; readers see the same rows (docs/COMPACTION.md)."""
+    wh = settings.open()
+    kwargs: dict[str, Any] = {"partitions": partitions or None}
+    if target_file_bytes is not None:
+        kwargs["target_file_bytes"] = target_file_bytes
+    if min_parts is not None:
+        kwargs["min_parts"] = min_parts
+    with settings.progress() as bars:
+        report = wh.compact(table, progress=bars, **kwargs)
+    return settings.emit(report, render.compaction)
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--seconds", type=click.FloatRange(min=0), help="Keep TABLE readable at least this many seconds back.")
+@click.option("--versions", type=click.IntRange(min=1), help="Keep TABLE's last N commits readable.")
+@click.option("--clear", is_flag=True, help="Drop TABLE's own policy (vacuum's --retention rules again).")
+@global_options
+@click.pass_obj
+def retention(settings: Settings, table: str, seconds: float | None, versions: int | None, clear: bool) -> int:
+    """Show TABLE's retention policy and horizon; set one part of it with --seconds / --versions."""
+    if clear and (seconds is not None or versions is not None):
+        raise click.UsageError("--clear cannot be combined with --seconds or --versions")
+    wh = settings.open()
+    if clear:
+        wh.set_retention(table)
+    elif seconds is not None or versions is not None:
+        current = wh.retention(table)
+        wh.set_retention(table, seconds=current["seconds"] if seconds is None else seconds,
+                         versions=current["versions"] if versions is None else versions)
+    return settings.emit(wh.retention(table), render.mapping)
+
+
+@cli.command()
+@click.option("--csn", type=click.IntRange(min=PREHISTORIC_CSN), help="Snapshot [default: the watermark].")
+@click.option("--table", "tables_", multiple=True, help="Only this table (repeatable).")
+@global_options
+@click.pass_obj
+def manifest(settings: Settings, csn: int | None, tables_: Sequence[str]) -> int:
+    """Write JSON manifests of a snapshot for other engines (docs/MANIFESTS.md)."""
+    result = settings.open().write_manifest(csn=csn, tables=list(tables_) or None)
+    return settings.emit(result, render.generic)
+
+
+@cli.command()
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Seconds to wait for the catalog and the oracle.")
+@global_options
+@click.pass_obj
+def doctor(settings: Settings, timeout: float) -> int:
+    """Check catalog, oracle, storage root, disk space and recovery backlog (exit 4 if a check fails)."""
+    report = doctor_checks.run(settings.catalog, settings.root, settings.oracle, timeout)
+    settings.emit(report, render.doctor)
+    if report["ok"]:
+        return exit_codes.OK
+    failed = [c["name"] for c in report["checks"] if c["status"] == doctor_checks.FAIL]
+    click.echo(f"error: doctor: {len(failed)} check(s) failed: {', '.join(failed)}", err=True)
+    return exit_codes.DOCTOR_FAILED

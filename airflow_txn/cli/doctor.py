@@ -1,0 +1,254 @@
+"""`airflow-txn doctor`: check a warehouse's configuration, catalog, oracle, storage root and recovery
+backlog, each with a status (ok, warn, fail, skip) and a hint saying what to do.
+
+Unlike every other command it does not call Warehouse.open, which would create a missing catalog or
+root: it connects with short timeouts and writes only a probe directory in the root, deleted at once
+(the ZooKeeper check connects like any client, which sets up the log's nodes under the chroot if they
+are missing). A check that needs a failed one is reported as skip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import uuid
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, inspect, select
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from airflow_txn import overview
+from airflow_txn.catalog import Catalog, schema
+from airflow_txn.config import WarehouseConfig
+from airflow_txn.errors import TxnError
+from airflow_txn.oracle import CsnOracle, SqlOracle
+from airflow_txn.runtime import Runtime
+from airflow_txn.storage import Storage
+from airflow_txn.tid import TidFactory
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+FAIL_FREE_BYTES = 64 * 2**20
+"""Less free space than this in the root's file system fails the check (a commit could not write)."""
+WARN_FREE_BYTES = 2**30
+WARN_FREE_FRACTION = 0.05
+_INIT_HINT = "run `airflow-txn init` (or point --catalog / AIRFLOW_TXN_CATALOG at the right catalog)"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    hint: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+def run(catalog: str | None, root: str | None, oracle: str | None, timeout: float = 5.0) -> dict[str, Any]:
+    """Every check, in order; `ok` is False when any failed."""
+    checks = diagnose(catalog, root, oracle, timeout)
+    return {"ok": all(c.status != FAIL for c in checks), "checks": [c.as_dict() for c in checks]}
+
+
+def diagnose(catalog: str | None, root: str | None, oracle: str | None, timeout: float) -> list[Check]:
+    try:
+        config = WarehouseConfig.resolve(catalog, root, oracle)
+    except TxnError as exc:
+        return [Check("config", FAIL, str(exc), "fix --catalog / --root / --oracle or the AIRFLOW_TXN_* variables")]
+    checks = [Check("config", OK, f"catalog {safe_url(config.catalog_url)}, root {config.root}, "
+                                  f"oracle {config.oracle}")]
+    catalog_checks = check_catalog(config.catalog_url, timeout)
+    checks += catalog_checks
+    checks += check_root(config.root)
+    if any(c.status == FAIL for c in catalog_checks):
+        needs = "needs a working catalog"
+        return [*checks, Check("oracle", SKIP, needs), Check("recovery", SKIP, needs)]
+    return checks + _oracle_and_recovery(config, timeout)
+
+
+def safe_url(url: str) -> str:
+    """The URL with its password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+# -- catalog ---------------------------------------------------------------------------------------------
+def check_catalog(url: str, timeout: float) -> list[Check]:
+    """Reachable (with a connect timeout), holds every airflow_txn table, at a schema version we understand."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        return [Check("catalog", FAIL, f"bad catalog URL {url!r}: {exc}", "use a SQLAlchemy URL")]
+    backend = parsed.get_backend_name()
+    database = parsed.database or ""
+    if backend == "sqlite" and database not in ("", ":memory:") and not Path(database).expanduser().exists():
+        return [Check("catalog", FAIL, f"catalog file {database} does not exist", _INIT_HINT)]
+    try:
+        present, version = _inspect_catalog(parsed, backend, timeout)
+    except (SQLAlchemyError, ImportError) as exc:
+        return [Check("catalog", FAIL, f"cannot reach {safe_url(url)}: {_first_line(exc)}",
+                      "check the URL, that the database server is running, and the credentials")]
+    reached = Check("catalog", OK, f"{backend} catalog {safe_url(url)} reachable")
+    missing = sorted(set(schema.metadata.tables) - present)
+    if missing:
+        return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {', '.join(missing)})",
+                               _INIT_HINT)]
+    return [reached, _version_check(version)]
+
+
+def _inspect_catalog(url: URL, backend: str, timeout: float) -> tuple[set[str], str | None]:
+    connect_args = {"connect_timeout": max(1, round(timeout))} if backend == "postgresql" else {}
+    engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    try:
+        with engine.connect() as conn:
+            present = set(inspect(conn).get_table_names())
+            version = None
+            if schema.meta.name in present:
+                version = conn.execute(
+                    select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+                ).scalar()
+            return present, None if version is None else str(version)
+    finally:
+        engine.dispose()
+
+
+def _version_check(version: str | None) -> Check:
+    expected = schema.SCHEMA_VERSION
+    if version is None or not version.isdigit():
+        return Check("catalog schema", FAIL, f"no valid schema version in the catalog ({version!r})", _INIT_HINT)
+    if int(version) > expected:
+        return Check("catalog schema", FAIL, f"schema version {version} is newer than this airflow_txn ({expected})",
+                     "upgrade the airflow-txn package")
+    if int(version) < expected:
+        return Check("catalog schema", WARN, f"schema version {version}, older than this airflow_txn ({expected})",
+                     "run `airflow-txn init` to migrate it")
+    return Check("catalog schema", OK, f"schema version {version}")
+
+
+# -- storage root ------------------------------------------------------------------------------------------
+def check_root(root: Path) -> list[Check]:
+    """Exists and is a directory; a file (and a directory) can be created and deleted in it; free space."""
+    hint = "run `airflow-txn init`, or point --root / AIRFLOW_TXN_ROOT at the warehouse's root"
+    if not root.exists():
+        return [Check("storage root", FAIL, f"{root} does not exist", hint)]
+    if not root.is_dir():
+        return [Check("storage root", FAIL, f"{root} is not a directory", hint)]
+    return [Check("storage root", OK, f"{root} exists"), _probe(root), _disk_space(root)]
+
+
+def _probe(root: Path) -> Check:
+    probe = root / f".airflow_txn-doctor-{uuid.uuid4().hex}"
+    try:
+        probe.mkdir()
+        with open(probe / "probe", "xb") as fh:
+            fh.write(b"airflow_txn")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if (probe / "probe").read_bytes() != b"airflow_txn":
+            return Check("write probe", FAIL, f"a file written in {root} read back different", "check the file system")
+        (probe / "probe").unlink()
+        probe.rmdir()
+    except OSError as exc:
+        return Check("write probe", FAIL, f"cannot create and delete files in {root}: {exc.strerror or exc}",
+                     "give this user read/write access to the root: every writer creates part directories there")
+    finally:
+        with suppress(OSError):
+            (probe / "probe").unlink(missing_ok=True)
+        with suppress(OSError):
+            probe.rmdir()
+    return Check("write probe", OK, "created and deleted a directory and a file")
+
+
+def _disk_space(root: Path) -> Check:
+    usage = shutil.disk_usage(root)
+    detail = f"{_gib(usage.free)} free of {_gib(usage.total)}"
+    hint = "free space or move the root: commits fail when the file system is full"
+    if usage.free < FAIL_FREE_BYTES:
+        return Check("disk space", FAIL, detail, hint)
+    if usage.free < WARN_FREE_BYTES or usage.free < WARN_FREE_FRACTION * usage.total:
+        return Check("disk space", WARN, detail, hint + "; `airflow-txn vacuum` deletes what no snapshot needs")
+    return Check("disk space", OK, detail)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+# -- oracle and recovery -------------------------------------------------------------------------------------
+def _oracle_and_recovery(config: WarehouseConfig, timeout: float) -> list[Check]:
+    catalog = Catalog(config.catalog_url)
+    oracle: CsnOracle | None = None
+    try:
+        oracle_check, oracle = check_oracle(config.oracle, catalog, timeout)
+        return [oracle_check, check_recovery(config, catalog, oracle)]
+    finally:
+        if oracle is not None:
+            oracle.close()
+        catalog.dispose()
+
+
+def check_oracle(spec: str, catalog: Catalog, timeout: float) -> tuple[Check, CsnOracle | None]:
+    """The SQL counter row, or a ZooKeeper connection (within `timeout`) to the log of THIS warehouse."""
+    if spec == "sql":
+        oracle = SqlOracle(catalog)
+        try:
+            with catalog.read() as conn:
+                last = oracle.last_csn(conn)
+        except (TxnError, SQLAlchemyError) as exc:
+            return Check("oracle", FAIL, f"the SQL CSN counter cannot be read: {_first_line(exc)}", _INIT_HINT), None
+        return Check("oracle", OK, f"sql: last CSN {last}"), oracle
+    return _check_zookeeper(spec, catalog, timeout)
+
+
+def _check_zookeeper(spec_text: str, catalog: Catalog, timeout: float) -> tuple[Check, CsnOracle | None]:
+    from airflow_txn.oracle.zookeeper_spec import ZooKeeperSpec
+
+    try:
+        spec = ZooKeeperSpec.parse(spec_text)
+    except TxnError as exc:
+        return Check("oracle", FAIL, str(exc), "fix --oracle / AIRFLOW_TXN_ORACLE"), None
+    spec = dataclasses.replace(spec, timeout=min(spec.timeout, timeout))
+    try:
+        from airflow_txn.oracle.zookeeper import ZooKeeperOracle
+    except ImportError:
+        return Check("oracle", FAIL, "the ZooKeeper oracle needs the kazoo package",
+                     "pip install 'airflow-txn[zookeeper]'"), None
+    oracle = ZooKeeperOracle(spec, catalog)
+    try:
+        oracle.check_available()
+        last = oracle.last_logged_csn()
+    except TxnError as exc:
+        oracle.close()
+        return Check("oracle", FAIL, str(exc), "check that ZooKeeper runs and the hosts and chroot are right"), None
+    return Check("oracle", OK, f"zookeeper {spec.hosts}{spec.chroot}: last logged CSN {last}"), oracle
+
+
+def check_recovery(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracle | None) -> Check:
+    """Warn when recovery has work: expired transactions, unfinished rollbacks, unapplied records."""
+    if oracle is None:
+        return Check("recovery", SKIP, "needs a reachable oracle")
+    runtime = Runtime(catalog, oracle, Storage(config.root), TidFactory())
+    try:
+        backlog = overview.recovery_backlog(runtime)
+    except (TxnError, SQLAlchemyError) as exc:
+        return Check("recovery", FAIL, f"cannot read the transactions: {_first_line(exc)}", _INIT_HINT)
+    pending = {k: v for k, v in backlog.items() if v}
+    if not pending:
+        return Check("recovery", OK, "nothing to recover")
+    detail = ", ".join(f"{'?' if v < 0 else v} {k.replace('_', ' ')}" for k, v in pending.items())
+    return Check("recovery", WARN, detail, "run `airflow-txn recover` (safe at any time, from any process)")
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

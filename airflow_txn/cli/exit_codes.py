@@ -1,0 +1,37 @@
+"""The exit codes of `airflow-txn` (stable: scripts rely on them; docs/CLI.md lists them) and which
+error maps to which."""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from airflow_txn.errors import InvalidNameError, TableNotFoundError, TransactionNotFoundError, TxnError
+
+OK = 0
+"""The command did what it was asked."""
+ERROR = 1
+"""A transaction or engine error: conflict, closed transaction, unreachable catalog or oracle, a CSN not
+readable yet or older than the retention horizon, storage trouble, a feature this version lacks."""
+USAGE = 2
+"""Bad usage: unknown command or option, a malformed value (a tid, table name, CSN or partition)."""
+NOT_FOUND = 3
+"""The table or transaction named does not exist in this warehouse."""
+DOCTOR_FAILED = 4
+"""`doctor` found at least one failing check."""
+INTERRUPTED = 130
+"""Interrupted (Ctrl-C)."""
+
+
+def for_error(exc: BaseException) -> int:
+    """The exit code of an error raised by a command."""
+    if isinstance(exc, TableNotFoundError | TransactionNotFoundError):
+        return NOT_FOUND
+    if isinstance(exc, InvalidNameError):
+        return USAGE
+    if isinstance(exc, TxnError | SQLAlchemyError | OSError):
+        return ERROR
+    raise TypeError(f"no exit code for {type(exc).__name__}")  # pragma: no cover - callers pass only these
+
+
+HANDLED = (TxnError, SQLAlchemyError, OSError)
+"""The errors `main` turns into `error: ...` and an exit code; anything else is a bug and shows its traceback."""

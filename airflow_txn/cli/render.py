@@ -1,0 +1,204 @@
+"""How the CLI prints results: JSON for scripts, rich tables for people (on stdout), messages on stderr.
+
+Every command produces one JSON-able value; `emit` prints it as JSON (`--json`) or hands it to the
+command's renderer. Renderers only format: they never query the warehouse.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+Renderer = Callable[[Console, Any], None]
+
+_TIME_FIELDS = {"created_at", "ended_at", "lease_deadline", "committed_at"}
+_BYTE_FIELDS = {"bytes", "bytes_freed", "size_bytes", "free_bytes", "target_file_bytes", "bytes_before", "bytes_after"}
+_PIPE_WIDTH = 4096
+"""Width of output that is not a terminal (a pipe, a file): wide enough that no cell is ever cut."""
+
+
+def stdout_console() -> Console:
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = _PIPE_WIDTH
+    return console
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+
+
+# -- cell formatting ----------------------------------------------------------------------------------------
+def fmt_bytes(value: Any) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return fmt(value)
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_time(value: Any) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return fmt(value)
+    return dt.datetime.fromtimestamp(float(value)).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_partition(partition: Any) -> str:
+    if isinstance(partition, Mapping):
+        return "/".join(f"{k}={'null' if v is None else v}" for k, v in partition.items()) or "-"
+    return fmt(partition)
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(fmt(v) for v in value) or "-"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={fmt(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def fmt_field(name: str, value: Any) -> str:
+    """A value formatted by what its field holds (epoch seconds, byte counts, partitions)."""
+    if name in _TIME_FIELDS:
+        return fmt_time(value)
+    if name in _BYTE_FIELDS:
+        return fmt_bytes(value)
+    if name == "partition":
+        return fmt_partition(value)
+    return fmt(value)
+
+
+# -- generic shapes ---------------------------------------------------------------------------------------------
+def table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A plain table; narrow terminals fold long cells (a tid is never cut short)."""
+    out = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for column in columns:
+        out.add_column(column, overflow="fold")
+    for row in rows:
+        out.add_row(*(cell if isinstance(cell, Text) else Text(str(cell)) for cell in row))
+    return out
+
+
+def records(console: Console, rows: Sequence[Mapping[str, Any]], columns: Sequence[str], empty: str,
+            title: str | None = None) -> None:
+    """A list of dicts as one table with the given columns (field names)."""
+    if title:
+        console.print(Text(title, style="bold"))
+    if not rows:
+        if empty:
+            console.print(empty)
+        return
+    console.print(table(columns, ([fmt_field(c, r.get(c)) for c in columns] for r in rows)))
+
+
+def mapping(console: Console, value: Mapping[str, Any], title: str | None = None) -> None:
+    """A dict as a two-column key/value grid (nested values flattened to one line)."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for key, item in value.items():
+        shown = f"{len(item)} item(s)" if isinstance(item, list) and len(item) > 20 else fmt_field(key, item)
+        grid.add_row(Text(str(key)), Text(shown))
+    if title:
+        console.print(Text(title, style="bold underline"))
+    console.print(grid)
+
+
+# -- per-command renderers ---------------------------------------------------------------------------------------
+def tables(console: Console, rows: list[dict[str, Any]]) -> None:
+    columns = ["table", "partition_by", "last_commit_csn", "parts", "rows", "bytes"]
+    records(console, rows, columns, "no tables")
+
+
+def transactions(console: Console, rows: list[dict[str, Any]]) -> None:
+    shown = [{**r, "state": "committing" if r.get("commit_in_progress") else r.get("state")} for r in rows]
+    columns = ["tid", "label", "state", "snapshot_csn", "commit_csn", "created_at", "ended_at"]
+    records(console, shown, columns, "no transactions")
+
+
+def transaction(console: Console, info: dict[str, Any]) -> None:
+    header = {k: v for k, v in info.items() if k not in {"parts", "tables"}}
+    mapping(console, header, title=f"transaction {info.get('tid')}")
+    parts = info.get("parts") or []
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    for part in parts:
+        by_table.setdefault(str(part["table"]), []).append(part)
+    columns = ["partition", "path", "rows", "bytes", "role", "creation_csn", "removal_csn", "key"]
+    for name, table_parts in sorted(by_table.items()):
+        created = sum(1 for p in table_parts if p.get("role") == "created")
+        total = sum(int(p.get("bytes") or 0) for p in table_parts if p.get("role") == "created")
+        title = (f"{name}: {created} part(s) written ({fmt_bytes(total)}), "
+                 f"{len(table_parts) - created} removed")
+        console.print()
+        records(console, table_parts, columns, "", title=title)
+    if not parts:
+        console.print("\nno parts")
+
+
+def rows(console: Console, result: dict[str, Any]) -> None:
+    data: list[dict[str, Any]] = result["rows"]
+    columns = list(data[0]) if data else []
+    shown = len(data)
+    console.print(Text(f"{result['table']} at CSN {result['csn']}: {shown} of {result['num_rows']} row(s)",
+                       style="bold"))
+    if data:
+        console.print(table(columns, ([fmt(r.get(c)) for c in columns] for r in data)))
+
+
+def commit_log(console: Console, rows: list[dict[str, Any]]) -> None:
+    records(console, rows, ["csn", "tid", "tables", "committed_at", "applied"], "no commits")
+
+
+def doctor(console: Console, report: dict[str, Any]) -> None:
+    styles = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+    out = table(["check", "status", "detail", "hint"], [])
+    for check in report["checks"]:
+        status = Text(check["status"], style=styles.get(check["status"], ""))
+        out.add_row(Text(check["name"]), status, Text(check["detail"]), Text(check.get("hint") or ""))
+    console.print(out)
+    failed = sum(1 for c in report["checks"] if c["status"] == "fail")
+    warned = sum(1 for c in report["checks"] if c["status"] == "warn")
+    if failed:
+        console.print(Text(f"{failed} problem(s) found", style="bold red"))
+    else:
+        console.print(Text(f"healthy ({warned} warning(s))" if warned else "healthy", style="green"))
+
+
+def compaction(console: Console, report: dict[str, Any]) -> None:
+    mapping(console, {k: v for k, v in report.items() if k not in {"merges", "tids"}},
+            title=f"compaction of {report.get('table')}")
+    merges = report.get("merges") or []
+    if merges:
+        console.print()
+        columns = [c for c in ("status", "tid", "partition", "sources", "rows", "bytes_before", "bytes_after", "reason")
+                   if any(c in m for m in merges)]
+        records(console, merges, columns, "")
+
+
+def generic(console: Console, value: Any) -> None:
+    """Whatever a maintenance call returned: a dict as key/value lines, a list as a table."""
+    if isinstance(value, Mapping):
+        mapping(console, value)
+    elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        records(console, value, list(value[0]), "")
+    else:
+        console.print(fmt(value))

@@ -1,0 +1,26 @@
+"""Airflow-home shim for airflow_txn's plugin: copy this file into `$AIRFLOW_HOME/plugins/` (or the
+folder `[core] plugins_folder` names) when the airflow_txn code is importable but not installed as a
+package, so its `airflow.plugins` entry point does not exist (code vendored next to the DAGs, a
+PYTHONPATH entry, a managed Airflow that only syncs folders).
+
+When `pip install airflow-txn` registered the entry point, Airflow loads the plugin from there, and
+this file defines nothing: a second `airflow_txn` plugin would be skipped with an import error
+("already registered"). So keeping this file in a plugins folder is harmless either way.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+ENTRY_POINT = "airflow_txn.airflow.plugin:AirflowTxnPlugin"
+
+
+def registered_by_entry_point() -> bool:
+    """True when an installed distribution already declares the plugin's entry point."""
+    return any(ep.value == ENTRY_POINT for ep in entry_points(group="airflow.plugins"))
+
+
+if not registered_by_entry_point():
+    from airflow_txn.airflow.plugin import AirflowTxnPlugin
+
+    __all__ = ["AirflowTxnPlugin"]

@@ -1,0 +1,216 @@
+"""Provider packaging: get_provider_info() against Airflow's own schema, what ProvidersManager and the
+`airflow` CLI see, the `[airflow_txn]` configuration section, the plugins/ shim, and the engine's
+metrics reaching Airflow's stats."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema
+import pyarrow as pa
+import pytest
+
+from airflow_txn import Warehouse, metrics
+from airflow_txn.airflow import provider
+from airflow_txn.airflow.hooks.txn import TxnHook, config_from_extra, default_lease_seconds
+from airflow_txn.airflow.metrics import AirflowStatsSink, install
+from airflow_txn.errors import TxnError
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+SHIM = REPO / "plugins" / "airflow_txn_plugin.py"
+
+
+def provider_schema() -> dict[str, Any]:
+    import airflow
+
+    return json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())  # type: ignore[no-any-return]
+
+
+def test_provider_info_validates_against_airflows_schema() -> None:
+    info = provider.get_provider_info()
+    jsonschema.validate(info, provider_schema())
+    assert info["package-name"] == "airflow-txn" and info["versions"] == [importlib.metadata.version("airflow-txn")]
+    modules = {kind: info[kind][0]["python-modules"] for kind in ("hooks", "operators", "sensors", "triggers")}
+    for kind, names in modules.items():
+        for name in names:
+            assert importlib.util.find_spec(name) is not None, f"{kind} module {name} does not exist"
+    options = info["config"]["airflow_txn"]["options"]
+    assert set(options) == {"conn_id", "catalog", "root", "oracle", "lease_seconds", "metrics"}
+    assert {o["type"] for o in options.values()} <= {"string", "float", "boolean"}
+
+
+def test_schema_check_is_not_vacuous() -> None:
+    """The schema does refuse a malformed provider info (so the validation above can fail)."""
+    broken = provider.get_provider_info()
+    broken["config"]["airflow_txn"]["options"]["lease_seconds"]["type"] = "duration"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, provider_schema())
+    del broken["name"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, provider_schema())
+
+
+def test_providers_manager_sees_the_provider() -> None:
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    manager = ProvidersManager()
+    assert manager.providers["airflow-txn"].version == importlib.metadata.version("airflow-txn")
+    manager.initialize_providers_configuration()
+    section = dict(manager.provider_configs)["airflow-txn"]["airflow_txn"]
+    assert section["options"]["lease_seconds"]["default"] == "3600.0"
+    hook = ProvidersManagerTaskRuntime().hooks["airflow_txn"]
+    assert hook is not None and hook.hook_class_name == "airflow_txn.airflow.hooks.txn.TxnHook"
+    assert (hook.connection_type, hook.package_name) == ("airflow_txn", "airflow-txn")
+
+
+def airflow_cli(*args: str, home: Path) -> Any:
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    result = subprocess.run([str(Path(sys.executable).parent / "airflow"), *args, "-o", "json"], env=env,
+                            capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_airflow_cli_lists_provider_and_one_plugin_with_the_shim_in_place(tmp_path: Path) -> None:
+    """A throw-away AIRFLOW_HOME whose plugins folder holds the shim: the entry point registers the
+    plugin, the shim stays silent (no second `airflow_txn`, so no 'already registered' error)."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / SHIM.name).write_text(SHIM.read_text())
+    providers = airflow_cli("providers", "list", home=tmp_path)
+    assert "airflow-txn" in [p["package_name"] for p in providers]
+    plugins = [p for p in airflow_cli("plugins", home=tmp_path) if p["name"] == "airflow_txn"]
+    assert len(plugins) == 1, plugins
+    assert "EntryPoint" in plugins[0]["source"] and plugins[0]["listeners"] == ["airflow_txn.airflow.listener"]
+
+
+def load_shim() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("airflow_txn_plugin_shim", SHIM)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shim_defines_the_plugin_only_without_the_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.plugins_manager import AirflowPlugin
+
+    from airflow_txn.airflow.plugin import AirflowTxnPlugin
+
+    installed = load_shim()
+    assert installed.registered_by_entry_point() is True
+    assert not [v for v in vars(installed).values() if isinstance(v, type) and issubclass(v, AirflowPlugin)]
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])  # code vendored, not installed
+    vendored = load_shim()
+    assert vendored.registered_by_entry_point() is False
+    assert vendored.AirflowTxnPlugin is AirflowTxnPlugin
+
+
+def test_config_section_fills_what_the_connection_leaves_empty(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    monkeypatch.setenv("AIRFLOW_TXN_CATALOG", f"sqlite:///{tmp_path}/env.db")
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__CATALOG", f"sqlite:///{tmp_path}/airflow_cfg.db")
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__ROOT", str(tmp_path / "cfg_root"))
+    assert config_from_extra({}).catalog_url == f"sqlite:///{tmp_path}/airflow_cfg.db"  # [airflow_txn] > env
+    assert config_from_extra({}).root == tmp_path / "cfg_root"
+    explicit = config_from_extra({"catalog": f"sqlite:///{tmp_path}/conn.db"})
+    assert explicit.catalog_url == f"sqlite:///{tmp_path}/conn.db"  # the connection wins
+    monkeypatch.delenv("AIRFLOW__AIRFLOW_TXN__CATALOG")
+    assert config_from_extra({}).catalog_url == f"sqlite:///{tmp_path}/env.db"
+
+
+def test_lease_seconds_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW__AIRFLOW_TXN__LEASE_SECONDS", raising=False)
+    assert default_lease_seconds() == 3600.0
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__LEASE_SECONDS", "120")
+    assert default_lease_seconds() == 120.0
+    for bad in ("soon", "-5"):
+        monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__LEASE_SECONDS", bad)
+        with pytest.raises(TxnError, match="lease_seconds"):
+            default_lease_seconds()
+
+
+class RecordingStatsLogger:
+    """A real Airflow stats backend (the StatsLogger protocol) that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, float, dict[str, Any] | None]] = []
+
+    def incr(self, stat: str, count: int = 1, rate: float = 1, *, tags: dict[str, Any] | None = None) -> None:
+        self.calls.append(("incr", stat, count, tags))
+
+    def decr(self, stat: str, count: int = 1, rate: float = 1, *, tags: dict[str, Any] | None = None) -> None:
+        self.calls.append(("decr", stat, count, tags))
+
+    def gauge(self, stat: str, value: float, rate: float = 1, delta: bool = False, *,
+              tags: dict[str, Any] | None = None) -> None:
+        self.calls.append(("gauge", stat, value, tags))
+
+    def timing(self, stat: str, dt: Any, *, tags: dict[str, Any] | None = None) -> None:
+        self.calls.append(("timing", stat, float(dt), tags))
+
+    def timer(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+@pytest.fixture
+def airflow_stats_backend() -> Iterator[RecordingStatsLogger]:
+    """Both copies of Airflow's stats module (core's and the task SDK's) set up with one recording
+    backend, as Airflow's components do with theirs; restored afterwards."""
+    import importlib
+
+    recorder = RecordingStatsLogger()
+    modules = [importlib.import_module(m) for m in ("airflow._shared.observability.metrics.stats",
+                                                    "airflow.sdk._shared.observability.metrics.stats")]
+    saved = [(m._factory, m._backend, m._export_legacy_names) for m in modules]
+    for module in modules:
+        module.initialize(factory=lambda: recorder, export_legacy_names=False)
+    previous_sink = metrics.set_sink(None)
+    yield recorder
+    metrics.set_sink(previous_sink)
+    for module, (factory, backend, legacy) in zip(modules, saved, strict=True):
+        module._factory, module._backend, module._export_legacy_names = factory, backend, legacy
+
+
+def test_engine_metrics_reach_airflow_stats(airflow_stats_backend: RecordingStatsLogger, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW__AIRFLOW_TXN__METRICS", raising=False)
+    monkeypatch.delenv("AIRFLOW_CONN_AIRFLOW_TXN_DEFAULT", raising=False)
+    monkeypatch.setenv("AIRFLOW_TXN_CATALOG", f"sqlite:///{tmp_path}/c.db")
+    monkeypatch.setenv("AIRFLOW_TXN_ROOT", str(tmp_path / "wh"))
+    with TxnHook().warehouse() as wh:  # the first hook of the process installs the forwarding sink
+        assert isinstance(metrics.get_sink(), AirflowStatsSink)
+        wh.create_table("shop.orders", pa.schema([("id", pa.int64())]))
+        with wh.begin() as t:
+            t.append("shop.orders", pa.table({"id": [1]}))
+        doomed = wh.begin()
+        doomed.rollback()
+    calls = airflow_stats_backend.calls
+    assert [c[:2] for c in calls] == [("gauge", metrics.WATERMARK_LAG), ("timing", metrics.COMMIT_LATENCY),
+                                      ("incr", metrics.ROLLBACKS)]  # each once: no double forwarding
+    assert calls[1][3] == {"oracle": "sql"} and calls[1][2] > 0 and calls[2][2] == 1 and calls[0][2] == 0
+
+
+def test_metrics_option_off_installs_nothing(airflow_stats_backend: RecordingStatsLogger, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__METRICS", "False")
+    assert install() is False and not metrics.enabled()
+    with Warehouse.open(catalog=f"sqlite:///{tmp_path}/c.db", root=str(tmp_path / "wh")) as wh:
+        wh.begin().rollback()
+    assert airflow_stats_backend.calls == []
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__METRICS", "True")
+    hand_made = metrics.RecordingSink()
+    metrics.set_sink(hand_made)
+    assert install() is False and metrics.get_sink() is hand_made  # a sink installed by hand is kept
