@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from airflow_txn import commit_log, crashpoints, log_mirror, logs, metrics, part_records
 from airflow_txn.catalog import schema
@@ -33,20 +33,28 @@ def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | Non
             table_ids = [int(r.table_id) for r in conn.execute(select(_tc.table_id).where(_tc.csn == csn))]
     ordered = sorted(table_ids)
     if len(ordered) > 1:
-        with rt.catalog.write() as conn:
-            part_records.stamp_commit(conn, tid, ordered[0], csn)
+        first = ordered[0]
+        rt.catalog.write_retrying(lambda conn: part_records.stamp_commit(conn, tid, first, csn), "applying a commit")
         crashpoints.hit(crashpoints.COMMIT_MID_APPLY)
         ordered = ordered[1:]
-    with rt.catalog.write() as conn:
-        for table_id in ordered:
-            part_records.stamp_commit(conn, tid, table_id, csn)
-        commit_log.mark_applied(conn, csn)
-        behind = commit_log.unapplied_below(conn, csn) or (
-            rt.oracle.external_log is not None and rt.oracle.last_csn(conn) < csn)
+    behind = rt.catalog.write_retrying(lambda conn: _stamp_and_check(rt, conn, tid, ordered, csn), "applying a commit")
     log.debug("applied to %d table(s)", len(table_ids), extra=logs.fields(tid, csn))
     if metrics.enabled():  # one more catalog read, only when someone collects the gauge
         report_lag(rt)
     return behind
+
+
+def _stamp_and_check(rt: Runtime, conn: Connection, tid: str, table_ids: Sequence[int], csn: int) -> bool:
+    """The last tables of a record stamped, the record marked applied; whether the watermark may lag."""
+    for table_id in table_ids:
+        part_records.stamp_commit(conn, tid, table_id, csn)
+    commit_log.mark_applied(conn, csn)
+    # The mirrored prefix FIRST, then the unapplied records: every record at or below the prefix
+    # read here was mirrored before this read, so the next statement sees it if it is unapplied.
+    # The other order let a record mirrored in between pass unseen (commit returned before its
+    # CSN was readable; test_commit_returns_only_once_its_csn_is_readable_...).
+    return (rt.oracle.external_log is not None and rt.oracle.last_csn(conn) < csn) or \
+        commit_log.unapplied_below(conn, csn)
 
 
 def report_lag(rt: Runtime) -> None:

@@ -8,6 +8,10 @@ finished by recovery. Files are never touched here: vacuum deletes them later.
 
 from __future__ import annotations
 
+import functools
+
+from sqlalchemy import Connection
+
 from airflow_txn import apply, crashpoints, logs, metrics, part_records, txn_records
 from airflow_txn.errors import TransactionClosedError, TxnError
 from airflow_txn.runtime import Runtime
@@ -60,13 +64,16 @@ def _decide_abort(rt: Runtime, tid: str) -> bool:
     raise TransactionClosedError(f"transaction {tid} is committed (its commit record exists); it cannot roll back")
 
 
+def _stamp(conn: Connection, tid: str, table_id: int) -> None:
+    part_records.stamp_rollback(conn, tid, table_id)
+
+
 def finish(rt: Runtime, tid: str) -> None:
     """Step 2 of rollback; idempotent, so recovery can run it again after a crash."""
     with rt.catalog.read() as conn:
         tables = part_records.pending_tables(conn, tid)
     for index, table_id in enumerate(tables):
-        with rt.catalog.write() as conn:
-            part_records.stamp_rollback(conn, tid, table_id)
+        rt.catalog.write_retrying(functools.partial(_stamp, tid=tid, table_id=table_id), "rolling back a transaction")
         if index == 0:
             crashpoints.hit(crashpoints.ROLLBACK_MID)
     with rt.catalog.write() as conn:

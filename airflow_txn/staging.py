@@ -166,16 +166,18 @@ def _rewrite_once(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.E
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
                      written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int]) -> None:
     """Step 5, also used by writers that produce the files themselves (Spark)."""
-    with rt.catalog.write() as conn:
+    def body(conn: Connection) -> None:
         txn_records.lock_usable(conn, rt.catalog, stmt.tid)
         if stmt.key is not None:
             _fence(conn, stmt)
             part_records.compensate_key(conn, stmt.tid, stmt.key, stmt.attempt)
             crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
         # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
-        removals = compaction_records.follow_merges(conn, removals, rt.catalog)
-        part_records.lock_for_removal(conn, stmt.tid, stmt.key, removals, stmt.attempt)
+        locked = compaction_records.follow_merges(conn, removals, rt.catalog)
+        part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt)
         part_records.register(conn, info.id, stmt.tid, stmt.key, written, stmt.attempt)
+
+    rt.catalog.write_retrying(body, f"registering a write to {info.name.qualified}")
 
 
 def _fence(conn: Connection, stmt: Statement) -> None:

@@ -7,13 +7,15 @@ change (`FOR UPDATE`), which `lock_for_update` adds only where the dialect suppo
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Index, Select, create_engine, event, insert, select, text, update
 from sqlalchemy.engine import make_url
@@ -29,6 +31,20 @@ _SQLITE_BUSY_MS = 60_000
 _SQLITE_POOL = 4  # idle connections kept per engine; more threads open more (closed when returned)
 _INDEX_VERSION_KEY = "index_version"
 _PG_INIT_LOCK = 7_311_004_221  # advisory lock id held while creating the schema
+_RETRYABLE_SQLSTATES = {"40P01": "deadlock", "40001": "serialization failure"}
+WRITE_RETRIES = 8
+"""How often `write_retrying` runs a catalog transaction that PostgreSQL chose as a deadlock victim."""
+
+T = TypeVar("T")
+_log = logging.getLogger(__name__)
+
+
+def retryable_reason(exc: BaseException) -> str | None:
+    """'deadlock' / 'serialization failure' when the database aborted the transaction only to break a
+    cycle of waits (PostgreSQL SQLSTATE 40P01 / 40001): running it again is the documented remedy."""
+    if not isinstance(exc, DBAPIError) or exc.connection_invalidated:
+        return None
+    return _RETRYABLE_SQLSTATES.get(str(getattr(exc.orig, "sqlstate", "") or ""))
 
 
 def _sqlite_engine(url: str) -> Engine:
@@ -78,6 +94,28 @@ class Catalog:
         """A read-write transaction: committed on clean exit, rolled back on exception."""
         with self._retrying_connect(sqlite_begin="IMMEDIATE") as conn, conn.begin():
             yield conn
+
+    def write_retrying(self, body: Callable[[Connection], T], what: str) -> T:
+        """`body(conn)` in a write transaction, run again (after a short random pause) when PostgreSQL
+        aborted it as a deadlock victim. Two catalog transactions that lock the same part rows in
+        different orders (a statement's removal locks, a commit's or a rollback's stamps) can form a
+        cycle; the database breaks it by aborting one, whose work is then simply redone. `body` must
+        have no effect outside the catalog transaction that a second run would repeat wrongly."""
+        for attempt in range(1, WRITE_RETRIES + 1):
+            try:
+                with self.write() as conn:
+                    return body(conn)
+            except DBAPIError as exc:
+                reason = retryable_reason(exc)
+                if reason is None:
+                    raise
+                if attempt == WRITE_RETRIES:
+                    raise CatalogUnavailableError(
+                        f"{what}: the catalog aborted it as a {reason} victim {WRITE_RETRIES} times in a row; "
+                        "nothing of it was written, run it again") from exc
+                _log.info("%s: %s in the catalog, running it again (attempt %d)", what, reason, attempt + 1)
+                time.sleep(random.uniform(0.0, 0.02 * attempt))
+        raise AssertionError("unreachable")
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

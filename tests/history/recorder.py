@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_txn import Transaction, Warehouse
+from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
 
 SCHEMA = pa.schema([("rid", pa.string()), ("tok", pa.string()), ("val", pa.int64()), ("grp", pa.string())])
 ITEMS = "hist.items"  # unpartitioned: appends, updates, deletes, whole-table compaction
@@ -37,8 +38,23 @@ CONSTRAINTS: list[dict[str, Any]] = [
 START_BALANCE = 100
 LEASE_SECONDS = 4.0
 EXPECTED_ERRORS = ("SerializationError", "LeaseExpiredError", "TransactionClosedError")
-"""What a transaction may legitimately fail with under concurrency and lease expiry; anything else
-is recorded as an unexpected error, which the checker reports."""
+"""What a transaction may legitimately fail with under concurrency and lease expiry, by family (a
+subclass such as MergedAwayError, a SerializationError, is recorded under its family's name and its
+own in `cls`); anything else is recorded as an unexpected error, which the checker reports."""
+_FAMILIES = {"SerializationError": SerializationError, "LeaseExpiredError": LeaseExpiredError,
+             "TransactionClosedError": TransactionClosedError}
+
+
+def error_name(exc: BaseException) -> str:
+    """The expected family `exc` belongs to, else its own class name (which the checker flags)."""
+    for name, family in _FAMILIES.items():
+        if isinstance(exc, family):
+            return name
+    return type(exc).__name__
+
+
+def expected(exc: BaseException) -> bool:
+    return error_name(exc) in EXPECTED_ERRORS
 
 Row = list[Any]
 
@@ -84,7 +100,8 @@ class RecordedTxn:
         try:
             n = int(call())
         except Exception as exc:
-            self.rec.emit("op_error", tok=self.tok, op=op, table=table, err=type(exc).__name__, msg=str(exc)[:300])
+            self.rec.emit("op_error", tok=self.tok, op=op, table=table, err=error_name(exc), cls=type(exc).__name__,
+                      msg=str(exc)[:300])
             raise
         self.rec.emit("op", tok=self.tok, op=op, table=table, n=n, **fields)
         return n
@@ -111,8 +128,8 @@ class RecordedTxn:
         try:
             got = rows_of(self.t.read(table, filter=None if grp is None else pc.field("grp") == grp))
         except Exception as exc:
-            self.rec.emit("op_error", tok=self.tok, op="read", table=table, err=type(exc).__name__,
-                          msg=str(exc)[:300])
+            self.rec.emit("op_error", tok=self.tok, op="read", table=table, err=error_name(exc),
+                          cls=type(exc).__name__, msg=str(exc)[:300])
             raise
         self.rec.emit("read", tok=self.tok, table=table, grp=grp, rows=got)
         return got
@@ -124,9 +141,10 @@ class RecordedTxn:
         try:
             csn = self.t.commit()
         except Exception as exc:
-            self.rec.emit("end", tok=self.tok, outcome="aborted", err=type(exc).__name__, msg=str(exc)[:300])
+            self.rec.emit("end", tok=self.tok, outcome="aborted", err=error_name(exc), cls=type(exc).__name__,
+                      msg=str(exc)[:300])
             self._ensure_rolled_back()
-            if type(exc).__name__ not in EXPECTED_ERRORS:
+            if not expected(exc):
                 raise
             return None
         self.rec.emit("end", tok=self.tok, outcome="committed", csn=csn, t0=t0)
@@ -138,7 +156,8 @@ class RecordedTxn:
         if exc is None:
             self.rec.emit("end", tok=self.tok, outcome="rolled_back")
         else:
-            self.rec.emit("end", tok=self.tok, outcome="aborted", err=type(exc).__name__, msg=str(exc)[:300])
+            self.rec.emit("end", tok=self.tok, outcome="aborted", err=error_name(exc), cls=type(exc).__name__,
+                      msg=str(exc)[:300])
 
     def _ensure_rolled_back(self) -> None:
         if self.t.state == "active":

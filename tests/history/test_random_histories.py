@@ -25,7 +25,7 @@ import pytest
 
 from tests import evidence
 from tests.history import checker
-from tests.history.driver import RunConfig, run_history
+from tests.history.driver import RunConfig, RunResult, run_history
 
 SECONDS = float(os.environ.get("AIRFLOW_TXN_SOAK_SECONDS", "30"))
 PROCESSES = int(os.environ.get("AIRFLOW_TXN_SOAK_PROCESSES", "5"))
@@ -127,6 +127,20 @@ def _check_mutations(events: list[Event], seed: int) -> int:
     return applied
 
 
+def _crash_report(result: RunResult) -> str:
+    """What each crashed worker recorded as its error (type, message, trace), and its stderr's tail, so a
+    CI log shows the cause without the history directory."""
+    lines: list[str] = []
+    for name in result.crashed:
+        errors = [e for e in checker.load([result.directory / f"{name}.jsonl"]) if e.get("ev") == "error"]
+        for e in errors:
+            lines.append(f"{name}: {e.get('err')}: {e.get('msg')}\n{e.get('trace', '')}")
+        stderr = result.directory / f"{name}.stderr"
+        if stderr.exists():
+            lines.append(f"{name} stderr (tail):\n{stderr.read_text(errors='replace')[-3000:]}")
+    return "\n".join(lines)
+
+
 # -- the test -------------------------------------------------------------------------------------------
 
 def test_random_concurrent_histories(catalog_url: str, root: Path, tmp_path: Path, request: pytest.FixtureRequest,
@@ -147,7 +161,8 @@ def test_random_concurrent_histories(catalog_url: str, root: Path, tmp_path: Pat
     details.update(seed=seed, backend=backend, seconds=round(result.seconds, 1), processes=cfg.writers + cfg.readers,
                    violations=sorted(report.kinds()))
     try:
-        assert not result.crashed, f"workers {result.crashed} failed on their own; see {result.directory}/*.stderr"
+        assert not result.crashed, (f"workers {result.crashed} failed on their own; see {result.directory}/*.stderr\n"
+                                    + _crash_report(result))
         assert not result.hung, f"workers {result.hung} did not stop when asked"
         assert report.ok, f"{header}\nhistory in {result.directory}\n{report.summary()}"
         assert stats["committed_writes"] >= 20, f"too little work to judge: {stats}"

@@ -5,7 +5,7 @@ read-modify-write updates and deletes (some serializable), partition rewrites, w
 withdrawals and deposits on two pairs of accounts (the write-skew pattern), read-only transactions,
 and a few voluntary rollbacks. A reader reads every table at the latest readable CSN or at a random
 older one. Both use only the public API and record everything through tests/history/recorder.py;
-an error outside EXPECTED_ERRORS is recorded as `error` and ends the worker with exit code 1.
+an error outside recorder.EXPECTED_ERRORS (by family) is recorded as `error` and ends the worker with exit code 1.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from tests.history.recorder import (
     ACCOUNTS,
     CONSTRAINTS,
     EVENTS,
-    EXPECTED_ERRORS,
     GROUPS,
     ITEMS,
     TABLES,
     RecordedTxn,
     Recorder,
     Row,
+    expected,
     rows_of,
 )
 
@@ -72,7 +72,7 @@ class Writer:
         try:
             program(tx)
         except Exception as exc:
-            if type(exc).__name__ not in EXPECTED_ERRORS:
+            if not expected(exc):
                 raise
             tx.abort(exc)
             return

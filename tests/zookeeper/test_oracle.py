@@ -184,6 +184,50 @@ def test_mirroring_is_idempotent(make_wh: OpenWh) -> None:
     assert wh.wait_for_csn(record.csn, timeout=10) == record.csn and ids(wh.read("sales.events")) == [1]
 
 
+def test_commit_returns_only_once_its_csn_is_readable_when_an_older_record_is_mirrored_meanwhile(
+        make_wh: OpenWh) -> None:
+    """Found by the randomized histories in CI: apply asked "is an older record unapplied?" and then
+    "has the mirrored prefix reached my CSN?" in two statements. A slower committer mirroring its older
+    record between the two made both answers look fine, so commit() returned while its CSN was not yet
+    readable, and the same process's next begin() missed its own write. The prefix must be read first."""
+    from sqlalchemy import event
+
+    from airflow_txn import log_mirror
+
+    wh = make_wh()
+    make_tables(wh)
+    slow = wh.begin()
+    slow.append("sales.events", events([1]))
+    _prepare(wh, slow.tid)
+    entry = LogEntry(slow.tid, ("sales.events",), 0.0)
+    older = LogRecord(_oracle(wh).append(entry), entry)  # in the log; its committer has not mirrored it yet
+    slow_process = make_wh()
+    t = wh.begin()
+    t.append("sales.accounts", accounts({2: 2}))
+    seen = {"armed": False, "selects": 0}
+
+    def mirror_between_the_checks(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        sql = statement.lstrip().upper()
+        if sql.startswith("UPDATE TXN_COMMIT_LOG"):  # t's apply marks its record applied; the checks follow
+            seen["armed"] = True
+        elif seen["armed"] and sql.startswith("SELECT"):
+            seen["selects"] += 1
+            if seen["selects"] == 2:  # between the two checks the slow committer mirrors its record
+                assert log_mirror.mirror(slow_process.runtime, [older]) == 1
+
+    event.listen(wh.runtime.catalog.engine, "before_cursor_execute", mirror_between_the_checks)
+    try:
+        csn = t.commit()
+    finally:
+        event.remove(wh.runtime.catalog.engine, "before_cursor_execute", mirror_between_the_checks)
+    assert seen["selects"] >= 2, "the interleaving was not exercised"
+    assert csn == older.csn + 1
+    assert wh.readable_csn() >= csn, "commit() returned before its CSN was readable"
+    nxt = wh.begin()
+    assert nxt.snapshot_csn >= csn and ids(nxt.read("sales.events")) == [1]
+    nxt.rollback()
+
+
 def test_commit_resumes_after_an_interrupted_attempt(make_wh: OpenWh) -> None:
     wh = make_wh()
     make_tables(wh)
