@@ -49,7 +49,7 @@ SUITES = [
     Suite("crash_matrix", "Crash matrix", ("tests/core/test_crash_points.py",),
           "a process SIGKILLed at every named crash point, then recovery, vacuum and every invariant checked, "
           "on every catalog and oracle"),
-    Suite("service_faults", "Service faults", ("tests/core/test_service_faults.py", "tests/faults"),
+    Suite("service_faults", "Service faults", ("tests/faults",),
           "the catalog database, the oracle or the storage failing or restarting under load"),
     Suite("histories", "Randomized concurrent histories", ("tests/history",),
           "writer and reader processes (some SIGKILLed) running random transactions; the history judged by a "
