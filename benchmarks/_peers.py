@@ -116,6 +116,64 @@ class ProtocolMinimum:
         self.db.close()
 
 
+class ProtocolMinimumCore(ProtocolMinimum):
+    """The same protocol minimum, statement for statement, through the stack the catalog is built on: SQLAlchemy
+    Core on the catalog's own SQLite engine (airflow_txn.catalog.database: pooled connections, BEGIN IMMEDIATE),
+    with every statement built once and bound per call (SQLAlchemy's best case). What it costs over the sqlite3
+    version is the floor that the stack alone puts under any implementation of the protocol."""
+
+    def __init__(self, base: Path) -> None:
+        from sqlalchemy import Column, Integer, MetaData, String, Table, bindparam, insert, select, update
+
+        from airflow_txn.catalog.database import _sqlite_engine
+
+        super().__init__(base)  # the schema, created by sqlite3; SQLAlchemy works on the same file
+        self.db.close()
+        self.engine = _sqlite_engine(f"sqlite:///{base / 'protocol.db'}")
+        meta = MetaData()
+        txns = Table("txns", meta, Column("tid", String, primary_key=True), Column("state", String),
+                     Column("csn", Integer))
+        parts = Table("parts", meta, Column("id", Integer, primary_key=True), Column("tbl", String),
+                      Column("path", String), Column("tid", String), Column("csn", Integer))
+        log = Table("log", meta, Column("csn", Integer, primary_key=True), Column("tid", String))
+        counter = Table("counter", meta, Column("value", Integer))
+        self.begin_txn = insert(txns).values(tid=bindparam("tid"), state="active")
+        self.state = select(txns.c.state).where(txns.c.tid == bindparam("tid"))
+        self.add_part = insert(parts).values(tbl=bindparam("tbl"), path=bindparam("path"), tid=bindparam("tid"))
+        self.next_csn = update(counter).values(value=counter.c.value + 1).returning(counter.c.value)
+        self.record = insert(log).values(csn=bindparam("csn"), tid=bindparam("tid"))
+        self.stamp = update(parts).where(parts.c.tid == bindparam("t")).values(csn=bindparam("c"))
+        self.flip = update(txns).where(txns.c.tid == bindparam("t")).values(state="committed", csn=bindparam("c"))
+
+    def _connect(self) -> Any:
+        return self.engine.connect().execution_options(sqlite_begin="IMMEDIATE")
+
+    def commit(self, tables: dict[str, pa.Table]) -> None:
+        tid = uuid.uuid4().hex
+        with self._connect() as conn, conn.begin():
+            conn.execute(self.begin_txn, {"tid": tid})
+        files = []
+        for name, data in tables.items():
+            part = self.base / name / f"p-{uuid.uuid4().hex}"
+            part.mkdir(parents=True)
+            (part / "_sidecar.json").write_text(json.dumps({"tid": tid, "table": name}))
+            pq.write_table(data, part / "part-00000.parquet")
+            files.append(part / "part-00000.parquet")
+            with self._connect() as conn, conn.begin():
+                assert conn.execute(self.state, {"tid": tid}).scalar_one() == "active"
+                conn.execute(self.add_part, {"tbl": name, "path": str(part), "tid": tid})
+        assert all(f.is_file() for f in files)
+        with self._connect() as conn, conn.begin():
+            assert conn.execute(self.state, {"tid": tid}).scalar_one() == "active"
+            csn = conn.execute(self.next_csn).scalar_one()
+            conn.execute(self.record, {"csn": csn, "tid": tid})
+            conn.execute(self.stamp, {"c": csn, "t": tid})
+            conn.execute(self.flip, {"c": csn, "t": tid})
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
 def delta_append(path: Path, data: pa.Table, checkpoints: bool = True) -> None:
     """One delta-rs append commit (`write_deltalake(mode="append")`, the table opened from its path)."""
     from deltalake import PostCommitHookProperties, write_deltalake
