@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"transactions page: {url}{PAGE}  (in the UI: the Transactions entry of the nav, "
           "or the Transaction tab of a DAG run)", flush=True)
     command = [*airflow, "api-server", "--host", args.host, "--port", str(args.port), "--workers", "1"]
+    # Not from the clone: `python -m` puts the working directory on sys.path, and a clone's
+    # airflow_txn.egg-info (left by the editable install) would make Airflow find the plugin's entry
+    # point twice ("Plugin 'airflow_txn' already registered", listed as a plugin import error).
+    os.chdir(home)
     os.execvpe(command[0], command, env)
     return 0  # pragma: no cover - execvpe does not return
 
