@@ -89,15 +89,20 @@ class ProtocolMinimum:
             raise
         return result
 
+    def _write_part(self, tid: str, name: str, data: pa.Table) -> Path:
+        """A part directory with its sidecar and its Parquet file; returns the directory."""
+        part = self.base / name / f"p-{uuid.uuid4().hex}"
+        part.mkdir(parents=True)
+        (part / "_sidecar.json").write_text(json.dumps({"tid": tid, "table": name}))
+        pq.write_table(data, part / "part-00000.parquet")
+        return part
+
     def commit(self, tables: dict[str, pa.Table]) -> None:
         tid = uuid.uuid4().hex
         self._write("INSERT INTO txns VALUES (?, 'active', NULL)", (tid,))
         files = []
         for name, data in tables.items():
-            part = self.base / name / f"p-{uuid.uuid4().hex}"
-            part.mkdir(parents=True)
-            (part / "_sidecar.json").write_text(json.dumps({"tid": tid, "table": name}))
-            pq.write_table(data, part / "part-00000.parquet")
+            part = self._write_part(tid, name, data)
             files.append(part / "part-00000.parquet")
             self.db.execute("BEGIN IMMEDIATE")
             assert self.db.execute("SELECT state FROM txns WHERE tid = ?", (tid,)).fetchone() == ("active",)
@@ -154,10 +159,7 @@ class ProtocolMinimumCore(ProtocolMinimum):
             conn.execute(self.begin_txn, {"tid": tid})
         files = []
         for name, data in tables.items():
-            part = self.base / name / f"p-{uuid.uuid4().hex}"
-            part.mkdir(parents=True)
-            (part / "_sidecar.json").write_text(json.dumps({"tid": tid, "table": name}))
-            pq.write_table(data, part / "part-00000.parquet")
+            part = self._write_part(tid, name, data)
             files.append(part / "part-00000.parquet")
             with self._connect() as conn, conn.begin():
                 assert conn.execute(self.state, {"tid": tid}).scalar_one() == "active"
