@@ -21,8 +21,10 @@ DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 
 
 def home_dir() -> Path:
-    """`$AIRFLOW_TXN_HOME`, else `~/.airflow_txn`: where the embedded defaults live."""
-    return Path(os.environ.get(ENV_HOME) or Path.home() / ".airflow_txn")
+    """`$AIRFLOW_TXN_HOME`, else `~/.airflow_txn`: where the embedded defaults live. Absolute (a relative
+    home is taken from the working directory, `~` is expanded), so the default catalog URL and storage
+    root name the same directory however the process later changes its working directory."""
+    return Path(os.environ.get(ENV_HOME) or Path.home() / ".airflow_txn").expanduser().absolute()
 
 
 @dataclass(frozen=True, slots=True)
