@@ -3,6 +3,9 @@
 Seed 003's commit-then-apply: the record makes a transaction durable, applying makes it readable.
 Any process may apply any record, any number of times (every step is idempotent), so a commit
 never depends on its committer surviving. The watermark only passes a record once it is applied.
+With an external log (ZooKeeper) every commit is applied here after its record; the SQL oracle
+stamps in the record's own catalog transaction (commit.py) and comes here only to catch up on a
+record left unapplied (by an older airflow_txn, or a tool that wrote the record alone).
 """
 
 from __future__ import annotations

@@ -1,18 +1,21 @@
 """The commit protocol (invariant 3), as small named steps.
 
-1. check      the transaction is usable and every staged part's files are present
-2. record     in ONE catalog transaction: lock the row, allocate the CSN (oracle), validate the
-              serializable read set, write the commit record, flip state to committed.
-              The record is the commit point.
-3. apply      stamp the CSN on the parts, table by table; mark the record applied
-4. catch up   apply any older record still pending, so the committer reads its own commit
-A failure before step 2 leaves the transaction active (or rolls it back when the failure means it
-can never commit); after step 2 the commit stands and anyone may finish step 3.
+1. check      every staged part's files are present (a catalog read, then storage)
+2. record     in ONE catalog transaction: lock the row and check it is usable, allocate the CSN
+              (oracle), validate the serializable read set, write the commit record, flip state to
+              committed, and (SQL oracle) apply: stamp the CSN on the parts. The record is the commit
+              point; with the SQL oracle the record, the stamps and the watermark share that one
+              transaction (DESIGN allows it), so a SQL commit is never half applied.
+3. catch up   apply any older record still pending, so the committer reads its own commit
+With an external log (ZooKeeper, commit_external.py) apply is a step of its own, table by table
+(apply.py), and anyone may finish it. A failure before step 2 leaves the transaction active (or rolls
+it back when the failure means it can never commit); after step 2 the commit stands.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from sqlalchemy import Connection, select
 
@@ -46,18 +49,26 @@ def commit(rt: Runtime, tid: str) -> int:
         return commit_external(rt, tid, external)
     started = time.perf_counter()
     try:
-        names = _check(rt, tid)
+        _check(rt, tid)
         crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)
-        csn, table_ids = _write_record(rt, tid, names)
+        csn, table_ids, behind = rt.catalog.write_retrying(
+            lambda conn: _record_and_apply(rt, conn, tid), "committing")
     except (LeaseExpiredError, SerializationError) as exc:
         failed(tid, exc)
         rollback.rollback(rt, tid, reason=f"commit failed: {exc}")
         raise
     if not table_ids:
         return csn
+    log.debug("recorded and applied to %d table(s) in one catalog transaction", len(table_ids),
+              extra=logs.fields(tid, csn))
+    # The SQL record, its catalog row and its stamps are one catalog transaction: a kill at any of
+    # these points leaves the transaction committed and applied (crashpoints.py).
     crashpoints.hit(crashpoints.COMMIT_AFTER_RECORD)
-    crashpoints.hit(crashpoints.COMMIT_AFTER_MIRROR)  # the SQL record is the catalog row: same state
-    if apply.apply_record(rt, csn, tid, table_ids):  # an older record still unapplied: catch up
+    crashpoints.hit(crashpoints.COMMIT_AFTER_MIRROR)
+    crashpoints.hit(crashpoints.COMMIT_MID_APPLY)
+    if metrics.enabled():  # one more catalog read, only when someone collects the gauge
+        apply.report_lag(rt)
+    if behind:  # an older record still unapplied (left by a committer of an older airflow_txn): catch up
         apply.apply_pending(rt, up_to=csn)
     committed(rt, tid, csn, started)
     return csn
@@ -78,17 +89,16 @@ def failed(tid: str, exc: Exception) -> None:
     log.warning("commit failed: %s", exc, extra=logs.fields(tid))
 
 
-def _check(rt: Runtime, tid: str) -> dict[int, str]:
-    """Step 1; returns {table id: name} of the tables with staged parts (a table never changes once created)."""
+def _check(rt: Runtime, tid: str) -> None:
+    """Step 1: every staged part's files are present (the transaction itself is checked under its
+    row lock in step 2). A missing file fails the transaction: it can never commit."""
     with rt.catalog.read() as conn:
-        txn_records.require_usable(txn_records.fetch(conn, tid))
-        staged = part_records.staged_created(conn, tid)
-        known = table_registry.names_and_directories(conn, sorted({t for t, _ in staged}))
-        directories = {t: directory for t, (_, directory) in known.items()}
+        staged = part_records.staged_files(conn, tid)
+        directories = table_directories(rt, conn, {table_id for table_id, _, _ in staged})
     missing = [
         path
-        for table_id, part in staged
-        for path in rt.storage.missing_files(directories[table_id], part.path, part.files)
+        for table_id, part_path, files in staged
+        for path in rt.storage.missing_files(directories[table_id], part_path, files)
     ]
     if missing:
         with rt.catalog.write() as conn:
@@ -97,38 +107,58 @@ def _check(rt: Runtime, tid: str) -> dict[int, str]:
             f"transaction {tid} cannot commit: {len(missing)} staged file(s) are missing, e.g. {missing[0]}; "
             "roll it back and run the job again"
         )
-    return {t: name for t, (name, _) in known.items()}
+
+
+def table_names(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, str]:
+    """{table id: qualified name}, from this process's cache (a table never changes once created)."""
+    return {t: name for t, (name, _) in _tables_by_id(rt, conn, table_ids).items()}
+
+
+def table_directories(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, str]:
+    """{table id: directory}, from this process's cache (a table never changes once created)."""
+    return {t: directory for t, (_, directory) in _tables_by_id(rt, conn, table_ids).items()}
+
+
+def _tables_by_id(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+    cache = rt.table_names
+    wanted = list(table_ids)
+    unknown = [t for t in wanted if t not in cache]
+    if unknown:
+        cache.update(table_registry.names_and_directories(conn, sorted(unknown)))
+    return {t: cache[t] for t in wanted}
 
 
 def _record(rt: Runtime, tid: str) -> tuple[int, bool]:
-    """Step 2. Returns (csn, wrote_anything)."""
-    csn, table_ids = _write_record(rt, tid)
+    """Step 2 without its apply: the commit point alone, as a committer that stopped right after its
+    record leaves it with an external log (or an older airflow_txn, which applied separately).
+    Returns (csn, wrote_anything). Used by tests and tools that need such a record."""
+    csn, table_ids, _ = rt.catalog.write_retrying(
+        lambda conn: _record_and_apply(rt, conn, tid, apply_now=False), "writing a commit record")
     return csn, bool(table_ids)
 
 
-def _write_record(rt: Runtime, tid: str, names_known: dict[int, str] | None = None) -> tuple[int, list[int]]:
-    """Step 2. Returns (csn, the tables the record names); no tables: read-only, committed at its snapshot.
-    `names_known`: table names the caller already has (step 1), so only the others are looked up."""
-    with rt.catalog.write() as conn:
-        row = txn_records.fetch(conn, tid, rt.catalog)
-        txn_records.require_usable(row)
-        table_ids = part_records.tables_touched(conn, tid)
-        if not table_ids:
-            txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
-            return row.snapshot_csn, []
-        known = dict(names_known or {})
-        missing = [t for t in table_ids if t not in known]  # tables with only removals (overwrite, delete)
-        if missing:  # before the counter lock: held less
-            known.update({t: name for t, (name, _) in table_registry.names_and_directories(conn, missing).items()})
-        names = [(t, known[t]) for t in table_ids]
-        csn = rt.oracle.next_csn(conn)
-        crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
-        if row.isolation == "serializable":
-            _validate_read_set(conn, tid, row.snapshot_csn)
-        commit_log.write_record(conn, csn, tid, names)
-        if not txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=csn):
-            raise AssertionError(f"transaction {tid} changed state under its row lock")
-        return csn, table_ids
+def _record_and_apply(rt: Runtime, conn: Connection, tid: str,
+                      apply_now: bool = True) -> tuple[int, list[int], bool]:
+    """Step 2 in the caller's catalog transaction. Returns (csn, the tables the record names, whether
+    an older record is still unapplied); no tables: read-only, committed at its snapshot."""
+    row = txn_records.fetch(conn, tid, rt.catalog)
+    txn_records.require_usable(row)
+    table_ids = part_records.tables_touched(conn, tid)
+    if not table_ids:
+        txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
+        return row.snapshot_csn, [], False
+    names = table_names(rt, conn, table_ids)  # before the counter lock: held less
+    csn = rt.oracle.next_csn(conn)
+    crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
+    if row.isolation == "serializable":
+        _validate_read_set(conn, tid, row.snapshot_csn)
+    commit_log.write_record(conn, csn, tid, [(t, names[t]) for t in table_ids], applied=apply_now)
+    if not txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=csn):
+        raise AssertionError(f"transaction {tid} changed state under its row lock")
+    if not apply_now:
+        return csn, table_ids, False
+    part_records.stamp_commit_all(conn, tid, csn)
+    return csn, table_ids, commit_log.unapplied_below(conn, csn)
 
 
 def _validate_read_set(conn: Connection, tid: str, snapshot: int) -> None:

@@ -25,7 +25,6 @@ from airflow_txn import (
     logs,
     part_records,
     rollback,
-    table_registry,
     txn_records,
 )
 from airflow_txn.errors import (
@@ -52,6 +51,7 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
         writes = bool(part_records.tables_touched(conn, tid))
     if row.state != txn_records.COMMITTING:
         try:
+            txn_records.require_usable(row)  # fail fast; checked again under the row lock in _prepare
             commit._check(rt, tid)
             if writes:  # a read-only commit needs no record, so no ZooKeeper either
                 external.check_available()
@@ -94,7 +94,7 @@ def _entry(rt: Runtime, tid: str) -> tuple[LogEntry, list[int]]:
     """The record's content and its tables' ids; the tables are fixed once the transaction is committing."""
     with rt.catalog.read() as conn:
         table_ids = part_records.tables_touched(conn, tid)
-        names = [name for name, _ in table_registry.names_and_directories(conn, table_ids).values()]
+        names = list(commit.table_names(rt, conn, table_ids).values())
     return LogEntry(tid, tuple(sorted(names)), time.time()), table_ids
 
 

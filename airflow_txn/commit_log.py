@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from airflow_txn.catalog import schema
 from airflow_txn.oracle import CsnOracle
@@ -30,18 +30,23 @@ class CommitRecord:
     applied: bool
 
 
+_INSERT_RECORD = insert(schema.commit_log)
+_INSERT_TABLE_COMMITS = insert(schema.table_commits)
+_LOWEST_UNAPPLIED = select(func.min(_log.csn)).where(_log.applied.is_(False))
+_UNAPPLIED_BELOW = select(_log.csn).where(_log.applied.is_(False), _log.csn < bindparam("b_csn")).limit(1)
+
+
 def write_record(conn: Connection, csn: int, tid: str, tables: Sequence[tuple[int, str]],
-                 committed_at: float | None = None) -> None:
+                 committed_at: float | None = None, applied: bool = False) -> None:
     """Insert the commit record and its per-table index rows: from here on the transaction is committed.
-    (With an external log this is its mirror, and `committed_at` is the time the log record says.)"""
-    conn.execute(
-        insert(schema.commit_log).values(
-            csn=csn, tid=tid, tables=json.dumps(sorted(name for _, name in tables)),
-            committed_at=time.time() if committed_at is None else committed_at, applied=False,
-        )
-    )
+    (With an external log this is its mirror, and `committed_at` is the time the log record says.)
+    `applied`: the caller stamps the parts in this same catalog transaction (the SQL oracle's commit)."""
+    conn.execute(_INSERT_RECORD, {
+        "csn": csn, "tid": tid, "tables": json.dumps(sorted(name for _, name in tables)),
+        "committed_at": time.time() if committed_at is None else committed_at, "applied": applied,
+    })
     if tables:
-        conn.execute(insert(schema.table_commits), [{"table_id": tid_, "csn": csn} for tid_, _ in tables])
+        conn.execute(_INSERT_TABLE_COMMITS, [{"table_id": tid_, "csn": csn} for tid_, _ in tables])
 
 
 def mark_applied(conn: Connection, csn: int) -> None:
@@ -50,13 +55,12 @@ def mark_applied(conn: Connection, csn: int) -> None:
 
 def unapplied_below(conn: Connection, csn: int) -> bool:
     """Whether a record older than `csn` is still unapplied (one index seek)."""
-    stmt = select(_log.csn).where(_log.applied.is_(False), _log.csn < csn).limit(1)
-    return conn.execute(stmt).first() is not None
+    return conn.execute(_UNAPPLIED_BELOW, {"b_csn": csn}).first() is not None
 
 
 def readable_csn(conn: Connection, oracle: CsnOracle) -> int:
     last = oracle.last_csn(conn)
-    lowest_unapplied = conn.execute(select(func.min(_log.csn)).where(_log.applied.is_(False))).scalar()
+    lowest_unapplied = conn.execute(_LOWEST_UNAPPLIED).scalar()
     if lowest_unapplied is None:
         return last
     return min(last, int(lowest_unapplied) - 1)

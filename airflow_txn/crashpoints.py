@@ -24,11 +24,12 @@ COMMIT_BEFORE_RECORD: Final = "commit.before_record"  # checks passed, no commit
 # The commit point being taken, not yet taken: SQL oracle - CSN allocated inside the open catalog
 # transaction that writes the record; ZooKeeper - the catalog says committing, the log has no record.
 COMMIT_MID_RECORD: Final = "commit.mid_record"
-COMMIT_AFTER_RECORD: Final = "commit.after_record"  # record written (committed), nothing applied
-# The record is in the catalog (ZooKeeper: mirrored, state committed), nothing applied. With the SQL
-# oracle the record IS the catalog row, so this is the state of commit.after_record.
+# ZooKeeper: record written (committed), nothing applied. SQL oracle: the record, the state flip and
+# the stamps are ONE catalog transaction, so at this point and the next two the commit is whole.
+COMMIT_AFTER_RECORD: Final = "commit.after_record"
+# ZooKeeper: the record is in the catalog too (mirrored, state committed), nothing applied.
 COMMIT_AFTER_MIRROR: Final = "commit.after_mirror"
-COMMIT_MID_APPLY: Final = "commit.mid_apply"  # some tables stamped, others not
+COMMIT_MID_APPLY: Final = "commit.mid_apply"  # ZooKeeper: some tables stamped, others not
 ROLLBACK_MID: Final = "rollback.mid"  # state rolled_back, some tables' parts not yet compensated
 VACUUM_MID: Final = "vacuum.mid"  # a part's files deleted, its catalog row not yet
 LEASE_MID_RENEW: Final = "lease.mid_renew"  # a heartbeat's lease extension written, not committed

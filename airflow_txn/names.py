@@ -8,7 +8,9 @@ parameters; every path is built with `safe_join`, which refuses to leave its bas
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +101,27 @@ def safe_join_resolved(base: Path, resolved_base: Path, *components: str) -> tup
         if any(piece in {"..", "."} for piece in component.split("/")):
             raise InvalidNameError(f"unsafe path component {component!r}")
     path = base.joinpath(*components)
-    resolved = path.resolve()
-    if resolved != resolved_base and resolved_base not in resolved.parents:
-        raise InvalidNameError(f"path {path} escapes {base}")
+    resolved = _resolved_without_links(resolved_base, components)
+    if resolved is None:  # a symbolic link below base: resolve it and check where it leads
+        resolved = path.resolve()
+        if resolved != resolved_base and resolved_base not in resolved.parents:
+            raise InvalidNameError(f"path {path} escapes {base}")
     return path, resolved
+
+
+def _resolved_without_links(resolved_base: Path, components: tuple[str, ...]) -> Path | None:
+    """`resolved_base / components` when no existing entry below resolved_base on the way is a symbolic
+    link (then that IS the resolved path, inside base: no '..' is left); None when one is. Looks at the
+    new components only, where a full realpath looks at every directory from the root."""
+    current = str(resolved_base)
+    for piece in "/".join(components).split("/"):
+        current = os.path.join(current, piece)
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:  # what does not exist yet is no link, nor anything below it
+            break
+        except NotADirectoryError:
+            break
+        if stat.S_ISLNK(mode):
+            return None
+    return resolved_base.joinpath(*components)

@@ -139,13 +139,16 @@ def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: in
     return _part_rows(conn.execute(stmt, params))
 
 
+_INSERT = insert(schema.parts)
+
+
 def register(conn: Connection, table_id: int, tid: str, key: str | None,
              written: Sequence[tuple[Partition, WrittenPart]], attempt: int | None = None) -> None:
     if not written:
         return
     now = time.time()
     conn.execute(
-        insert(schema.parts),
+        _INSERT,
         [
             {
                 "table_id": table_id, "partition_key": partition_key(partition), "path": part.path,
@@ -252,11 +255,23 @@ def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequ
 def tables_touched(conn: Connection, tid: str) -> list[int]:
     """Tables where `tid` created or removed a live part. A part compensated by a keyed retry
     (RollbackCSN, removal_tid = tid to hide it from tid itself) is no write of the transaction."""
-    stmt = select(_p.table_id).where(
-        or_(_p.creation_tid == tid, _p.removal_tid == tid),
-        or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
-    ).distinct()
-    return sorted(int(r.table_id) for r in conn.execute(stmt))
+    return sorted(int(r.table_id) for r in conn.execute(_TABLES_TOUCHED, {"b_tid": tid}))
+
+
+_TABLES_TOUCHED = select(_p.table_id).where(
+    or_(_p.creation_tid == bindparam("b_tid", type_=String()), _p.removal_tid == bindparam("b_tid", type_=String())),
+    or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
+).distinct()
+
+
+_STAGED_FILES = select(_p.table_id, _p.path, _p.files).where(
+    _p.creation_tid == bindparam("b_tid", type_=String()), _p.creation_csn.is_(None))
+
+
+def staged_files(conn: Connection, tid: str) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(table id, part path, file names) of every part `tid` staged and did not compensate (the commit's check)."""
+    rows = conn.execute(_STAGED_FILES, {"b_tid": tid})
+    return [(int(r.table_id), str(r.path), tuple(json.loads(r.files))) for r in rows]
 
 
 def staged_created(conn: Connection, tid: str) -> list[tuple[int, PartRow]]:
@@ -276,6 +291,22 @@ def stamp_commit(conn: Connection, tid: str, table_id: int, csn: int) -> None:
         .where(_p.table_id == table_id, _p.removal_tid == tid, _p.removal_csn.is_(None))
         .values(removal_csn=csn)
     )
+
+
+_STAMP_CREATED = update(schema.parts).where(
+    _p.creation_tid == bindparam("b_tid", type_=String()), _p.creation_csn.is_(None)
+).values(creation_csn=bindparam("b_csn", type_=BigInteger()))
+_STAMP_REMOVED = update(schema.parts).where(
+    _p.removal_tid == bindparam("b_tid", type_=String()), _p.removal_csn.is_(None)
+).values(removal_csn=bindparam("b_csn", type_=BigInteger()))
+
+
+def stamp_commit_all(conn: Connection, tid: str, csn: int) -> None:
+    """Apply a committed transaction in every table at once: its CSN on the parts it created and removed
+    (the SQL oracle's commit, where record and stamps share one catalog transaction)."""
+    params = {"b_tid": tid, "b_csn": csn}
+    conn.execute(_STAMP_CREATED, params)
+    conn.execute(_STAMP_REMOVED, params)
 
 
 def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:

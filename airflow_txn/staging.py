@@ -5,9 +5,9 @@ Every statement follows the same steps:
   2. decide which parts it replaces (only parts holding affected rows) from the transaction's view
      AFTER compensating the key's earlier attempts (computed, not yet done), and compute the rows
   3. write new part files (one part per partition), each write dir with its sidecar first
-  4. ONE catalog transaction: re-check the transaction, fence off stale attempts, compensate what
-     earlier attempts staged under the key (invariant 7), take removal locks (invariant 6), register
-     the new parts.
+  4. ONE catalog transaction: check the transaction (an append to a table seen before checks it
+     only here), fence off stale attempts, compensate what earlier attempts staged under the key
+     (invariant 7), take removal locks (invariant 6), register the new parts.
 So a statement is atomic: rejected or failed before step 4, it changed nothing in the catalog. If
 step 4 fails the new files are deleted at once; if the process dies they are orphans vacuum removes.
 
@@ -53,7 +53,8 @@ class Statement:
 
 
 def load_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
-    """Look up the table and check the transaction may write (before any file is written)."""
+    """Look up the table and check the transaction may write (before any file is written: statements
+    that scan the table first, and Spark writes, which are expensive to throw away)."""
     cache = stmt.tables if isinstance(table, str) else None
     cached = None if cache is None else cache.get(table)
     with rt.catalog.read() as conn:
@@ -62,6 +63,16 @@ def load_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
     if cache is not None and cached is None:
         cache[table] = info
     return info
+
+
+def _known_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
+    """Look up the table, without a catalog round trip for one seen before. The transaction is checked
+    only when the write registers (under its row lock, as always): a write to a transaction that can no
+    longer take it writes its files, is refused there and deletes them, leaving storage as it was."""
+    cached = stmt.tables.get(table) if stmt.tables is not None and isinstance(table, str) else None
+    if cached is not None:
+        return cached
+    return load_table(rt, stmt, table)
 
 
 def compensate(rt: Runtime, stmt: Statement) -> int:
@@ -89,7 +100,7 @@ def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
 
 
 def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
-    info = load_table(rt, stmt, table)
+    info = _known_table(rt, stmt, table)
     rows = conform(data, info.schema, info.name.qualified)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
     return _stage(rt, stmt, info, pieces, removals=[])

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, Float, String, bindparam, func, insert, select, update
 
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
@@ -25,6 +25,24 @@ OPEN_STATES = (ACTIVE, COMMITTING)
 ISOLATION_LEVELS = ("snapshot", "serializable")
 
 _t = schema.transactions.c
+
+# The statements of the hot path (begin, every staging call, commit), built once with bound values:
+# building one per call cost more than running it (docs/BENCHMARKS.md, B1).
+_INSERT = insert(schema.transactions)
+_FETCH = select(schema.transactions).where(_t.tid == bindparam("b_tid", type_=String()))
+_FETCH_LOCKED = _FETCH.with_for_update()
+_RENEW_USABLE = (
+    update(schema.transactions)
+    .where(_t.tid == bindparam("b_tid", type_=String()), _t.state == ACTIVE, _t.failed_reason.is_(None),
+           _t.lease_deadline >= bindparam("b_now", type_=Float()))
+    .values(lease_deadline=bindparam("b_now", type_=Float()) + _t.lease_seconds)
+)
+_CAS_STATE = (
+    update(schema.transactions)
+    .where(_t.tid == bindparam("b_tid", type_=String()), _t.state == bindparam("b_from", type_=String()))
+    .values(state=bindparam("b_state", type_=String()), ended_at=bindparam("b_ended", type_=Float()))
+)
+_CAS_STATE_CSN = _CAS_STATE.values(commit_csn=bindparam("b_csn"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +72,11 @@ class TxnRow:
 def insert_row(conn: Connection, tid: str, label: str | None, isolation: str, snapshot: int,
                lease_seconds: float) -> None:
     now = time.time()
-    conn.execute(
-        insert(schema.transactions).values(
-            tid=tid, label=label, state=ACTIVE, isolation=isolation, snapshot_csn=snapshot,
-            lease_seconds=lease_seconds, lease_deadline=now + lease_seconds, created_at=now,
-            failed_reason=None, cleanup_done=False,
-        )
-    )
+    conn.execute(_INSERT, {
+        "tid": tid, "label": label, "state": ACTIVE, "isolation": isolation, "snapshot_csn": snapshot,
+        "lease_seconds": lease_seconds, "lease_deadline": now + lease_seconds, "created_at": now,
+        "commit_csn": None, "ended_at": None, "failed_reason": None, "cleanup_done": False,
+    })
 
 
 def _from_row(row: Any) -> TxnRow:
@@ -75,10 +91,8 @@ def _from_row(row: Any) -> TxnRow:
 
 def fetch(conn: Connection, tid: str, catalog: Catalog | None = None) -> TxnRow:
     """The row of `tid` (locked FOR UPDATE when a catalog is given); TransactionNotFoundError if absent."""
-    stmt = select(schema.transactions).where(_t.tid == tid)
-    if catalog is not None:
-        stmt = catalog.lock_for_update(stmt)
-    row = conn.execute(stmt).first()
+    locked = catalog is not None and catalog.supports_for_update
+    row = conn.execute(_FETCH_LOCKED if locked else _FETCH, {"b_tid": tid}).first()
     if row is None:
         raise TransactionNotFoundError(f"no transaction {tid} in this warehouse")
     return _from_row(row)
@@ -108,12 +122,7 @@ def lock_usable(conn: Connection, catalog: Catalog, tid: str) -> None:
     The usual case is one statement: an UPDATE that renews only a usable row (active, no failed
     statement, lease valid; the UPDATE locks the row as FOR UPDATE would). When it matches nothing
     the row is read to raise the error saying why."""
-    now = time.time()
-    result = conn.execute(
-        update(schema.transactions)
-        .where(_t.tid == tid, _t.state == ACTIVE, _t.failed_reason.is_(None), _t.lease_deadline >= now)
-        .values(lease_deadline=now + _t.lease_seconds)
-    )
+    result = conn.execute(_RENEW_USABLE, {"b_tid": tid, "b_now": time.time()})
     if result.rowcount == 1:
         return
     row = fetch(conn, tid, catalog)
@@ -142,6 +151,11 @@ def mark_failed(conn: Connection, tid: str, reason: str) -> None:
 
 def cas_state(conn: Connection, tid: str, new_state: str, from_state: str = ACTIVE, **values: Any) -> bool:
     """from_state (default active) -> new_state; False when the transaction was no longer in from_state."""
+    if not values or set(values) == {"commit_csn"}:  # the usual cases: a statement built once
+        params = {"b_tid": tid, "b_from": from_state, "b_state": new_state, "b_ended": time.time()}
+        if values:
+            params["b_csn"] = values["commit_csn"]
+        return conn.execute(_CAS_STATE_CSN if values else _CAS_STATE, params).rowcount == 1
     result = conn.execute(
         update(schema.transactions)
         .where(_t.tid == tid, _t.state == from_state)

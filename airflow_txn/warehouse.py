@@ -41,6 +41,7 @@ from airflow_txn.transaction import Transaction
 log = logs.get_logger(__name__)
 
 _c = schema.counters.c
+_GATE_SHARED = select(_c.value).where(_c.name == schema.COUNTER_SNAPSHOT_GATE).with_for_update(read=True)
 
 
 class Warehouse:
@@ -118,8 +119,8 @@ class Warehouse:
             raise TxnError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
         cat = self.runtime.catalog
         with cat.write() as conn:
-            gate = select(_c.value).where(_c.name == schema.COUNTER_SNAPSHOT_GATE)
-            conn.execute(gate.with_for_update(read=True) if cat.supports_for_update else gate)
+            if cat.supports_for_update:  # SQLite's BEGIN IMMEDIATE already excludes a concurrent gate holder
+                conn.execute(_GATE_SHARED)
             snapshot = commit_log.readable_csn(conn, self.runtime.oracle)
             tid = str(self.runtime.tids.next(snapshot))
             txn_records.insert_row(conn, tid, label, isolation, snapshot, float(lease_seconds))

@@ -8,6 +8,13 @@ from airflow_txn.catalog import Catalog, schema
 from airflow_txn.oracle.base import CsnOracle
 
 _counter = schema.counters.c
+_NEXT = (
+    update(schema.counters)
+    .where(_counter.name == schema.COUNTER_LAST_CSN)
+    .values(value=_counter.value + 1)
+    .returning(_counter.value)
+)
+_LAST = select(_counter.value).where(_counter.name == schema.COUNTER_LAST_CSN)
 
 
 class SqlOracle(CsnOracle):
@@ -20,14 +27,7 @@ class SqlOracle(CsnOracle):
         self.catalog = catalog
 
     def next_csn(self, conn: Connection) -> int:
-        stmt = (
-            update(schema.counters)
-            .where(_counter.name == schema.COUNTER_LAST_CSN)
-            .values(value=_counter.value + 1)
-            .returning(_counter.value)
-        )
-        return int(conn.execute(stmt).scalar_one())
+        return int(conn.execute(_NEXT).scalar_one())
 
     def last_csn(self, conn: Connection) -> int:
-        stmt = select(_counter.value).where(_counter.name == schema.COUNTER_LAST_CSN)
-        return int(conn.execute(stmt).scalar_one())
+        return int(conn.execute(_LAST).scalar_one())
