@@ -40,18 +40,20 @@ from benchmarks import _bench
 
 ID = "B6"
 NOTES = """\
-**The target (500 commits/s) is out of reach on this machine, for a CPU reason.** One begin +
-append (a Parquet part, its sidecar, its row) + commit + apply costs, measured alone with the
-catalog server's and ZooKeeper's CPU counted (`/proc`), about 10-13 ms of Python in the writer plus
-3 ms in PostgreSQL (SQL oracle), and 14-18 + 4.5 + 1 ms with ZooKeeper: 14-17 and about 24 ms of
-CPU per commit. Two cores can therefore do at most 2,000 / 15 = 120-145 SQL-oracle commits/s and
-about 85 ZooKeeper-oracle commits/s if nothing else ran; the runs here shared the two cores with
-other test suites (load average 5-10 before the 8 writers started), hence 25-35/s. 500/s needs at
-most 4 ms of CPU per commit on two cores, or, at today's cost, 8 or more free cores (8 writers x
-1 core / 15 ms = 530/s). Neither the counter row lock nor fsync is the limit: the lock is held for 3
-statements and one WAL flush (0.2-1.2 ms here, pg_test_fsync), and PostgreSQL flushes concurrent
-commits together. ZooKeeper is not the limit either: kazoo's sequential creates reach 1,300-1,600/s
-on the same server, and a commit spends about 1 ms of ZooKeeper CPU.
+**The target (500 commits/s) is out of reach on this machine, for a CPU reason.** One begin + append
+(a Parquet part, its sidecar, its row) + commit + apply costs, measured alone with the catalog
+server's and ZooKeeper's CPU counted (`/proc`), about 10-13 ms of Python in the writer plus 3 ms in
+PostgreSQL (SQL oracle), and 14-18 + 4.5 + 1 ms with ZooKeeper: 14-17 and about 24 ms of CPU per
+commit (before the one-transaction commit below; after it one traced SQL-oracle commit spends
+5.7-8.1 ms of CPU in the writer, varying between runs, so about 8-11 ms with PostgreSQL's). Two
+cores can therefore do at most 2,000 / 8-11 = about 180-250 SQL-oracle commits/s (measured:
+163-179/s) and about 85 ZooKeeper-oracle commits/s if nothing else ran, and 8 writer processes on 2
+cores do not run alone. 500/s needs at most 4 ms of CPU per commit on two cores, all of it (writer,
+PostgreSQL, ZooKeeper), or 4 or more free cores at today's cost. Neither the counter row lock nor
+fsync is the limit: the lock is held for 6 short statements (record, its table rows, state, the two
+stamps, the watermark check) and one WAL flush (0.2-1.2 ms here, pg_test_fsync), and PostgreSQL
+flushes concurrent commits together. ZooKeeper is not the limit either: kazoo's sequential creates
+reach 1,300-1,600/s on the same server, and a commit spends about 1 ms of ZooKeeper CPU.
 
 **Where a commit's CPU goes** (pyinstrument and cProfile on CPU time, `--profile-to`): no hot spot;
 about 0.4-0.6 ms per catalog statement in SQLAlchemy + psycopg (statement construction, cache key,
@@ -80,9 +82,22 @@ Throughput before/after (`--compare-with` a `git archive` of commit 556bf63, int
 full runs gave SQL 17.8 -> 24.5/s and 34.3 -> 31.3/s, ZooKeeper 15.3 -> 18.3/s and 25.7 -> 26.9/s:
 within the noise of a CPU-saturated machine. The round trips saved are mostly waiting time, which
 matters to one committer's latency (single process: 37 instead of 51 round trips) more than to
-throughput on 2 saturated cores. Next levers, not done: the pool's pre-ping (one round trip per
-catalog transaction; it is what survives a PostgreSQL restart), statements built once with bound
-parameters on the commit path (as visible_parts now is), fewer statements in `begin`/`append`.
+throughput on 2 saturated cores.
+
+**Engine fix (B1's): a SQL commit is one catalog transaction, an append one, the hot path's
+statements built once.** With the SQL oracle the record, the state flip and the stamps of every
+table share the record's catalog transaction; an append to a table seen before is checked in its
+registering transaction only; begin, registering, commit and watermark statements are built once
+with bound parameters (B1's notes have the details). Per begin + append + commit (SQL / ZooKeeper),
+from the traces: catalog round trips 37 / 45 -> 26 / 38, catalog transactions 6 / 9 -> 4 / 8
+(ZooKeeper's apply still runs after its record, in catalog transactions of its own); SQL writer CPU
+7.8 -> 5.7-8.1 ms and one commit alone 15.2 -> 10.2-13.5 ms (single traced commits of the previous
+page's run and of two runs now; they vary between runs, the ZooKeeper oracle's too much to tell a
+change). Throughput, `--compare-with` a worktree of commit 8531478, 4 interleaved rounds of 8 s
+(load average 7 with the 8 writers): **SQL 91 -> 163/s** (rounds 80-108 -> 145-174), ZooKeeper 62 ->
+78/s (rounds 54-64 -> 53-90: within the noise). Next levers, not done: the pool's pre-ping (one
+round trip per catalog transaction; it is what survives a PostgreSQL restart); with ZooKeeper, apply
+in one catalog transaction with the mirror.
 """
 MEASURE = "commit throughput, {writers} writer processes, PostgreSQL catalog"
 TARGET_PER_SECOND = 500.0
