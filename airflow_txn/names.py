@@ -118,9 +118,7 @@ def _resolved_without_links(resolved_base: Path, components: tuple[str, ...]) ->
         current = os.path.join(current, piece)
         try:
             mode = os.lstat(current).st_mode
-        except FileNotFoundError:  # what does not exist yet is no link, nor anything below it
-            break
-        except NotADirectoryError:
+        except (FileNotFoundError, NotADirectoryError):  # what does not exist is no link, nor anything below it
             break
         if stat.S_ISLNK(mode):
             return None

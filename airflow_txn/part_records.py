@@ -274,11 +274,6 @@ def staged_files(conn: Connection, tid: str) -> list[tuple[int, str, tuple[str, 
     return [(int(r.table_id), str(r.path), tuple(json.loads(r.files))) for r in rows]
 
 
-def staged_created(conn: Connection, tid: str) -> list[tuple[int, PartRow]]:
-    stmt = select(schema.parts).where(_p.creation_tid == tid, _p.creation_csn.is_(None))
-    return [(int(r.table_id), _from_row(r)) for r in conn.execute(stmt)]
-
-
 def stamp_commit(conn: Connection, tid: str, table_id: int, csn: int) -> None:
     """Apply one table of a committed transaction: its CSN on created and removed parts (idempotent)."""
     conn.execute(
