@@ -52,27 +52,23 @@ class Statement:
     table seen before skips its lookup; None: no cache."""
 
 
-def load_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
+def load_table(rt: Runtime, stmt: Statement, table: str, check_transaction: bool = True) -> TableInfo:
     """Look up the table and check the transaction may write (before any file is written: statements
-    that scan the table first, and Spark writes, which are expensive to throw away)."""
+    that scan the table first, and Spark writes, which are expensive to throw away).
+
+    check_transaction=False (appends): a table seen before costs no catalog round trip; the
+    transaction is then checked only when the write registers (under its row lock, as always), and a
+    write refused there deletes the files it wrote, leaving storage as it was."""
     cache = stmt.tables if isinstance(table, str) else None
     cached = None if cache is None else cache.get(table)
+    if cached is not None and not check_transaction:
+        return cached
     with rt.catalog.read() as conn:
         info = cached or table_registry.get(conn, table)
         txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
     if cache is not None and cached is None:
         cache[table] = info
     return info
-
-
-def _known_table(rt: Runtime, stmt: Statement, table: str) -> TableInfo:
-    """Look up the table, without a catalog round trip for one seen before. The transaction is checked
-    only when the write registers (under its row lock, as always): a write to a transaction that can no
-    longer take it writes its files, is refused there and deletes them, leaving storage as it was."""
-    cached = stmt.tables.get(table) if stmt.tables is not None and isinstance(table, str) else None
-    if cached is not None:
-        return cached
-    return load_table(rt, stmt, table)
 
 
 def compensate(rt: Runtime, stmt: Statement) -> int:
@@ -100,7 +96,7 @@ def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
 
 
 def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
-    info = _known_table(rt, stmt, table)
+    info = load_table(rt, stmt, table, check_transaction=False)
     rows = conform(data, info.schema, info.name.qualified)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
     return _stage(rt, stmt, info, pieces, removals=[])
