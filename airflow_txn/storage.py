@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from airflow_txn.errors import StorageError
@@ -32,6 +33,7 @@ from airflow_txn.partitioning import partition_column, partition_path
 
 SIDECAR = "_airflow_txn.json"
 WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
+_LOCAL_FS = pafs.LocalFileSystem()
 FAULT_QUOTA_ENV = "AIRFLOW_TXN_FAULT_STORAGE_QUOTA"
 """Tests only (tests/faults/test_disk_full.py): a byte quota on the storage root, see _injected_disk_full."""
 
@@ -84,7 +86,7 @@ class Storage:
         payload = {**sidecar, "created_at": time.time()}
         try:
             target.mkdir(parents=True, exist_ok=False)
-            (target / SIDECAR).write_text(json.dumps(payload, sort_keys=True))
+            _create_file(target / SIDECAR, json.dumps(payload, sort_keys=True).encode())
             _injected_disk_full(self.root)
         except OSError as exc:
             self.delete_write_dir(table_directory, relative)
@@ -97,7 +99,8 @@ class Storage:
         relative, target = self._new_write_dir(table_directory, partition, sidecar)  # target checked there
         stored = data.drop_columns([c for c in partition if c in data.column_names])
         try:
-            pq.write_table(stored, target / "part-00000.parquet")
+            # the local filesystem handed over: pyarrow would otherwise infer it from the path on every call
+            pq.write_table(stored, str(target / "part-00000.parquet"), filesystem=_LOCAL_FS)
             size = (target / "part-00000.parquet").stat().st_size
             _injected_disk_full(self.root)
         except OSError as exc:
@@ -170,6 +173,17 @@ def _write_error(what: str, exc: OSError) -> StorageError:
         return StorageError(f"{what}: the storage volume is full (no space left on device); what this write had "
                             "written is removed and nothing was registered: free space, then retry or roll back")
     return StorageError(f"{what}: {exc}")
+
+
+def _create_file(path: Path, content: bytes) -> None:
+    """Create `path` (it must not exist) holding `content`: one open, write and close, no text layer."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def _injected_disk_full(root: Path) -> None:

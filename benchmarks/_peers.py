@@ -123,18 +123,18 @@ class ProtocolMinimum:
 
 class ProtocolMinimumCore(ProtocolMinimum):
     """The same protocol minimum, statement for statement, through the stack the catalog is built on: SQLAlchemy
-    Core on the catalog's own SQLite engine (airflow_txn.catalog.database: pooled connections, BEGIN IMMEDIATE),
-    with every statement built once and bound per call (SQLAlchemy's best case). What it costs over the sqlite3
-    version is the floor that the stack alone puts under any implementation of the protocol."""
+    Core in the catalog's own write transactions (airflow_txn.catalog.Catalog.write: pooled connections, BEGIN
+    IMMEDIATE), with every statement built once and bound per call (SQLAlchemy's best case). What it costs over
+    the sqlite3 version is the floor that the stack alone puts under any implementation of the protocol."""
 
     def __init__(self, base: Path) -> None:
         from sqlalchemy import Column, Integer, MetaData, String, Table, bindparam, insert, select, update
 
-        from airflow_txn.catalog.database import _sqlite_engine
+        from airflow_txn.catalog import Catalog
 
         super().__init__(base)  # the schema, created by sqlite3; SQLAlchemy works on the same file
         self.db.close()
-        self.engine = _sqlite_engine(f"sqlite:///{base / 'protocol.db'}")
+        self.catalog = Catalog(f"sqlite:///{base / 'protocol.db'}")
         meta = MetaData()
         txns = Table("txns", meta, Column("tid", String, primary_key=True), Column("state", String),
                      Column("csn", Integer))
@@ -150,22 +150,19 @@ class ProtocolMinimumCore(ProtocolMinimum):
         self.stamp = update(parts).where(parts.c.tid == bindparam("t")).values(csn=bindparam("c"))
         self.flip = update(txns).where(txns.c.tid == bindparam("t")).values(state="committed", csn=bindparam("c"))
 
-    def _connect(self) -> Any:
-        return self.engine.connect().execution_options(sqlite_begin="IMMEDIATE")
-
     def commit(self, tables: dict[str, pa.Table]) -> None:
         tid = uuid.uuid4().hex
-        with self._connect() as conn, conn.begin():
+        with self.catalog.write() as conn:
             conn.execute(self.begin_txn, {"tid": tid})
         files = []
         for name, data in tables.items():
             part = self._write_part(tid, name, data)
             files.append(part / "part-00000.parquet")
-            with self._connect() as conn, conn.begin():
+            with self.catalog.write() as conn:
                 assert conn.execute(self.state, {"tid": tid}).scalar_one() == "active"
                 conn.execute(self.add_part, {"tbl": name, "path": str(part), "tid": tid})
         assert all(f.is_file() for f in files)
-        with self._connect() as conn, conn.begin():
+        with self.catalog.write() as conn:
             assert conn.execute(self.state, {"tid": tid}).scalar_one() == "active"
             csn = conn.execute(self.next_csn).scalar_one()
             conn.execute(self.record, {"csn": csn, "tid": tid})
@@ -173,7 +170,7 @@ class ProtocolMinimumCore(ProtocolMinimum):
             conn.execute(self.flip, {"c": csn, "t": tid})
 
     def close(self) -> None:
-        self.engine.dispose()
+        self.catalog.dispose()
 
 
 def delta_append(path: Path, data: pa.Table, checkpoints: bool = True) -> None:

@@ -1,8 +1,12 @@
 """The catalog database: engine set-up (SQLite WAL or PostgreSQL), read/write transactions, schema init.
 
 Writers on SQLite take the database lock up front (`BEGIN IMMEDIATE`) so two processes never
-deadlock upgrading a read lock; on PostgreSQL writers run at READ COMMITTED and lock the rows they
-change (`FOR UPDATE`), which `lock_for_update` adds only where the dialect supports it.
+deadlock upgrading a read lock. The pysqlite driver runs in its autocommit mode and `write()`/`read()`
+emit the BEGIN themselves as the transaction's first statement (the pysqlite recipe does it from a
+`begin` event listener; any connection-event listener makes SQLAlchemy dispatch events around every
+statement, ~6% of a small commit: docs/BENCHMARKS.md, B1). On PostgreSQL writers run at READ
+COMMITTED and lock the rows they change (`FOR UPDATE`), which `lock_for_update` adds only where the
+dialect supports it.
 """
 
 from __future__ import annotations
@@ -66,11 +70,6 @@ def _sqlite_engine(url: str) -> Engine:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
-
     return engine
 
 
@@ -92,7 +91,9 @@ class Catalog:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A read-write transaction: committed on clean exit, rolled back on exception."""
-        with self._retrying_connect(sqlite_begin="IMMEDIATE") as conn, conn.begin():
+        with self._retrying_connect() as conn, conn.begin():
+            if self.dialect == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the database lock now, not at the first write
             yield conn
 
     def write_retrying(self, body: Callable[[Connection], T], what: str) -> T:
@@ -122,10 +123,12 @@ class Catalog:
         """A read-only transaction (one consistent view on SQLite; per statement on PostgreSQL, which
         therefore runs reads in autocommit: READ COMMITTED gives each statement its own snapshot
         either way, and BEGIN and COMMIT would cost two more round trips per read)."""
-        options: dict[str, Any] = {"sqlite_begin": "DEFERRED"}
+        options: dict[str, Any] = {}
         if self.dialect == "postgresql":
             options["isolation_level"] = "AUTOCOMMIT"
         with self._retrying_connect(**options) as conn, conn.begin():
+            if self.dialect == "sqlite":
+                conn.exec_driver_sql("BEGIN DEFERRED")  # one snapshot from the first read to the end
             yield conn
 
     @contextmanager
@@ -142,7 +145,7 @@ class Catalog:
                 time.sleep(0.2 * (attempt + 1))
         assert conn is not None
         try:
-            yield conn.execution_options(**options)
+            yield conn.execution_options(**options) if options else conn
         except DBAPIError as exc:  # also a failed COMMIT: the caller's `with conn.begin()` ends inside this
             if not exc.connection_invalidated:
                 raise

@@ -322,8 +322,6 @@ def test_large_batch_round_trips(seeded: Warehouse) -> None:
 
 # (relative path, source of the first argument) -> why formatting is harmless there
 ALLOWED: dict[tuple[str, str], str] = {
-    ("catalog/database.py", "f'BEGIN {mode}'"):
-        "SQLite BEGIN mode from an execution option the package itself sets (DEFERRED/IMMEDIATE)",
     ("catalog/database.py", "f'PRAGMA busy_timeout={_SQLITE_BUSY_MS}'"):
         "SQLite PRAGMA with a module integer constant; PRAGMAs take no bound parameters",
 }
