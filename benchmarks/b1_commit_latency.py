@@ -246,7 +246,8 @@ is a further run. Read it as layers:
   deleted (measured with a probe of 300 mkdir/create calls between runs; it recovers in a minute or two
   of idleness). airflow_txn creates 9 files per transaction (3 x directory, sidecar, Parquet file:
   the layout DESIGN prescribes), delta-rs 2-3 for its one table, so a slower disk moves our ratio
-  more than theirs. **On a rested disk the row meets 0.2x (0.200); after churn it does not.**
+  more than theirs. **On a rested disk the row is at 0.200-0.217x (the table above: 0.217 with a
+  0.029 ms probe); after churn 0.22-0.27x.**
 - *floor -> protocol minimum, by hand* (1.4-1.6x): the price of the protocol itself, written with
   `sqlite3` and nothing else. The transaction row must exist before any file is written (otherwise
   vacuum could take a live writer's files for orphans); every staging call registers its parts in
@@ -266,7 +267,7 @@ is a further run. Read it as layers:
   on removed parts too), input validated and conformed to the table's schema, a sidecar with the
   write's key and partition, and the table's directory checked for an escape (invariant 10). No hot
   spot is left: each of those is 0.03-0.1 ms.
-- *<= 0.2 x delta-rs*: **met only on a rested disk (0.200), 0.22-0.27x otherwise.** What is left
+- *<= 0.2 x delta-rs*: **at the target on a rested disk (0.200-0.217x), 0.22-0.27x otherwise.** What is left
   would change a decision rather than the engine: (1) running the hot path's compiled statements on
   the DB-API cursor instead of `Connection.execute` (measured before this fix at -0.4 to -0.55 ms; part
   of that was the event dispatch removed here); (2) no directory and sidecar FILE per part (the
