@@ -89,16 +89,31 @@ def failed(tid: str, exc: Exception) -> None:
     log.warning("commit failed: %s", exc, extra=logs.fields(tid))
 
 
+StagedFiles = list[tuple[str, str, tuple[str, ...]]]
+"""(table directory, part path, file names) of every part a transaction staged."""
+
+
 def _check(rt: Runtime, tid: str) -> None:
     """Step 1: every staged part's files are present (the transaction itself is checked under its
     row lock in step 2). A missing file fails the transaction: it can never commit."""
     with rt.catalog.read() as conn:
-        staged = part_records.staged_files(conn, tid)
-        directories = table_directories(rt, conn, {table_id for table_id, _, _ in staged})
+        staged = staged_files(rt, conn, tid)
+    check_files(rt, tid, staged)
+
+
+def staged_files(rt: Runtime, conn: Connection, tid: str) -> StagedFiles:
+    """Step 1's catalog read, in the caller's catalog transaction."""
+    staged = part_records.staged_files(conn, tid)
+    directories = table_directories(rt, conn, {table_id for table_id, _, _ in staged})
+    return [(directories[table_id], part_path, files) for table_id, part_path, files in staged]
+
+
+def check_files(rt: Runtime, tid: str, staged: StagedFiles) -> None:
+    """Step 1's storage check of what `staged_files` read; a missing file fails the transaction."""
     missing = [
         path
-        for table_id, part_path, files in staged
-        for path in rt.storage.missing_files(directories[table_id], part_path, files)
+        for directory, part_path, files in staged
+        for path in rt.storage.missing_files(directory, part_path, files)
     ]
     if missing:
         with rt.catalog.write() as conn:

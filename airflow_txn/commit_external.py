@@ -17,6 +17,8 @@ from __future__ import annotations
 import random
 import time
 
+from sqlalchemy import Connection
+
 from airflow_txn import (
     apply,
     commit,
@@ -46,24 +48,28 @@ MAX_VALIDATIONS = 50
 def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
     """Commit `tid` through `external`; return its CSN (a read-only transaction returns its snapshot)."""
     started = time.perf_counter()
-    with rt.catalog.read() as conn:
+    with rt.catalog.read() as conn:  # one read for the row, its tables and its staged files
         row = txn_records.fetch(conn, tid)
-        writes = bool(part_records.tables_touched(conn, tid))
+        tables = _tables(rt, conn, tid)
+        staged = commit.staged_files(rt, conn, tid) if row.state != txn_records.COMMITTING else []
     if row.state != txn_records.COMMITTING:
         try:
             txn_records.require_usable(row)  # fail fast; checked again under the row lock in _prepare
-            commit._check(rt, tid)
-            if writes:  # a read-only commit needs no record, so no ZooKeeper either
+            commit.check_files(rt, tid, staged)
+            if tables:  # a read-only commit needs no record, so no ZooKeeper either
                 external.check_available()
             crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)
-            read_only_csn = _prepare(rt, tid)
+            read_only_csn, tables = _prepare(rt, tid)
         except LeaseExpiredError as exc:
             commit.failed(tid, exc)
             rollback.rollback(rt, tid, reason=f"commit failed: {exc}")
             raise
         if read_only_csn is not None:
             return read_only_csn
-    entry, table_ids = _entry(rt, tid)
+    # committing: no write can add a table any more, so `tables` (read under the row lock by _prepare,
+    # or after the state was committing) are the record's
+    entry = LogEntry(tid, tuple(sorted(tables.values())), time.time())
+    table_ids = list(tables)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     csn = _record(rt, external, entry, row)
     crashpoints.hit(crashpoints.COMMIT_AFTER_RECORD)
@@ -77,25 +83,24 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
     return csn
 
 
-def _prepare(rt: Runtime, tid: str) -> int | None:
-    """Step 2; returns the snapshot CSN for a read-only transaction (committed here), else None."""
+def _prepare(rt: Runtime, tid: str) -> tuple[int | None, dict[int, str]]:
+    """Step 2. Returns (the snapshot CSN for a read-only transaction, committed here, else None; the
+    tables it changed, {id: name}, read under its row lock: final, since it is now committing)."""
     with rt.catalog.write() as conn:
         row = txn_records.fetch(conn, tid, rt.catalog)
         txn_records.require_usable(row)
-        if not part_records.tables_touched(conn, tid):
+        tables = _tables(rt, conn, tid)
+        if not tables:
             txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
-            return row.snapshot_csn
+            return row.snapshot_csn, tables
         if not txn_records.cas_state(conn, tid, txn_records.COMMITTING):
             raise AssertionError(f"transaction {tid} changed state under its row lock")
-        return None
+        return None, tables
 
 
-def _entry(rt: Runtime, tid: str) -> tuple[LogEntry, list[int]]:
-    """The record's content and its tables' ids; the tables are fixed once the transaction is committing."""
-    with rt.catalog.read() as conn:
-        table_ids = part_records.tables_touched(conn, tid)
-        names = list(commit.table_names(rt, conn, table_ids).values())
-    return LogEntry(tid, tuple(sorted(names)), time.time()), table_ids
+def _tables(rt: Runtime, conn: Connection, tid: str) -> dict[int, str]:
+    """{table id: qualified name} of the tables `tid` changed (names from this process's cache)."""
+    return commit.table_names(rt, conn, part_records.tables_touched(conn, tid))
 
 
 def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:

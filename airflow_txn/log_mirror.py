@@ -39,7 +39,7 @@ def mirror(rt: Runtime, records: Sequence[LogRecord]) -> int:
         present = _present(conn, [r.csn for r in wanted])
         new = [r for r in wanted if r.csn not in present]
         for record in new:
-            _write(conn, record)
+            _write(rt, conn, record)
         _advance_prefix(conn, prefix)
     return len(new)
 
@@ -56,11 +56,13 @@ def _locked_prefix(conn: Connection, rt: Runtime) -> int:
     return int(conn.execute(rt.catalog.lock_for_update(stmt)).scalar_one())
 
 
-def _write(conn: Connection, record: LogRecord) -> None:
+def _write(rt: Runtime, conn: Connection, record: LogRecord) -> None:
     entry = record.entry
     tables = []
     for name in entry.tables:
-        info = table_registry.find(conn, name)
+        info = rt.tables.get(name) or table_registry.find(conn, name)  # a table never changes once created
+        if info is not None:
+            rt.tables.setdefault(name, info)
         if info is None:
             log.error("commit record names unknown table %s", name, extra=logs.fields(entry.tid, record.csn))
             continue

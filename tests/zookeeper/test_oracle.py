@@ -340,3 +340,29 @@ def test_commit_survives_an_expired_session(make_wh: OpenWh, zookeeper_hosts: st
     assert _commit_one(wh, 2) == 3
     assert client.client_id[0] != session_id, "a new session was opened"
     assert ids(wh.read("sales.events")) == [1, 2]
+
+
+def test_a_write_landing_between_the_check_and_prepare_is_in_the_record(make_wh: OpenWh, zk: Any, chroot: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record's tables are read under the row lock by prepare, not by the first (unlocked) read: a
+    sibling task's write to another table that registers in between is committed with the rest."""
+    wh = make_wh()
+    make_tables(wh)
+    t = wh.begin()
+    t.append("sales.events", events([1]))
+    sibling = make_wh().attach(t.tid)
+    real_check = commit.check_files
+
+    def check_then_sibling_writes(rt: Any, tid: str, staged: Any) -> None:
+        real_check(rt, tid, staged)
+        if tid == t.tid and not sibling_wrote:
+            sibling_wrote.append(sibling.append("sales.accounts", accounts({7: 70})))
+
+    sibling_wrote: list[int] = []
+    monkeypatch.setattr(commit, "check_files", check_then_sibling_writes)
+    csn = t.commit()
+    assert sibling_wrote == [1]
+    record = json.loads(zk.get(f"{chroot}/log/seg-0000000000/r-0000000000")[0])
+    assert record["tables"] == ["sales.accounts", "sales.events"]
+    assert ids(wh.read("sales.events", csn)) == [1]
+    assert wh.read("sales.accounts", csn).to_pylist() == [{"id": 7, "balance": 70}]
