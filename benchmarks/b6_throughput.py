@@ -47,7 +47,7 @@ PostgreSQL (SQL oracle), and 14-18 + 4.5 + 1 ms with ZooKeeper: 14-17 and about 
 commit (before the one-transaction commit below; after it one traced SQL-oracle commit spends
 5.7-8.1 ms of CPU in the writer, varying between runs, so about 8-11 ms with PostgreSQL's). Two
 cores can therefore do at most 2,000 / 8-11 = about 180-250 SQL-oracle commits/s (measured:
-163-179/s) and about 85 ZooKeeper-oracle commits/s if nothing else ran, and 8 writer processes on 2
+163-179/s; 231-233/s on the faster machine of the table above) and about 85 ZooKeeper-oracle commits/s if nothing else ran, and 8 writer processes on 2
 cores do not run alone. 500/s needs at most 4 ms of CPU per commit on two cores, all of it (writer,
 PostgreSQL, ZooKeeper), or 4 or more free cores at today's cost. Neither the counter row lock nor
 fsync is the limit: the lock is held for 6 short statements (record, its table rows, state, the two
@@ -98,6 +98,18 @@ change). Throughput, `--compare-with` a worktree of commit 8531478, 4 interleave
 78/s (rounds 54-64 -> 53-90: within the noise). Next levers, not done: the pool's pre-ping (one
 round trip per catalog transaction; it is what survives a PostgreSQL restart); with ZooKeeper, apply
 in one catalog transaction with the mirror.
+
+**ZooKeeper commit: one read before prepare, none after it** (2026-11-23, later). The commit read the
+row and its tables, then the staged files in a second read, and after prepare the record's tables in a
+third; the mirror then selected each table by name. Now one read holds the row, its tables and its
+staged files, prepare returns the tables it reads under the row lock (final: nothing can be staged once
+the transaction is committing; tests/zookeeper/test_oracle.py has a sibling's write landing in between),
+and the mirror takes table ids from the process's cache. Per begin + append + commit with ZooKeeper:
+catalog transactions 8 -> 6, round trips 38 -> 35 (traces). Throughput, `--compare-with` a `git archive`
+of a4cfb52, 4 interleaved rounds of 8 s, load average 7 (a faster machine than the runs above: kazoo
+2,633 creates/s): ZooKeeper **124 -> 122/s**, SQL 238 -> 233/s (unchanged code path): within noise. On
+2 saturated cores the saved reads are waiting time, not CPU. Same session, SQLite only: the catalog no
+longer registers a `begin` event listener (B1's notes); PostgreSQL never had one.
 """
 MEASURE = "commit throughput, {writers} writer processes, PostgreSQL catalog"
 TARGET_PER_SECOND = 500.0
