@@ -61,11 +61,10 @@ def _write(rt: Runtime, conn: Connection, record: LogRecord) -> None:
     tables = []
     for name in entry.tables:
         info = rt.tables.get(name) or table_registry.find(conn, name)  # a table never changes once created
-        if info is not None:
-            rt.tables.setdefault(name, info)
         if info is None:
             log.error("commit record names unknown table %s", name, extra=logs.fields(entry.tid, record.csn))
             continue
+        rt.tables.setdefault(name, info)
         tables.append((info.id, name))
     commit_log.write_record(conn, record.csn, entry.tid, tables, committed_at=entry.committed_at)
     if txn_records.cas_state(conn, entry.tid, txn_records.COMMITTED, from_state=txn_records.COMMITTING,
