@@ -44,16 +44,18 @@ NOTES = """\
 (a Parquet part, its sidecar, its row) + commit + apply costs, measured alone with the catalog
 server's and ZooKeeper's CPU counted (`/proc`), about 10-13 ms of Python in the writer plus 3 ms in
 PostgreSQL (SQL oracle), and 14-18 + 4.5 + 1 ms with ZooKeeper: 14-17 and about 24 ms of CPU per
-commit (before the one-transaction commit below; after it one traced SQL-oracle commit spends
-5.7-8.1 ms of CPU in the writer, varying between runs, so about 8-11 ms with PostgreSQL's). Two
-cores can therefore do at most 2,000 / 8-11 = about 180-250 SQL-oracle commits/s (measured:
-163-179/s; 231-233/s on the faster machine of the table above) and about 85 ZooKeeper-oracle commits/s if nothing else ran, and 8 writer processes on 2
-cores do not run alone. 500/s needs at most 4 ms of CPU per commit on two cores, all of it (writer,
-PostgreSQL, ZooKeeper), or 4 or more free cores at today's cost. Neither the counter row lock nor
-fsync is the limit: the lock is held for 6 short statements (record, its table rows, state, the two
-stamps, the watermark check) and one WAL flush (0.2-1.2 ms here, pg_test_fsync), and PostgreSQL
-flushes concurrent commits together. ZooKeeper is not the limit either: kazoo's sequential creates
-reach 1,300-1,600/s on the same server, and a commit spends about 1 ms of ZooKeeper CPU.
+commit (before the one-transaction commit below; after it one traced SQL-oracle commit spends 5.7-8.1
+ms of CPU in the writer, varying between runs, so about 8-11 ms with PostgreSQL's). Two cores can
+therefore do at most 2,000 / 8-11 = about 180-250 SQL-oracle commits/s (measured: 163-179/s; 231-233/s
+on the faster machine of the table above) and about 85 ZooKeeper-oracle commits/s (measured: 88/s;
+122-123/s on the faster machine) if nothing else ran, and 8 writer processes on 2 cores do not run
+alone. 500/s needs at most 4 ms of CPU per commit on two cores, all of it (writer, PostgreSQL,
+ZooKeeper), or 4 or more free cores at today's cost. Neither the counter row lock nor fsync is the
+limit: the lock is held for 6 short statements (record, its table rows, state, the two stamps, the
+watermark check) and one WAL flush (0.2-1.2 ms here, pg_test_fsync), and PostgreSQL flushes concurrent
+commits together. ZooKeeper is not the limit either: kazoo's sequential creates reach 1,300-1,600/s on
+the same server (2,600-2,700/s on the faster machine), and a commit spends about 1 ms of ZooKeeper
+CPU.
 
 **Where a commit's CPU goes** (pyinstrument and cProfile on CPU time, `--profile-to`): no hot spot;
 about 0.4-0.6 ms per catalog statement in SQLAlchemy + psycopg (statement construction, cache key,
