@@ -20,8 +20,9 @@ class Runtime:
     storage: Storage
     tids: TidFactory
     tables: dict[str, TableInfo] = field(default_factory=dict, compare=False, repr=False)
-    """Tables writes have looked up, by the name passed: a table never changes once created (no drop,
-    rename or schema change), so a write skips the lookup of a table seen before (staging.load_table)."""
+    """Tables writes have looked up, by the name passed (and the ZooKeeper mirror, by qualified name): a
+    table never changes once created (no drop, rename or schema change), so a write skips the lookup of a
+    table seen before (staging.load_table), and so does log_mirror for the tables a record names."""
     table_names: dict[int, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
     """{table id: (qualified name, directory)} the commit path has looked up (commit.table_names), for
     the same reason."""
