@@ -26,6 +26,7 @@ from airflow_txn import (
     logs,
     metrics,
     part_records,
+    retries,
     rollback,
     table_registry,
     txn_records,
@@ -158,6 +159,7 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str,
     an older record is still unapplied); no tables: read-only, committed at its snapshot."""
     row = txn_records.fetch(conn, tid, rt.catalog)
     txn_records.require_usable(row)
+    retries.require_nothing_to_rerun(conn, tid)
     table_ids = part_records.tables_touched(conn, tid)
     if not table_ids:
         txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)

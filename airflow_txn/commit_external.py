@@ -26,6 +26,7 @@ from airflow_txn import (
     log_mirror,
     logs,
     part_records,
+    retries,
     rollback,
     txn_records,
 )
@@ -89,6 +90,7 @@ def _prepare(rt: Runtime, tid: str) -> tuple[int | None, dict[int, str]]:
     with rt.catalog.write() as conn:
         row = txn_records.fetch(conn, tid, rt.catalog)
         txn_records.require_usable(row)
+        retries.require_nothing_to_rerun(conn, tid)
         tables = _tables(rt, conn, tid)
         if not tables:
             txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)

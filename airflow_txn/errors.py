@@ -15,6 +15,21 @@ class StaleAttemptError(SerializationError):
     """A newer attempt of the same task already staged in this transaction: this (zombie) attempt must stop."""
 
 
+class RetryConflictError(TxnError):
+    """A retried key's earlier output was rewritten by a write that has no key, so it cannot be withdrawn
+    (that write could never run again): the retry is refused; roll back and run the transaction again."""
+
+
+class InvalidatedKeysError(TxnError):
+    """A retry withdrew work that other keys had built on its output: run those keys (tasks) again, then
+    commit. The transaction stays active; `keys` names them, `by` maps each to the retried key."""
+
+    def __init__(self, message: str, by: dict[str, str]) -> None:
+        super().__init__(message)
+        self.by = dict(by)
+        self.keys = sorted(by)
+
+
 class TransactionClosedError(TxnError):
     """The transaction was committed, rolled back or failed a statement: only rollback() is allowed."""
 
@@ -68,8 +83,10 @@ class StorageError(TxnError):
 __all__ = [
     "CatalogUnavailableError",
     "InvalidNameError",
+    "InvalidatedKeysError",
     "LeaseExpiredError",
     "OracleUnavailableError",
+    "RetryConflictError",
     "SchemaMismatchError",
     "SerializationError",
     "SnapshotTooOldError",

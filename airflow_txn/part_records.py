@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
-    func,
     insert,
     or_,
     select,
@@ -36,7 +35,7 @@ from sqlalchemy import (
 
 from airflow_txn.catalog import schema
 from airflow_txn.csn import ROLLBACK_CSN
-from airflow_txn.errors import SerializationError
+from airflow_txn.errors import RetryConflictError, SerializationError
 from airflow_txn.partitioning import Partition, parse_partition_key, partition_key
 from airflow_txn.storage import WrittenPart
 from airflow_txn.visibility import VersionInfo, is_visible, visible_branches
@@ -195,43 +194,65 @@ def _is_older(value: int | None, attempt: int | None) -> bool:
     return attempt is None or value is None or value < attempt
 
 
-def after_compensation(part: PartRow, tid: str, key: str | None, attempt: int | None) -> VersionInfo:
-    """The part's version columns as `compensate_key(tid, key, attempt)` would leave them."""
+Withdrawn = Mapping[str, int | None]
+"""{key: attempt} of the keys a statement withdraws: the parts staged under each key by attempts before
+that attempt (None: by every attempt) are compensated, and the removal locks they took released."""
+
+
+def after_compensation(part: PartRow, tid: str, withdrawn: Withdrawn) -> VersionInfo:
+    """The part's version columns as `compensate_key(tid, key, attempt)` for every withdrawn key would
+    leave them."""
     v = part.version
-    if key is None:
-        return v
     creation_csn, removal_tid = v.creation_csn, v.removal_tid
-    if (v.creation_tid == tid and part.stage_key == key and creation_csn is None
-            and _is_older(part.stage_attempt, attempt)):
+    staged, locker = part.stage_key or "", part.removal_key or ""  # "": no key, never withdrawn
+    if (v.creation_tid == tid and creation_csn is None and staged in withdrawn
+            and _is_older(part.stage_attempt, withdrawn[staged])):
         creation_csn, removal_tid = ROLLBACK_CSN, tid
-    elif (removal_tid == tid and part.removal_key == key and v.removal_csn is None
-          and _is_older(part.removal_attempt, attempt)):
+    elif (removal_tid == tid and v.removal_csn is None and creation_csn != ROLLBACK_CSN and locker in withdrawn
+          and _is_older(part.removal_attempt, withdrawn[locker])):
         removal_tid = None
     return VersionInfo(v.creation_tid, creation_csn, removal_tid, v.removal_csn)
 
 
-def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: int, key: str | None,
-                          attempt: int | None, partition_keys: Sequence[str] | None = None) -> list[PartRow]:
-    """What a statement staged under (key, attempt) sees: the transaction's view AFTER compensating
-    the key's earlier attempts, computed without changing anything (the statement compensates and
-    registers in one catalog transaction at its end, so a rejected statement changes nothing)."""
+def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: int, withdrawn: Withdrawn,
+                          partition_keys: Sequence[str] | None = None) -> list[PartRow]:
+    """What a statement sees: the transaction's view AFTER withdrawing the keys it withdraws (its own
+    key's earlier attempts, and the keys that built on them), computed without changing anything (the
+    statement withdraws and registers in one catalog transaction at its end, so a rejected statement
+    changes nothing)."""
     candidates = visible_branches(tid, snapshot)
-    if key is not None:  # parts the key's earlier attempts locked: visible again after compensation
-        candidates.append(and_(_p.removal_tid == tid, _p.removal_key == key))
+    if withdrawn:  # parts the withdrawn keys locked: visible again once they are withdrawn
+        candidates.append(and_(_p.removal_tid == tid, _p.removal_key.in_(list(withdrawn))))
     parts = {p.id: p for p in _part_rows(conn.execute(_select_parts(table_id, candidates, partition_keys)))}
-    return [p for p in parts.values() if is_visible(after_compensation(p, tid, key, attempt), tid, snapshot)]
+    return [p for p in parts.values() if is_visible(after_compensation(p, tid, withdrawn), tid, snapshot)]
 
 
-def newest_attempt(conn: Connection, tid: str, key: str) -> int | None:
-    """The highest attempt number that staged or removed under `key` in `tid` (for fencing)."""
-    created = conn.execute(
-        select(func.max(_p.stage_attempt)).where(_p.creation_tid == tid, _p.stage_key == key)
-    ).scalar()
-    removed = conn.execute(
-        select(func.max(_p.removal_attempt)).where(_p.removal_tid == tid, _p.removal_key == key)
-    ).scalar()
-    values = [int(v) for v in (created, removed) if v is not None]
-    return max(values) if values else None
+def consumers(conn: Connection, tid: str, key: str, attempt: int | None) -> set[str | None]:
+    """The keys (None: a write with no key) holding removal locks on live parts that `key` staged in
+    `tid` by attempts before `attempt` (None: every attempt): the statements that rewrote its output."""
+    stmt = select(_p.removal_key).where(
+        _p.creation_tid == tid, _p.stage_key == key, _p.creation_csn.is_(None), _older(_p.stage_attempt, attempt),
+        _p.removal_tid == tid, _p.removal_csn.is_(None), or_(_p.removal_key.is_(None), _p.removal_key != key),
+    ).distinct()
+    return {r.removal_key for r in conn.execute(stmt)}
+
+
+def staged_by(conn: Connection, tid: str, key: str, attempt: int | None) -> set[tuple[int, str]]:
+    """(table id, partition key) of the live parts `key` staged in `tid` by attempts before `attempt`."""
+    stmt = select(_p.table_id, _p.partition_key).where(
+        _p.creation_tid == tid, _p.stage_key == key, _p.creation_csn.is_(None), _older(_p.stage_attempt, attempt),
+    ).distinct()
+    return {(int(r.table_id), str(r.partition_key)) for r in conn.execute(stmt)}
+
+
+def held_by(conn: Connection, tid: str, key: str, attempt: int | None) -> set[tuple[int, str]]:
+    """(table id, partition key) of the live parts whose removal lock `key`'s attempts before `attempt`
+    hold in `tid`: withdrawing the key makes them visible again."""
+    stmt = select(_p.table_id, _p.partition_key).where(
+        _p.removal_tid == tid, _p.removal_key == key, _p.removal_csn.is_(None), _older(_p.removal_attempt, attempt),
+        or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
+    ).distinct()
+    return {(int(r.table_id), str(r.partition_key)) for r in conn.execute(stmt)}
 
 
 def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequence[int],
@@ -245,9 +266,13 @@ def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequ
         ).rowcount
         if taken != 1:
             holder = conn.execute(select(_p.removal_tid).where(_p.id == part_id)).scalar()
-            who = "another statement of this transaction" if holder == tid else f"transaction {holder}"
+            if holder == tid:  # a statement of this transaction on another handle, in between: no conflict
+                raise RetryConflictError(
+                    f"part {part_id} was replaced by another statement of transaction {tid} while this one "
+                    "ran; nothing was staged: run the statement again"
+                )
             raise SerializationError(
-                f"part {part_id} is being replaced or was removed by {who}; "
+                f"part {part_id} is being replaced or was removed by transaction {holder}; "
                 f"transaction {tid} conflicts and can only roll back"
             )
 

@@ -6,16 +6,18 @@ Every statement follows the same steps:
      AFTER compensating the key's earlier attempts (computed, not yet done), and compute the rows
   3. write new part files (one part per partition), each write dir with its sidecar first
   4. ONE catalog transaction: check the transaction (an append to a table seen before checks it
-     only here), fence off stale attempts, compensate what earlier attempts staged under the key
-     (invariant 7), take removal locks (invariant 6), register the new parts.
+     only here), fence off stale attempts, withdraw what earlier attempts staged under the key and
+     what other keys built on it (invariant 7, retries.py), take removal locks (invariant 6),
+     register the new parts.
 So a statement is atomic: rejected or failed before step 4, it changed nothing in the catalog. If
 step 4 fails the new files are deleted at once; if the process dies they are orphans vacuum removes.
 
 Keys and attempts: a statement with an explicit key replaces everything staged before under that
 key. Writes under a transaction's default key (Airflow's dag/task/map index) carry the attempt
 number (the try number): all writes of one attempt accumulate, the first write of a newer attempt
-replaces every older attempt's writes, and an older attempt writing after a newer one is refused
-(StaleAttemptError) so a zombie task cannot undo its retry.
+replaces every older attempt's writes, and an older attempt writing after a newer one has started
+is refused (StaleAttemptError) so a zombie task cannot undo its retry. Keys whose statements rewrote
+what a retried key withdraws are withdrawn with it and must run again before commit (retries.py).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from sqlalchemy import Connection
 
-from airflow_txn import compaction_records, crashpoints, part_records, table_registry, txn_records
-from airflow_txn.errors import InvalidNameError, SchemaMismatchError, StaleAttemptError
+from airflow_txn import compaction_records, crashpoints, key_records, part_records, retries, table_registry, txn_records
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError
 from airflow_txn.part_records import PartRow
-from airflow_txn.partitioning import Partition, normalize_partitions, partition_key, split_by_partition
+from airflow_txn.partitioning import WHOLE_TABLE, Partition, normalize_partitions, partition_key, split_by_partition
 from airflow_txn.runtime import Runtime
 from airflow_txn.schema_check import conform
 from airflow_txn.storage import WrittenPart
@@ -73,22 +75,44 @@ def load_table(rt: Runtime, stmt: Statement, table: str, check_transaction: bool
 
 def compensate(rt: Runtime, stmt: Statement) -> int:
     """Undo now, in one catalog transaction, what earlier attempts staged under the statement's key
-    (e.g. when a task failed and will be retried, so sibling tasks stop seeing its partial output).
-    Returns the number of parts changed. Staging under the key does this by itself anyway."""
+    (e.g. when a task failed and will be retried, so sibling tasks stop seeing its partial output),
+    and the work of keys built on it (retries.py). Returns the number of parts changed. Staging under
+    the key does this by itself anyway; an attempt given here fences older ones from now on."""
     if stmt.key is None:
         return 0
+    key = stmt.key
     with rt.catalog.write() as conn:
         txn_records.lock_usable(conn, rt.catalog, stmt.tid)
-        _fence(conn, stmt)
-        return part_records.compensate_key(conn, stmt.tid, stmt.key, stmt.attempt)
+        retries.fence(conn, stmt.tid, key, stmt.attempt)
+        return retries.withdraw(conn, stmt.tid, key, stmt.attempt)
+
+
+def start_attempt(rt: Runtime, tid: str, key: str, attempt: int) -> None:
+    """Record that `attempt` of `key` has started (it fences older attempts from now on, whether or not
+    it ever writes); StaleAttemptError if a newer one started already."""
+    with rt.catalog.write() as conn:
+        txn_records.fetch(conn, tid, rt.catalog)  # the row lock: key rows change under it only
+        retries.fence(conn, tid, key, attempt)
 
 
 def visible(rt: Runtime, stmt: Statement, info: TableInfo,
             partition_keys: Sequence[str] | None = None) -> list[PartRow]:
-    """The parts this statement sees (its key's earlier attempts already compensated, virtually)."""
+    """The parts this statement sees: what its key's earlier attempts staged, and what other keys built
+    on that, already withdrawn (virtually: the statement withdraws them when it registers)."""
     with rt.catalog.read() as conn:
-        return part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, stmt.key,
-                                                  stmt.attempt, partition_keys)
+        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
+        return part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn, partition_keys)
+
+
+def record_read(rt: Runtime, stmt: Statement, table_id: int, partition_keys: Sequence[str] | None) -> None:
+    """A read through a keyed handle: recorded, so that a retry withdrawing what it saw withdraws the
+    reader's work too (retries.py). Reads with no key are not recorded."""
+    if stmt.key is None:
+        return
+    with rt.catalog.write() as conn:
+        txn_records.fetch(conn, stmt.tid, rt.catalog)  # the row lock: statement numbers are taken under it
+        key_records.record_scan(conn, stmt.tid, stmt.key, stmt.attempt, table_id,
+                                list(partition_keys or [WHOLE_TABLE]), key_records.READ)
 
 
 def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
@@ -117,7 +141,7 @@ def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
                 f"overwrite of {info.name} lists partitions {listed} but the data also holds rows of {stray[0]}"
             )
     victims = visible(rt, stmt, info, keys)
-    return _stage(rt, stmt, info, pieces, removals=[p.id for p in victims])
+    return _stage(rt, stmt, info, pieces, removals=[p.id for p in victims], scanned=keys or [WHOLE_TABLE])
 
 
 def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
@@ -166,40 +190,33 @@ def _rewrite_once(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.E
         matched += matches
         removals.append(part.id)
         pieces += split_by_partition(replace(rows, mask), info.partition_by)
-    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals)
+    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals, scanned=[WHOLE_TABLE])
     return matched
 
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
-                     written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int]) -> None:
-    """Step 5, also used by writers that produce the files themselves (Spark)."""
+                     written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int],
+                     scanned: Sequence[str] | None = None) -> None:
+    """Step 4, also used by writers that produce the files themselves (Spark). `scanned`: the partition
+    keys the statement chose its removals from (WHOLE_TABLE: all of them; None: none, an append)."""
     def body(conn: Connection) -> None:
         txn_records.lock_usable(conn, rt.catalog, stmt.tid)
         if stmt.key is not None:
-            _fence(conn, stmt)
-            part_records.compensate_key(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.ran_again(conn, stmt.tid, stmt.key)
             crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
         # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
         locked = compaction_records.follow_merges(conn, removals, rt.catalog)
         part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt)
         part_records.register(conn, info.id, stmt.tid, stmt.key, written, stmt.attempt)
+        retries.record(conn, stmt.tid, stmt.key, stmt.attempt, info.id, scanned)
 
     rt.catalog.write_retrying(body, f"registering a write to {info.name.qualified}")
 
 
-def _fence(conn: Connection, stmt: Statement) -> None:
-    if stmt.attempt is None or stmt.key is None:
-        return
-    newest = part_records.newest_attempt(conn, stmt.tid, stmt.key)
-    if newest is not None and newest > stmt.attempt:
-        raise StaleAttemptError(
-            f"attempt {stmt.attempt} of {stmt.key!r} in transaction {stmt.tid} is stale: attempt {newest} "
-            "has staged since; this attempt's write is refused"
-        )
-
-
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
-           removals: Sequence[int]) -> int:
+           removals: Sequence[int], scanned: Sequence[str] | None = None) -> int:
     written: list[tuple[Partition, WrittenPart]] = []
     sidecar = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key}
     try:
@@ -209,7 +226,7 @@ def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
         if stmt.key is not None:
             crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)
-        register_written(rt, stmt, info, written, removals)
+        register_written(rt, stmt, info, written, removals, scanned)
     except BaseException:
         for _, part in written:
             rt.storage.delete_part(info.directory, part.path)

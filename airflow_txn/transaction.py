@@ -31,8 +31,10 @@ from airflow_txn import (
 )
 from airflow_txn.catalog import schema
 from airflow_txn.errors import (
+    InvalidatedKeysError,
     InvalidNameError,
     LeaseExpiredError,
+    RetryConflictError,
     SchemaMismatchError,
     SerializationError,
     StaleAttemptError,
@@ -52,8 +54,8 @@ log = logs.get_logger(__name__)
 T = TypeVar("T")
 
 # Errors that reject a statement before it changed anything: the transaction stays usable.
-_REJECTED = (InvalidNameError, SchemaMismatchError, StaleAttemptError, TableNotFoundError, TransactionClosedError,
-             TransactionNotFoundError)
+_REJECTED = (InvalidatedKeysError, InvalidNameError, RetryConflictError, SchemaMismatchError, StaleAttemptError,
+             TableNotFoundError, TransactionClosedError, TransactionNotFoundError)
 
 
 class Transaction:
@@ -106,12 +108,17 @@ class Transaction:
         """Stage every write that passes no key under `key`, as attempt `attempt` (returns self).
 
         With an attempt number, all writes of this attempt accumulate and the first write of a newer
-        attempt replaces everything older attempts staged under the key (a retried task); without one,
-        each write replaces the previous write under the key.
+        attempt replaces everything older attempts staged under the key (a retried task); the attempt is
+        recorded now, so from this call on an older attempt's writes are refused (StaleAttemptError,
+        raised here too if a newer attempt started already). Without one, each write replaces the
+        previous write under the key.
         """
-        self.default_key = check_key(key)
+        checked = check_key(key)
         if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0):
             raise InvalidNameError(f"attempt must be a non-negative integer, got {attempt!r}")
+        if checked is not None and attempt is not None:
+            staging.start_attempt(self._rt, self._tid, checked, attempt)
+        self.default_key = checked
         self.default_attempt = attempt
         return self
 
@@ -199,7 +206,13 @@ class Transaction:
         ]
         if self._isolation == "serializable":
             self._record_read(info.id, keys or [WHOLE_TABLE])
+        self._note_read(info.id, keys)
         return reading.read(self._rt, info, self._tid, self._snapshot, filter, keys)
+
+    def _note_read(self, table_id: int, keys: Sequence[str] | None) -> None:
+        """A read through a keyed handle counts as building on what it saw (staging.record_read)."""
+        if self.default_key is not None:
+            staging.record_read(self._rt, self._statement(None), table_id, keys)
 
     def _record_read(self, table_id: int, keys: Sequence[str]) -> None:
         rs = schema.read_set.c

@@ -15,6 +15,7 @@ from airflow_txn import (
     apply,
     commit_log,
     compaction,
+    key_records,
     log_mirror,
     logs,
     manifests,
@@ -140,6 +141,7 @@ class Warehouse:
             row = txn_records.fetch(conn, parsed)
             info = row.as_dict()
             parts = part_records.of_transaction(conn, parsed)
+            info["must_run_again"] = key_records.invalidated(conn, parsed)  # {key: the retried key that withdrew it}
         info.update(log_mirror.resolve(self.runtime, row))  # committing: committed iff its record exists
         with self.runtime.catalog.read() as conn:
             names = {t.id: t.name.qualified for t in table_registry.all_tables(conn)}

@@ -10,6 +10,10 @@ table_commits   (table_id, csn) for every table a commit touched: last_commit_cs
 read_set        (tid, table_id, partition_key) read by serializable transactions
 table_retention per-table retention policy (seconds, versions) and the table's stored vacuum horizon
 compactions     one row per background merge that swapped (compaction.py): its tid, CSN, time
+keys            (tid, key): the newest attempt started under a staging key (the zombie fence) and, when
+                a retry of another key withdrew this key's work, which key did (it must run again)
+scans           (tid, seq, table, partition): what each statement of a transaction scanned, in order, so
+                a retry can tell which later statements saw what it withdraws (retries.py)
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # 1 -> 2: tables txn_table_retention and txn_compactions added (create_all adds them to an old catalog).
+# 2 -> 3: tables txn_keys and txn_scans added.
 
 metadata = MetaData()
 
@@ -158,6 +163,28 @@ compactions = Table(
     Column("merged_bytes", BigInteger, nullable=False),
     Column("committed_at", Float, nullable=False),  # wall time of the swap: vacuum keeps sources past it
     Index("ix_txn_compactions_table_time", "table_id", "committed_at"),
+)
+
+keys = Table(
+    "txn_keys",
+    metadata,
+    Column("tid", String(64), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("attempt", BigInteger),  # the newest attempt started under the key (NULL: explicit keys)
+    Column("invalidated_by", Text),  # the key whose retry withdrew this key's work; NULL: nothing to re-run
+    Column("invalidated_attempt", BigInteger),  # the attempt that was current then: it may not go on
+)
+
+scans = Table(
+    "txn_scans",
+    metadata,
+    Column("tid", String(64), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),  # statement order in the transaction
+    Column("table_id", _Id, primary_key=True, autoincrement=False),
+    Column("partition_key", Text, primary_key=True),  # "*" = the whole table; "" = nothing scanned (an append)
+    Column("key", Text),  # the statement's staging key; NULL: a write with no key
+    Column("attempt", BigInteger),
+    Column("kind", String(8), nullable=False),  # write | read
 )
 
 INDEX_VERSION = 2

@@ -24,6 +24,7 @@ from pyspark.sql import types as T
 from airflow_txn import logs, staging
 from airflow_txn.compaction_records import MergedAwayError
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.partitioning import WHOLE_TABLE
 from airflow_txn.spark import engine
 from airflow_txn.spark.frames import PART_ID, parts_frame
 from airflow_txn.spark.types import to_spark_schema, to_spark_type
@@ -101,7 +102,7 @@ def _rewrite_once(spark: SparkSession, txn: Transaction, stmt: Statement, info: 
     affected = [p for p in parts if p.id in counts]
     engine.guarded(txn, what, lambda: engine.check_unlocked(stmt, affected))
     if not affected:  # nothing to rewrite; registering nothing still replaces the key's earlier attempts
-        engine.guarded(txn, what, lambda: staging.register_written(rt, stmt, info, [], []))
+        engine.guarded(txn, what, lambda: staging.register_written(rt, stmt, info, [], [], [WHOLE_TABLE]))
         engine.record_read(txn, info, None)
         return 0
     rows = parts_frame(spark, table_dir, info, affected)
@@ -110,7 +111,8 @@ def _rewrite_once(spark: SparkSession, txn: Transaction, stmt: Statement, info: 
     else:
         changed = rows.select(*[F.when(matched, setters[n]).otherwise(column_of(n)).alias(n) if n in setters
                                 else column_of(n) for n in info.schema.names])
-    stage_frame(txn, stmt, info, conform(changed, info), [p.id for p in affected], what, choose_again=True)
+    stage_frame(txn, stmt, info, conform(changed, info), [p.id for p in affected], what, choose_again=True,
+                scanned=[WHOLE_TABLE])
     engine.record_read(txn, info, None)
     return sum(counts.values())
 

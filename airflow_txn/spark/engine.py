@@ -72,6 +72,12 @@ def record_read(txn: Transaction, info: TableInfo, partition_keys: Sequence[str]
         txn._record_read(info.id, list(partition_keys or [WHOLE_TABLE]))
 
 
+def note_read(txn: Transaction, info: TableInfo, partition_keys: Sequence[str] | None) -> None:
+    """A read through a handle with a default key (an Airflow task's): recorded, so a retry that
+    withdraws what it saw withdraws the reader's work too."""
+    txn._note_read(info.id, partition_keys)
+
+
 def snapshot_for(wh: Warehouse, csn: int | None, tables: Sequence[str]) -> int:
     """The snapshot a read of `tables` at `csn` uses (None: the watermark); refuses CSNs not readable
     yet and CSNs below the retention horizon of one of `tables` (each table's own, retention.py)."""

@@ -32,6 +32,7 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None,
     keys = engine.partition_keys(info, partitions)
     if txn is not None:
         engine.record_read(txn, info, keys)
+        engine.note_read(txn, info, keys)
         tid, snapshot = txn.tid, txn.snapshot_csn
     else:
         tid, snapshot = None, engine.snapshot_for(wh, csn, [info.name.qualified])

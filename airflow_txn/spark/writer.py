@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from airflow_txn import crashpoints, staging
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
-from airflow_txn.partitioning import Partition, parse_partition_key, partition_key
+from airflow_txn.partitioning import WHOLE_TABLE, Partition, parse_partition_key, partition_key
 from airflow_txn.spark import engine, layout
 from airflow_txn.spark.types import same_storage, to_spark_type
 from airflow_txn.staging import Statement
@@ -60,7 +60,8 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
     removals: list[int] = []
     if mode == "overwrite":
         removals = engine.guarded(txn, what, lambda: _victims(txn, stmt, info, keys))
-    rows = stage_frame(txn, stmt, info, frame, removals, what, allowed_keys=keys)
+    scanned = (keys or [WHOLE_TABLE]) if mode == "overwrite" else None
+    rows = stage_frame(txn, stmt, info, frame, removals, what, allowed_keys=keys, scanned=scanned)
     if mode == "overwrite":
         engine.record_read(txn, info, keys)
     return rows
@@ -147,7 +148,8 @@ def _refused(error: Exception, info: TableInfo) -> SchemaMismatchError | None:
 
 
 def stage_frame(txn: Transaction, stmt: Statement, info: TableInfo, frame: DataFrame, removals: Sequence[int],
-                what: str, allowed_keys: Sequence[str] | None = None, choose_again: bool = False) -> int:
+                what: str, allowed_keys: Sequence[str] | None = None, choose_again: bool = False,
+                scanned: Sequence[str] | None = None) -> int:
     """Write `frame` (conformed) into a new write dir with Spark and register its parts, replacing
     `removals`; returns the rows staged. On any failure the write dir is deleted. With `choose_again`
     a MergedAwayError at registration (a background merge took some of `removals`) leaves the
@@ -168,7 +170,7 @@ def stage_frame(txn: Transaction, stmt: Statement, info: TableInfo, frame: DataF
         _check_listed(written, allowed_keys, info)
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
         guard = engine.guarded_choice if choose_again else engine.guarded
-        guard(txn, what, lambda: staging.register_written(rt, stmt, info, written, removals))
+        guard(txn, what, lambda: staging.register_written(rt, stmt, info, written, removals, scanned))
     except BaseException:
         rt.storage.delete_write_dir(info.directory, write_rel)
         raise

@@ -138,17 +138,35 @@ def test_dry_run_reports_and_deletes_nothing(wh: Warehouse, root: Path) -> None:
     assert storage_files(root) != files
 
 
+def test_a_catalog_of_schema_version_2_is_upgraded(catalog_url: str, root: Path) -> None:
+    """Version 3 added txn_keys and txn_scans (attempt fences, invalidated keys, statement scans): an older
+    catalog gains them on open."""
+    with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
+        make_tables(wh)
+        with wh.runtime.catalog.write() as conn:
+            conn.execute(text("DROP TABLE txn_keys"))
+            conn.execute(text("DROP TABLE txn_scans"))
+            conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="2"))
+    with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
+        t = wh.begin().use_key("load", attempt=1)
+        t.append(EVENTS_T, events([1]))
+        t.commit()
+        assert wh.read(EVENTS_T).num_rows == 1
+
+
 def test_a_catalog_of_schema_version_1_is_upgraded(catalog_url: str, root: Path) -> None:
     with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
         make_tables(wh)
         with wh.runtime.catalog.write() as conn:  # what a warehouse of the previous version looks like
             conn.execute(text("DROP TABLE txn_table_retention"))
             conn.execute(text("DROP TABLE txn_compactions"))
+            conn.execute(text("DROP TABLE txn_keys"))
+            conn.execute(text("DROP TABLE txn_scans"))
             conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="1"))
     with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
         with wh.runtime.catalog.read() as conn:
             version = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).scalar()
-        assert version == str(schema.SCHEMA_VERSION) == "2"
+        assert version == str(schema.SCHEMA_VERSION) == "3"
         assert wh.set_retention(EVENTS_T, versions=2)["versions"] == 2
         with wh.begin() as t:
             t.append(EVENTS_T, events([1]))

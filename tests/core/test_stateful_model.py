@@ -42,7 +42,13 @@ CSN) and its staging keys.
   transaction staged under that key (in any table): their created parts become RollbackCSN
   (invisible, as if never written) and their removal locks are released; the statement then sees
   and conflicts on the compensated view. A statement is atomic: one rejected for a conflict leaves
-  no trace, not even its compensation.
+  no trace, not even its compensation. Keys whose statements built on what a withdrawn key did are
+  withdrawn with it, transitively, and must run again: statements that rewrote a part it staged
+  (hold its removal lock), and statements that scanned (overwrite: the listed partitions, else the
+  whole table; update and delete: the whole table) a partition where it holds removal locks, after
+  its first statement in that table. Commit refuses with InvalidatedKeysError naming them until a
+  statement under each key has run. A write with no key among them cannot run again, so the retry is
+  refused (RetryConflictError) and changes nothing.
 * Commit: a transaction whose live parts touch no table commits read-only at its snapshot CSN.
   Otherwise, with isolation "serializable", it fails (and is rolled back) if a transaction
   committed after its snapshot created or removed a live part in a partition it read (any part of
@@ -74,6 +80,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import os
 import shutil
 import tempfile
@@ -94,7 +101,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 from sqlalchemy import Engine, create_engine, text
 
 from airflow_txn import Warehouse
-from airflow_txn.errors import SchemaMismatchError, SerializationError, TransactionClosedError
+from airflow_txn.errors import (
+    InvalidatedKeysError,
+    RetryConflictError,
+    SchemaMismatchError,
+    SerializationError,
+    TransactionClosedError,
+)
 from airflow_txn.transaction import Transaction
 
 ROLLBACK_CSN = 2**63 - 1  # DESIGN.md: RollbackCSN, never visible
@@ -188,6 +201,9 @@ class MTxn:
     state: str = ACTIVE
     reads: dict[str, set[str]] = field(default_factory=dict)
     last_keyed: Stmt | None = None
+    keyed: dict[str, Stmt] = field(default_factory=dict)  # each key's latest statement
+    invalidated: set[str] = field(default_factory=set)  # keys a retry withdrew: they must run again
+    scans: list[Scan] = field(default_factory=list)  # what its statements scanned, in order
 
     def __repr__(self) -> str:
         return f"<{self.isolation} transaction {self.handle.tid} at {self.snapshot}, {self.state}>"
@@ -195,6 +211,20 @@ class MTxn:
     @property
     def live(self) -> bool:
         return self.state in (ACTIVE, FAILED)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A statement's place in its transaction's order, its key, and what it scanned ("*": the whole table,
+    "": nothing, an append; else partition values, None for the unpartitioned table)."""
+
+    seq: int
+    key: str | None
+    table: str
+    scope: frozenset[str | None]
+
+    def covers(self, table: str, partition: str | None) -> bool:
+        return self.table == table and ("*" in self.scope or partition in self.scope)
 
 
 @dataclass(eq=False)
@@ -284,22 +314,58 @@ class Model:
         return max((csn for csn, _, tables in self.commits if table in tables), default=None)
 
     # statements
-    def compensate(self, txn: MTxn, key: str | None) -> Callable[[], None]:
-        """Undo what earlier statements of `txn` staged under `key`; returns how to undo that again."""
+    def dependents(self, txn: MTxn, key: str) -> set[str | None]:
+        """Keys (None: a write with no key) whose statements built on what `key` did, transitively."""
+        found: set[str | None] = set()
+        frontier = [key]
+        while frontier:
+            source = frontier.pop()
+            for other in self.built_on(txn, source):
+                if other != key and other not in found:
+                    found.add(other)
+                    if other is not None:
+                        frontier.append(other)
+        return found
+
+    def built_on(self, txn: MTxn, source: str) -> set[str | None]:
+        """Statements that rewrote a part `source` staged, or scanned a partition where it holds removal
+        locks after its first statement in that table."""
+        keys = {p.removal_key for p in self.parts if p.creator is txn and p.key == source and p.created is None
+                and p.remover is txn and p.removal_key != source}
+        since: dict[str, int] = {}
+        for scan in txn.scans:
+            if scan.key == source:
+                since.setdefault(scan.table, scan.seq)
+        held = {(p.table, p.partition) for p in self.parts
+                if p.remover is txn and p.removal_key == source and p.removed is None and p.live}
+        keys |= {scan.key for scan in txn.scans if scan.key != source and scan.table in since
+                 and scan.seq > since[scan.table] and any(scan.covers(t, v) for t, v in held)}
+        return keys
+
+    def withdraw(self, txn: MTxn, key: str | None, others: set[str | None]) -> Callable[[], None]:
+        """Undo what earlier statements of `txn` staged under `key` and under each of `others` (first);
+        returns how to undo that again."""
         if key is None:
             return lambda: None
         saved = [(p, p.created, p.remover, p.removal_key) for p in self.parts]
+        saved_scans = list(txn.scans)
+        for withdrawn in [*sorted(k for k in others if k is not None), key]:
+            self.compensate(txn, withdrawn)
+        txn.scans = [scan for scan in txn.scans if scan.key not in others and scan.key != key]
+
+        def undo() -> None:
+            txn.scans = saved_scans
+            for p, created, remover, removal_key in saved:
+                p.created, p.remover, p.removal_key = created, remover, removal_key
+        return undo
+
+    def compensate(self, txn: MTxn, key: str) -> None:
         for p in self.parts:
             if p.creator is txn and p.key == key and p.created is None:
                 p.created = ROLLBACK_CSN
         for p in self.parts:
             if p.remover is txn and p.removal_key == key and p.removed is None and p.live:
                 p.remover, p.removal_key = None, None
-
-        def undo() -> None:
-            for p, created, remover, removal_key in saved:
-                p.created, p.remover, p.removal_key = created, remover, removal_key
-        return undo
 
     def plan(self, txn: MTxn, stmt: Stmt) -> tuple[list[MPart], list[tuple[str | None, tuple[Row, ...]]]]:
         """(parts the statement removes, (partition, rows) of the parts it creates)."""
@@ -424,6 +490,15 @@ class RetrySameKey:
 
 
 @dataclass(frozen=True)
+class RetryEarlierKey:
+    """A task cleared without its downstream: an earlier key's latest statement runs again."""
+
+    txn: int
+    pick: int
+    then: str
+
+
+@dataclass(frozen=True)
 class End:
     txn: int
     outcome: str
@@ -454,7 +529,7 @@ class Misuse:
 TXN = st.integers(min_value=0, max_value=MAX_LIVE * 3)
 TABLE = st.sampled_from(SPECS)
 ISOLATION = st.sampled_from(ISOLATIONS)
-KEY = st.sampled_from([None, "k1", "k1", "k2"])
+KEY = st.sampled_from([None, "k1", "k1", "k2", "k2"])
 IDS = st.frozensets(st.integers(0, 3), min_size=1, max_size=2)  # few ids: statements collide often
 SCOPE = st.one_of(st.none(), st.frozensets(st.integers(0, 2), min_size=1, max_size=2))
 RAW = st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 9))
@@ -489,6 +564,7 @@ ACTIONS = st.one_of(
     st.builds(ReadCommitted, TABLE, st.one_of(st.none(), st.integers(min_value=0, max_value=1000))),
     st.builds(ReadCommitted, TABLE, st.one_of(st.none(), st.integers(min_value=0, max_value=1000))),
     st.builds(RetrySameKey, TXN, THEN, st.one_of(st.none(), statements())),
+    st.builds(RetryEarlierKey, TXN, st.integers(0, 3), THEN),
     st.builds(Begin, ISOLATION),
     st.builds(Misuse, TXN, st.sampled_from(["stray overwrite", "append", "read", "commit", "rollback"])),
 )
@@ -515,6 +591,7 @@ class TxnMachine(RuleBasedStateMachine):
                 self.wh.create_table(spec.name, spec.schema(), partition_by=[spec.pcol] if spec.pcol else [])
             self.model = Model(self.wh.readable_csn())
             self.txns: list[MTxn] = []
+            self.seq = itertools.count(1)
             on_error.pop_all()
 
     def teardown(self) -> None:
@@ -555,8 +632,15 @@ class TxnMachine(RuleBasedStateMachine):
                 stmt.run(txn.handle)
             return
         if stmt.key is not None:
-            txn.last_keyed = stmt
-        undo_compensation = self.model.compensate(txn, stmt.key)
+            txn.last_keyed = txn.keyed[stmt.key] = stmt
+        others = set() if stmt.key is None else self.model.dependents(txn, stmt.key)
+        if None in others:
+            note(f"{stmt.kind}: retry refused, a write with no key rewrote its output")
+            with pytest.raises(RetryConflictError):
+                stmt.run(txn.handle)
+            self.check_parts(txn)
+            return
+        undo_compensation = self.model.withdraw(txn, stmt.key, others)
         victims, pieces = self.model.plan(txn, stmt)
         if any(p.remover is not None for p in victims):
             note(f"{stmt.kind}: write-write conflict")
@@ -568,16 +652,38 @@ class TxnMachine(RuleBasedStateMachine):
             note(f"{stmt.kind}: accepted, {'some' if victims else 'no'} parts replaced")
             stmt.run(txn.handle)
             self.model.apply(txn, stmt, victims, pieces)
+            self.record_scan(txn, stmt)
+            if others:
+                note(f"{stmt.kind}: retry invalidated {len(others)} other key(s)")
+            txn.invalidated = (txn.invalidated | {k for k in others if k is not None}) - {stmt.key}
             if txn.isolation == "serializable" and stmt.kind != "append":
                 txn.reads.setdefault(stmt.spec.name, set()).update(stmt.scope or [WHOLE])
         self.check_parts(txn)
         if txn.state == ACTIVE and stmt.kind != "append":  # reads nothing the statement did not scan
             self.check_view(txn, stmt.spec, stmt.scope)
 
+    def record_scan(self, txn: MTxn, stmt: Stmt) -> None:
+        """What the engine keeps of an accepted statement's scan (an append with no key: nothing)."""
+        if stmt.kind == "append":
+            if stmt.key is not None:
+                txn.scans.append(Scan(next(self.seq), stmt.key, stmt.spec.name, frozenset({""})))
+            return
+        scope: frozenset[str | None] = frozenset({"*"})
+        if stmt.kind == "overwrite" and stmt.scope is not None:
+            scope = frozenset(stmt.scope)
+        txn.scans.append(Scan(next(self.seq), stmt.key, stmt.spec.name, scope))
+
     def commit(self, txn: MTxn) -> None:
         if txn.state == FAILED:
             with pytest.raises(TransactionClosedError):
                 txn.handle.commit()
+            assert txn.handle.state == ACTIVE
+            return
+        if txn.invalidated:
+            note("commit: refused, keys must run again")
+            with pytest.raises(InvalidatedKeysError) as refused:
+                txn.handle.commit()
+            assert refused.value.keys == sorted(txn.invalidated)
             assert txn.handle.state == ACTIVE
             return
         tables = self.model.touched(txn)
@@ -639,6 +745,7 @@ class TxnMachine(RuleBasedStateMachine):
     def step(self, action: Any) -> None:
         handlers: dict[type, Callable[[Any], None]] = {
             Begin: self.do_begin, Write: self.do_write, RetrySameKey: self.do_retry, End: self.do_end,
+            RetryEarlierKey: self.do_retry_earlier,
             ReadInTxn: self.do_read_in_txn, ReadCommitted: self.do_read_committed, Misuse: self.do_misuse,
         }
         handlers[type(action)](action)
@@ -668,6 +775,16 @@ class TxnMachine(RuleBasedStateMachine):
         note("retry with the same key" + (" and another statement" if action.instead else ""))
         stmt = txn.last_keyed if action.instead is None else replace(action.instead, key=txn.last_keyed.key)
         self.execute(txn, stmt)
+        self.finish(txn, action.then)
+
+    def do_retry_earlier(self, action: RetryEarlierKey) -> None:
+        candidates = [t for t in self.live() if len(t.keyed) > 1]
+        if not candidates:
+            return
+        txn = candidates[action.txn % len(candidates)]
+        keys = sorted(txn.keyed)
+        note("retry of an earlier key")
+        self.execute(txn, txn.keyed[keys[action.pick % len(keys)]])
         self.finish(txn, action.then)
 
     def do_end(self, action: End) -> None:
@@ -825,6 +942,27 @@ SCENARIOS: dict[str, tuple[list[str], list[Any], str]] = {
         [Write(0, bump(ACCOUNTS, 1, key="k1"), "stay"), Write(1, add(EVENTS, (3, 0, 1), key="k1"), "stay"),
          Write(1, bump(ACCOUNTS, 2, key="k1"), "stay"), Write(0, bump(ACCOUNTS, 1), "commit")],
         "update: write-write conflict",
+    ),
+    "a retry withdraws a key that rewrote its output, and commit waits until that key ran again": (
+        ["snapshot"],
+        [Write(0, add(EVENTS, (3, 0, 1), key="k1"), "stay"), Write(0, bump(EVENTS, 3, key="k2"), "stay"),
+         Write(0, add(EVENTS, (3, 0, 1), key="k1"), "commit"), Write(0, bump(EVENTS, 3, key="k2"), "commit"),
+         ReadCommitted(EVENTS, None)],
+        "commit: refused, keys must run again",
+    ),
+    "a retry that releases its removal locks withdraws a later scan that could not see those parts": (
+        ["snapshot"],
+        [Write(0, Stmt("overwrite", EVENTS, "k1", scope=(EVENTS.pvalues[0],)), "stay"),
+         Write(0, Stmt("delete", EVENTS, "k2", ids=frozenset({1})), "stay"),
+         Write(0, add(EVENTS, (5, 1, 1), key="k1"), "commit"),
+         Write(0, Stmt("delete", EVENTS, "k2", ids=frozenset({1})), "commit"), ReadCommitted(EVENTS, None)],
+        "append: retry invalidated 1 other key(s)",
+    ),
+    "a retry whose output a write with no key rewrote is refused and changes nothing": (
+        ["snapshot"],
+        [Write(0, add(EVENTS, (3, 0, 1), key="k1"), "stay"), Write(0, bump(EVENTS, 3), "stay"),
+         Write(0, add(EVENTS, (4, 0, 1), key="k1"), "commit"), ReadCommitted(EVENTS, None)],
+        "append: retry refused, a write with no key rewrote its output",
     ),
 }
 
