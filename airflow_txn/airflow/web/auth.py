@@ -2,7 +2,12 @@
 bearer token or the UI's session cookie, resolved by Airflow's own dependency) with permission on
 every DAG the transaction belongs to, as the configured auth manager (SimpleAuthManager, FAB, ...)
 decides: GET to see it, PUT (edit the DAG) to roll it back. A transaction with no known DAG needs the
-permission on DAGs in general."""
+permission on DAGs in general.
+
+The warehouse-wide views (every table with its commit CSNs, the newest commit's tid and tables)
+need read permission on the plugin's Airflow connection: whoever may read it holds the catalog's
+URL and can read the whole catalog anyway, so the page shows them nothing new; everyone else sees
+only the transactions of the DAGs they may read."""
 
 from __future__ import annotations
 
@@ -10,11 +15,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from airflow.api_fastapi.app import get_auth_manager
-from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.configuration import conf
 
-__all__ = ["DagPermission", "GetUserDep", "login_url"]
+__all__ = ["DagPermission", "GetUserDep", "login_url", "may_read_warehouse"]
 
 
 def _team_of(dag_id: str | None) -> str | None:
@@ -45,6 +50,12 @@ class DagPermission:
         """Permission on each of `dag_ids`; with none, on DAGs in general."""
         dags: list[str | None] = list(dag_ids) or [None]
         return all(self.on(dag_id) for dag_id in dags)
+
+
+def may_read_warehouse(user: Any, conn_id: str) -> bool:
+    """May `user` see the whole warehouse (read permission on connection `conn_id`)?"""
+    return bool(get_auth_manager().is_authorized_connection(
+        method="GET", details=ConnectionDetails(conn_id=conn_id), user=user))
 
 
 def user_name(user: Any) -> str:
