@@ -3,7 +3,8 @@ one transaction's parts grouped by task and by table, the tables with their read
 watermark. Plain dicts of JSON types; imports neither FastAPI nor Airflow.
 
 A transaction's DAG and run come from its label (`<dag_id>/<run_id>`, BeginTransactionOperator's
-default) and its DAG(s) also from its parts' staging keys (`<dag_id>/<task_id>/<map_index>`).
+default) and its DAG(s) also from its parts' staging keys (`<dag_id>/<task_id>/<map_index>`). The
+listing keeps the DAGs a permission check allows in the catalog's query, before its limit.
 """
 
 from __future__ import annotations
