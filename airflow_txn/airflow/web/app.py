@@ -131,7 +131,7 @@ def _transactions(wh: Warehouse, user: Any, state: str | None, dag_id: str | Non
     data.check_filters(state, limit)
     tids = run_tids(dag_id, run_id) if dag_id and run_id else []
     return data.list_transactions(wh, state=state, dag_id=dag_id, run_id=run_id, limit=limit, run_tids=tids,
-                                  readable=DagPermission(user, "GET").on)
+                                  readable=DagPermission(user, "GET"))
 
 
 def _watermark(wh: Warehouse, user: Any) -> dict[str, Any]:

@@ -10,8 +10,8 @@ listing keeps the DAGs a permission check allows in the catalog's query, before 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from airflow_txn.csn import ROLLBACK_CSN
 from airflow_txn.errors import TxnError
@@ -22,7 +22,6 @@ STATES = (ACTIVE, COMMITTED, ROLLED_BACK)
 MAX_LIMIT = 1000
 _DAG_ID = re.compile(r"^[\w.-]{1,250}$")  # Airflow's key pattern
 NO_KEY = "(no key)"
-DagCheck = Callable[[str | None], bool]  # may the user read this DAG (None: DAGs in general)?
 
 SUMMARY_FIELDS = ("tid", "label", "state", "commit_in_progress", "isolation", "snapshot_csn", "commit_csn",
                   "created_at", "ended_at", "lease_deadline", "failed_reason")
@@ -137,27 +136,51 @@ def check_filters(state: str | None, limit: int) -> None:
         raise TxnError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
 
 
-def label_filter(wh: Warehouse, readable: DagCheck, dag_id: str | None, run_id: str | None,
+class DagAccess(Protocol):
+    """A user's permission on DAGs (auth.DagPermission)."""
+
+    def on(self, dag_id: str | None) -> bool:
+        """On DAG `dag_id` (None: on DAGs in general)."""
+
+    def among(self, dag_ids: Iterable[str]) -> set[str]:
+        """Those of `dag_ids` it allows."""
+
+
+class EveryDag:
+    """No permission check (the CLI's and the tests' view)."""
+
+    def on(self, dag_id: str | None) -> bool:
+        return True
+
+    def among(self, dag_ids: Iterable[str]) -> set[str]:
+        return set(dag_ids)
+
+
+def label_filter(wh: Warehouse, readable: DagAccess, dag_id: str | None, run_id: str | None,
                  run_tids: Iterable[str] = ()) -> LabelFilter:
     """The transactions of DAGs `readable` allows (of `dag_id` and `run_id` when given; `run_tids`
-    are kept as the run's whatever their label), as a filter the catalog applies before the limit."""
+    are kept as the run's whatever their label), as a filter the catalog applies before the limit.
+    A label whose DAG part is no DAG id names no DAG: it needs the permission on DAGs in general."""
     if dag_id:
-        allowed = bool(_DAG_ID.match(dag_id)) and readable(dag_id)
+        allowed = bool(_DAG_ID.match(dag_id)) and readable.on(dag_id)
         return LabelFilter(dags=frozenset({dag_id} if allowed else ()), no_dag=False, run_id=run_id or None,
                            tids=frozenset(run_tids if allowed and run_id else ()))
-    dags = frozenset(d for d in wh.label_dags() if d is not None and readable(d if _DAG_ID.match(d) else None))
-    return LabelFilter(dags=dags, no_dag=readable(None), run_id=run_id or None)
+    named = {d for d in wh.label_dags() if d is not None}
+    dag_ids = {d for d in named if _DAG_ID.match(d)}
+    general = readable.on(None)
+    dags = readable.among(dag_ids) | (named - dag_ids if general else set())
+    return LabelFilter(dags=frozenset(dags), no_dag=general, run_id=run_id or None)
 
 
 def list_transactions(wh: Warehouse, *, state: str | None = None, dag_id: str | None = None,
                       run_id: str | None = None, limit: int = 50, run_tids: Iterable[str] = (),
-                      readable: DagCheck = lambda _dag: True) -> list[dict[str, Any]]:
+                      readable: DagAccess | None = None) -> list[dict[str, Any]]:
     """The newest transactions first, optionally of one state, DAG or DAG run, of the DAGs `readable`
-    allows (a transaction naming no DAG: `readable(None)`), filtered before the limit. `run_tids` are
+    allows (None: every DAG; one naming no DAG: `readable.on(None)`), filtered before the limit. `run_tids` are
     the tids the run's begin tasks pushed (found even when the label is not `<dag_id>/<run_id>`)."""
     check_filters(state, limit)
     run_tids = set(run_tids)
-    labels = label_filter(wh, readable, dag_id, run_id, run_tids)
+    labels = label_filter(wh, readable or EveryDag(), dag_id, run_id, run_tids)
     rows = [summary(r) for r in wh.transactions(state=state or None, limit=limit, labels=labels)]
     for row in rows:
         if row["tid"] in run_tids:
