@@ -82,7 +82,8 @@ def test_a_newer_catalog_is_refused_without_a_write(tmp_path: Path) -> None:
     Warehouse.open(catalog=url, root=str(tmp_path / "root")).close()
     engine = create_engine(url)
     with engine.begin() as conn:
-        conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(schema.SCHEMA_VERSION + 1)))
+        newer = str(schema.SCHEMA_VERSION + 1)
+        conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=newer))
     engine.dispose()
     with pytest.raises(TxnError, match="newer than this airflow_txn understands"):
         Warehouse.open(catalog=url, root=str(tmp_path / "root"))
