@@ -9,10 +9,11 @@ rolled_back): from then on the log's per-transaction decision, not the catalog, 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Float, String, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Float, String, and_, bindparam, case, func, insert, or_, select, update
+from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
@@ -184,8 +185,50 @@ def oldest_active_snapshot(conn: Connection) -> int | None:
     return None if value is None else int(value)
 
 
-def list_rows(conn: Connection, state: str | None = None, limit: int = 100) -> list[TxnRow]:
+def list_rows(conn: Connection, state: str | None = None, limit: int = 100,
+              labels: LabelFilter | None = None) -> list[TxnRow]:
+    """The newest transactions first, of one state and kept by `labels`, filtered before the limit."""
     stmt = select(schema.transactions)
     if state is not None:
         stmt = stmt.where(_t.state.in_(OPEN_STATES) if state == ACTIVE else _t.state == state)
+    if labels is not None:
+        stmt = stmt.where(labels.clause(conn))
     return [_from_row(r) for r in conn.execute(stmt.order_by(_t.created_at.desc()).limit(limit))]
+
+
+# -- listing by the DAG a label names --------------------------------------------------------------------
+def _label_parts(conn: Connection) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """SQL for (DAG, run) of a label `<dag>/<run>`: what precedes and follows its first '/', both NULL
+    for a label with no '/', an empty DAG or an empty run (as the plugin page reads labels)."""
+    find = func.strpos if conn.dialect.name == "postgresql" else func.instr
+    slash = find(_t.label, "/")
+    named = and_(slash > 1, func.length(_t.label) > slash)
+    return (case((named, func.substr(_t.label, 1, slash - 1)), else_=None),
+            case((named, func.substr(_t.label, slash + 1)), else_=None))
+
+
+@dataclass(frozen=True)
+class LabelFilter:
+    """Which transactions a listing keeps, by the DAG and run their label names (`<dag_id>/<run_id>`),
+    applied in SQL before the listing's limit."""
+
+    dags: frozenset[str] | None = None  # labels naming one of these DAGs (None: any DAG)
+    no_dag: bool = True  # also labels naming no DAG (None, no '/')
+    run_id: str | None = None  # only labels `<dag>/<run_id>` (then never a label naming no DAG)
+    tids: frozenset[str] = field(default_factory=frozenset)  # kept whatever their label
+
+    def clause(self, conn: Connection) -> ColumnElement[bool]:
+        dag, run = _label_parts(conn)
+        by_dag = dag.in_(sorted(self.dags)) if self.dags is not None else dag.is_not(None)
+        kept = [and_(by_dag, run == self.run_id) if self.run_id is not None else by_dag]
+        if self.no_dag and self.run_id is None:
+            kept.append(dag.is_(None))
+        if self.tids:
+            kept.append(_t.tid.in_(sorted(self.tids)))
+        return or_(*kept)
+
+
+def label_dags(conn: Connection) -> list[str | None]:
+    """The distinct DAGs the transactions' labels name (None: some label names none)."""
+    dag, _run = _label_parts(conn)
+    return [r[0] for r in conn.execute(select(dag).distinct())]

@@ -156,9 +156,16 @@ class Warehouse:
         ]
         return info
 
-    def transactions(self, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def transactions(self, state: str | None = None, limit: int = 100,
+                     labels: txn_records.LabelFilter | None = None) -> list[dict[str, Any]]:
+        """The newest `limit` transactions of `state`, kept by the DAG their label names (`labels`)."""
         with self.runtime.catalog.read() as conn:
-            return [r.as_dict() for r in txn_records.list_rows(conn, state, limit)]
+            return [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
+
+    def label_dags(self) -> list[str | None]:
+        """The distinct DAGs that transaction labels `<dag_id>/<run_id>` name (None: a label naming none)."""
+        with self.runtime.catalog.read() as conn:
+            return txn_records.label_dags(conn)
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, table: str, csn: int | None = None, filter: pc.Expression | None = None) -> pa.Table:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Index, Select, create_engine, event, insert, select, text, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.schema import DropIndex
 
@@ -162,7 +162,10 @@ class Catalog:
         return stmt.with_for_update() if self.supports_for_update else stmt
 
     def initialize(self) -> None:
-        """Create the schema if absent (safe when several processes race), then check its version."""
+        """Check the schema version in a read transaction; only a catalog that must be created or
+        upgraded takes the write lock (safe when several processes race), then is checked again."""
+        if self._is_current():
+            return
         with self.write() as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
@@ -170,6 +173,23 @@ class Catalog:
             self._seed_rows(conn)
             self._upgrade_indexes(conn)
         self.check_version()
+
+    def _is_current(self) -> bool:
+        """True when the catalog exists at this package's schema and index versions, read in a read
+        transaction (opening a current catalog never queues behind a writer); False when it must be
+        created or upgraded. A catalog newer than this package is refused."""
+        key, value = schema.meta.c.key, schema.meta.c.value
+        try:
+            with self.read() as conn:
+                found = dict(conn.execute(select(key, value).where(
+                    key.in_(["schema_version", _INDEX_VERSION_KEY]))).all())
+        except (OperationalError, ProgrammingError):  # no meta table yet: a new catalog
+            return False
+        if "schema_version" not in found:
+            return False
+        _refuse_newer(found["schema_version"])
+        return (int(found["schema_version"]) == schema.SCHEMA_VERSION
+                and int(found.get(_INDEX_VERSION_KEY) or 0) >= schema.INDEX_VERSION)
 
     def _upgrade_indexes(self, conn: Connection) -> None:
         """Once per schema.INDEX_VERSION (a meta row that older airflow_txn ignores: indexes change no
@@ -211,11 +231,7 @@ class Catalog:
             version = conn.execute(
                 select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
             ).scalar_one()
-        if int(version) > schema.SCHEMA_VERSION:
-            raise TxnError(
-                f"catalog schema version {version} is newer than this airflow_txn understands "
-                f"({schema.SCHEMA_VERSION}): upgrade the airflow-txn package"
-            )
+        _refuse_newer(version)
         if int(version) < schema.SCHEMA_VERSION:
             self._migrate(int(version))
 
@@ -240,6 +256,14 @@ class Catalog:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _refuse_newer(version: str) -> None:
+    if int(version) > schema.SCHEMA_VERSION:
+        raise TxnError(
+            f"catalog schema version {version} is newer than this airflow_txn understands "
+            f"({schema.SCHEMA_VERSION}): upgrade the airflow-txn package"
+        )
 
 
 def _dispose_in_child(ref: weakref.ReferenceType[Catalog]) -> None:

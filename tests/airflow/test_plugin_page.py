@@ -11,11 +11,13 @@ screenshots. (docs/img/plugin_page.png was taken the newcomer's way: scripts/dem
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -97,6 +99,11 @@ class Site:
     def client(self, user: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.token(user)}"} if user else {}
         return httpx.Client(base_url=self.base, headers=headers, timeout=60, follow_redirects=False)
+
+    def cookie_client(self, user: str) -> httpx.Client:
+        """A client signed in only by the UI's session cookie (what a browser sends)."""
+        return httpx.Client(base_url=self.base, cookies={"_token": self.token(user)}, timeout=60,
+                            follow_redirects=False)
 
     def token(self, user: str | None) -> str:
         assert user is not None
@@ -213,13 +220,81 @@ def test_the_json_api_lists_filters_and_groups_parts_by_task(site: Site) -> None
 
 def test_tables_show_their_readable_commit_and_the_watermark(site: Site) -> None:
     commit_csn = site.wh.transaction_info(site.tids["committed"])["commit_csn"]
-    with site.client("viewer") as viewer:
-        tables = {t["table"]: t for t in viewer.get("/airflow-txn/api/tables").json()["tables"]}
-        watermark = viewer.get("/airflow-txn/api/watermark").json()
+    with site.client("admin") as admin:  # the whole warehouse: read permission on the connection
+        tables = {t["table"]: t for t in admin.get("/airflow-txn/api/tables").json()["tables"]}
+        watermark = admin.get("/airflow-txn/api/watermark").json()
     assert set(tables) == {"shop.orders", "shop.customers"}
     assert tables["shop.orders"]["last_commit_csn"] == commit_csn == site.wh.last_commit_csn("shop.orders")
     assert tables["shop.orders"]["readable_csn"] == site.wh.readable_csn() == watermark["readable_csn"]
     assert watermark["latest_commit"]["tid"] == site.tids["committed"]
+
+
+def test_the_whole_warehouse_needs_read_permission_on_its_connection(site: Site) -> None:
+    """issue 16, case 6: every table, its commit CSNs and the newest commit's tid and tables are for
+    users who may read the plugin's connection (SimpleAuthManager: op, admin); a viewer of the DAGs
+    gets the readable CSN and the transactions of the DAGs it may read, nothing warehouse-wide."""
+    for name in ("viewer", "editor"):
+        with site.client(name) as user:
+            refused = user.get("/airflow-txn/api/tables")
+            assert refused.status_code == 403 and "airflow_txn_default" in refused.json()["detail"]
+            watermark = user.get("/airflow-txn/api/watermark").json()
+            assert watermark == {"readable_csn": site.wh.readable_csn(), "latest_commit": None,
+                                 "unapplied_commits": None}
+            index = user.get("/airflow-txn/")
+        assert index.status_code == 200
+        assert "shop.orders" not in index.text and "latest commit CSN" not in index.text
+        assert "shown to users with read permission on connection" in index.text
+    with site.client("admin") as admin:
+        index = admin.get("/airflow-txn/")
+    assert "shop.orders" in index.text and "latest commit CSN" in index.text
+
+
+def test_the_api_server_opens_the_warehouse_once(site: Site) -> None:
+    """issue 16, case 8: the page keeps one Warehouse per connection per process: however many
+    requests (and watermark polls) ran, the API server's log says it opened the warehouse once."""
+    with site.client("viewer") as viewer:
+        for path in ("/airflow-txn/api/watermark", "/airflow-txn/api/transactions", "/airflow-txn/"):
+            assert viewer.get(path).status_code == 200
+    assert site.log.read_text().count("airflow_txn page: opened Warehouse(") == 1
+
+
+def _csrf_victim(site: Site) -> str:
+    """A fresh active transaction of the DAG (the populated ones belong to other tests)."""
+    txn = site.wh.begin(label=f"{DAG}/manual__csrf")
+    site.wh.attach(txn.tid).use_key(f"{DAG}/load_customers/0", attempt=1).append("shop.customers", _customers([7]))
+    return txn.tid
+
+
+FOREIGN = "http://evil.example"
+
+
+def test_a_state_change_by_cookie_needs_a_json_body_from_this_site(site: Site) -> None:
+    """issue 16, case 5: with only the session cookie, a rollback posted as a plain cross-site form
+    (empty or form body, any content type, a foreign Origin or Sec-Fetch-Site) gets 403 and rolls
+    nothing back; the page's own request (JSON, same origin) and a bearer token still work."""
+    tid = _csrf_victim(site)
+    url = f"/airflow-txn/api/transactions/{tid}/rollback"
+    forged = [
+        {"headers": {"Origin": FOREIGN}},
+        {"headers": {"Origin": FOREIGN, "Content-Type": "application/x-www-form-urlencoded"}, "content": "reason=x"},
+        {"headers": {"Origin": FOREIGN, "Content-Type": "text/plain"}, "content": '{"reason": "x"}'},
+        {"headers": {"Origin": FOREIGN, "Content-Type": "application/json"}, "content": "{}"},
+        {"headers": {"Origin": "null", "Content-Type": "application/json"}, "content": "{}"},
+        {"headers": {"Sec-Fetch-Site": "same-site", "Content-Type": "application/json"}, "content": "{}"},
+        {"headers": {"Origin": site.base, "Content-Type": "multipart/form-data; boundary=x"}, "content": ""},
+    ]
+    with site.cookie_client("admin") as admin:
+        for request in forged:
+            response = admin.post(url, **request)
+            assert response.status_code == 403, (request, response.text)
+            assert "Forbidden" in response.json()["detail"]
+            assert site.wh.transaction_info(tid)["state"] == ACTIVE
+        own = admin.post(url, headers={"Origin": site.base, "Sec-Fetch-Site": "same-origin"},
+                         json={"reason": "from the page"})
+    assert own.status_code == 200, own.text
+    assert site.wh.transaction_info(tid)["state"] == ROLLED_BACK
+    with site.client("admin") as admin:  # a bearer token: no body, no Origin needed (as Airflow's API)
+        assert admin.post(f"/airflow-txn/api/transactions/{_csrf_victim(site)}/rollback").status_code == 200
 
 
 def test_rollback_needs_edit_permission_on_the_dag(site: Site) -> None:
@@ -255,7 +330,7 @@ def test_the_pages_list_transactions_and_the_parts_each_task_staged(site: Site) 
         missing = viewer.get("/airflow-txn/transactions/9-9-00000000000000ff")
     assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
     assert all(tid in index.text for tid in site.tids.values())
-    assert "shop.orders" in index.text and "signed in as viewer" in index.text
+    assert "signed in as viewer" in index.text  # the tables: test_the_whole_warehouse_needs_read_permission...
     assert run.status_code == 200
     assert f"DAG run {DAG} / {RUNS['committed']}" in run.text and "Parts staged per task" in run.text
     assert f"{DAG}/load_orders/0" in run.text and site.tids["active"] not in run.text
@@ -314,6 +389,48 @@ def test_the_page_renders_in_chromium_and_its_button_rolls_back(site: Site, brow
     page.wait_for_function(f"!document.querySelector('#txn-{tid} button.rollback')", timeout=30_000)  # reloaded
     assert site.state("clicked") == ROLLED_BACK
     assert page.locator(f"#txn-{tid} .badge").first.inner_text() == "rolled back"
+    context.close()
+
+
+@pytest.fixture
+def other_site(site: Site) -> Iterator[str]:
+    """Another site on this host (another port): a page whose form posts to the rollback at once."""
+    tid = _csrf_victim(site)
+    html = (f'<!doctype html><form method="post" action="{site.base}/airflow-txn/api/transactions/{tid}/rollback">'
+            '</form><script>document.forms[0].submit()</script>').encode()  # an empty body
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/#{tid}"
+    server.shutdown()
+    thread.join()
+    server.server_close()
+
+
+def test_a_cross_site_form_in_chromium_gets_403(site: Site, browser: Any, other_site: str) -> None:
+    """issue 16, case 5: a signed-in admin's Chromium opens another site's page (same host, another
+    port: Airflow's SameSite=Lax cookie is sent) whose form posts to the rollback: 403, nothing rolled back."""
+    tid = other_site.rsplit("#", 1)[1]
+    context = browser.new_context()
+    context.add_cookies([{"name": "_token", "value": site.token("admin"), "url": site.base, "sameSite": "Lax",
+                          "httpOnly": True}])
+    page = context.new_page()
+    with page.expect_response(lambda response: response.url.endswith(f"/{tid}/rollback")) as posted:
+        page.goto(other_site)
+    response = posted.value
+    assert response.request.method == "POST" and response.status == 403, response.text()
+    assert site.wh.transaction_info(tid)["state"] == ACTIVE
     context.close()
 
 

@@ -4,7 +4,11 @@ transactions, per-table readable CSNs and the parts each task staged, and a roll
 
     app.py    the routes (JSON under /api, the HTML pages)
     data.py   what the routes show, computed from a Warehouse (no FastAPI, no Airflow)
-    auth.py   the Airflow user of a request and their permission on a transaction's DAGs
+    auth.py   the Airflow user of a request, their permission on a transaction's DAGs and on
+              the whole warehouse (the plugin's connection)
+    same_origin.py   a state change cannot be forged by another site (bearer token, or cookie + JSON
+              from this origin)
+    warehouses.py    one open Warehouse per connection configuration per process
     page.py   the HTML (no build step; a few lines of vanilla JS for the rollback button)
     runs.py   the transactions a DAG run began (its BeginTransactionOperator XComs)
     serve.py  `python -m airflow_txn.airflow.web.serve`: the API server on the demo's home

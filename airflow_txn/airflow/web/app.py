@@ -4,19 +4,22 @@ JSON API (every route needs an Airflow user: `Authorization: Bearer <JWT>` or th
 
     GET  /api/transactions?state=&dag_id=&run_id=&limit=   newest first; the user's readable DAGs only
     GET  /api/transactions/{tid}                           parts grouped by task and by table
-    POST /api/transactions/{tid}/rollback {"reason": ...}  edit (PUT) permission on the DAG(s) needed
-    GET  /api/tables                                       each table's readable commit CSN
-    GET  /api/watermark                                    the readable CSN, the newest commit
+    POST /api/transactions/{tid}/rollback {"reason": ...}  edit (PUT) permission on the DAG(s) needed;
+                                                           a bearer token, or the cookie with a JSON body
+                                                           from this site (same_origin.py)
+    GET  /api/tables                                       each table's readable commit CSN (*)
+    GET  /api/watermark                                    the readable CSN; the newest commit (*)
+    (*) warehouse-wide: read permission on the plugin's connection (auth.py)
 
 Pages: `/` (transactions, filter by DAG run, tables; per run the parts each task staged) and
 `/transactions/{tid}`. Errors: 400 bad argument, 401 no user, 403 no permission, 404 unknown tid,
 409 not active, 503 warehouse unreachable. The warehouse is the hook's: connection
-`[airflow_txn] conn_id` (default `airflow_txn_default`), else the AIRFLOW_TXN_* environment.
+`[airflow_txn] conn_id` (default `airflow_txn_default`), else the AIRFLOW_TXN_* environment, opened
+once per process (warehouses.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 from airflow.configuration import conf
@@ -28,9 +31,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
 from airflow_txn.airflow.web import data, page
-from airflow_txn.airflow.web.auth import DagPermission, GetUserDep, login_url, user_name
+from airflow_txn.airflow.web.auth import DagPermission, GetUserDep, login_url, may_read_warehouse, user_name
 from airflow_txn.airflow.web.runs import run_tids
+from airflow_txn.airflow.web.same_origin import check_state_change
+from airflow_txn.airflow.web.warehouses import Warehouses
 from airflow_txn.errors import (
+    CatalogUnavailableError,
     InvalidNameError,
     OracleUnavailableError,
     TransactionClosedError,
@@ -53,20 +59,20 @@ def conn_id() -> str:
     return str(conf.get("airflow_txn", "conn_id", fallback=DEFAULT_CONN_ID))
 
 
-def open_warehouse() -> Iterator[Warehouse]:
-    """The warehouse of the plugin's connection for one request (503 when it cannot be opened)."""
+WAREHOUSES = Warehouses()  # for the process's lifetime (a mounted app's lifespan never runs)
+
+
+def open_warehouse() -> Warehouse:
+    """The warehouse of the plugin's connection, opened once per process (503 when it cannot be)."""
     try:
-        wh = TxnHook(conn_id=conn_id()).get_conn()
+        return WAREHOUSES.get(TxnHook(conn_id=conn_id()).config())
     except Exception as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
                             f"cannot open the warehouse of connection {conn_id()!r}: {exc}") from exc
-    try:
-        yield wh
-    finally:
-        wh.close()
 
 
 WarehouseDep = Annotated[Warehouse, Depends(open_warehouse)]
+SameOriginDep = Annotated[None, Depends(check_state_change)]
 
 
 class RollbackBody(BaseModel):
@@ -94,6 +100,7 @@ _ERROR_CODES: list[tuple[type[Exception], int]] = [
     (TransactionNotFoundError, status.HTTP_404_NOT_FOUND),
     (TransactionClosedError, status.HTTP_409_CONFLICT),
     (OracleUnavailableError, status.HTTP_503_SERVICE_UNAVAILABLE),
+    (CatalogUnavailableError, status.HTTP_503_SERVICE_UNAVAILABLE),
     (InvalidNameError, status.HTTP_400_BAD_REQUEST),
     (TxnError, status.HTTP_400_BAD_REQUEST),
 ]
@@ -123,9 +130,12 @@ def _transactions(wh: Warehouse, user: Any, state: str | None, dag_id: str | Non
                   limit: int) -> list[dict[str, Any]]:
     data.check_filters(state, limit)
     tids = run_tids(dag_id, run_id) if dag_id and run_id else []
-    rows = data.list_transactions(wh, state=state, dag_id=dag_id, run_id=run_id, limit=limit, run_tids=tids)
-    readable = DagPermission(user, "GET")
-    return [r for r in rows if readable.on_all([r["dag_id"]] if r["dag_id"] else [])]
+    return data.list_transactions(wh, state=state, dag_id=dag_id, run_id=run_id, limit=limit, run_tids=tids,
+                                  readable=DagPermission(user, "GET"))
+
+
+def _watermark(wh: Warehouse, user: Any) -> dict[str, Any]:
+    return data.watermark(wh, warehouse_wide=may_read_warehouse(user, conn_id()))
 
 
 def _detail(wh: Warehouse, user: Any, tid: str) -> dict[str, Any]:
@@ -137,19 +147,20 @@ def _detail(wh: Warehouse, user: Any, tid: str) -> dict[str, Any]:
 
 
 @app.get("/api/transactions")
-def list_transactions(wh: WarehouseDep, user: GetUserDep, state: str | None = None, dag_id: str | None = None,
+def list_transactions(user: GetUserDep, wh: WarehouseDep, state: str | None = None, dag_id: str | None = None,
                       run_id: str | None = None, limit: int = 50) -> dict[str, Any]:
     return {"readable_csn": wh.readable_csn(),
             "transactions": _transactions(wh, user, state, dag_id, run_id, limit)}
 
 
 @app.get("/api/transactions/{tid}")
-def get_transaction(tid: str, wh: WarehouseDep, user: GetUserDep) -> dict[str, Any]:
+def get_transaction(tid: str, user: GetUserDep, wh: WarehouseDep) -> dict[str, Any]:
     return _detail(wh, user, tid)
 
 
 @app.post("/api/transactions/{tid}/rollback")
-def roll_back(tid: str, wh: WarehouseDep, user: GetUserDep, body: RollbackBody | None = None) -> dict[str, Any]:
+def roll_back(tid: str, user: GetUserDep, _same_origin: SameOriginDep, wh: WarehouseDep,
+              body: RollbackBody | None = None) -> dict[str, Any]:
     info = wh.transaction_info(tid)
     dags = data.owner_dags(info)
     _require(DagPermission(user, "PUT").on_all(dags),
@@ -164,17 +175,19 @@ def roll_back(tid: str, wh: WarehouseDep, user: GetUserDep, body: RollbackBody |
 
 
 @app.get("/api/tables")
-def list_tables(wh: WarehouseDep, user: GetUserDep) -> dict[str, Any]:
+def list_tables(user: GetUserDep, wh: WarehouseDep) -> dict[str, Any]:
+    _require(may_read_warehouse(user, conn_id()),
+             f"the tables of the whole warehouse need read permission on connection {conn_id()!r}")
     return {"tables": data.tables(wh)}
 
 
 @app.get("/api/watermark")
-def get_watermark(wh: WarehouseDep, user: GetUserDep) -> dict[str, Any]:
-    return data.watermark(wh)
+def get_watermark(user: GetUserDep, wh: WarehouseDep) -> dict[str, Any]:
+    return _watermark(wh, user)
 
 
 @app.get("/", response_class=HTMLResponse)
-def transactions_page(request: Request, wh: WarehouseDep, user: GetUserDep, state: str | None = None,
+def transactions_page(request: Request, user: GetUserDep, wh: WarehouseDep, state: str | None = None,
                       dag_id: str | None = None, run_id: str | None = None, limit: int = 50) -> HTMLResponse:
     rows = _transactions(wh, user, state, dag_id, run_id, limit)
     cards = []
@@ -185,16 +198,17 @@ def transactions_page(request: Request, wh: WarehouseDep, user: GetUserDep, stat
             except HTTPException:  # staged by a DAG this user may not read: listed, not detailed
                 continue
             cards.append((detail, bool(detail["can_roll_back"])))
-    html = page.index_page(root_of(request), user=user_name(user), watermark=data.watermark(wh),
-                           tables=data.tables(wh), transactions=rows, details=cards, states=data.STATES,
+    tables = data.tables(wh) if may_read_warehouse(user, conn_id()) else None
+    html = page.index_page(root_of(request), user=user_name(user), watermark=_watermark(wh, user),
+                           tables=tables, conn_id=conn_id(), transactions=rows, details=cards, states=data.STATES,
                            filters={"state": state or "", "dag_id": dag_id, "run_id": run_id, "limit": limit})
     return HTMLResponse(html)
 
 
 @app.get("/transactions/{tid}", response_class=HTMLResponse)
-def transaction_page(request: Request, tid: str, wh: WarehouseDep, user: GetUserDep) -> HTMLResponse:
+def transaction_page(request: Request, tid: str, user: GetUserDep, wh: WarehouseDep) -> HTMLResponse:
     detail = _detail(wh, user, tid)
-    return HTMLResponse(page.transaction_page(root_of(request), user=user_name(user), watermark=data.watermark(wh),
+    return HTMLResponse(page.transaction_page(root_of(request), user=user_name(user), watermark=_watermark(wh, user),
                                               detail=detail, can_roll_back=bool(detail["can_roll_back"])))
 
 

@@ -3,23 +3,23 @@ one transaction's parts grouped by task and by table, the tables with their read
 watermark. Plain dicts of JSON types; imports neither FastAPI nor Airflow.
 
 A transaction's DAG and run come from its label (`<dag_id>/<run_id>`, BeginTransactionOperator's
-default) and its DAG(s) also from its parts' staging keys (`<dag_id>/<task_id>/<map_index>`).
+default) and its DAG(s) also from its parts' staging keys (`<dag_id>/<task_id>/<map_index>`). The
+listing keeps the DAGs a permission check allows in the catalog's query, before its limit.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_txn.csn import ROLLBACK_CSN
 from airflow_txn.errors import TxnError
-from airflow_txn.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
+from airflow_txn.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
 from airflow_txn.warehouse import Warehouse
 
 STATES = (ACTIVE, COMMITTED, ROLLED_BACK)
 MAX_LIMIT = 1000
-SCAN_LIMIT = 2000  # newest transactions scanned when filtering by DAG or run
 _DAG_ID = re.compile(r"^[\w.-]{1,250}$")  # Airflow's key pattern
 NO_KEY = "(no key)"
 
@@ -136,23 +136,56 @@ def check_filters(state: str | None, limit: int) -> None:
         raise TxnError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
 
 
+class DagAccess(Protocol):
+    """A user's permission on DAGs (auth.DagPermission)."""
+
+    def on(self, dag_id: str | None) -> bool:
+        """On DAG `dag_id` (None: on DAGs in general)."""
+
+    def among(self, dag_ids: Iterable[str]) -> set[str]:
+        """Those of `dag_ids` it allows."""
+
+
+class EveryDag:
+    """No permission check (the CLI's and the tests' view)."""
+
+    def on(self, dag_id: str | None) -> bool:
+        return True
+
+    def among(self, dag_ids: Iterable[str]) -> set[str]:
+        return set(dag_ids)
+
+
+def label_filter(wh: Warehouse, readable: DagAccess, dag_id: str | None, run_id: str | None,
+                 run_tids: Iterable[str] = ()) -> LabelFilter:
+    """The transactions of DAGs `readable` allows (of `dag_id` and `run_id` when given; `run_tids`
+    are kept as the run's whatever their label), as a filter the catalog applies before the limit.
+    A label whose DAG part is no DAG id names no DAG: it needs the permission on DAGs in general."""
+    if dag_id:
+        allowed = bool(_DAG_ID.match(dag_id)) and readable.on(dag_id)
+        return LabelFilter(dags=frozenset({dag_id} if allowed else ()), no_dag=False, run_id=run_id or None,
+                           tids=frozenset(run_tids if allowed and run_id else ()))
+    named = {d for d in wh.label_dags() if d is not None}
+    dag_ids = {d for d in named if _DAG_ID.match(d)}
+    general = readable.on(None)
+    dags = readable.among(dag_ids) | (named - dag_ids if general else set())
+    return LabelFilter(dags=frozenset(dags), no_dag=general, run_id=run_id or None)
+
+
 def list_transactions(wh: Warehouse, *, state: str | None = None, dag_id: str | None = None,
-                      run_id: str | None = None, limit: int = 50, run_tids: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """The newest transactions first, optionally of one state, DAG or DAG run. `run_tids` are the
-    tids the run's begin tasks pushed (found even when the label is not `<dag_id>/<run_id>`)."""
+                      run_id: str | None = None, limit: int = 50, run_tids: Iterable[str] = (),
+                      readable: DagAccess | None = None) -> list[dict[str, Any]]:
+    """The newest transactions first, optionally of one state, DAG or DAG run, of the DAGs `readable`
+    allows (None: every DAG; one naming no DAG: `readable.on(None)`), filtered before the limit. `run_tids` are
+    the tids the run's begin tasks pushed (found even when the label is not `<dag_id>/<run_id>`)."""
     check_filters(state, limit)
-    filtered = bool(dag_id or run_id)
-    rows = wh.transactions(state=state or None, limit=SCAN_LIMIT if filtered else limit)
-    found = {r["tid"]: summary(r) for r in rows
-             if (not dag_id or dag_run_of(r["label"])[0] == dag_id)
-             and (not run_id or dag_run_of(r["label"])[1] == run_id)}
-    for tid in run_tids:
-        if tid not in found:
-            row = summary(wh.transaction_info(tid))
+    run_tids = set(run_tids)
+    labels = label_filter(wh, readable or EveryDag(), dag_id, run_id, run_tids)
+    rows = [summary(r) for r in wh.transactions(state=state or None, limit=limit, labels=labels)]
+    for row in rows:
+        if row["tid"] in run_tids:
             row["dag_id"], row["run_id"] = dag_id, run_id  # known from the run's XCom
-            if not state or row["state"] == state:
-                found[tid] = row
-    return sorted(found.values(), key=lambda r: -float(r["created_at"] or 0))[:limit]
+    return rows
 
 
 def tables(wh: Warehouse, recent_commits: int = 50) -> list[dict[str, Any]]:
@@ -168,9 +201,12 @@ def tables(wh: Warehouse, recent_commits: int = 50) -> list[dict[str, Any]]:
              "pending_commit_csn": pending.get(name)} for name in wh.tables()]
 
 
-def watermark(wh: Warehouse) -> dict[str, Any]:
-    """The readable watermark, the newest commit record and how many recent records are not applied."""
+def watermark(wh: Warehouse, warehouse_wide: bool = True) -> dict[str, Any]:
+    """The readable watermark and, `warehouse_wide`, the newest commit record (its tid and tables)
+    and how many recent records are not applied (else None: they name any DAG's transaction)."""
     readable = wh.readable_csn()
+    if not warehouse_wide:
+        return {"readable_csn": readable, "latest_commit": None, "unapplied_commits": None}
     log = wh.commit_log(limit=50)
     return {"readable_csn": readable, "latest_commit": log[0] if log else None,
             "unapplied_commits": sum(1 for r in log if int(r["csn"]) > readable)}

@@ -111,14 +111,15 @@ def _tid_link(root: str, tid: str) -> str:
 
 
 def _header(root: str, watermark: Mapping[str, Any], user: str) -> str:
+    """Title, readable CSN and (for a user who sees the whole warehouse) the newest commit."""
     latest = watermark.get("latest_commit") or {}
-    pending = watermark.get("unapplied_commits") or 0
+    pending = watermark.get("unapplied_commits")
     home = f'<a href="{escape(root)}/" style="color:inherit">airflow_txn transactions</a>'
+    newest = "" if pending is None else (f'<span class="muted">latest commit CSN {text(latest.get("csn", "-"))}'
+                                         f'{f", {pending} not applied yet" if pending else ""}</span>')
     return (f'<div class="topline"><h1>{home}</h1>'
             f'<span>readable CSN <b id="watermark" class="mono">{text(watermark["readable_csn"])}</b></span>'
-            f'<span class="muted">latest commit CSN {text(latest.get("csn", "-"))}'
-            f'{f", {pending} not applied yet" if pending else ""}</span>'
-            f'<span class="muted">signed in as {text(user)}</span></div>')
+            f'{newest}<span class="muted">signed in as {text(user)}</span></div>')
 
 
 def _filters(root: str, filters: Mapping[str, Any], states: Sequence[str]) -> str:
@@ -132,7 +133,11 @@ def _filters(root: str, filters: Mapping[str, Any], states: Sequence[str]) -> st
             f'<button type="submit">Find</button> <a href="{escape(root)}/">clear</a></form>')
 
 
-def _tables_section(tables: Sequence[Mapping[str, Any]]) -> str:
+def _tables_section(tables: Sequence[Mapping[str, Any]] | None, conn_id: str) -> str:
+    """Every table and its readable commit, or (`tables` None) why the user does not see them."""
+    if tables is None:
+        return (f'<h2>Tables</h2><p class="muted">shown to users with read permission on connection '
+                f'<span class="mono">{text(conn_id)}</span> (the whole warehouse)</p>')
     rows = [(f'<span class="mono">{text(t["table"])}</span>', f'<span class="mono">{text(t["last_commit_csn"])}</span>',
              text(t["readable_csn"]), text(t["pending_commit_csn"] or "")) for t in tables]
     return "<h2>Tables</h2>" + _table(
@@ -195,8 +200,9 @@ def transaction_card(root: str, detail: Mapping[str, Any], can_roll_back: bool) 
             + _groups("Parts per table", detail["by_table"], by_task=False) + "</div>")
 
 
-def index_page(root: str, *, user: str, watermark: Mapping[str, Any], tables: Sequence[Mapping[str, Any]],
-               transactions: Sequence[Mapping[str, Any]], filters: Mapping[str, Any], states: Sequence[str],
+def index_page(root: str, *, user: str, watermark: Mapping[str, Any], tables: Sequence[Mapping[str, Any]] | None,
+               conn_id: str, transactions: Sequence[Mapping[str, Any]], filters: Mapping[str, Any],
+               states: Sequence[str],
                details: Sequence[tuple[Mapping[str, Any], bool]] = ()) -> str:
     run = ""
     if filters.get("run_id"):
@@ -204,7 +210,7 @@ def index_page(root: str, *, user: str, watermark: Mapping[str, Any], tables: Se
                + ("".join(transaction_card(root, d, ok) for d, ok in details)
                   or '<p class="muted">no transaction was begun in this run</p>'))
     body = (_header(root, watermark, user) + _filters(root, filters, states) + run
-            + _transactions_section(root, transactions) + _tables_section(tables))
+            + _transactions_section(root, transactions) + _tables_section(tables, conn_id))
     return _document(root, "airflow_txn transactions", body)
 
 
