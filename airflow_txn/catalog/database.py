@@ -243,7 +243,7 @@ class Catalog:
             if version < 2:  # 1 -> 2: new tables only (retention policies, compactions)
                 schema.metadata.create_all(conn, tables=[schema.table_retention, schema.compactions],
                                            checkfirst=True)
-            if version < 3:  # 2 -> 3: the staging keys' table
+            if version < 3:  # 2 -> 3: the staging keys' and statement scans' tables
                 schema.metadata.create_all(conn, tables=[schema.keys, schema.scans], checkfirst=True)
             conn.execute(
                 schema.meta.update()
