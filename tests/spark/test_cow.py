@@ -140,11 +140,11 @@ def test_a_merge_of_some_chosen_parts_mid_statement_makes_it_run_again(
     chosen: list[list[int]] = []
     merges: list[dict[str, Any]] = []
 
-    def interleaved(rt: Runtime, stmt: Statement, info: TableInfo, written: Any, removals: Any) -> None:
+    def interleaved(rt: Runtime, stmt: Statement, info: TableInfo, written: Any, removals: Any, *rest: Any) -> None:
         chosen.append(sorted(removals))
         if not merges:
             merges.append(swh.compact("sales.events"))
-        original(rt, stmt, info, written, removals)
+        original(rt, stmt, info, written, removals, *rest)
 
     monkeypatch.setattr(staging, "register_written", interleaved)
     with swh.begin() as t:
@@ -169,7 +169,7 @@ def test_a_statement_merged_away_on_every_run_fails_clearly_after_the_last(
     original = staging.register_written
     runs: list[list[int]] = []
 
-    def interleaved(rt: Runtime, stmt: Statement, info: TableInfo, written: Any, removals: Any) -> None:
+    def interleaved(rt: Runtime, stmt: Statement, info: TableInfo, written: Any, removals: Any, *rest: Any) -> None:
         runs.append(sorted(removals))
         with rt.catalog.read() as conn:
             live = part_records.visible_parts(conn, info.id, None, commit_log.readable_csn(conn, rt.oracle))
@@ -178,7 +178,7 @@ def test_a_statement_merged_away_on_every_run_fails_clearly_after_the_last(
                          key=lambda p: (int(p.version.creation_csn or 0), p.id))
         group = MergeGroup(info, sources[0].partition_key, tuple(sources))
         assert compaction.merge_group(rt, group)["status"] == "merged"
-        original(rt, stmt, info, written, removals)
+        original(rt, stmt, info, written, removals, *rest)
 
     monkeypatch.setattr(staging, "register_written", interleaved)
     t = swh.begin()
