@@ -269,11 +269,12 @@ class Catalog:
             waited = f"its busy timeout ({sqlite_busy_seconds(self.url):g} s)"
             longer = "wait longer with ?timeout=SECONDS in the SQLite URL"
         else:
-            waited = "its lock_timeout"
+            waited = "its busy timeout (PostgreSQL's lock_timeout)"
             longer = "wait longer with a larger lock_timeout (e.g. options=-c lock_timeout=...)"
         return (f"the catalog at {self._safe_url()} stayed locked by another writer past {waited}: "
                 f"{str(exc.orig).strip()}. This catalog transaction wrote nothing and the transaction is still "
-                f"usable: retry. Look for a process holding a write transaction open on the catalog; {longer}")
+                f"usable: retry (after a commit, Transaction.state tells whether it took place). Look for a process "
+                f"holding a write transaction open on the catalog; {longer}")
 
     def _safe_url(self) -> str:
         return make_url(self.url).render_as_string(hide_password=True)

@@ -8,6 +8,7 @@ timestamp[ns]) must round-trip instead.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -19,8 +20,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from airflow_txn import Warehouse
+from airflow_txn.catalog import schema
 from airflow_txn.cli import exit_codes, main
 from airflow_txn.config import MAX_LEASE_SECONDS
 from airflow_txn.errors import (
@@ -30,7 +34,6 @@ from airflow_txn.errors import (
     SchemaMismatchError,
     TxnError,
 )
-from airflow_txn.transaction import Transaction
 from tests.core.test_errors import bind, rejected, rejected_all, state, still_usable
 from tests.helpers import accounts, ids, make_tables
 
@@ -275,56 +278,71 @@ def test_cli_integers_beyond_int64_print_one_line(tables: Warehouse, catalog_url
     capsys.readouterr()
 
 
-# -- case 12: a SQLite lock held past the busy timeout ---------------------------------------------------
+# -- case 12: a catalog lock held past the busy timeout --------------------------------------------------
 
 
-@pytest.fixture
-def short_busy(tmp_path: Path, root: Path) -> Iterator[tuple[Warehouse, Path]]:
-    """A SQLite warehouse whose writers wait 0.3 s for the database lock (`?timeout=` in the URL)."""
-    path = tmp_path / "busy.db"
-    wh = Warehouse.open(catalog=f"sqlite:///{path}?timeout=0.3", root=str(root))
-    make_tables(wh)
-    with wh.begin() as t:
-        t.append("sales.accounts", accounts({1: 10, 2: 20}))
-    yield wh, path
-    wh.close()
+def short_wait_url(catalog_url: str) -> str:
+    """The catalog URL with a short lock wait: SQLite's busy timeout (`?timeout=`), or PostgreSQL's
+    lock_timeout added to the options of the test schema's URL (tests/conftest.py)."""
+    if catalog_url.startswith("sqlite"):
+        return f"{catalog_url}?timeout=0.3"
+    assert "options=-csearch_path" in catalog_url.rsplit("?", 1)[1]
+    return f"{catalog_url}%20-clock_timeout%3D300"
 
 
-def _hold_write_lock(path: Path) -> sqlite3.Connection:
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")
-    return other
-
-
-def test_sqlite_lock_past_busy_timeout(short_busy: tuple[Warehouse, Path], root: Path) -> None:
-    """issue 16, case 12: a SQLite write lock held past the busy timeout reached callers as a raw
-    sqlalchemy OperationalError ('database is locked') and marked the transaction failed. It is a
-    CatalogUnavailableError with a hint now; a stall fails nothing, and the same calls succeed later."""
-    wh, path = short_busy
-    t = wh.begin()
-    t.append("sales.accounts", accounts({3: 30}))
-    before = state(wh, root)
-    other = _hold_write_lock(path)
+@contextlib.contextmanager
+def catalog_locked(catalog_url: str) -> Iterator[None]:
+    """Another client holds the catalog's write lock: SQLite's database lock (BEGIN IMMEDIATE from a plain
+    sqlite3 connection), on PostgreSQL an exclusive lock on the transactions table. Released at the end."""
+    if catalog_url.startswith("sqlite"):
+        other = sqlite3.connect(make_url(catalog_url).database or "", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        return
+    engine = create_engine(catalog_url)
     try:
-        calls: list[Callable[[Transaction], object]] = [
-            lambda t: t.append("sales.accounts", accounts({4: 40})),
-            lambda t: t.delete("sales.accounts", pc.field("id") == 1),
-            lambda t: t.update("sales.accounts", pc.field("id") == 2, {"balance": 0}),
-            lambda t: t.commit(),
-            lambda t: wh.begin(),
-        ]
-        for call in calls:
-            with pytest.raises(CatalogUnavailableError) as info:
-                call(t)
-            message = str(info.value)
-            assert "locked" in message and "busy timeout" in message and "retry" in message, message
-            assert "timeout=" in message, message  # the hint names the setting
-        assert state(wh, root) == before
-        assert t.state == "active"  # reads do not wait for the writer (WAL)
+        with engine.connect() as conn, conn.begin() as locked:
+            conn.execute(text(f"LOCK TABLE {schema.transactions.name} IN ACCESS EXCLUSIVE MODE"))
+            yield
+            locked.rollback()
     finally:
-        other.execute("ROLLBACK")
-        other.close()
-    assert wh.transaction_info(t.tid)["failed_reason"] is None
-    t.update("sales.accounts", pc.field("id") == 2, {"balance": 0})
-    still_usable(wh, t)
-    assert ids(wh.read("sales.accounts")) == [1, 2, 3, 99]
+        engine.dispose()
+
+
+def test_catalog_lock_past_busy_timeout(catalog_url: str, root: Path) -> None:
+    """issue 16, case 12: a SQLite lock held past the busy timeout reached callers as a raw sqlalchemy
+    OperationalError ('database is locked') and marked the transaction failed. It is a CatalogUnavailableError
+    with a hint now (so is PostgreSQL's lock_timeout), a stall fails nothing, and the calls succeed later."""
+    wh = Warehouse.open(catalog=short_wait_url(catalog_url), root=str(root))
+    try:
+        make_tables(wh)
+        with wh.begin() as t:
+            t.append("sales.accounts", accounts({1: 10, 2: 20}))
+        t = wh.begin()
+        t.append("sales.accounts", accounts({3: 30}))
+        before = state(wh, root)
+        calls: list[Callable[[], object]] = [
+            lambda: t.append("sales.accounts", accounts({4: 40})),
+            lambda: t.delete("sales.accounts", pc.field("id") == 1),
+            lambda: t.update("sales.accounts", pc.field("id") == 2, {"balance": 0}),
+            t.commit,
+            wh.begin,
+        ]
+        with catalog_locked(catalog_url):
+            for call in calls:
+                with pytest.raises(CatalogUnavailableError) as info:
+                    call()
+                message = str(info.value)
+                assert "locked" in message and "busy timeout" in message and "retry" in message, message
+                assert "timeout=" in message, message  # the hint names the setting
+        assert state(wh, root) == before
+        assert t.state == "active" and wh.transaction_info(t.tid)["failed_reason"] is None
+        t.update("sales.accounts", pc.field("id") == 2, {"balance": 0})
+        still_usable(wh, t)
+        assert ids(wh.read("sales.accounts")) == [1, 2, 3, 99]
+    finally:
+        wh.close()
