@@ -178,9 +178,7 @@ def coerce_csn(value: Any) -> int:
         csn = int(value)
     except (TypeError, ValueError) as exc:
         raise TxnError(f"csn must be an integer, got {value!r}") from exc
-    if csn < PREHISTORIC_CSN:
-        raise TxnError(f"csn must be >= {PREHISTORIC_CSN}, got {csn}")
-    return csn
+    return bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
 
 
 def coerce_tables(value: Any) -> list[str]:
