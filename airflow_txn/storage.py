@@ -59,6 +59,7 @@ class Storage:
         # table directory (from the catalog) -> (its path, that path resolved): validated and resolved
         # once per table, not on every join below it (realpath is the hot path's largest storage cost)
         self._table_dirs: dict[str, tuple[Path, Path]] = {}
+        self._path_max: int | None = None  # PATH_MAX of the root's filesystem, asked once
 
     def ensure(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -67,15 +68,13 @@ class Storage:
         """InvalidNameError if a part of one of `partitions` would get a path longer than PATH_MAX (checked
         for all of them before the first is written, so a statement is refused whole)."""
         table_dir = self.table_dir(table_directory)
-        limit = self._path_max()
+        if self._path_max is None:
+            try:
+                self._path_max = os.pathconf(self.root, "PC_PATH_MAX")
+            except (OSError, ValueError):  # no such limit reported (or no root yet): the Linux value
+                self._path_max = _DEFAULT_PATH_MAX
         for partition in partitions:
-            check_path_length(table_dir.joinpath(*partition_path(partition), *_LONGEST_PART_NAMES), limit)
-
-    def _path_max(self) -> int:
-        try:
-            return os.pathconf(self.root, "PC_PATH_MAX")
-        except (OSError, ValueError):  # no such limit reported (or no root yet): the Linux value
-            return _DEFAULT_PATH_MAX
+            check_path_length(table_dir.joinpath(*partition_path(partition), *_LONGEST_PART_NAMES), self._path_max)
 
     def table_dir(self, directory: str) -> Path:
         return self._table_dir(directory)[0]
