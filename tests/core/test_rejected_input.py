@@ -34,7 +34,7 @@ from airflow_txn.errors import (
     SchemaMismatchError,
     TxnError,
 )
-from tests.core.test_errors import bind, rejected, rejected_all, state, still_usable
+from tests.core.test_errors import bind, rejected, rejected_all, state, still_usable, table_contents
 from tests.helpers import accounts, ids, make_tables
 
 INT64_MAX = 2**63 - 1
@@ -65,10 +65,6 @@ def tables(wh: Warehouse) -> Warehouse:
     return wh
 
 
-def contents(wh: Warehouse) -> dict[str, list[dict[str, object]]]:
-    return {name: wh.read(name).to_pylist() for name in wh.tables()}
-
-
 # -- case 9: update values are converted exactly, or refused --------------------------------------------
 
 
@@ -76,7 +72,7 @@ def test_update_refuses_a_value_it_would_truncate(tables: Warehouse, root: Path)
     """issue 16, case 9: update(set={int_col: 1.7}) or Decimal('2.9') silently truncated to 1 / 2; an
     append refuses a float column, so the update refuses a value the column cannot hold exactly."""
     wh = tables
-    before = contents(wh)
+    before = table_contents(wh)
     t = wh.begin()
     where = pc.field("id") == 1
     lossy: list[tuple[str, object]] = [
@@ -87,7 +83,7 @@ def test_update_refuses_a_value_it_would_truncate(tables: Warehouse, root: Path)
         err = rejected(wh, root, SchemaMismatchError,
                        bind(t.update, "sales.numbers", where, {column: value}))
         assert f"{column!r}" in str(err) and "sales.numbers" in str(err), (column, value)
-    assert contents(wh) == before
+    assert table_contents(wh) == before
     # exact conversions still work: an int, a whole float, a whole Decimal
     t.update("sales.numbers", where, {"balance": 7, "small": 2.0, "big": Decimal("3")})
     assert t.read("sales.numbers").select(["balance", "small", "big"]).to_pylist() == [
@@ -140,7 +136,7 @@ def test_nanosecond_partition_values(tables: Warehouse, root: Path) -> None:
     ValueError (and failed the transaction on a write). A partition value's text is whole microseconds:
     such values are refused, in data and in partitions=; whole-microsecond values round-trip."""
     wh = tables
-    before = contents(wh)
+    before = table_contents(wh)
     t = wh.begin()
     sub_micro = pa.table({"id": [5, 6], "p": pa.array([2_000, 1_000_000_001], pa.timestamp("ns"))}, schema=NANOS)
     listed = [{"p": "1970-01-01T00:00:01.000000001"}]
@@ -153,7 +149,7 @@ def test_nanosecond_partition_values(tables: Warehouse, root: Path) -> None:
                          {"p": pc.scalar(pa.scalar(1_000_000_001, pa.timestamp("ns")))}),
     ], match="sub-microsecond")
     assert "'p'" in str(err[0]) and "sales.nanos" in str(err[0])
-    assert contents(wh) == before
+    assert table_contents(wh) == before
     whole = pa.table({"id": [7], "p": pa.array([3_000], pa.timestamp("ns"))}, schema=NANOS)
     t.overwrite("sales.nanos", whole, partitions=[{"p": "1970-01-01T00:00:00.000003"}])
     assert t.read("sales.nanos", partitions=[{"p": dt.datetime(1970, 1, 1, 0, 0, 0, 3)}]).to_pylist() == [
