@@ -144,7 +144,7 @@ def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments:
     predicate = _check_predicate(where, info)
     setters = _check_assignments(assignments, info)
     return _rewrite(rt, stmt, info, predicate,
-                    lambda rows, mask: _conformed(_assign(rows, mask, setters), info))
+                    lambda rows, mask: _conformed(_assign(rows, mask, setters, info), info))
 
 
 MERGE_RETRIES = 20
@@ -278,8 +278,17 @@ def _exact_scalar(value: object, arrow_type: pa.DataType) -> pa.Scalar:
     return typed
 
 
-def _assign(rows: pa.Table, mask: pa.ChunkedArray, setters: Mapping[str, pc.Expression]) -> pa.Table:
-    computed = ds.dataset(rows).to_table(columns=dict(setters))
+def _assign(rows: pa.Table, mask: pa.ChunkedArray, setters: Mapping[str, pc.Expression],
+            info: TableInfo) -> pa.Table:
+    """`rows` with the setters' values where `mask` holds. The setters are evaluated on every row of the
+    part; an expression the rows break (a float result for an integer column, an overflow, a division by
+    zero) is refused like a bad value."""
+    try:
+        computed = ds.dataset(rows).to_table(columns=dict(setters))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        names = ", ".join(repr(c) for c in setters)
+        raise SchemaMismatchError(
+            f"cannot set {names} of {info.name} on the rows of a part it rewrites: {exc}") from exc
     columns = [
         pc.if_else(mask, computed[name], rows[name]) if name in setters else rows[name]
         for name in rows.column_names

@@ -78,6 +78,7 @@ def test_update_refuses_a_value_it_would_truncate(tables: Warehouse, root: Path)
     lossy: list[tuple[str, object]] = [
         ("balance", 1.7), ("balance", Decimal("2.9")), ("balance", -0.5), ("small", 2.5),
         ("big", 1.25), ("at", dt.datetime(2024, 1, 1, 0, 0, 0, 1)), ("at", 1.5),
+        ("balance", pc.field("balance") * 1.5),  # an expression only the rows reveal (7.5)
     ]
     for column, value in lossy:
         err = rejected(wh, root, SchemaMismatchError,
@@ -101,6 +102,7 @@ def test_update_out_of_range_integer_is_refused(tables: Warehouse, root: Path) -
     where = pc.field("id") == 1
     cases: list[tuple[str, object]] = [("balance", 2**64), ("balance", 2**63), ("balance", -(2**63) - 1),
                                        ("small", 128), ("big", -1), ("big", 2**64)]
+    cases += [("balance", pc.field("balance") * 2**62), ("balance", pc.divide(pc.field("balance"), 0))]  # rows
     for column, value in cases:
         rejected(wh, root, SchemaMismatchError, bind(t.update, "sales.numbers", where, {column: value}),
                  match=f"cannot set '{column}' of sales.numbers")
