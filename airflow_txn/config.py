@@ -17,6 +17,9 @@ MANIFEST_MODES = ("off", "on-commit")
 """off: manifests only on request (Warehouse.write_manifest); on-commit: also after every commit."""
 
 DEFAULT_LEASE_SECONDS = 3600.0
+MAX_LEASE_SECONDS = 7 * 24 * 3600.0
+"""The longest lease a transaction may ask for: a crashed owner holds the vacuum horizon back at most
+this long (docs/CONCEPTS.md, Leases). Long work renews a shorter lease instead (keep_alive)."""
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 
 

@@ -64,8 +64,18 @@ class CatalogUnavailableError(TxnError):
     (the catalog decides): Transaction.state tells once it is back, and recovery settles it either way."""
 
 
+class CatalogBusyError(CatalogUnavailableError):
+    """The catalog stayed locked by another writer past the busy timeout (a SQLite lock, a PostgreSQL
+    lock_timeout): that catalog transaction wrote nothing and the transaction is still usable; retry."""
+
+
 class InvalidNameError(TxnError):
     """A table, namespace, partition value, key or tid is malformed: use the form the message gives."""
+
+
+class InvalidArgumentError(TxnError):
+    """A number passed is of the wrong type or out of range (a CSN, a limit, a count, an attempt, a
+    lease): pass a value in the range the message gives. Nothing was done."""
 
 
 class SnapshotTooOldError(TxnError):
@@ -81,7 +91,9 @@ class StorageError(TxnError):
 
 
 __all__ = [
+    "CatalogBusyError",
     "CatalogUnavailableError",
+    "InvalidArgumentError",
     "InvalidNameError",
     "InvalidatedKeysError",
     "LeaseExpiredError",

@@ -87,6 +87,16 @@ def encode_path_value(value: str | None) -> str:
     return encoded
 
 
+def check_path_length(path: Path, limit: int) -> None:
+    """Refuse a path the filesystem cannot open (`limit`: PATH_MAX, counting the final NUL) before
+    anything is created on the way to it, rather than fail half-way with ENAMETOOLONG."""
+    length = len(os.fsencode(path))
+    if length >= limit:
+        raise InvalidNameError(
+            f"the path {str(path)[:100]}... ({length} bytes) is longer than the filesystem allows ({limit} bytes "
+            "with its final NUL, PATH_MAX): use fewer or shorter partition values, or a shorter storage root")
+
+
 def safe_join(base: Path, *components: str) -> Path:
     """Join components under base; refuse anything that would resolve outside base."""
     return safe_join_resolved(base, base.resolve(), *components)[0]

@@ -96,10 +96,40 @@ def _cast_text(value: Any, arrow_type: pa.DataType, column: str) -> str | None:
     if value is None:
         return None
     try:
-        source = pa.array([value_to_text(value) if isinstance(value, str) else value])
-        return value_to_text(source.cast(arrow_type)[0].as_py())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        if isinstance(value, int) and not isinstance(value, bool) and pa.types.is_integer(arrow_type):
+            typed = pa.array([value], arrow_type)  # range-checked; inferring first stops at int64 (uint64!)
+        else:
+            typed = pa.array([value_to_text(value) if isinstance(value, str) else value]).cast(arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
         raise SchemaMismatchError(f"partition value {value!r} of column {column!r} is not a {arrow_type}") from exc
+    return value_to_text(_python_values(typed, column, "")[0])
+
+
+def check_partition_values(data: pa.Table, partition_by: Sequence[str], table: str) -> None:
+    """Refuse rows whose partition values have no canonical text (`value_to_text` takes Python values):
+    a timestamp with a sub-microsecond part, a date or timestamp outside the years 1-9999. Checked
+    before anything is written, so such a write is rejected, not failed half-way."""
+    for column in partition_by:
+        if pa.types.is_temporal(data.schema.field(column).type):
+            _python_values(pc.unique(data[column]), column, f"{table}: ")
+
+
+def _python_values(values: pa.Array, column: str, where: str) -> list[Any]:
+    """`values` as Python objects, or SchemaMismatchError naming what has no Python (text) form."""
+    unit = getattr(values.type, "unit", None)
+    if pa.types.is_timestamp(values.type) and unit == "ns":
+        try:
+            pc.cast(values, pa.timestamp("us", values.type.tz), safe=True)
+        except pa.ArrowInvalid as exc:
+            raise SchemaMismatchError(
+                f"{where}partition column {column!r} holds a timestamp with a sub-microsecond part ({exc}): "
+                "partition values are whole microseconds; truncate them (e.g. cast to timestamp[us])") from exc
+    try:
+        python: list[Any] = values.to_pylist()
+    except (ValueError, OverflowError) as exc:
+        raise SchemaMismatchError(f"{where}partition column {column!r} holds a date or time outside the years "
+                                  f"1-9999, which has no text form for a partition path: {exc}") from exc
+    return python
 
 
 def partition_column(text: str | None, arrow_type: pa.DataType, length: int) -> pa.Array:

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from airflow_txn import commit_log, table_registry, txn_records
+from airflow_txn.bounds import catalog_int
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.csn import PREHISTORIC_CSN
 from airflow_txn.errors import SnapshotTooOldError, TxnError
@@ -52,9 +53,8 @@ def validate(seconds: object, versions: object) -> Policy:
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)
                                 or not math.isfinite(seconds) or seconds < 0):
         raise TxnError(f"retention seconds must be a number >= 0 or None, got {seconds!r}")
-    if versions is not None and (isinstance(versions, bool) or not isinstance(versions, int) or versions < 1):
-        raise TxnError(f"retention versions must be an integer >= 1 or None, got {versions!r}")
-    return Policy(None if seconds is None else float(seconds), versions)
+    count = None if versions is None else catalog_int(versions, "retention versions", 1)
+    return Policy(None if seconds is None else float(seconds), count)
 
 
 def _global_stored(conn: Connection, catalog: Catalog | None = None) -> int:

@@ -34,7 +34,14 @@ from sqlalchemy import Connection
 from airflow_txn import compaction_records, crashpoints, key_records, part_records, retries, table_registry, txn_records
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
 from airflow_txn.part_records import PartRow
-from airflow_txn.partitioning import WHOLE_TABLE, Partition, normalize_partitions, partition_key, split_by_partition
+from airflow_txn.partitioning import (
+    WHOLE_TABLE,
+    Partition,
+    check_partition_values,
+    normalize_partitions,
+    partition_key,
+    split_by_partition,
+)
 from airflow_txn.runtime import Runtime
 from airflow_txn.schema_check import conform
 from airflow_txn.storage import WrittenPart
@@ -119,9 +126,16 @@ def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
     return rt.storage.read_part(info.directory, part.path, part.files, info.schema, part.partition)
 
 
+def _conformed(data: object, info: TableInfo) -> pa.Table:
+    """`data` conformed to the table's schema, its partition values checked (both before any write)."""
+    rows = conform(data, info.schema, info.name.qualified)
+    check_partition_values(rows, info.partition_by, info.name.qualified)
+    return rows
+
+
 def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
     info = load_table(rt, stmt, table, check_transaction=False)
-    rows = conform(data, info.schema, info.name.qualified)
+    rows = _conformed(data, info)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
     return _stage(rt, stmt, info, pieces, removals=[])
 
@@ -129,7 +143,7 @@ def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
 def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
               partitions: Sequence[Mapping[str, Any]] | None) -> int:
     info = load_table(rt, stmt, table)
-    rows = conform(data, info.schema, info.name.qualified)
+    rows = _conformed(data, info)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
     keys: list[str] | None = None
     if partitions is not None:
@@ -155,7 +169,7 @@ def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments:
     predicate = _check_predicate(where, info)
     setters = _check_assignments(assignments, info)
     return _rewrite(rt, stmt, info, predicate,
-                    lambda rows, mask: conform(_assign(rows, mask, setters), info.schema, info.name.qualified))
+                    lambda rows, mask: _conformed(_assign(rows, mask, setters, info), info))
 
 
 MERGE_RETRIES = 20
@@ -219,6 +233,7 @@ def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple
            removals: Sequence[int], scanned: Sequence[str] | None = None) -> int:
     written: list[tuple[Partition, WrittenPart]] = []
     sidecar = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key}
+    rt.storage.check_part_paths(info.directory, [partition for partition, _ in pieces])
     try:
         for partition, rows in pieces:
             written.append((partition, rt.storage.write_part(info.directory, partition, rows,
@@ -262,16 +277,36 @@ def _check_assignments(assignments: object, info: TableInfo) -> dict[str, pc.Exp
             raise SchemaMismatchError(f"column {column!r} of {info.name} is not nullable: it cannot be set to None")
         arrow_type = info.schema.field(column).type
         try:
-            expr = value if isinstance(value, pc.Expression) else pc.scalar(pa.scalar(value, arrow_type))
+            expr = value if isinstance(value, pc.Expression) else pc.scalar(_exact_scalar(value, arrow_type))
             setters[column] = expr.cast(arrow_type)
             ds.dataset(info.schema.empty_table()).to_table(columns={"v": setters[column]})
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
             raise SchemaMismatchError(f"cannot set {column!r} of {info.name} to {value!r}: {exc}") from exc
     return setters
 
 
-def _assign(rows: pa.Table, mask: pa.ChunkedArray, setters: Mapping[str, pc.Expression]) -> pa.Table:
-    computed = ds.dataset(rows).to_table(columns=dict(setters))
+def _exact_scalar(value: object, arrow_type: pa.DataType) -> pa.Scalar:
+    """`value` as a scalar of `arrow_type`, refused (ArrowInvalid, OverflowError) unless the conversion is
+    exact: pa.scalar alone truncates 1.7 or Decimal('2.9') into an integer column, a datetime's
+    microseconds into timestamp[s]. An append refuses such data too (schema_check: nothing silently)."""
+    typed = pa.scalar(value, arrow_type)
+    exact_already = isinstance(value, int) and pa.types.is_integer(arrow_type)  # range-checked just now
+    if value is not None and not exact_already and not pa.types.is_nested(arrow_type):
+        pa.scalar(value).cast(arrow_type, safe=True)  # raises where the value's own type loses data
+    return typed
+
+
+def _assign(rows: pa.Table, mask: pa.ChunkedArray, setters: Mapping[str, pc.Expression],
+            info: TableInfo) -> pa.Table:
+    """`rows` with the setters' values where `mask` holds. The setters are evaluated on every row of the
+    part; an expression the rows break (a float result for an integer column, an overflow, a division by
+    zero) is refused like a bad value."""
+    try:
+        computed = ds.dataset(rows).to_table(columns=dict(setters))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        names = ", ".join(repr(c) for c in setters)
+        raise SchemaMismatchError(
+            f"cannot set {names} of {info.name} on the rows of a part it rewrites: {exc}") from exc
     columns = [
         pc.if_else(mask, computed[name], rows[name]) if name in setters else rows[name]
         for name in rows.column_names

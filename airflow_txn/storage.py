@@ -28,12 +28,15 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from airflow_txn.errors import StorageError
-from airflow_txn.names import safe_join, safe_join_resolved
+from airflow_txn.names import check_path_length, safe_join, safe_join_resolved
 from airflow_txn.partitioning import partition_column, partition_path
 
 SIDECAR = "_airflow_txn.json"
 WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
 _LOCAL_FS = pafs.LocalFileSystem()
+_LONGEST_PART_NAMES = (f"p-{'0' * 32}", "part-00000.parquet")
+"""The longest names a core write adds below a partition's directory: its write dir and its file."""
+_DEFAULT_PATH_MAX = 4096
 FAULT_QUOTA_ENV = "AIRFLOW_TXN_FAULT_STORAGE_QUOTA"
 """Tests only (tests/faults/test_disk_full.py): a byte quota on the storage root, see _injected_disk_full."""
 
@@ -56,9 +59,22 @@ class Storage:
         # table directory (from the catalog) -> (its path, that path resolved): validated and resolved
         # once per table, not on every join below it (realpath is the hot path's largest storage cost)
         self._table_dirs: dict[str, tuple[Path, Path]] = {}
+        self._path_max: int | None = None  # PATH_MAX of the root's filesystem, asked once
 
     def ensure(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+
+    def check_part_paths(self, table_directory: str, partitions: Sequence[Mapping[str, str | None]]) -> None:
+        """InvalidNameError if a part of one of `partitions` would get a path longer than PATH_MAX (checked
+        for all of them before the first is written, so a statement is refused whole)."""
+        table_dir = self.table_dir(table_directory)
+        if self._path_max is None:
+            try:
+                self._path_max = os.pathconf(self.root, "PC_PATH_MAX")
+            except (OSError, ValueError):  # no such limit reported (or no root yet): the Linux value
+                self._path_max = _DEFAULT_PATH_MAX
+        for partition in partitions:
+            check_path_length(table_dir.joinpath(*partition_path(partition), *_LONGEST_PART_NAMES), self._path_max)
 
     def table_dir(self, directory: str) -> Path:
         return self._table_dir(directory)[0]

@@ -29,8 +29,11 @@ from airflow_txn import (
     table_registry,
     txn_records,
 )
+from airflow_txn.bounds import catalog_int
 from airflow_txn.catalog import schema
 from airflow_txn.errors import (
+    CatalogBusyError,
+    InvalidArgumentError,
     InvalidatedKeysError,
     InvalidNameError,
     LeaseExpiredError,
@@ -53,9 +56,10 @@ if TYPE_CHECKING:
 log = logs.get_logger(__name__)
 T = TypeVar("T")
 
-# Errors that reject a statement before it changed anything: the transaction stays usable.
-_REJECTED = (InvalidatedKeysError, InvalidNameError, RetryConflictError, SchemaMismatchError, StaleAttemptError,
-             TableNotFoundError, TransactionClosedError, TransactionNotFoundError)
+# Errors that reject a statement before it changed anything: the transaction stays usable. A catalog
+# that stayed locked past its busy timeout (CatalogBusyError) is a transient stall, not a failure either.
+_REJECTED = (InvalidArgumentError, InvalidatedKeysError, InvalidNameError, RetryConflictError, SchemaMismatchError,
+             StaleAttemptError, TableNotFoundError, TransactionClosedError, TransactionNotFoundError, CatalogBusyError)
 
 
 class Transaction:
@@ -114,12 +118,11 @@ class Transaction:
         previous write under the key.
         """
         checked = check_key(key)
-        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0):
-            raise InvalidNameError(f"attempt must be a non-negative integer, got {attempt!r}")
-        if checked is not None and attempt is not None:
-            staging.start_attempt(self._rt, self._tid, checked, attempt)
+        checked_attempt = None if attempt is None else catalog_int(attempt, "attempt")
+        if checked is not None and checked_attempt is not None:
+            staging.start_attempt(self._rt, self._tid, checked, checked_attempt)
         self.default_key = checked
-        self.default_attempt = attempt
+        self.default_attempt = checked_attempt
         return self
 
     def _run(self, what: str, fn: Callable[[], T]) -> T:
@@ -147,7 +150,8 @@ class Transaction:
     def compensate(self, key: str | None = None, attempt: int | None = None) -> int:
         """Roll back now what was staged under `key` (default: this handle's key) by attempts before
         `attempt` (None: by every attempt). Returns the number of parts changed."""
-        stmt = staging.Statement(self._tid, self._snapshot, check_key(key) or self.default_key, attempt)
+        checked_attempt = None if attempt is None else catalog_int(attempt, "attempt")
+        stmt = staging.Statement(self._tid, self._snapshot, check_key(key) or self.default_key, checked_attempt)
         if stmt.key is None:
             raise InvalidNameError("compensate needs a key: pass one or set it with use_key()")
         return self._run(f"compensation of {stmt.key}", lambda: staging.compensate(self._rt, stmt))

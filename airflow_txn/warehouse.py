@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from airflow_txn import (
     apply,
+    bounds,
     commit_log,
     compaction,
     key_records,
@@ -116,15 +117,14 @@ class Warehouse:
         check_label(label)
         if isolation not in txn_records.ISOLATION_LEVELS:
             raise TxnError(f"isolation must be one of {txn_records.ISOLATION_LEVELS}, got {isolation!r}")
-        if not (isinstance(lease_seconds, int | float) and lease_seconds > 0):
-            raise TxnError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
+        lease = bounds.lease_seconds(lease_seconds)
         cat = self.runtime.catalog
         with cat.write() as conn:
             if cat.supports_for_update:  # SQLite's BEGIN IMMEDIATE already excludes a concurrent gate holder
                 conn.execute(_GATE_SHARED)
             snapshot = commit_log.readable_csn(conn, self.runtime.oracle)
             tid = str(self.runtime.tids.next(snapshot))
-            txn_records.insert_row(conn, tid, label, isolation, snapshot, float(lease_seconds))
+            txn_records.insert_row(conn, tid, label, isolation, snapshot, lease)
         log.debug("began at snapshot %d", snapshot, extra=logs.fields(tid, snapshot))
         return Transaction(self, tid, snapshot, isolation)
 
@@ -159,6 +159,7 @@ class Warehouse:
     def transactions(self, state: str | None = None, limit: int = 100,
                      labels: txn_records.LabelFilter | None = None) -> list[dict[str, Any]]:
         """The newest `limit` transactions of `state`, kept by the DAG their label names (`labels`)."""
+        limit = bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
             return [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
 
@@ -194,11 +195,11 @@ class Warehouse:
     def _snapshot_for(self, csn: int | None, tables: Sequence[str] | None = None) -> int:
         """The snapshot of a read at `csn` (None: the watermark); refuses CSNs not readable yet and
         CSNs below the retention horizon of one of `tables` (None: of every table; retention.py)."""
+        if csn is not None:
+            csn = bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
         watermark = self.readable_csn()
         if csn is None:
             return watermark
-        if isinstance(csn, bool) or not isinstance(csn, int) or csn < PREHISTORIC_CSN:
-            raise TxnError(f"csn must be an integer >= {PREHISTORIC_CSN}, got {csn!r}")
         if csn > watermark:
             apply.apply_pending(self.runtime, up_to=csn)
             watermark = self.readable_csn()
@@ -219,7 +220,8 @@ class Warehouse:
 
     def wait_for_csn(self, csn: int, timeout: float) -> int:
         """Block until the watermark covers `csn`, applying pending records on the way; return it."""
-        deadline = time.monotonic() + timeout
+        csn = bounds.catalog_int(csn, "csn")
+        deadline = time.monotonic() + bounds.timeout_seconds(timeout)
         delay = 0.05
         while True:
             apply.apply_pending(self.runtime, up_to=csn)
@@ -233,6 +235,7 @@ class Warehouse:
 
     def commit_log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest commit records first; with ZooKeeper also those not yet mirrored into the catalog."""
+        limit = bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
             rows: list[dict[str, Any]] = [
                 {"csn": r.csn, "tid": r.tid, "tables": list(r.tables), "committed_at": r.committed_at,

@@ -12,6 +12,7 @@ dialect supports it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import time
@@ -29,9 +30,10 @@ from sqlalchemy.schema import DropIndex
 
 from airflow_txn.catalog import schema
 from airflow_txn.csn import PREHISTORIC_CSN
-from airflow_txn.errors import CatalogUnavailableError, TxnError
+from airflow_txn.errors import CatalogBusyError, CatalogUnavailableError, InvalidArgumentError, TxnError
 
-_SQLITE_BUSY_MS = 60_000
+_SQLITE_BUSY_SECONDS = 60.0
+"""How long a SQLite writer waits for the database lock unless the URL says (`?timeout=SECONDS`)."""
 _SQLITE_POOL = 4  # idle connections kept per engine; more threads open more (closed when returned)
 _INDEX_VERSION_KEY = "index_version"
 _PG_INIT_LOCK = 7_311_004_221  # advisory lock id held while creating the schema
@@ -51,6 +53,34 @@ def retryable_reason(exc: BaseException) -> str | None:
     return _RETRYABLE_SQLSTATES.get(str(getattr(exc.orig, "sqlstate", "") or ""))
 
 
+def busy_reason(exc: BaseException) -> str | None:
+    """'sqlite' / 'postgresql' when the statement gave up waiting for a lock another writer held: SQLite's
+    `database is locked` past the busy timeout, PostgreSQL's lock_not_available (SQLSTATE 55P03, after a
+    configured lock_timeout). The database rolled that statement's transaction back: nothing was written."""
+    if not isinstance(exc, DBAPIError) or exc.connection_invalidated:
+        return None
+    if str(getattr(exc.orig, "sqlstate", "") or "") == "55P03":
+        return "postgresql"
+    message = str(exc.orig)
+    if type(exc.orig).__module__.startswith("sqlite3") and ("database is locked" in message or "is busy" in message):
+        return "sqlite"
+    return None
+
+
+def sqlite_busy_seconds(url: str) -> float:
+    """How long a SQLite writer waits for the database lock: the URL's `?timeout=SECONDS`, else 60."""
+    given = make_url(url).query.get("timeout")
+    if given is None:
+        return _SQLITE_BUSY_SECONDS
+    try:
+        seconds = float(given) if isinstance(given, str) else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise InvalidArgumentError(f"the SQLite catalog URL's timeout must be a number of seconds >= 0, got {given!r}")
+    return seconds
+
+
 def _sqlite_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.database and parsed.database != ":memory:":
@@ -58,14 +88,13 @@ def _sqlite_engine(url: str) -> Engine:
     # A small pool: opening a SQLite connection (and its PRAGMAs) cost more than a whole catalog
     # transaction (docs/BENCHMARKS.md, B1). Connections go back to it outside any transaction.
     engine = create_engine(url, poolclass=QueuePool, pool_size=_SQLITE_POOL, max_overflow=-1,
-                           connect_args={"timeout": _SQLITE_BUSY_MS / 1000, "check_same_thread": False})
+                           connect_args={"timeout": sqlite_busy_seconds(url), "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (pysqlite recipe)
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")  # the busy timeout: sqlite3.connect(timeout=) above
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -147,6 +176,8 @@ class Catalog:
         try:
             yield conn.execution_options(**options) if options else conn
         except DBAPIError as exc:  # also a failed COMMIT: the caller's `with conn.begin()` ends inside this
+            if busy_reason(exc) is not None:
+                raise CatalogBusyError(self._busy_message(exc)) from exc
             if not exc.connection_invalidated:
                 raise
             raise CatalogUnavailableError(
@@ -250,6 +281,18 @@ class Catalog:
                 .where(schema.meta.c.key == "schema_version", schema.meta.c.value == str(version))
                 .values(value=str(schema.SCHEMA_VERSION))
             )
+
+    def _busy_message(self, exc: DBAPIError) -> str:
+        if busy_reason(exc) == "sqlite":
+            waited = f"its busy timeout ({sqlite_busy_seconds(self.url):g} s)"
+            longer = "wait longer with ?timeout=SECONDS in the SQLite URL"
+        else:
+            waited = "its busy timeout (PostgreSQL's lock_timeout)"
+            longer = "wait longer with a larger lock_timeout (e.g. options=-c lock_timeout=...)"
+        return (f"the catalog at {self._safe_url()} stayed locked by another writer past {waited}: "
+                f"{str(exc.orig).strip()}. This catalog transaction wrote nothing and the transaction is still "
+                f"usable: retry (after a commit, Transaction.state tells whether it took place). Look for a process "
+                f"holding a write transaction open on the catalog; {longer}")
 
     def _safe_url(self) -> str:
         return make_url(self.url).render_as_string(hide_password=True)

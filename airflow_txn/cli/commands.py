@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from airflow_txn import Warehouse
+from airflow_txn.bounds import INT64_MAX
 from airflow_txn.cli import doctor as doctor_checks
 from airflow_txn.cli import exit_codes, render
 from airflow_txn.cli.progress import ProgressBars
@@ -54,6 +55,12 @@ class Settings:
 
     def progress(self) -> ProgressBars:
         return ProgressBars(render.stderr_console(), enabled=not self.quiet)
+
+
+def _int64(minimum: int) -> click.IntRange:
+    """An integer option the engine passes on to a 64-bit catalog column: bounded, so a larger one is a
+    usage error (exit 2) and not an overflow deep in the driver."""
+    return click.IntRange(min=minimum, max=INT64_MAX)
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -132,8 +139,8 @@ def tables(settings: Settings) -> int:
 
 @cli.command()
 @click.argument("table")
-@click.option("--csn", type=click.IntRange(min=PREHISTORIC_CSN), help="Snapshot to read [default: the watermark].")
-@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="Rows to print; 0 = all.")
+@click.option("--csn", type=_int64(PREHISTORIC_CSN), help="Snapshot to read [default: the watermark].")
+@click.option("--limit", type=_int64(0), default=20, show_default=True, help="Rows to print; 0 = all.")
 @global_options
 @click.pass_obj
 def read(settings: Settings, table: str, csn: int | None, limit: int) -> int:
@@ -157,7 +164,7 @@ def watermark(settings: Settings) -> int:
 # -- transactions --------------------------------------------------------------------------------------------
 @cli.command("list")
 @click.option("--state", type=click.Choice(STATES), help="Only transactions in this state.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=_int64(1), default=50, show_default=True)
 @global_options
 @click.pass_obj
 def list_transactions(settings: Settings, state: str | None, limit: int) -> int:
@@ -186,7 +193,7 @@ def rollback(settings: Settings, tid: str) -> int:
 
 
 @cli.command("log")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=_int64(1), default=20, show_default=True)
 @global_options
 @click.pass_obj
 def commit_log(settings: Settings, limit: int) -> int:
@@ -250,9 +257,9 @@ def _parse_partition(text: str) -> dict[str, str | None]:
 @click.argument("table")
 @click.option("--partition", "partitions", multiple=True, metavar="COL=VALUE[,COL=VALUE]", callback=_parse_partitions,
               help="Only this partition (repeat for more; a JSON object works too) [default: all].")
-@click.option("--target-file-bytes", type=click.IntRange(min=1),
+@click.option("--target-file-bytes", type=_int64(1),
               help="Size to aim for per merged part [default: the engine's].")
-@click.option("--min-parts", type=click.IntRange(min=2), help="Merge only groups of at least this many parts.")
+@click.option("--min-parts", type=_int64(2), help="Merge only groups of at least this many parts.")
 @global_options
 @click.pass_obj
 def compact(settings: Settings, table: str, partitions: list[dict[str, str | None]],
@@ -272,7 +279,7 @@ def compact(settings: Settings, table: str, partitions: list[dict[str, str | Non
 @cli.command()
 @click.argument("table")
 @click.option("--seconds", type=click.FloatRange(min=0), help="Keep TABLE readable at least this many seconds back.")
-@click.option("--versions", type=click.IntRange(min=1), help="Keep TABLE's last N commits readable.")
+@click.option("--versions", type=_int64(1), help="Keep TABLE's last N commits readable.")
 @click.option("--clear", is_flag=True, help="Drop TABLE's own policy (vacuum's --retention rules again).")
 @global_options
 @click.pass_obj
@@ -291,7 +298,7 @@ def retention(settings: Settings, table: str, seconds: float | None, versions: i
 
 
 @cli.command()
-@click.option("--csn", type=click.IntRange(min=PREHISTORIC_CSN), help="Snapshot [default: the watermark].")
+@click.option("--csn", type=_int64(PREHISTORIC_CSN), help="Snapshot [default: the watermark].")
 @click.option("--table", "tables_", multiple=True, help="Only this table (repeatable).")
 @global_options
 @click.pass_obj

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_txn.errors import InvalidNameError, TableNotFoundError, TransactionNotFoundError, TxnError
+from airflow_txn.errors import (
+    InvalidArgumentError,
+    InvalidNameError,
+    TableNotFoundError,
+    TransactionNotFoundError,
+    TxnError,
+)
 
 OK = 0
 """The command did what it was asked."""
@@ -13,7 +19,8 @@ ERROR = 1
 """A transaction or engine error: conflict, closed transaction, unreachable catalog or oracle, a CSN not
 readable yet or older than the retention horizon, storage trouble, a feature this version lacks."""
 USAGE = 2
-"""Bad usage: unknown command or option, a malformed value (a tid, table name, CSN or partition)."""
+"""Bad usage: unknown command or option, a malformed value (a tid, table name, CSN or partition), a number
+out of range (an integer beyond the catalog's 64 bits)."""
 NOT_FOUND = 3
 """The table or transaction named does not exist in this warehouse."""
 DOCTOR_FAILED = 4
@@ -26,7 +33,7 @@ def for_error(exc: BaseException) -> int:
     """The exit code of an error raised by a command."""
     if isinstance(exc, TableNotFoundError | TransactionNotFoundError):
         return NOT_FOUND
-    if isinstance(exc, InvalidNameError):
+    if isinstance(exc, InvalidNameError | InvalidArgumentError):
         return USAGE
     if isinstance(exc, TxnError | SQLAlchemyError | OSError):
         return ERROR

@@ -136,7 +136,7 @@ def test_lease_seconds_option(monkeypatch: pytest.MonkeyPatch) -> None:
     assert default_lease_seconds() == 3600.0
     monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__LEASE_SECONDS", "120")
     assert default_lease_seconds() == 120.0
-    for bad in ("soon", "-5"):
+    for bad in ("soon", "-5", "inf", "nan", "604801"):  # issue 16, case 11: at most 7 days, finite
         monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__LEASE_SECONDS", bad)
         with pytest.raises(TxnError, match="lease_seconds"):
             default_lease_seconds()

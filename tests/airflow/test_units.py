@@ -38,9 +38,10 @@ def test_without_the_connection_the_environment_applies(monkeypatch: pytest.Monk
 
 def test_rendered_arguments_are_coerced() -> None:
     assert coerce_csn("12") == 12 and coerce_csn(None) == 1 and coerce_csn("None") == 1
-    for bad in (True, "x", 0):
+    for bad in (True, "x", 0, str(2**63), 2**64):  # issue 16, case 11: beyond the catalog's 64 bits too
         with pytest.raises(TxnError):
             coerce_csn(bad)
+    assert coerce_csn(str(2**63 - 1)) == 2**63 - 1
     assert coerce_tables("['a.b', 'c.d']") == ["a.b", "c.d"] == coerce_tables("a.b, c.d")
     assert coerce_tables(["a.b", "c.d"]) == ["a.b", "c.d"]
     assert coerce_tables(None) == []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from airflow_txn import Warehouse
 from airflow_txn.errors import (
+    InvalidArgumentError,
     InvalidNameError,
     SchemaMismatchError,
     TableNotFoundError,
@@ -22,7 +25,7 @@ from airflow_txn.errors import (
     TxnError,
 )
 from tests import evidence
-from tests.core.test_errors import state
+from tests.core.test_errors import bind, state
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")  # the documented name rule, restated independently
@@ -318,13 +321,84 @@ def test_large_batch_round_trips(seeded: Warehouse) -> None:
     assert got.slice(2).equals(big)
 
 
-# -- 6. no SQL built by string formatting --------------------------------------------------------------
+# -- 6. numbers: exact or refused, and integers bound for a 64-bit catalog column (issue 16) ----------
+
+INT64_MAX = 2**63 - 1
+numbers = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([INT64_MAX, 2**63, -(2**63), -(2**63) - 1, 2**64, 0, -1, 1.7, -0.5, 2.0, 1e300,
+                     Decimal("2.9"), Decimal("3"), True, "5", None]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.decimals(allow_nan=False, allow_infinity=False, places=2, min_value=-(10**20), max_value=10**20),
+)
+
+
+@FUZZ
+@example(value=2**64)
+@example(value=1.7)
+@example(value=Decimal("2.9"))
+@given(value=numbers)
+def test_fuzz_update_integer_column(seeded: Warehouse, root: Path, value: object) -> None:
+    """issue 16, cases 9-10: update(set={int64 column: value}) stores exactly `value` or is refused with a
+    SchemaMismatchError that changes nothing and leaves the transaction usable; never truncated, never raw."""
+    wh = seeded
+    t = wh.begin()
+    exact = (not isinstance(value, bool) and isinstance(value, int | float | Decimal) and math.isfinite(value)
+             and value == int(value) and -(2**63) <= int(value) <= INT64_MAX)
+    if not exact:
+        event("rejected")
+        expect_rejected(wh, root, (SchemaMismatchError,), lambda: t.update("sales.base", pc.field("id") == 1,
+                                                                           {"id": value}))
+        assert t.state == "active"
+        t.append("sales.base", base_rows([60]))  # a later valid write works
+    else:
+        event("exact")
+        t.update("sales.base", pc.field("id") == 1, {"id": value})
+        assert int(value) in t.read("sales.base").column("id").to_pylist()
+    t.rollback()
+
+
+@FUZZ
+@example(value=2**63)
+@example(value="5")
+@given(value=numbers)
+def test_fuzz_catalog_integers(seeded: Warehouse, root: Path, value: object) -> None:
+    """issue 16, case 11: a CSN, limit or attempt out of a 64-bit catalog column's range, or not an int, is
+    an InvalidArgumentError that changes nothing; an int in range never is (other errors may follow:
+    a CSN not readable yet, a wait that times out)."""
+    wh = seeded
+    t = wh.begin()
+    calls: dict[str, tuple[int, bool, Callable[[], object]]] = {  # minimum, whether None is a value
+        "read csn": (1, True, bind(wh.read, "sales.base", csn=value)),  # None: the watermark
+        "wait_for_csn": (0, False, bind(wh.wait_for_csn, value, timeout=0)),
+        "transactions limit": (0, False, bind(wh.transactions, limit=value)),
+        "commit_log limit": (0, False, bind(wh.commit_log, limit=value)),
+        "attempt": (0, True, bind(t.use_key, "k", attempt=value)),  # None: no attempt numbers
+    }
+    for what, (minimum, none_ok, call) in calls.items():
+        if (value is None and none_ok) or (
+                isinstance(value, int) and not isinstance(value, bool) and minimum <= value <= INT64_MAX):
+            try:
+                call()
+            except TxnError as exc:
+                assert not isinstance(exc, InvalidArgumentError), (what, value, exc)
+        else:
+            expect_rejected(wh, root, (InvalidArgumentError,), call)
+    assert t.state == "active"
+    t.rollback()
+    if value is None:  # versions=None: no versions rule
+        return
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= INT64_MAX:
+        assert wh.set_retention("sales.base", versions=value)["versions"] == value
+        wh.set_retention("sales.base")
+    else:
+        expect_rejected(wh, root, (InvalidArgumentError,), bind(wh.set_retention, "sales.base", versions=value))
+
+
+# -- 7. no SQL built by string formatting --------------------------------------------------------------
 
 # (relative path, source of the first argument) -> why formatting is harmless there
-ALLOWED: dict[tuple[str, str], str] = {
-    ("catalog/database.py", "f'PRAGMA busy_timeout={_SQLITE_BUSY_MS}'"):
-        "SQLite PRAGMA with a module integer constant; PRAGMAs take no bound parameters",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 SQL_CALLS = {"text", "exec_driver_sql", "execute", "executemany", "literal_column"}
 
 

@@ -15,11 +15,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from airflow_txn import bounds
 from airflow_txn.airflow.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
 from airflow_txn.config import DEFAULT_LEASE_SECONDS, WarehouseConfig
 from airflow_txn.csn import PREHISTORIC_CSN
-from airflow_txn.errors import TableNotFoundError, TxnError, WaitTimeoutError
+from airflow_txn.errors import InvalidArgumentError, TableNotFoundError, TxnError, WaitTimeoutError
 from airflow_txn.warehouse import Warehouse
 
 DEFAULT_CONN_ID = "airflow_txn_default"
@@ -41,9 +42,10 @@ def default_lease_seconds() -> float:
         lease = float(value) if value is not None else DEFAULT_LEASE_SECONDS
     except ValueError as exc:
         raise TxnError(f"[airflow_txn] lease_seconds must be a number of seconds, got {value!r}") from exc
-    if lease <= 0:
-        raise TxnError(f"[airflow_txn] lease_seconds must be positive, got {value!r}")
-    return lease
+    try:
+        return bounds.lease_seconds(lease)
+    except InvalidArgumentError as exc:
+        raise TxnError(f"[airflow_txn] {exc}") from exc
 
 
 def _field(extra: Mapping[str, Any], name: str) -> Any:
@@ -176,9 +178,7 @@ def coerce_csn(value: Any) -> int:
         csn = int(value)
     except (TypeError, ValueError) as exc:
         raise TxnError(f"csn must be an integer, got {value!r}") from exc
-    if csn < PREHISTORIC_CSN:
-        raise TxnError(f"csn must be >= {PREHISTORIC_CSN}, got {csn}")
-    return csn
+    return bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
 
 
 def coerce_tables(value: Any) -> list[str]:
