@@ -56,8 +56,8 @@ def partition_path(partition: Mapping[str, str | None]) -> list[str]:
 
 
 def split_by_partition(data: pa.Table, partition_by: Sequence[str]) -> list[tuple[Partition, pa.Table]]:
-    """One (partition, rows) pair per distinct partition value combination, in the order of each one's
-    first row, rows in their input order (null is a value of its own); [({}, data)] if unpartitioned.
+    """One (partition, rows) pair per distinct partition value combination (null is a value of its own),
+    each partition's rows in their input order; [({}, data)] if unpartitioned.
 
     One pass whatever the number of partitions: a group-by gathers each combination's row numbers, one
     `take` puts the rows in that order, and every partition is a zero-copy slice of the result."""
@@ -68,7 +68,7 @@ def split_by_partition(data: pa.Table, partition_by: Sequence[str]) -> list[tupl
     # group on positional names: Arrow would parse a column name like ".a" or "..." as a field path
     keys = [f"k{i}" for i in range(len(partition_by))]
     numbered = data.select(list(partition_by)).rename_columns(keys).append_column("row", _row_numbers(data.num_rows))
-    # single-threaded: groups in first-seen order, each list of row numbers in input order
+    # single-threaded: a stable group order, each list of row numbers in input order
     groups = numbered.group_by(keys, use_threads=False).aggregate([("row", "list")])
     combos = [{col: value_to_text(row[k]) for col, k in zip(partition_by, keys, strict=True)}
               for row in groups.select(keys).to_pylist()]
