@@ -37,7 +37,7 @@ from airflow_txn import (
     table_registry,
     txn_records,
 )
-from airflow_txn.catalog import schema
+from airflow_txn.catalog import locks, schema
 from airflow_txn.errors import TxnError
 from airflow_txn.retention import Horizons
 from airflow_txn.runtime import Runtime
@@ -48,6 +48,9 @@ ORPHAN_GRACE_SECONDS = 60.0
 """Write dirs with no sidecar or an unknown tid are left this long at least (a writer may be starting)."""
 CLOCK_MARGIN_SECONDS = 60.0
 """Merge sources stay while a transaction open now began less than this before the merge (clock skew)."""
+
+VACUUM_LOCK = "vacuum"
+"""The maintenance lock a vacuum run holds (catalog/locks.py): a second run waits for the first."""
 
 Progress = Callable[[str, int, int], None]
 
@@ -93,9 +96,15 @@ def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: boo
     """Delete what no snapshot in the window can see; return what was (or, dry_run, would be) removed."""
     window = check_retention(retention_seconds)
     tick = progress or _no_progress
-    if not dry_run:
+    if dry_run:  # changes nothing: needs no turn
+        return _run(rt, window, batch, dry_run, tick)
+    with locks.exclusive(rt.catalog, VACUUM_LOCK):
         recovery.roll_back_expired(rt, tick)
         recovery.finish_rollbacks(rt, tick)
+        return _run(rt, window, batch, dry_run, tick)
+
+
+def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> dict[str, Any]:
     h = horizons(rt, window, store=not dry_run)
     with rt.catalog.read() as conn:
         tables = table_registry.all_tables(conn)
