@@ -38,6 +38,7 @@ from airflow_txn import (
     txn_records,
 )
 from airflow_txn.catalog import locks, schema
+from airflow_txn.catalog.clock import catalog_now
 from airflow_txn.errors import TxnError
 from airflow_txn.retention import Horizons
 from airflow_txn.runtime import Runtime
@@ -55,6 +56,7 @@ VACUUM_LOCK = "vacuum"
 Progress = Callable[[str, int, int], None]
 
 _c = schema.counters.c
+_t = schema.transactions.c
 
 log = logs.get_logger(__name__)
 
@@ -182,18 +184,16 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
     """Write dirs whose writer can no longer register them; registration is checked LAST, after the
     writer's transaction was seen closed, so a registration cannot slip in between."""
     candidates = []
-    now = time.time()
     for relative, full in rt.storage.write_dirs(info.directory):
         tid = (read_sidecar(full) or {}).get("tid")
         with rt.catalog.read() as conn:
             row = conn.execute(
-                select(schema.transactions.c.state, schema.transactions.c.lease_deadline)
-                .where(schema.transactions.c.tid == str(tid))
+                select(_t.state, (_t.lease_deadline < catalog_now()).label("expired")).where(_t.tid == str(tid))
             ).first()
         if row is None:
             if dir_age_seconds(full) > max(retention_seconds, ORPHAN_GRACE_SECONDS):
                 candidates.append(relative)
-        elif row.state != txn_records.ACTIVE or row.lease_deadline < now:
+        elif row.state != txn_records.ACTIVE or row.expired:
             candidates.append(relative)
     if not candidates:
         return []
