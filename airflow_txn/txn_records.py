@@ -13,7 +13,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Float, String, bindparam, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Float,
+    Select,
+    String,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.catalog.clock import catalog_now
@@ -197,3 +211,39 @@ def list_rows(conn: Connection, state: str | None = None, limit: int = 100) -> l
     if state is not None:
         stmt = stmt.where(_t.state.in_(OPEN_STATES) if state == ACTIVE else _t.state == state)
     return [_from_row(r) for r in conn.execute(stmt.order_by(_t.created_at.desc()).limit(limit))]
+
+
+# -- history vacuum may purge (vacuum.py) -------------------------------------------------------------
+ENDED_STATES = (COMMITTED, ROLLED_BACK)
+_rs = schema.read_set.c
+_p = schema.parts.c
+
+
+def ended_read_sets() -> Select[Any]:
+    """Transactions that ended and still have read-set rows: only their own serializable commit read them."""
+    ended = select(_t.tid).where(_t.tid == _rs.tid, _t.state.in_(ENDED_STATES))
+    return select(_rs.tid).where(exists(ended)).distinct()
+
+
+def purge_read_sets(conn: Connection, tids: list[str]) -> int:
+    return int(conn.execute(delete(schema.read_set).where(_rs.tid.in_(tids))).rowcount)
+
+
+def purgeable(keep_csn: int, ended_before: float) -> Select[Any]:
+    """Rows of transactions that ended before `ended_before` (a rollback with its stamps done) whose commit,
+    if any, is below `keep_csn`, with no part row and no read-set row left: no snapshot, recovery or
+    retry needs them any more."""
+    return select(_t.tid).where(
+        _t.state.in_(ENDED_STATES),
+        or_(_t.state == COMMITTED, _t.cleanup_done.is_(True)),
+        _t.ended_at < ended_before,
+        or_(_t.commit_csn.is_(None), _t.commit_csn < keep_csn),
+        ~exists(select(_p.id).where(_p.creation_tid == _t.tid)),
+        ~exists(select(_p.id).where(_p.removal_tid == _t.tid)),
+        ~exists(select(_rs.tid).where(_rs.tid == _t.tid)),
+    )
+
+
+def purge(conn: Connection, tids: list[str]) -> int:
+    return int(conn.execute(delete(schema.transactions).where(and_(_t.tid.in_(tids), _t.state.in_(ENDED_STATES))))
+               .rowcount)

@@ -18,15 +18,17 @@ changes nothing (no rollback of expired transactions, no horizon stored, nothing
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Connection, Select, func, select, update
 
 from airflow_txn import (
+    commit_log,
     compaction_records,
     crashpoints,
     logs,
@@ -39,12 +41,16 @@ from airflow_txn import (
 )
 from airflow_txn.catalog import locks, schema
 from airflow_txn.catalog.clock import catalog_now
-from airflow_txn.errors import TxnError
+from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.errors import OracleUnavailableError, TxnError
 from airflow_txn.retention import Horizons
 from airflow_txn.runtime import Runtime
 from airflow_txn.storage import dir_age_seconds, read_sidecar, tree_size, write_dir_of
 from airflow_txn.table_registry import TableInfo
 
+HISTORY_SECONDS = 24 * 3600.0
+"""Rows of ended transactions and commit records stay at least this long, whatever the window: an Airflow
+retry (a commit or finalize task) looks its transaction up by tid after it ended."""
 ORPHAN_GRACE_SECONDS = 60.0
 """Write dirs with no sidecar or an unknown tid are left this long at least (a writer may be starting)."""
 CLOCK_MARGIN_SECONDS = 60.0
@@ -113,6 +119,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
     manifests_removed, manifests_refreshed = _tidy_manifests(rt, h, tables, dry_run, tick)
     removed, freed, kept = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
     orphans, orphan_bytes = _remove_orphans(rt, tables, window, dry_run, tick)
+    purged = _purge_history(rt, h, tables, batch, dry_run, tick)
     log.info("vacuum%s: %d part(s) and %d orphan write dir(s) removed, %d bytes freed (horizon CSN %d)",
              " (dry run)" if dry_run else "", removed, orphans, freed + orphan_bytes, h.global_horizon,
              extra=logs.fields(csn=h.global_horizon))
@@ -122,7 +129,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
         "parts_removed": removed, "orphan_dirs_removed": orphans, "bytes_freed": freed + orphan_bytes,
         "merge_sources_kept": kept,
         "manifests_removed": manifests_removed, "manifests_refreshed": manifests_refreshed,
-        "dry_run": dry_run,
+        "rows_purged": purged, "dry_run": dry_run,
     }
 
 
@@ -200,6 +207,69 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
     with rt.catalog.read() as conn:
         registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
     return [c for c in candidates if c not in registered]
+
+
+# -- catalog history -------------------------------------------------------------------------------
+def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
+                   tick: Progress) -> dict[str, int]:
+    """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets of ended
+    transactions; commit records and table-commit rows below every horizon and running snapshot (`keep`),
+    each table's newest kept; rows of transactions that ended before the window with nothing left."""
+    keep = _keep_csn(rt, h, tables)
+    before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
+    steps: list[tuple[str, Select[Any], Callable[[Connection, list[Any]], int]]] = [
+        ("read_set", txn_records.ended_read_sets(), txn_records.purge_read_sets),
+        ("commit_log", commit_log.purgeable_records(keep, before), commit_log.purge_records),
+        *[("table_commits", commit_log.purgeable_table_commits(t.id, keep),
+           functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
+        ("transactions", txn_records.purgeable(keep, before), txn_records.purge),
+    ]
+    purged = dict.fromkeys(("read_set", "commit_log", "table_commits", "transactions"), 0)
+    for index, (kind, candidates, remove) in enumerate(steps):
+        tick("purge", index, len(steps))
+        purged[kind] += _purge(rt, candidates, remove, batch, dry_run)
+    tick("purge", len(steps), len(steps))
+    return purged
+
+
+def _purge_table_commits(conn: Connection, csns: list[int], table_id: int) -> int:
+    return commit_log.purge_table_commits(conn, table_id, csns)
+
+
+def _keep_csn(rt: Runtime, h: Horizons, tables: list[TableInfo]) -> int:
+    """The lowest CSN any snapshot may still read (this run's horizons, the stored ones, every running
+    snapshot) and, with ZooKeeper, the oldest record its log still holds (its compaction finds the
+    decisions to drop through the catalog's records)."""
+    with rt.catalog.read() as conn:
+        lowest = [h.global_horizon, *(h.of(t.id) for t in tables), retention.min_horizon(conn)]
+        oldest = txn_records.oldest_active_snapshot(conn)
+    if oldest is not None:
+        lowest.append(oldest)
+    external = rt.oracle.external_log
+    if external is not None:
+        try:
+            first = external.records(after=PREHISTORIC_CSN - 1, limit=1)
+        except OracleUnavailableError:
+            return PREHISTORIC_CSN
+        if first:
+            lowest.append(first[0].csn)
+    return min(lowest)
+
+
+def _purge(rt: Runtime, candidates: Select[Any], remove: Callable[[Connection, list[Any]], int], batch: int,
+           dry_run: bool) -> int:
+    """Delete `candidates` in catalog transactions of at most `batch` rows; dry_run counts them."""
+    if dry_run:
+        with rt.catalog.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(candidates.subquery())).scalar_one())
+    total = 0
+    while True:
+        with rt.catalog.write() as conn:
+            keys = list(conn.execute(candidates.limit(batch)).scalars())
+            removed = remove(conn, keys) if keys else 0
+        if removed == 0:
+            return total
+        total += removed
 
 
 # -- manifests --------------------------------------------------------------------------------------
