@@ -1,4 +1,4 @@
-"""Cleanup (invariant 8): delete the files no snapshot can see, orphans of dead writers, stale manifests.
+"""Cleanup (invariant 8): files no snapshot can see, orphans of dead writers, stale manifests, history rows.
 
 Each table has a horizon H (retention.py): the oldest snapshot anyone may still read, the minimum of
 the readable watermark, the oldest open transaction's snapshot, the snapshot current
@@ -12,8 +12,12 @@ mode, so no transaction can start from an older snapshot meanwhile.
 Order: horizons stored first (readers refuse older CSNs from then on), then manifests (those of CSNs
 below a horizon removed, kept ones rewritten if their part list changed, e.g. after a merge), then
 part files, each file before its catalog row (a crash in between leaves a row whose files are gone,
-which the next vacuum finishes), then orphan write dirs. `dry_run` reports the same counts and
-changes nothing (no rollback of expired transactions, no horizon stored, nothing deleted).
+which the next vacuum finishes), then orphan write dirs (their writer's lease judged by the catalog's
+clock), then the catalog history no snapshot, recovery or retry needs (`_purge_history`). `dry_run`
+reports the same counts and changes nothing (no rollback of expired transactions, no horizon stored,
+nothing deleted). One run at a time per warehouse (catalog/locks.py); a second one waits. Writers
+may create write dirs in a partition dir meanwhile: storage removes a partition dir only by rmdir
+(empty at that instant) and a writer re-creates one removed under it.
 """
 
 from __future__ import annotations
