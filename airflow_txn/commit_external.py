@@ -116,7 +116,7 @@ def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_record
     except AbortDecidedError:
         _roll_back_quietly(rt, entry.tid, "rolled back while committing")
         with rt.catalog.read() as conn:
-            expired = txn_records.fetch(conn, entry.tid).lease_deadline < time.time()
+            expired = txn_records.fetch(conn, entry.tid).lease_expired()
         if expired:
             raise LeaseExpiredError(f"the lease of transaction {entry.tid} expired while it was committing: "
                                     "it was rolled back; begin a new one") from None

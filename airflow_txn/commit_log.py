@@ -11,8 +11,9 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, update
 
 from airflow_txn.catalog import schema
 from airflow_txn.oracle import CsnOracle
@@ -117,3 +118,28 @@ def _record(row: object) -> CommitRecord:
         committed_at=float(row.committed_at),  # type: ignore[attr-defined]
         applied=bool(row.applied),  # type: ignore[attr-defined]
     )
+
+
+# -- history vacuum may purge (vacuum.py) -------------------------------------------------------------
+def purgeable_records(keep_csn: int, committed_before: float) -> Select[Any]:
+    """Applied records below `keep_csn` (below every running snapshot and every stored horizon: no read,
+    watermark or serializable check looks at them) committed before `committed_before`."""
+    return select(_log.csn).where(_log.applied.is_(True), _log.csn < keep_csn, _log.committed_at < committed_before)
+
+
+def purge_records(conn: Connection, csns: list[int]) -> int:
+    return int(conn.execute(delete(schema.commit_log).where(_log.csn.in_(csns), _log.applied.is_(True))).rowcount)
+
+
+def purgeable_table_commits(table_id: int, keep_csn: int) -> Select[Any]:
+    """A table's commit rows below `keep_csn` except its newest one there: `last_commit_csn` at any readable
+    snapshot and the `versions` retention rule (whose horizon is never above the N-th newest) stay exact."""
+    below = schema.table_commits.alias("below")  # not correlated with the rows being selected
+    newest_below = (select(func.max(below.c.csn)).where(below.c.table_id == table_id, below.c.csn < keep_csn)
+                    .scalar_subquery())
+    return select(_tc.csn).where(_tc.table_id == table_id, _tc.csn < newest_below)
+
+
+def purge_table_commits(conn: Connection, table_id: int, csns: list[int]) -> int:
+    stmt = delete(schema.table_commits).where(_tc.table_id == table_id, _tc.csn.in_(csns))
+    return int(conn.execute(stmt).rowcount)

@@ -147,7 +147,7 @@ def compact(rt: Runtime, external: ExternalLog) -> int:
         with rt.catalog.read() as conn:
             try:
                 return txn_records.fetch(conn, tid).state == txn_records.ROLLED_BACK
-            except TransactionNotFoundError:
-                return False
+            except TransactionNotFoundError:  # purged by vacuum, which purges only ended rows, and an
+                return True  # abort decision means it did not commit: it was rolled back
 
     return external.compact(watermark, tids_between, is_rolled_back)

@@ -6,13 +6,13 @@ Nothing here writes to the catalog or to storage; every figure is one aggregate 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sqlalchemy import func, select
 
 from airflow_txn import commit_log, table_registry, txn_records
 from airflow_txn.catalog import schema
+from airflow_txn.catalog.clock import catalog_now
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.runtime import Runtime
 from airflow_txn.visibility import visible_clause
@@ -62,7 +62,7 @@ def watermark(rt: Runtime) -> dict[str, Any]:
 def recovery_backlog(rt: Runtime, now: float | None = None) -> dict[str, int]:
     """What `recover` would do now: expired open transactions, unfinished rollbacks, unapplied records
     (and, with ZooKeeper, log records not mirrored into the catalog; -1 if ZooKeeper cannot be reached)."""
-    at = time.time() if now is None else now
+    at = catalog_now() if now is None else now  # leases are judged by the catalog's clock
     with rt.catalog.read() as conn:
         expired = conn.execute(
             select(func.count()).where(_t.state.in_(txn_records.OPEN_STATES), _t.lease_deadline < at)

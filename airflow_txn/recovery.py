@@ -3,7 +3,6 @@ and reconcile storage with the catalog. Safe to run at any time, from any proces
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,7 @@ def _no_progress(_stage: str, _done: int, _total: int) -> None:
 def roll_back_expired(rt: Runtime, progress: Progress | None = None) -> list[str]:
     tick = progress or _no_progress
     with rt.catalog.read() as conn:
-        expired = txn_records.expired_active(conn, time.time())
+        expired = txn_records.expired_active(conn)
     done = []
     for index, tid in enumerate(expired):
         tick("roll back expired", index, len(expired))

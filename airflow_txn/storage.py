@@ -37,6 +37,8 @@ _LOCAL_FS = pafs.LocalFileSystem()
 _LONGEST_PART_NAMES = (f"p-{'0' * 32}", "part-00000.parquet")
 """The longest names a core write adds below a partition's directory: its write dir and its file."""
 _DEFAULT_PATH_MAX = 4096
+_MKDIR_ATTEMPTS = 50
+"""How often a writer creates its write dir again when a cleaner removed a partition dir above it meanwhile."""
 FAULT_QUOTA_ENV = "AIRFLOW_TXN_FAULT_STORAGE_QUOTA"
 """Tests only (tests/faults/test_disk_full.py): a byte quota on the storage root, see _injected_disk_full."""
 
@@ -101,7 +103,7 @@ class Storage:
         target = self._under_table(table_directory, relative)[0]
         payload = {**sidecar, "created_at": time.time()}
         try:
-            target.mkdir(parents=True, exist_ok=False)
+            _make_write_dir(target)
             _create_file(target / SIDECAR, json.dumps(payload, sort_keys=True).encode())
             _injected_disk_full(self.root)
         except OSError as exc:
@@ -149,18 +151,16 @@ class Storage:
 
     def delete_part(self, table_directory: str, path: str) -> int:
         """Delete a part's directory, its write dir once no part is left in it, and emptied partition
-        dirs; return the bytes freed. Missing files are fine (a crashed vacuum may have begun)."""
+        dirs; return the bytes freed. Missing files are fine (a crashed vacuum may have begun), and so
+        is a concurrent writer or cleaner (a partition dir a writer entered meanwhile is kept)."""
         table_dir = self.table_dir(table_directory)
         part_dir = safe_join(table_dir, path)
         write_dir = safe_join(table_dir, write_dir_of(path))
         freed = tree_size(part_dir)
         shutil.rmtree(part_dir, ignore_errors=True)
-        if write_dir.is_dir() and not any(p.is_dir() for p in write_dir.iterdir()):
+        if write_dir != part_dir and not _has_subdirs(write_dir):
             shutil.rmtree(write_dir, ignore_errors=True)
-        parent = write_dir.parent
-        while parent != table_dir and parent.is_dir() and not any(parent.iterdir()):
-            parent.rmdir()
-            parent = parent.parent
+        _remove_empty_dirs(write_dir.parent, table_dir)
         return freed
 
     def delete_write_dir(self, table_directory: str, relative: str) -> int:
@@ -181,6 +181,40 @@ class Storage:
                 else:
                     keep.append(name)
             dirs[:] = keep
+
+
+def _make_write_dir(target: Path) -> None:
+    """Create a new write dir and the partition dirs above it. Cleaners (vacuum, a failed write's
+    cleanup) remove partition dirs they leave empty, possibly one this call just created and has not
+    entered yet: then its own directory cannot be made (ENOENT), and it starts over."""
+    for attempt in range(1, _MKDIR_ATTEMPTS + 1):
+        try:
+            target.mkdir(parents=True, exist_ok=False)
+            return
+        except FileNotFoundError:
+            if attempt == _MKDIR_ATTEMPTS:
+                raise
+
+
+def _has_subdirs(directory: Path) -> bool:
+    try:
+        return any(p.is_dir() for p in directory.iterdir())
+    except OSError:  # gone already: another cleaner
+        return False
+
+
+def _remove_empty_dirs(directory: Path, stop: Path) -> None:
+    """Remove `directory` and its parents below `stop` while they are empty. rmdir itself is the test of
+    emptiness, so a directory a writer entered meanwhile stays (ENOTEMPTY ends the climb); one another
+    cleaner removed first (ENOENT) is passed over; any other refusal leaves an empty dir, harmless."""
+    while directory != stop and stop in directory.parents:
+        try:
+            directory.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return
+        directory = directory.parent
 
 
 def _write_error(what: str, exc: OSError) -> StorageError:

@@ -4,6 +4,7 @@ Every change of state is a compare-and-swap on the expected state checked by row
 and a rollback (say, by recovery after a lease expired) can never both win. With an external commit
 log (ZooKeeper) a transaction passes through `committing` (active -> committing -> committed |
 rolled_back): from then on the log's per-transaction decision, not the catalog, says who won.
+Lease deadlines are set and judged by the catalog's clock (catalog/clock.py), never by this machine's.
 """
 
 from __future__ import annotations
@@ -12,10 +13,26 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Float, String, and_, bindparam, case, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Float,
+    Select,
+    String,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_txn.catalog import Catalog, schema
+from airflow_txn.catalog.clock import catalog_now
 from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
 
 ACTIVE = "active"
@@ -29,14 +46,20 @@ _t = schema.transactions.c
 
 # The statements of the hot path (begin, every staging call, commit), built once with bound values:
 # building one per call cost more than running it (docs/BENCHMARKS.md, B1).
-_INSERT = insert(schema.transactions)
-_FETCH = select(schema.transactions).where(_t.tid == bindparam("b_tid", type_=String()))
+_INSERT = insert(schema.transactions).values(lease_deadline=catalog_now() + bindparam("b_lease", type_=Float()))
+_FETCH = (select(schema.transactions, catalog_now().label("catalog_now"))
+          .where(_t.tid == bindparam("b_tid", type_=String())))
 _FETCH_LOCKED = _FETCH.with_for_update()
 _RENEW_USABLE = (
     update(schema.transactions)
     .where(_t.tid == bindparam("b_tid", type_=String()), _t.state == ACTIVE, _t.failed_reason.is_(None),
-           _t.lease_deadline >= bindparam("b_now", type_=Float()))
-    .values(lease_deadline=bindparam("b_now", type_=Float()) + _t.lease_seconds)
+           _t.lease_deadline >= catalog_now())
+    .values(lease_deadline=catalog_now() + _t.lease_seconds)
+)
+_RENEW = (
+    update(schema.transactions)
+    .where(_t.tid == bindparam("b_tid", type_=String()), _t.state == ACTIVE, _t.lease_deadline >= catalog_now())
+    .values(lease_deadline=catalog_now() + bindparam("b_lease", type_=Float()))
 )
 _CAS_STATE = (
     update(schema.transactions)
@@ -60,22 +83,28 @@ class TxnRow:
     ended_at: float | None
     failed_reason: str | None
     cleanup_done: bool
+    catalog_now: float | None = None  # the catalog's clock when the row was read (None: not read with it)
 
     def as_dict(self) -> dict[str, Any]:
         """Public view: `committing` shows as state `active` (not committed until the record exists)
         with `commit_in_progress` true."""
-        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "catalog_now"}
         out["state"] = ACTIVE if self.state == COMMITTING else self.state
         out["commit_in_progress"] = self.state == COMMITTING
         return out
 
+    def lease_expired(self, now: float | None = None) -> bool:
+        """Whether the lease ran out, by the catalog's clock as read with the row (else `now`, else this
+        machine's clock)."""
+        at = now if now is not None else self.catalog_now if self.catalog_now is not None else time.time()
+        return self.lease_deadline < at
+
 
 def insert_row(conn: Connection, tid: str, label: str | None, isolation: str, snapshot: int,
                lease_seconds: float) -> None:
-    now = time.time()
     conn.execute(_INSERT, {
         "tid": tid, "label": label, "state": ACTIVE, "isolation": isolation, "snapshot_csn": snapshot,
-        "lease_seconds": lease_seconds, "lease_deadline": now + lease_seconds, "created_at": now,
+        "lease_seconds": lease_seconds, "b_lease": lease_seconds, "created_at": time.time(),
         "commit_csn": None, "ended_at": None, "failed_reason": None, "cleanup_done": False,
     })
 
@@ -86,7 +115,7 @@ def _from_row(row: Any) -> TxnRow:
         snapshot_csn=int(row.snapshot_csn), commit_csn=None if row.commit_csn is None else int(row.commit_csn),
         lease_seconds=float(row.lease_seconds), lease_deadline=float(row.lease_deadline),
         created_at=float(row.created_at), ended_at=row.ended_at, failed_reason=row.failed_reason,
-        cleanup_done=bool(row.cleanup_done),
+        cleanup_done=bool(row.cleanup_done), catalog_now=row._mapping.get("catalog_now"),
     )
 
 
@@ -111,7 +140,7 @@ def require_usable(row: TxnRow, now: float | None = None) -> None:
         raise TransactionClosedError(
             f"transaction {row.tid} failed a statement ({row.failed_reason}): only rollback() is allowed"
         )
-    if row.lease_deadline < (now if now is not None else time.time()):
+    if row.lease_expired(now):
         raise LeaseExpiredError(
             f"the lease of transaction {row.tid} expired at {row.lease_deadline:.0f}: it is being rolled back"
         )
@@ -123,7 +152,7 @@ def lock_usable(conn: Connection, catalog: Catalog, tid: str) -> None:
     The usual case is one statement: an UPDATE that renews only a usable row (active, no failed
     statement, lease valid; the UPDATE locks the row as FOR UPDATE would). When it matches nothing
     the row is read to raise the error saying why."""
-    result = conn.execute(_RENEW_USABLE, {"b_tid": tid, "b_now": time.time()})
+    result = conn.execute(_RENEW_USABLE, {"b_tid": tid})
     if result.rowcount == 1:
         return
     row = fetch(conn, tid, catalog)
@@ -133,13 +162,7 @@ def lock_usable(conn: Connection, catalog: Catalog, tid: str) -> None:
 
 def renew(conn: Connection, tid: str, lease_seconds: float) -> bool:
     """Extend the lease of an active transaction whose lease has not run out (an expired lease is final)."""
-    now = time.time()
-    result = conn.execute(
-        update(schema.transactions)
-        .where(_t.tid == tid, _t.state == ACTIVE, _t.lease_deadline >= now)
-        .values(lease_deadline=now + lease_seconds)
-    )
-    return result.rowcount == 1
+    return conn.execute(_RENEW, {"b_tid": tid, "b_lease": lease_seconds}).rowcount == 1
 
 
 def mark_failed(conn: Connection, tid: str, reason: str) -> None:
@@ -169,9 +192,9 @@ def set_cleanup_done(conn: Connection, tid: str) -> None:
     conn.execute(update(schema.transactions).where(_t.tid == tid).values(cleanup_done=True))
 
 
-def expired_active(conn: Connection, now: float) -> list[str]:
-    """Open transactions (active, or committing with an external log) whose lease ran out."""
-    stmt = select(_t.tid).where(_t.state.in_(OPEN_STATES), _t.lease_deadline < now)
+def expired_active(conn: Connection) -> list[str]:
+    """Open transactions (active, or committing with an external log) whose lease ran out (catalog's clock)."""
+    stmt = select(_t.tid).where(_t.state.in_(OPEN_STATES), _t.lease_deadline < catalog_now())
     return [str(r.tid) for r in conn.execute(stmt)]
 
 
@@ -232,3 +255,39 @@ def label_dags(conn: Connection) -> list[str | None]:
     """The distinct DAGs the transactions' labels name (None: some label names none)."""
     dag, _run = _label_parts(conn)
     return [r[0] for r in conn.execute(select(dag).distinct())]
+
+
+# -- history vacuum may purge (vacuum.py) -------------------------------------------------------------
+ENDED_STATES = (COMMITTED, ROLLED_BACK)
+_rs = schema.read_set.c
+_p = schema.parts.c
+
+
+def ended_read_sets() -> Select[Any]:
+    """Transactions that ended and still have read-set rows: only their own serializable commit read them."""
+    ended = select(_t.tid).where(_t.tid == _rs.tid, _t.state.in_(ENDED_STATES))
+    return select(_rs.tid).where(exists(ended)).distinct()
+
+
+def purge_read_sets(conn: Connection, tids: list[str]) -> int:
+    return int(conn.execute(delete(schema.read_set).where(_rs.tid.in_(tids))).rowcount)
+
+
+def purgeable(keep_csn: int, ended_before: float) -> Select[Any]:
+    """Rows of transactions that ended before `ended_before` (a rollback with its stamps done) whose commit,
+    if any, is below `keep_csn`, with no part row and no read-set row left: no snapshot, recovery or
+    retry needs them any more."""
+    return select(_t.tid).where(
+        _t.state.in_(ENDED_STATES),
+        or_(_t.state == COMMITTED, _t.cleanup_done.is_(True)),
+        _t.ended_at < ended_before,
+        or_(_t.commit_csn.is_(None), _t.commit_csn < keep_csn),
+        ~exists(select(_p.id).where(_p.creation_tid == _t.tid)),
+        ~exists(select(_p.id).where(_p.removal_tid == _t.tid)),
+        ~exists(select(_rs.tid).where(_rs.tid == _t.tid)),
+    )
+
+
+def purge(conn: Connection, tids: list[str]) -> int:
+    return int(conn.execute(delete(schema.transactions).where(and_(_t.tid.in_(tids), _t.state.in_(ENDED_STATES))))
+               .rowcount)

@@ -1,4 +1,4 @@
-"""Cleanup (invariant 8): delete the files no snapshot can see, orphans of dead writers, stale manifests.
+"""Cleanup (invariant 8): files no snapshot can see, orphans of dead writers, stale manifests, history rows.
 
 Each table has a horizon H (retention.py): the oldest snapshot anyone may still read, the minimum of
 the readable watermark, the oldest open transaction's snapshot, the snapshot current
@@ -12,21 +12,27 @@ mode, so no transaction can start from an older snapshot meanwhile.
 Order: horizons stored first (readers refuse older CSNs from then on), then manifests (those of CSNs
 below a horizon removed, kept ones rewritten if their part list changed, e.g. after a merge), then
 part files, each file before its catalog row (a crash in between leaves a row whose files are gone,
-which the next vacuum finishes), then orphan write dirs. `dry_run` reports the same counts and
-changes nothing (no rollback of expired transactions, no horizon stored, nothing deleted).
+which the next vacuum finishes), then orphan write dirs (their writer's lease judged by the catalog's
+clock), then the catalog history no snapshot, recovery or retry needs (`_purge_history`). `dry_run`
+reports the same counts and changes nothing (no rollback of expired transactions, no horizon stored,
+nothing deleted). One run at a time per warehouse (catalog/locks.py); a second one waits. Writers
+may create write dirs in a partition dir meanwhile: storage removes a partition dir only by rmdir
+(empty at that instant) and a writer re-creates one removed under it.
 """
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Connection, Select, func, select, update
 
 from airflow_txn import (
+    commit_log,
     compaction_records,
     crashpoints,
     logs,
@@ -37,21 +43,30 @@ from airflow_txn import (
     table_registry,
     txn_records,
 )
-from airflow_txn.catalog import schema
-from airflow_txn.errors import TxnError
+from airflow_txn.catalog import locks, schema
+from airflow_txn.catalog.clock import catalog_now
+from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.errors import OracleUnavailableError, TxnError
 from airflow_txn.retention import Horizons
 from airflow_txn.runtime import Runtime
 from airflow_txn.storage import dir_age_seconds, read_sidecar, tree_size, write_dir_of
 from airflow_txn.table_registry import TableInfo
 
+HISTORY_SECONDS = 24 * 3600.0
+"""Rows of ended transactions and commit records stay at least this long, whatever the window: an Airflow
+retry (a commit or finalize task) looks its transaction up by tid after it ended."""
 ORPHAN_GRACE_SECONDS = 60.0
 """Write dirs with no sidecar or an unknown tid are left this long at least (a writer may be starting)."""
 CLOCK_MARGIN_SECONDS = 60.0
 """Merge sources stay while a transaction open now began less than this before the merge (clock skew)."""
 
+VACUUM_LOCK = "vacuum"
+"""The maintenance lock a vacuum run holds (catalog/locks.py): a second run waits for the first."""
+
 Progress = Callable[[str, int, int], None]
 
 _c = schema.counters.c
+_t = schema.transactions.c
 
 log = logs.get_logger(__name__)
 
@@ -93,15 +108,22 @@ def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: boo
     """Delete what no snapshot in the window can see; return what was (or, dry_run, would be) removed."""
     window = check_retention(retention_seconds)
     tick = progress or _no_progress
-    if not dry_run:
+    if dry_run:  # changes nothing: needs no turn
+        return _run(rt, window, batch, dry_run, tick)
+    with locks.exclusive(rt.catalog, VACUUM_LOCK):
         recovery.roll_back_expired(rt, tick)
         recovery.finish_rollbacks(rt, tick)
+        return _run(rt, window, batch, dry_run, tick)
+
+
+def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> dict[str, Any]:
     h = horizons(rt, window, store=not dry_run)
     with rt.catalog.read() as conn:
         tables = table_registry.all_tables(conn)
     manifests_removed, manifests_refreshed = _tidy_manifests(rt, h, tables, dry_run, tick)
     removed, freed, kept = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
     orphans, orphan_bytes = _remove_orphans(rt, tables, window, dry_run, tick)
+    purged = _purge_history(rt, h, tables, batch, dry_run, tick)
     log.info("vacuum%s: %d part(s) and %d orphan write dir(s) removed, %d bytes freed (horizon CSN %d)",
              " (dry run)" if dry_run else "", removed, orphans, freed + orphan_bytes, h.global_horizon,
              extra=logs.fields(csn=h.global_horizon))
@@ -111,7 +133,7 @@ def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: boo
         "parts_removed": removed, "orphan_dirs_removed": orphans, "bytes_freed": freed + orphan_bytes,
         "merge_sources_kept": kept,
         "manifests_removed": manifests_removed, "manifests_refreshed": manifests_refreshed,
-        "dry_run": dry_run,
+        "rows_purged": purged, "dry_run": dry_run,
     }
 
 
@@ -173,24 +195,85 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
     """Write dirs whose writer can no longer register them; registration is checked LAST, after the
     writer's transaction was seen closed, so a registration cannot slip in between."""
     candidates = []
-    now = time.time()
     for relative, full in rt.storage.write_dirs(info.directory):
         tid = (read_sidecar(full) or {}).get("tid")
         with rt.catalog.read() as conn:
             row = conn.execute(
-                select(schema.transactions.c.state, schema.transactions.c.lease_deadline)
-                .where(schema.transactions.c.tid == str(tid))
+                select(_t.state, (_t.lease_deadline < catalog_now()).label("expired")).where(_t.tid == str(tid))
             ).first()
         if row is None:
             if dir_age_seconds(full) > max(retention_seconds, ORPHAN_GRACE_SECONDS):
                 candidates.append(relative)
-        elif row.state != txn_records.ACTIVE or row.lease_deadline < now:
+        elif row.state != txn_records.ACTIVE or row.expired:
             candidates.append(relative)
     if not candidates:
         return []
     with rt.catalog.read() as conn:
         registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
     return [c for c in candidates if c not in registered]
+
+
+# -- catalog history -------------------------------------------------------------------------------
+def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
+                   tick: Progress) -> dict[str, int]:
+    """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets of ended
+    transactions; commit records and table-commit rows below every horizon and running snapshot (`keep`),
+    each table's newest kept; rows of transactions that ended before the window with nothing left."""
+    keep = _keep_csn(rt, h, tables)
+    before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
+    steps: list[tuple[str, Select[Any], Callable[[Connection, list[Any]], int]]] = [
+        ("read_set", txn_records.ended_read_sets(), txn_records.purge_read_sets),
+        ("commit_log", commit_log.purgeable_records(keep, before), commit_log.purge_records),
+        *[("table_commits", commit_log.purgeable_table_commits(t.id, keep),
+           functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
+        ("transactions", txn_records.purgeable(keep, before), txn_records.purge),
+    ]
+    purged = dict.fromkeys(("read_set", "commit_log", "table_commits", "transactions"), 0)
+    for index, (kind, candidates, remove) in enumerate(steps):
+        tick("purge", index, len(steps))
+        purged[kind] += _purge(rt, candidates, remove, batch, dry_run)
+    tick("purge", len(steps), len(steps))
+    return purged
+
+
+def _purge_table_commits(conn: Connection, csns: list[int], table_id: int) -> int:
+    return commit_log.purge_table_commits(conn, table_id, csns)
+
+
+def _keep_csn(rt: Runtime, h: Horizons, tables: list[TableInfo]) -> int:
+    """The lowest CSN any snapshot may still read (this run's horizons, the stored ones, every running
+    snapshot) and, with ZooKeeper, the oldest record its log still holds (its compaction finds the
+    decisions to drop through the catalog's records)."""
+    with rt.catalog.read() as conn:
+        lowest = [h.global_horizon, *(h.of(t.id) for t in tables), retention.min_horizon(conn)]
+        oldest = txn_records.oldest_active_snapshot(conn)
+    if oldest is not None:
+        lowest.append(oldest)
+    external = rt.oracle.external_log
+    if external is not None:
+        try:
+            first = external.records(after=PREHISTORIC_CSN - 1, limit=1)
+        except OracleUnavailableError:
+            return PREHISTORIC_CSN
+        if first:
+            lowest.append(first[0].csn)
+    return min(lowest)
+
+
+def _purge(rt: Runtime, candidates: Select[Any], remove: Callable[[Connection, list[Any]], int], batch: int,
+           dry_run: bool) -> int:
+    """Delete `candidates` in catalog transactions of at most `batch` rows; dry_run counts them."""
+    if dry_run:
+        with rt.catalog.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(candidates.subquery())).scalar_one())
+    total = 0
+    while True:
+        with rt.catalog.write() as conn:
+            keys = list(conn.execute(candidates.limit(batch)).scalars())
+            removed = remove(conn, keys) if keys else 0
+        if removed == 0:
+            return total
+        total += removed
 
 
 # -- manifests --------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ transactions    one row per transaction: state machine active -> committed | rol
 parts           one row per part: the four version columns of seed 000 plus files and staging keys
 commit_log      (csn, tid, tables, time, applied): the record is the commit point (invariant 3)
 table_commits   (table_id, csn) for every table a commit touched: last_commit_csn, serializable checks
-read_set        (tid, table_id, partition_key) read by serializable transactions
+read_set        (tid, table_id, partition_key) read by serializable transactions (vacuum purges ended ones)
 table_retention per-table retention policy (seconds, versions) and the table's stored vacuum horizon
 compactions     one row per background merge that swapped (compaction.py): its tid, CSN, time
 keys            (tid, key): the newest attempt started under a staging key (the zombie fence) and, when

@@ -131,7 +131,7 @@ def test_dry_run_reports_and_deletes_nothing(wh: Warehouse, root: Path) -> None:
     assert dry["dry_run"] and dry["parts_removed"] == 5 and dry["bytes_freed"] > 0
     assert storage_files(root) == files
     assert ids(wh.read(EVENTS_T, csn=csns[0])) == [0], "a dry run must not raise the horizon"
-    assert {s for s, _, _ in seen} == {"parts", "orphans"} and ("parts", 2, 2) in seen
+    assert {s for s, _, _ in seen} == {"parts", "orphans", "purge"} and ("parts", 2, 2) in seen
     real = wh.vacuum(retention_seconds=0)
     assert {k: real[k] for k in ("parts_removed", "bytes_freed", "horizon")} == \
         {k: dry[k] for k in ("parts_removed", "bytes_freed", "horizon")}
