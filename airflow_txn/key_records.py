@@ -8,11 +8,27 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, or_, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    and_,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    true,
+    union,
+    update,
+)
 
 from airflow_txn.catalog import schema
 from airflow_txn.partitioning import WHOLE_TABLE
+from airflow_txn.txn_records import OPEN_STATES
 
 _k = schema.keys.c
 _s = schema.scans.c
@@ -126,9 +142,18 @@ def forget_scans(conn: Connection, tid: str, key: str, attempt: int | None, writ
     conn.execute(delete(schema.scans).where(*where))
 
 
+def of_ended_transactions() -> Select[Any]:
+    """The transactions with key or scan rows that are no longer open (or whose row is gone): only a
+    running transaction's retries read these rows, so vacuum drops them."""
+    t = schema.transactions.c
+    tids = union(select(_k.tid), select(_s.tid)).subquery()
+    still_open = select(t.tid).where(t.tid == tids.c.tid, t.state.in_(OPEN_STATES))
+    return select(tids.c.tid).where(~exists(still_open))
+
+
 def forget(conn: Connection, tids: list[str]) -> int:
-    """Drop the key and scan rows of ended transactions (vacuum)."""
+    """Drop the key and scan rows of ended transactions (vacuum); returns the rows deleted."""
     if not tids:
         return 0
-    conn.execute(delete(schema.scans).where(_s.tid.in_(tids)))
-    return int(conn.execute(delete(schema.keys).where(_k.tid.in_(tids))).rowcount)
+    scans = conn.execute(delete(schema.scans).where(_s.tid.in_(tids))).rowcount
+    return int(scans) + int(conn.execute(delete(schema.keys).where(_k.tid.in_(tids))).rowcount)

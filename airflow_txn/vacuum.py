@@ -35,6 +35,7 @@ from airflow_txn import (
     commit_log,
     compaction_records,
     crashpoints,
+    key_records,
     logs,
     manifests,
     part_records,
@@ -216,19 +217,21 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
 # -- catalog history -------------------------------------------------------------------------------
 def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
                    tick: Progress) -> dict[str, int]:
-    """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets of ended
-    transactions; commit records and table-commit rows below every horizon and running snapshot (`keep`),
-    each table's newest kept; rows of transactions that ended before the window with nothing left."""
+    """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets, staging-key
+    and statement-scan rows of ended transactions; commit records and table-commit rows below every
+    horizon and running snapshot (`keep`), each table's newest kept; rows of transactions that ended
+    before the window with nothing left."""
     keep = _keep_csn(rt, h, tables)
     before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
     steps: list[tuple[str, Select[Any], Callable[[Connection, list[Any]], int]]] = [
         ("read_set", txn_records.ended_read_sets(), txn_records.purge_read_sets),
+        ("keys", key_records.of_ended_transactions(), key_records.forget),
         ("commit_log", commit_log.purgeable_records(keep, before), commit_log.purge_records),
         *[("table_commits", commit_log.purgeable_table_commits(t.id, keep),
            functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
         ("transactions", txn_records.purgeable(keep, before), txn_records.purge),
     ]
-    purged = dict.fromkeys(("read_set", "commit_log", "table_commits", "transactions"), 0)
+    purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions"), 0)
     for index, (kind, candidates, remove) in enumerate(steps):
         tick("purge", index, len(steps))
         purged[kind] += _purge(rt, candidates, remove, batch, dry_run)

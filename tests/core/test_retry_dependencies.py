@@ -20,8 +20,10 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import func, select
 
 from airflow_txn import Transaction, Warehouse
+from airflow_txn.catalog import schema
 from airflow_txn.errors import InvalidatedKeysError, RetryConflictError, StaleAttemptError
 from tests.helpers import EVENTS, events, ids
 
@@ -203,6 +205,28 @@ def test_an_attempt_fences_older_ones_from_the_moment_it_starts(wh: Warehouse) -
         zombie.append("sales.events", events([99]))
     t.commit()
     assert wh.read("sales.events").num_rows == 0
+
+
+def _key_rows(wh: Warehouse, tid: str) -> int:
+    with wh.runtime.catalog.read() as conn:
+        return sum(int(conn.execute(select(func.count()).select_from(table).where(table.c.tid == tid)).scalar_one())
+                   for table in (schema.keys, schema.scans))
+
+
+def test_vacuum_drops_the_key_rows_of_ended_transactions_only(wh: Warehouse) -> None:
+    """What retries consult (txn_keys, txn_scans) is needed while a transaction runs, never after."""
+    _seed(wh, [1])
+    running = wh.begin().use_key("R", attempt=1)
+    running.delete("sales.events", pc.field("id") == 1)
+    done = wh.begin().use_key("D", attempt=1)
+    done.append("sales.events", events([2]))
+    done.commit()
+    assert _key_rows(wh, running.tid) > 0 and _key_rows(wh, done.tid) > 0
+    assert wh.vacuum()["rows_purged"]["keys"] == 2  # D's key row and its append's scan row
+    assert _key_rows(wh, done.tid) == 0
+    assert _key_rows(wh, running.tid) > 0
+    running.commit()
+    assert ids(wh.read("sales.events")) == [2]
 
 
 # -- a model-based check: multi-key histories with retries against re-running the keys from scratch --------
