@@ -1,6 +1,6 @@
 """Applying commit records: stamping a committed transaction's CSN on its parts, table by table.
 
-Seed 003's commit-then-apply: the record makes a transaction durable, applying makes it readable.
+Commit then apply (docs/DESIGN.md): the record makes a transaction durable, applying makes it readable.
 Any process may apply any record, any number of times (every step is idempotent), so a commit
 never depends on its committer surviving. The watermark only passes a record once it is applied.
 With an external log (ZooKeeper) every commit is applied here after its record; the SQL oracle

@@ -5,7 +5,7 @@
               (oracle), validate the serializable read set, write the commit record, flip state to
               committed, and (SQL oracle) apply: stamp the CSN on the parts. The record is the commit
               point; with the SQL oracle the record, the stamps and the watermark share that one
-              transaction (DESIGN allows it), so a SQL commit is never half applied.
+              transaction (docs/DESIGN.md, decision D1), so a SQL commit is never half applied.
 3. catch up   apply any older record still pending, so the committer reads its own commit
 With an external log (ZooKeeper, commit_external.py) apply is a step of its own, table by table
 (apply.py), and anyone may finish it. A failure before step 2 leaves the transaction active (or rolls

@@ -1,4 +1,6 @@
-"""Compaction: merging a partition's small parts into fewer, bigger ones, invisibly to every snapshot (seed 000).
+"""Compaction: merging a partition's small parts into fewer, bigger ones, invisibly to every snapshot.
+
+Why a merge may keep old CSNs: docs/DESIGN.md, decision D9.
 
 Three steps, each usable alone (a Spark variant passes its own writer for step 2 and reuses 1 and 3):
   1. plan   groups of small parts per partition. Candidates are committed, unlocked parts created at

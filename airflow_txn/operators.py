@@ -1,4 +1,4 @@
-"""The transaction and maintenance operators (CONTRACT.md): `from airflow_txn.operators import ...`. Imports Airflow."""
+"""The transaction and maintenance operators: `from airflow_txn.operators import ...`. Imports Airflow."""
 
 from airflow_txn.airflow.operators import (
     BeginTransactionOperator,

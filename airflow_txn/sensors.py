@@ -1,4 +1,4 @@
-"""The CSN sensor (CONTRACT.md): `from airflow_txn.sensors import CommitCSNSensor`. Imports Airflow."""
+"""The CSN sensor: `from airflow_txn.sensors import CommitCSNSensor`. Imports Airflow."""
 
 from airflow_txn.airflow.sensors import CommitCSNSensor
 

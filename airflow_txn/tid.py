@@ -1,4 +1,4 @@
-"""Transaction ids: `(start_csn, local_tid, host_id)` (seed 001), printable and parseable.
+"""Transaction ids: `(start_csn, local_tid, host_id)` (docs/DESIGN.md, data model), printable and parseable.
 
 A tid is known at begin, unique across every process of every machine that shares a warehouse:
 `host_id` is random per process (64 bits), `local_tid` counts within that process, `start_csn` is

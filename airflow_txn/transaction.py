@@ -63,7 +63,7 @@ _REJECTED = (InvalidArgumentError, InvalidatedKeysError, InvalidNameError, Retry
 
 
 class Transaction:
-    """One transaction of a Warehouse; see CONTRACT.md for the methods."""
+    """One transaction of a Warehouse; stage writes, read, commit or roll back (docs/CONCEPTS.md)."""
 
     def __init__(self, warehouse: Warehouse, tid: str, snapshot_csn: int, isolation: str) -> None:
         self.warehouse = warehouse

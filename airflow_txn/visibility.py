@@ -1,4 +1,4 @@
-"""The visibility rule of invariant 2 (seed 000), once as a pure function and once as a SQL clause.
+"""The visibility rule of invariant 2 (docs/DESIGN.md), once as a pure function and once as a SQL clause.
 
 Part p is visible to transaction T with snapshot S iff
     (p.creation_tid == T.tid and p.removal_tid != T.tid)

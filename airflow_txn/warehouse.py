@@ -47,7 +47,7 @@ _GATE_SHARED = select(_c.value).where(_c.name == schema.COUNTER_SNAPSHOT_GATE).w
 
 
 class Warehouse:
-    """Open with `Warehouse.open(catalog=..., root=..., oracle=...)`; see CONTRACT.md."""
+    """Open with `Warehouse.open(catalog=..., root=..., oracle=...)`; docs/CONCEPTS.md says what each argument is."""
 
     def __init__(self, config: WarehouseConfig, runtime: Runtime) -> None:
         self.config = config

@@ -3,8 +3,9 @@
     .venv/bin/python benchmarks/run.py                 # every row, full size: docs/benchmarks/results.json
                                                        #   and docs/BENCHMARKS.md
     .venv/bin/python benchmarks/run.py --only B1,B2    # some rows; the others keep their last results
-    .venv/bin/python benchmarks/run.py --quick         # CI: small sizes, results in a temp dir; exits 1 only
-                                                       #   if a ratio is worse than twice its target
+    .venv/bin/python benchmarks/run.py --quick         # CI: small sizes, results in build/benchmarks/ (ignored
+                                                       #   by git); exits 1 only if a ratio is worse than
+                                                       #   twice its target
 
 Each row is a module benchmarks/b<N>_*.py exposing `run(quick: bool) -> list[dict]` (rows built with
 benchmarks/_bench.py), a docstring saying what it measures and, optionally, NOTES (Markdown: findings,
@@ -24,7 +25,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -51,15 +51,15 @@ ROWS: list[tuple[str, str, str]] = [
 ]
 RESULTS = REPO / "docs" / "benchmarks" / "results.json"
 PAGE = REPO / "docs" / "BENCHMARKS.md"
+QUICK_DIR = REPO / "build" / "benchmarks"
+"""Where --quick writes its results and page: ignored by git, so a test run leaves the checkout clean."""
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     wanted = _select(args.only)
     os.environ[_bench.WORKDIR_ENV] = str(Path(args.workdir).resolve())
-    scratch = Path(tempfile.mkdtemp(prefix="airflow_txn-bench-")) if args.quick else None
-    out = Path(args.out) if args.out else (scratch / "results.json" if scratch else RESULTS)
-    page = Path(args.md) if args.md else (scratch / "BENCHMARKS.md" if scratch else PAGE)
+    out, page = outputs(args)
     run = {"command": _command(argv), "quick": args.quick, "started": _now(), "machine": _machine(),
            "versions": _versions(), "rows": {}}
     failed: list[str] = []
@@ -90,15 +90,24 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed or regressions else 0
 
 
+def outputs(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(results JSON, generated page): --out / --md if given, else the tracked files for a full run and
+    build/benchmarks/ for --quick."""
+    scratch = QUICK_DIR if args.quick else None
+    out = Path(args.out) if args.out else (scratch / "results.json" if scratch else RESULTS)
+    page = Path(args.md) if args.md else (scratch / "BENCHMARKS.md" if scratch else PAGE)
+    return out, page
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated row ids, e.g. B1,B2 (default: all)")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes (CI, under 3 minutes); fail only if a ratio is worse than twice its target")
     parser.add_argument("--out", default=None, help=f"results JSON (default {RESULTS.relative_to(REPO)}; "
-                        "--quick: a temp file)")
+                        "--quick: build/benchmarks/results.json)")
     parser.add_argument("--md", default=None, help=f"generated page (default {PAGE.relative_to(REPO)}; "
-                        "--quick: a temp file)")
+                        "--quick: build/benchmarks/BENCHMARKS.md)")
     parser.add_argument("--workdir", default=str(_bench.workdir()),
                         help="where contenders write their files (default <repo>/.bench-tmp, on the disk)")
     return parser.parse_args(argv)

@@ -4,7 +4,10 @@
 # then the Spark tests on a local SparkSession, then the ZooKeeper oracle tests against real servers,
 # then the Airflow tests: real dag.test() runs of the example DAGs with Spark, on SQLite and PostgreSQL).
 # Starts the services it needs itself. Safe to run twice. Extra arguments go to pytest.
+# Leaves `git status` as it found it: reports go under build/ (ignored by git), and the last step checks.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
+git_status() { git -C "$REPO" status --porcelain 2>/dev/null || true; }
+STATUS_BEFORE="$(git_status)"
 ensure_venv "dev,spark,zookeeper,airflow,bench"
 cd "$REPO"
 
@@ -39,8 +42,9 @@ run_pytest() {  # pytest's exit 5 (nothing selected, e.g. with a -k filter) is n
     return "$rc"
 }
 # The reliability suites (crash matrix, service faults, randomized histories, fuzzing, ZooKeeper faults) run
-# once, in the last phase, through scripts/reliability.py, which also writes docs/RELIABILITY.md. With extra
-# pytest arguments (e.g. -k vacuum) they run in the ordinary phases instead and no report is written.
+# once, in the last phase, through scripts/reliability.py, which writes build/reliability/RELIABILITY.md (the
+# tracked docs/RELIABILITY.md only changes with --write-docs). With extra pytest arguments (e.g. -k vacuum)
+# they run in the ordinary phases instead and no report is written.
 RELIABILITY=()
 if [ $# -eq 0 ]; then
     RELIABILITY=(--ignore=tests/core/test_crash_points.py --ignore=tests/faults --ignore=tests/history
@@ -57,8 +61,14 @@ run_pytest -m "zookeeper and not spark and not airflow" "${RELIABILITY[@]}" "$@"
 log "Airflow tests (dag.test() of the example DAGs with Spark; a throw-away Airflow home)"
 run_pytest -m airflow "$@"
 if [ $# -eq 0 ]; then
-    log "benchmarks, quick mode (fails only if a ratio passes its gate, twice its target; results not kept)"
+    log "benchmarks, quick mode (fails only if a ratio passes its gate, twice its target) -> build/benchmarks/"
     "$VENV/bin/python" benchmarks/run.py --quick
-    log "reliability suites (crash matrix, service faults, random histories, fuzzing) -> docs/RELIABILITY.md"
+    log "reliability suites (crash matrix, service faults, random histories, fuzzing) -> build/reliability/"
     "$VENV/bin/python" scripts/reliability.py --quick
+fi
+log "git status unchanged by the run"
+if [ "$(git_status)" != "$STATUS_BEFORE" ]; then
+    echo "the test command changed the checkout (tests and reports must write under build/ or a temp dir):" >&2
+    diff <(printf '%s\n' "$STATUS_BEFORE") <(git_status) >&2 || true
+    exit 1
 fi

@@ -4,7 +4,7 @@ meta            key/value facts about the catalog itself (schema_version)
 counters        named 64-bit counters: last_csn (the SQL oracle), vacuum_horizon, snapshot_gate
 tables          one row per table: name, Arrow schema (IPC bytes), partition columns, directory
 transactions    one row per transaction: state machine active -> committed | rolled_back
-parts           one row per part: the four version columns of seed 000 plus files and staging keys
+parts           one row per part: the four version columns (docs/DESIGN.md) plus files and staging keys
 commit_log      (csn, tid, tables, time, applied): the record is the commit point (invariant 3)
 table_commits   (table_id, csn) for every table a commit touched: last_commit_csn, serializable checks
 read_set        (tid, table_id, partition_key) read by serializable transactions (vacuum purges ended ones)

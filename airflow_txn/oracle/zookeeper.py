@@ -1,4 +1,4 @@
-"""The ZooKeeper CSN oracle (kazoo): the commit log as sequential znodes, the record holds the tid (seed 000/001).
+"""The ZooKeeper CSN oracle (kazoo): the commit log as sequential znodes, the record holds the tid (docs/DESIGN.md, D4).
 
 Layout under the chroot; /log, /decisions, /aborts and /head are created once and never deleted:
   /meta                  {"warehouse_id": ...}: the catalog this log belongs to (checked at connect)

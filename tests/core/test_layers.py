@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The layers above the core (DESIGN.md: the Airflow and Spark layers); every other module is core or cli.
+# The layers above the core (docs/DESIGN.md, Layers: the Airflow and Spark layers); every other module is core or cli.
 UPPER_LAYERS = {"airflow", "spark", "operators", "sensors", "triggers", "hooks", "hook", "plugin", "plugins",
                 "listener", "listeners", "task_group", "dags", "example_dags", "providers"}
 

@@ -27,7 +27,7 @@ says about them: a staging call writes one part per partition present in its dat
 part); overwrite replaces every part of the table (or of the listed partitions) visible to the
 transaction; delete/update replace only the visible parts holding a matching row, each by one part
 of its kept/updated rows (none when nothing is kept). A model part has the four version fields of
-seed 000 (creating transaction, creation CSN or None or RollbackCSN, removing transaction, removal
+docs/DESIGN.md (creating transaction, creation CSN or None or RollbackCSN, removing transaction, removal
 CSN) and its staging keys.
 
 * Visibility (invariant 2): a transaction sees its own live parts not removed by itself, plus parts
@@ -110,7 +110,7 @@ from airflow_txn.errors import (
 )
 from airflow_txn.transaction import Transaction
 
-ROLLBACK_CSN = 2**63 - 1  # DESIGN.md: RollbackCSN, never visible
+ROLLBACK_CSN = 2**63 - 1  # docs/DESIGN.md: RollbackCSN, never visible
 WHOLE = "*"  # a read set entry meaning "the whole table"
 MAX_LIVE = 4
 ISOLATIONS = ("snapshot", "serializable")
