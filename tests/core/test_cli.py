@@ -98,7 +98,8 @@ def test_tables_watermark_log_read(wh: Warehouse, opts: list[str], capsys: pytes
     assert mark["readable_csn"] == 2 and mark["oracle_csn"] == 2 and mark["lag"] == 0
     assert mark["oracle"] == ("zookeeper" if os.environ.get("AIRFLOW_TXN_ORACLE") else "sql")
     shown = text_fields(run(capsys, [*opts, "watermark"])[0])
-    assert (shown["readable_csn"], shown["oracle"], shown["oracle_csn"], shown["lag"]) == ("2", mark["oracle"], "2", "0")
+    assert (shown["readable_csn"], shown["oracle"], shown["oracle_csn"], shown["lag"]) == (
+        "2", mark["oracle"], "2", "0")
 
     log = run_json(capsys, [*opts, "log", "--limit", "5"])
     assert [(r["csn"], r["tid"], r["tables"]) for r in log] == [(2, tid, ["sales.events"])]
