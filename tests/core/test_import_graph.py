@@ -55,7 +55,7 @@ LAYERS = (
     # real-service harnesses for tests (ZooKeeper, PostgreSQL, Chromium): nothing in the package uses them
     Layer("testing", ("airflow_txn.testing",), frozenset({"testing"}),
           frozenset({"kazoo", "psycopg"})),
-    # the core's ZooKeeper oracle: the one place for kazoo (make_oracle and doctor import it inside functions)
+    # the core's ZooKeeper oracle: the one place for kazoo (imported inside functions, for a zookeeper:// oracle)
     Layer("zookeeper adapter", ("airflow_txn.oracle.zookeeper*",), CORE, frozenset({"kazoo"})),
     # everything else: warehouse, transaction, the protocols, the row modules, catalog/, oracle/, storage, ...
     Layer("core", ("airflow_txn",), CORE),
