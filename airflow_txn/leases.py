@@ -23,14 +23,12 @@ class LeaseKeeper:
         self._interval = max(0.5, interval)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="airflow-txn-lease", daemon=True)
-        self.renewals = 0
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
                 if not self._renew():
                     return
-                self.renewals += 1
             except Exception:  # keep trying: a passing catalog hiccup must not drop the lease
                 log.warning("renewing the transaction lease failed; will retry", exc_info=True,
                             extra=logs.fields(self._tid))

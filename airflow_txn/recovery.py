@@ -115,8 +115,3 @@ def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> dict[str,
         log.error("%d file(s) of visible parts are missing, e.g. %s", len(missing), missing[0],
                   extra=logs.fields(csn=watermark))
     return {"orphan_dirs": orphans, "missing_files": missing}
-
-
-def watermark_report(rt: Runtime) -> dict[str, int]:
-    with rt.catalog.read() as conn:
-        return {"readable_csn": commit_log.readable_csn(conn, rt.oracle), "last_csn": rt.oracle.last_csn(conn)}

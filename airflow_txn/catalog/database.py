@@ -313,11 +313,3 @@ def _dispose_in_child(ref: weakref.ReferenceType[Catalog]) -> None:
     catalog = ref()
     if catalog is not None:
         catalog.engine.dispose(close=False)
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Serialization failures and deadlocks that a retry of the whole catalog transaction fixes."""
-    if not isinstance(exc, DBAPIError):
-        return False
-    code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-    return code in {"40001", "40P01"} or "database is locked" in str(exc.orig)

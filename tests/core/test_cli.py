@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -58,6 +59,12 @@ def assert_error(capsys: pytest.CaptureFixture[str], args: list[str], code: int,
     assert payload["exit_code"] == code and payload["type"] == kind and words in payload["message"]
 
 
+def text_fields(out: str) -> dict[str, str]:
+    """The `key  value` lines of a command's text output (a title line, if any, left out)."""
+    pairs = (re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in out.splitlines())
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
 def commit_events(wh: Warehouse, ids: list[int], label: str = "cli") -> str:
     with wh.begin(label=label) as t:
         t.append("sales.events", events(ids))
@@ -72,7 +79,7 @@ def test_init_creates_then_is_idempotent(catalog_url: str, tmp_path: Path, capsy
     assert first["root"] == str(root) and first["readable_csn"] == 1 and first["tables"] == 0 and root.is_dir()
     assert run_json(capsys, args) == first
     out, _ = run(capsys, args)
-    assert str(root) in out and "readable_csn" in out
+    assert text_fields(out) == {k: str(v) for k, v in first.items()}  # the text shows what --json does
     assert run_json(capsys, ["--catalog", catalog_url, "--root", str(root), "doctor"])["ok"] is True
 
 
@@ -90,7 +97,9 @@ def test_tables_watermark_log_read(wh: Warehouse, opts: list[str], capsys: pytes
     mark = run_json(capsys, [*opts, "watermark"])
     assert mark["readable_csn"] == 2 and mark["oracle_csn"] == 2 and mark["lag"] == 0
     assert mark["oracle"] == ("zookeeper" if os.environ.get("AIRFLOW_TXN_ORACLE") else "sql")
-    assert "readable_csn" in run(capsys, [*opts, "watermark"])[0]
+    shown = text_fields(run(capsys, [*opts, "watermark"])[0])
+    assert (shown["readable_csn"], shown["oracle"], shown["oracle_csn"], shown["lag"]) == (
+        "2", mark["oracle"], "2", "0")
 
     log = run_json(capsys, [*opts, "log", "--limit", "5"])
     assert [(r["csn"], r["tid"], r["tables"]) for r in log] == [(2, tid, ["sales.events"])]
@@ -140,11 +149,14 @@ def test_rollback_recover_vacuum(wh: Warehouse, opts: list[str], root: Path,
     assert_error(capsys, [*opts, "rollback", committed], exit_codes.ERROR, "TransactionClosedError", "committed")
     report = run_json(capsys, [*opts, "recover"])
     assert report["rolled_forward"] == 0 and report["rolled_back"] == [] and report["missing_files"] == []
-    assert "watermark" in run(capsys, [*opts, "recover"])[0]
+    shown = text_fields(run(capsys, [*opts, "recover"])[0])
+    assert (shown["rolled_forward"], shown["rolled_back"], shown["watermark"], shown["missing_files"]) == (
+        "0", "-", "2", "-")
     assert run_json(capsys, [*opts, "vacuum", "--retention", "0"])["parts_removed"] == 1
     assert storage_files(root) < staged
     assert sorted(wh.read("sales.events").column("id").to_pylist()) == [1]
-    assert "parts_removed" in run(capsys, [*opts, "vacuum", "--retention", "0"])[0]
+    shown = text_fields(run(capsys, [*opts, "vacuum", "--retention", "0"])[0])
+    assert (shown["parts_removed"], shown["dry_run"], shown["horizon"]) == ("0", "no", "2")  # nothing left
 
 
 def test_recover_rolls_back_expired_with_progress_on_stderr(wh: Warehouse, opts: list[str],
@@ -174,7 +186,8 @@ def test_vacuum_dry_run_deletes_nothing(wh: Warehouse, opts: list[str], root: Pa
     out, err = run(capsys, [*opts, "vacuum", "--retention", "0", "--dry-run", "--json"])
     would = json.loads(out)
     assert (would["dry_run"], would["parts_removed"]) == (True, 1) and storage_files(root) == before
-    assert "parts" in err  # its progress, on stderr
+    stages = {line.split()[0] for line in err.splitlines() if line.strip()}
+    assert {"parts", "orphans"} <= stages  # its progress, one bar per stage, on stderr
     done = run_json(capsys, [*opts, "vacuum", "--retention", "0"])
     assert (done["dry_run"], done["parts_removed"]) == (False, 1) and storage_files(root) < before
 
@@ -200,7 +213,9 @@ def test_compact(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[s
     assert (events_stats()["parts"], events_stats()["rows"]) == (1, 3)
     assert sorted(wh.read("sales.events").column("id").to_pylist()) == [0, 1, 2]
     out, _ = run(capsys, [*opts, "compact", "sales.events"])  # nothing left to merge
-    assert "compaction of sales.events" in out
+    shown = text_fields(out)
+    assert out.startswith("compaction of sales.events\n")
+    assert (shown["merged"], shown["parts_before"], shown["parts_after"]) == ("0", "1", "1")
     assert_error(capsys, [*opts, "compact", "sales.missing"], exit_codes.NOT_FOUND, "TableNotFoundError",
                  "sales.missing")
 
@@ -215,7 +230,8 @@ def test_retention(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture
     assert wh.retention("sales.events")["versions"] == 3
     cleared = run_json(capsys, [*opts, "retention", "sales.events", "--clear"])
     assert (cleared["seconds"], cleared["versions"]) == (None, None)
-    assert "horizon" in run(capsys, [*opts, "retention", "sales.events"])[0]
+    shown = text_fields(run(capsys, [*opts, "retention", "sales.events"])[0])
+    assert (shown["seconds"], shown["versions"], shown["horizon"]) == ("-", "-", "1")  # nothing vacuumed yet
     assert_error(capsys, [*opts, "retention", "sales.events", "--clear", "--versions", "2"], exit_codes.USAGE,
                  "UsageError", "--clear")
     assert_error(capsys, [*opts, "retention", "sales.events", "--versions", "0"], exit_codes.USAGE,

@@ -1,0 +1,225 @@
+"""Layering, statically: every import written in the package goes in an allowed direction (issue 17, item 7).
+
+The rules are the table LAYERS below (docs/ARCHITECTURE.md, "Layer rules", says the same in words). The
+checker reads each module's syntax tree, so it sees what `tests/core/test_layers.py` (which watches the
+modules a fresh interpreter loads) cannot: imports inside functions, under `if TYPE_CHECKING:`, relative
+imports, and `importlib.import_module("literal")` calls, whether or not any code path runs them. It does
+not see a module name built at run time (e.g. the values of the lazy `_EXPORTS` tables, which the
+packages mirror under TYPE_CHECKING, where the checker does see them).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "airflow_txn"
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    modules: tuple[str, ...]
+    """fnmatch patterns of module names, each also covering what lies under it (`airflow_txn.cli` covers
+    `airflow_txn.cli.doctor`); a module belongs to the FIRST layer of LAYERS that matches it."""
+    may_import: frozenset[str]
+    """The layers (of this package) whose modules it may import, its own included."""
+    optional: frozenset[str] = frozenset()
+    """The packages of OPTIONAL it may import."""
+
+
+OPTIONAL = frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j", "kazoo", "psycopg"})
+"""Third-party packages that come only with an extra (airflow: Airflow and its API server's fastapi and
+starlette; spark: pyspark and py4j; zookeeper: kazoo; postgres: psycopg, which SQLAlchemy loads by URL).
+Every other third-party import (pyarrow, sqlalchemy, click, rich, ...) is the base install's or an
+upper layer's own business and is not governed here."""
+
+CORE = frozenset({"core", "zookeeper adapter"})
+
+LAYERS = (
+    # `from airflow_txn.operators import ...` / `from airflow_txn.sensors import ...`: re-exports of the airflow layer
+    Layer("shims", ("airflow_txn.operators", "airflow_txn.sensors"), frozenset({"airflow"})),
+    Layer("airflow", ("airflow_txn.airflow",), CORE | {"spark", "airflow"},
+          frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j"})),
+    Layer("spark", ("airflow_txn.spark",), CORE | {"spark"}, frozenset({"pyspark", "py4j"})),
+    Layer("cli", ("airflow_txn.cli",), CORE | {"cli"}),
+    # `python -m airflow_txn.demo`: a program on top of the core that nothing imports
+    Layer("demo", ("airflow_txn.demo",), CORE),
+    # real-service harnesses for tests (ZooKeeper, PostgreSQL, Chromium): nothing in the package uses them
+    Layer("testing", ("airflow_txn.testing",), frozenset({"testing"}),
+          frozenset({"kazoo", "psycopg"})),
+    # the core's ZooKeeper oracle: the one place for kazoo (imported inside functions, for a zookeeper:// oracle)
+    Layer("zookeeper adapter", ("airflow_txn.oracle.zookeeper*",), CORE, frozenset({"kazoo"})),
+    # everything else: warehouse, transaction, the protocols, the row modules, catalog/, oracle/, storage, ...
+    Layer("core", ("airflow_txn",), CORE),
+)
+BY_NAME = {layer.name: layer for layer in LAYERS}
+
+
+def layer_of(module: str) -> Layer:
+    """The layer of a module, or of a name imported from one (`airflow_txn.operators.VacuumOperator`)."""
+    return next(layer for layer in LAYERS
+                if any(fnmatchcase(module, p) or fnmatchcase(module, f"{p}.*") for p in layer.modules))
+
+
+# -- reading the imports -----------------------------------------------------------------------------------------
+def module_name(path: Path) -> tuple[str, bool]:
+    """(dotted module name, is it a package's __init__) of a file of the package."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    is_package = parts[-1] == "__init__"
+    return ".".join(parts[:-1] if is_package else parts), is_package
+
+
+def imported_by_call(node: ast.Call) -> str | None:
+    """The module of `importlib.import_module("x")`, `import_module("x")` or `__import__("x")`."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name not in {"import_module", "__import__"} or not node.args:
+        return None
+    first = node.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+        return first.value
+    return None
+
+
+def imports_in(source: str, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
+    """(imported name, line) for every import in `source`, wherever it stands. `from m import n` yields
+    `m.n` (n may be a submodule, e.g. `from airflow_txn import spark`); relative imports are resolved."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            yield from ((base if a.name == "*" else f"{base}.{a.name}", node.lineno) for a in node.names)
+        elif isinstance(node, ast.Call) and (called := imported_by_call(node)) is not None:
+            yield called, node.lineno
+
+
+def broken_rule(layer: Layer, target: str) -> str | None:
+    """Why `layer` may not import `target` (None: it may)."""
+    top = target.split(".")[0]
+    if top == "airflow_txn":
+        other = layer_of(target).name
+        return None if other in layer.may_import else f"the {other} layer (may import: {sorted(layer.may_import)})"
+    if top in OPTIONAL and top not in layer.optional:
+        return f"{top}, an optional dependency (may import: {sorted(layer.optional)})"
+    return None
+
+
+def violations(source: str, module: str, is_package: bool = False, where: str = "") -> list[str]:
+    """One line per import of `module` (whose code is `source`) that the rules forbid."""
+    layer = layer_of(module)
+    found = []
+    for target, line in imports_in(source, module, is_package):
+        reason = broken_rule(layer, target)
+        if reason is not None:
+            found.append(f"{where or module}:{line}: {module} ({layer.name}) imports {target}: {reason}")
+    return found
+
+
+def package_modules() -> list[tuple[Path, str, bool]]:
+    return [(path, *module_name(path)) for path in sorted(PACKAGE.rglob("*.py"))]
+
+
+# -- the package keeps the rules ---------------------------------------------------------------------------------
+def test_every_import_in_the_package_follows_the_layer_rules() -> None:
+    found = [v for path, module, is_package in package_modules()
+             for v in violations(path.read_text(encoding="utf-8"), module, is_package, str(path.relative_to(REPO)))]
+    assert found == [], "\n".join(found)
+
+
+def test_every_layer_owns_modules() -> None:
+    """A rule about modules that no longer exist protects nothing: every layer must match some module."""
+    owners = {layer_of(module).name for _path, module, _pkg in package_modules()}
+    assert owners == set(BY_NAME)
+    assert {m for _p, m, _k in package_modules() if layer_of(m).name == "zookeeper adapter"} >= {
+        "airflow_txn.oracle.zookeeper"}
+
+
+def test_the_checker_sees_deferred_type_checking_and_dynamic_imports() -> None:
+    """The scan is not vacuous: imports the interpreter never runs at import time are found in the real code."""
+    seen = {(module, target) for path, module, is_package in package_modules()
+            for target, _line in imports_in(path.read_text(encoding="utf-8"), module, is_package)}
+    assert ("airflow_txn.cli.doctor", "airflow_txn.oracle.zookeeper.ZooKeeperOracle") in seen  # inside a function
+    assert ("airflow_txn.spark", "airflow_txn.spark.writer.write") in seen  # under TYPE_CHECKING
+    assert ("airflow_txn.spark", "pyspark.sql") in seen  # importlib.import_module("pyspark.sql")
+    assert ("airflow_txn.airflow.version_compat", "airflow.sdk.observability.stats") in seen  # inside a function
+
+
+# -- the checker fails on a forbidden edge -----------------------------------------------------------------------
+DEFERRED_PYSPARK = '''
+def to_frame(table):
+    import pyspark.sql
+    return pyspark.sql.SparkSession.builder.getOrCreate().createDataFrame(table.to_pandas())
+'''
+
+TYPE_CHECKING_HOOK = '''
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from airflow_txn.airflow.hooks.txn import TxnHook
+'''
+
+FORBIDDEN = [
+    # (module the source pretends to be, is it a package, its source, the import that must be reported)
+    ("airflow_txn.commit", False, "from airflow_txn.airflow import TxnHook\n", "airflow_txn.airflow.TxnHook"),
+    ("airflow_txn.commit", False, "from airflow_txn import spark\n", "airflow_txn.spark"),
+    ("airflow_txn.commit", False, DEFERRED_PYSPARK, "pyspark.sql"),
+    ("airflow_txn.catalog.database", False, "from ..cli import render\n", "airflow_txn.cli.render"),
+    ("airflow_txn.oracle", True, "from ..airflow.version_compat import airflow_conf\n",
+     "airflow_txn.airflow.version_compat.airflow_conf"),
+    ("airflow_txn.warehouse", False, "import importlib\nimportlib.import_module('airflow.sdk')\n", "airflow.sdk"),
+    ("airflow_txn.storage", False, "from kazoo.client import KazooClient\n", "kazoo.client.KazooClient"),
+    ("airflow_txn.recovery", False, "from airflow_txn.testing.ports import free_port\n",
+     "airflow_txn.testing.ports.free_port"),
+    ("airflow_txn.spark.writer", False, TYPE_CHECKING_HOOK, "airflow_txn.airflow.hooks.txn.TxnHook"),
+    ("airflow_txn.spark.writer", False, "def f():\n    from airflow.sdk import Variable\n", "airflow.sdk.Variable"),
+    ("airflow_txn.cli.commands", False, "def f():\n    import airflow_txn.spark.reader\n", "airflow_txn.spark.reader"),
+    ("airflow_txn.cli.commands", False, "from airflow_txn.airflow import web\n", "airflow_txn.airflow.web"),
+    ("airflow_txn.airflow.hooks.txn", False, "from airflow_txn.cli import main\n", "airflow_txn.cli.main"),
+    ("airflow_txn.airflow.plugin", False, "from airflow_txn.operators import VacuumOperator\n",
+     "airflow_txn.operators.VacuumOperator"),
+]
+
+
+@pytest.mark.parametrize(("module", "is_package", "source", "target"), FORBIDDEN)
+def test_a_forbidden_import_is_reported(module: str, is_package: bool, source: str, target: str) -> None:
+    [report] = violations(source, module, is_package)
+    assert f"{module} ({layer_of(module).name}) imports {target}:" in report
+
+
+ALLOWED = [
+    ("airflow_txn.airflow.operators.spark", "from airflow_txn.spark import write\nimport pyspark.sql\n"),
+    ("airflow_txn.airflow.web.app", "from fastapi import FastAPI\nfrom airflow_txn.warehouse import Warehouse\n"),
+    ("airflow_txn.spark.reader", "from airflow_txn.warehouse import Warehouse\nfrom . import engine\n"),
+    ("airflow_txn.cli.doctor", "def f():\n    from airflow_txn.oracle.zookeeper import ZooKeeperOracle\n"),
+    ("airflow_txn.oracle.zookeeper", "from kazoo.client import KazooClient\nfrom .base import CsnOracle\n"),
+    ("airflow_txn.oracle", "def make():\n    from airflow_txn.oracle.zookeeper import ZooKeeperOracle\n"),
+    ("airflow_txn.operators", "from airflow_txn.airflow.operators import VacuumOperator\n"),
+    ("airflow_txn.commit", "import sqlalchemy\nimport pyarrow\nfrom airflow_txn import airflowish\n"),
+]
+
+
+@pytest.mark.parametrize(("module", "source"), ALLOWED)
+def test_an_allowed_import_is_not_reported(module: str, source: str) -> None:
+    assert violations(source, module) == []
+
+
+def test_modules_belong_to_the_layer_their_path_says() -> None:
+    expected = {
+        "airflow_txn": "core", "airflow_txn.warehouse": "core", "airflow_txn.catalog.database": "core",
+        "airflow_txn.oracle": "core", "airflow_txn.oracle.sql": "core",
+        "airflow_txn.oracle.zookeeper": "zookeeper adapter", "airflow_txn.oracle.zookeeper_spec": "zookeeper adapter",
+        "airflow_txn.spark": "spark", "airflow_txn.spark.writer": "spark", "airflow_txn.airflow.web.app": "airflow",
+        "airflow_txn.operators": "shims", "airflow_txn.sensors": "shims", "airflow_txn.cli.__main__": "cli",
+        "airflow_txn.demo": "demo", "airflow_txn.testing.zookeeper": "testing",
+        "airflow_txn.sparkish": "core",
+    }
+    assert {m: layer_of(m).name for m in expected} == expected
