@@ -64,15 +64,11 @@ class OracleKind(ABC):
     `oracle` metric tag and `watermark`'s "oracle" come from here."""
 
     name: str
-    """The spec's scheme (`sql`, `zookeeper://...`)."""
+    """The spec's scheme (`sql`, `zookeeper://...`); the oracles it opens have the same `name`."""
     form: str
     """How a spec is written, for messages."""
     probe_hint: str
     """What to do when the oracle opens but does not answer."""
-
-    @property
-    def metric_tag(self) -> str:
-        return self.name
 
     def accepts(self, spec: str) -> bool:
         """Whether `spec` names this kind (its scheme only; `parse` checks the rest)."""

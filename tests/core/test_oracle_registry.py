@@ -46,7 +46,7 @@ def test_every_spec_finds_its_kind() -> None:
     assert registry.kind_of("sql") is SQL
     assert registry.kind_of("zookeeper://zk1:2181,zk2:2181/airflow_txn") is ZOOKEEPER
     assert isinstance(ZOOKEEPER.parse("zookeeper://zk1:2181/x?timeout=3"), ZooKeeperSpec)
-    assert [k.metric_tag for k in registry.KINDS] == ["sql", "zookeeper"]
+    assert [k.name for k in registry.KINDS] == ["sql", "zookeeper"]
 
 
 @pytest.mark.parametrize("spec", ["etcd://x", "bogus", "sql://x", "zk://h:1/x", ""])
@@ -57,7 +57,7 @@ def test_an_unknown_kind_is_refused_naming_every_known_form(spec: str) -> None:
 
 def test_a_new_kind_is_one_registry_entry(toy: ToyKind, tmp_path: Path) -> None:
     catalog, root = f"sqlite:///{tmp_path / 'c.db'}", str(tmp_path / "warehouse")
-    with pytest.raises(TxnError, match="'sql' or 'zookeeper://.*' or 'toy'"):
+    with pytest.raises(TxnError, match=r"'sql' or 'zookeeper://.*' or 'toy'"):
         WarehouseConfig.resolve(catalog=catalog, root=root, oracle="etcd://x")
     assert WarehouseConfig.resolve(catalog=catalog, root=root, oracle="toy").oracle == "toy"
     recording = metrics.RecordingSink()
