@@ -78,8 +78,7 @@ def commit(rt: Runtime, tid: str) -> int:
 def committed(rt: Runtime, tid: str, csn: int, started: float) -> None:
     """Report a commit that is applied: its log line and its latency (from `started`, perf_counter)."""
     elapsed_ms = (time.perf_counter() - started) * 1000.0
-    metrics.timing(metrics.COMMIT_LATENCY, elapsed_ms,
-                   {"oracle": "sql" if rt.oracle.external_log is None else "zookeeper"})
+    metrics.timing(metrics.COMMIT_LATENCY, elapsed_ms, {"oracle": rt.oracle.name})
     log.info("committed in %.1f ms", elapsed_ms, extra=logs.fields(tid, csn))
 
 

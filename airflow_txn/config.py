@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_txn.errors import TxnError
+from airflow_txn.oracle import registry as oracle_kinds
 
 ENV_CATALOG = "AIRFLOW_TXN_CATALOG"
 ENV_ROOT = "AIRFLOW_TXN_ROOT"
@@ -46,8 +47,7 @@ class WarehouseConfig:
         catalog_url = catalog or os.environ.get(ENV_CATALOG) or f"sqlite:///{home_dir() / 'catalog.db'}"
         root_path = Path(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse").expanduser()
         oracle_spec = (oracle or os.environ.get(ENV_ORACLE) or "sql").strip()
-        if oracle_spec != "sql" and not oracle_spec.startswith("zookeeper://"):
-            raise TxnError(f"unknown oracle {oracle_spec!r}: use 'sql' or 'zookeeper://host:port[,host:port]/chroot'")
+        oracle_kinds.kind_of(oracle_spec)  # a known kind; its options are checked when it is opened
         if "://" not in catalog_url:
             raise TxnError(f"catalog {catalog_url!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
         manifest_mode = manifests or os.environ.get(ENV_MANIFESTS) or "off"

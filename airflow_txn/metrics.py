@@ -11,7 +11,7 @@ whatever Airflow's `[metrics]` section configures). A sink that raises never fai
     airflow_txn.watermark_lag       gauge   committed CSNs not yet readable (last CSN - watermark),
                                             measured after each commit record is applied
 
-Tag: `oracle` ("sql" or "zookeeper") on commit latency.
+Tag: `oracle` (the oracle kind's name, oracle/registry.py: "sql" or "zookeeper") on commit latency.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from airflow_txn import overview
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.config import WarehouseConfig
 from airflow_txn.errors import TxnError
-from airflow_txn.oracle import CsnOracle, SqlOracle
+from airflow_txn.oracle import CsnOracle
+from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.runtime import Runtime
 from airflow_txn.storage import Storage
 from airflow_txn.tid import TidFactory
@@ -197,39 +198,10 @@ def _oracle_and_recovery(config: WarehouseConfig, timeout: float) -> list[Check]
 
 
 def check_oracle(spec: str, catalog: Catalog, timeout: float) -> tuple[Check, CsnOracle | None]:
-    """The SQL counter row, or a ZooKeeper connection (within `timeout`) to the log of THIS warehouse."""
-    if spec == "sql":
-        oracle = SqlOracle(catalog)
-        try:
-            with catalog.read() as conn:
-                last = oracle.last_csn(conn)
-        except (TxnError, SQLAlchemyError) as exc:
-            return Check("oracle", FAIL, f"the SQL CSN counter cannot be read: {_first_line(exc)}", _INIT_HINT), None
-        return Check("oracle", OK, f"sql: last CSN {last}"), oracle
-    return _check_zookeeper(spec, catalog, timeout)
-
-
-def _check_zookeeper(spec_text: str, catalog: Catalog, timeout: float) -> tuple[Check, CsnOracle | None]:
-    from airflow_txn.oracle.zookeeper_spec import ZooKeeperSpec
-
-    try:
-        spec = ZooKeeperSpec.parse(spec_text)
-    except TxnError as exc:
-        return Check("oracle", FAIL, str(exc), "fix --oracle / AIRFLOW_TXN_ORACLE"), None
-    spec = dataclasses.replace(spec, timeout=min(spec.timeout, timeout))
-    try:
-        from airflow_txn.oracle.zookeeper import ZooKeeperOracle
-    except ImportError:
-        return Check("oracle", FAIL, "the ZooKeeper oracle needs the kazoo package",
-                     "pip install 'airflow-txn[zookeeper]'"), None
-    oracle = ZooKeeperOracle(spec, catalog)
-    try:
-        oracle.check_available()
-        last = oracle.last_logged_csn()
-    except TxnError as exc:
-        oracle.close()
-        return Check("oracle", FAIL, str(exc), "check that ZooKeeper runs and the hosts and chroot are right"), None
-    return Check("oracle", OK, f"zookeeper {spec.hosts}{spec.chroot}: last logged CSN {last}"), oracle
+    """The oracle's own check (oracle/registry.py), within `timeout`: e.g. the SQL counter row, or a
+    ZooKeeper connection to the log of THIS warehouse."""
+    found, oracle = oracle_kinds.kind_of(spec).doctor_check(spec, catalog, timeout)
+    return Check("oracle", OK if found.ok else FAIL, found.detail, found.hint), oracle
 
 
 def check_recovery(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracle | None) -> Check:

@@ -1,4 +1,5 @@
-"""What every CSN oracle provides to the commit protocol and to readers, and what an external log adds."""
+"""What every CSN oracle provides to the commit protocol and to readers, what an external log adds, and
+what a kind of oracle provides to configuration (oracle/registry.py lists the kinds)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,24 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from airflow_txn.catalog import Catalog
+from airflow_txn.errors import TxnError
+
 
 class CsnOracle(ABC):
     """Allocates CSNs at commit and tells the readable watermark (invariant 4)."""
 
     name: str
+    """Its kind's name (OracleKind.name): the spec's scheme, the `oracle` metric tag."""
 
-    @abstractmethod
     def next_csn(self, conn: Connection) -> int:
         """Allocate the next CSN inside the catalog transaction that writes the commit record.
 
-        Holds a lock until that transaction ends, so records appear in CSN order.
+        Holds a lock until that transaction ends, so records appear in CSN order. Only an oracle whose
+        record is a catalog row has this; one with an external log allocates in `ExternalLog.append`.
         """
+        raise TxnError(f"the {self.name} oracle allocates CSNs in its external commit log, not in a catalog "
+                       "transaction: commit through `external_log.append` (commit_external.py)")
 
     @abstractmethod
     def last_csn(self, conn: Connection) -> int:
@@ -34,8 +41,60 @@ class CsnOracle(ABC):
         """The commit log outside the catalog (ZooKeeper), or None when the record is a catalog row."""
         return None
 
+    @abstractmethod
+    def probe(self) -> str:
+        """Reach the oracle now (`airflow-txn doctor`): one line saying what it found, or TxnError."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections (ZooKeeper sessions); the SQL oracle has none of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """What the doctor's oracle check found: ok or not, a one-line detail, and what to do if not."""
+
+    ok: bool
+    detail: str
+    hint: str = ""
+
+
+class OracleKind(ABC):
+    """One kind of oracle as configuration sees it: the scheme of its spec, how the spec is parsed and
+    opened, and the doctor's check. Its `name` is also the `name` of the oracles it opens, so the
+    `oracle` metric tag and `watermark`'s "oracle" come from here."""
+
+    name: str
+    """The spec's scheme (`sql`, `zookeeper://...`); the oracles it opens have the same `name`."""
+    form: str
+    """How a spec is written, for messages."""
+    probe_hint: str
+    """What to do when the oracle opens but does not answer."""
+
+    def accepts(self, spec: str) -> bool:
+        """Whether `spec` names this kind (its scheme only; `parse` checks the rest)."""
+        return spec.startswith(f"{self.name}://")
+
+    @abstractmethod
+    def parse(self, spec: str) -> object:
+        """The spec's settings; TxnError naming what is wrong."""
+
+    @abstractmethod
+    def open(self, spec: str, catalog: Catalog, timeout: float | None = None) -> CsnOracle:
+        """The oracle `spec` describes (not connected yet); `timeout` caps how long one call may wait.
+        A bad spec raises TxnError, a missing client library OracleUnavailableError saying what to install."""
+
+    def doctor_check(self, spec: str, catalog: Catalog, timeout: float) -> tuple[Diagnosis, CsnOracle | None]:
+        """Open and probe within `timeout`; the open oracle comes back for the next checks (close it)."""
+        try:
+            oracle = self.open(spec, catalog, timeout)
+        except TxnError as exc:
+            return Diagnosis(False, str(exc), "fix --oracle / AIRFLOW_TXN_ORACLE, or install what it names"), None
+        try:
+            detail = oracle.probe()
+        except TxnError as exc:
+            oracle.close()
+            return Diagnosis(False, str(exc), self.probe_hint), None
+        return Diagnosis(True, detail), oracle
 
 
 @dataclass(frozen=True, slots=True)

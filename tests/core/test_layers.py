@@ -16,9 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 UPPER_LAYERS = {"airflow", "spark", "operators", "sensors", "triggers", "hooks", "hook", "plugin", "plugins",
                 "listener", "listeners", "task_group", "dags", "example_dags", "providers"}
 
-# The ZooKeeper oracle's adapter (airflow_txn/oracle/zookeeper.py) is where kazoo belongs: `make_oracle`
-# imports it only for a zookeeper:// oracle. The walk below leaves it out; its own test loads it.
-OPTIONAL_ADAPTERS = {"airflow_txn.oracle.zookeeper"}
+# The ZooKeeper oracle's kazoo parts (airflow_txn/oracle/zookeeper*.py but its spec, layout and group
+# commit) are where kazoo belongs: `make_oracle` imports them only for a zookeeper:// oracle. The walk
+# below leaves them out; their own test loads them.
+OPTIONAL_ADAPTERS = {f"airflow_txn.oracle.zookeeper{part}"
+                     for part in ("", "_session", "_segments", "_records", "_decisions", "_compaction")}
 
 # Run in a fresh interpreter; prints sys.modules after each step as one JSON object.
 PROBE = r"""
@@ -85,11 +87,17 @@ def test_every_core_and_cli_module_loads_no_heavy_layer(seen: dict[str, list[str
     assert forbidden(seen["all_core"]) == []
 
 
-def test_the_zookeeper_adapter_loads_kazoo_but_no_upper_layer() -> None:
+@pytest.mark.parametrize("adapter", sorted(OPTIONAL_ADAPTERS))
+def test_the_zookeeper_adapter_loads_kazoo_but_no_upper_layer(adapter: str) -> None:
     pytest.importorskip("kazoo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_TXN_")}
-    code = "import sys, airflow_txn.oracle.zookeeper; print(' '.join(sorted(sys.modules)))"
+    env["PYTHONPATH"] = str(REPO)
+    code = f"import sys, {adapter}; print(' '.join(sorted(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    assert forbidden(result.stdout.split()) == [m for m in result.stdout.split() if m.split(".")[0] == "kazoo"]
+    loaded = result.stdout.split()
+    assert adapter in loaded and "kazoo.client" in loaded, "the adapter is what loads kazoo"
+    assert [m for m in forbidden(loaded) if m.split(".")[0] != "kazoo"] == [], "no Airflow or Spark"
+    ours = [m for m in loaded if m.startswith("airflow_txn.")]
+    assert [m for m in ours if m.split(".")[1] in UPPER_LAYERS | {"cli"}] == [], "no upper layer of airflow_txn"

@@ -47,3 +47,20 @@ def test_missing_kazoo_says_what_to_install(tmp_path: object, monkeypatch: pytes
             make_oracle("zookeeper://127.0.0.1:2181/x", catalog)
     finally:
         catalog.dispose()
+
+
+def test_next_csn_of_the_zookeeper_oracle_is_a_typed_error_saying_what_to_call(tmp_path: object) -> None:
+    """issue 17, item 5: no AssertionError as an API. The ZooKeeper oracle allocates CSNs in its log's
+    append, never in a catalog transaction; asking it for one is a TxnError naming the right call."""
+    pytest.importorskip("kazoo")
+    from airflow_txn.oracle.zookeeper import ZooKeeperOracle
+
+    catalog = Catalog(f"sqlite:///{tmp_path}/c.db")
+    catalog.initialize()
+    oracle = ZooKeeperOracle(ZooKeeperSpec.parse("zookeeper://127.0.0.1:1/x"), catalog)  # connects on first use
+    try:
+        with catalog.write() as conn, pytest.raises(TxnError, match=r"external_log\.append"):
+            oracle.next_csn(conn)
+    finally:
+        oracle.close()
+        catalog.dispose()

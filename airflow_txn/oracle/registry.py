@@ -1,0 +1,27 @@
+"""Every kind of CSN oracle, by the scheme of its spec: the one list that make_oracle, the
+configuration, `airflow-txn doctor` and the commit metric go through. A new oracle is its module
+(an OracleKind and its CsnOracle) plus one entry in KINDS."""
+
+from __future__ import annotations
+
+from airflow_txn.catalog import Catalog
+from airflow_txn.errors import TxnError
+from airflow_txn.oracle.base import CsnOracle, OracleKind
+from airflow_txn.oracle.sql import SQL
+from airflow_txn.oracle.zookeeper_spec import ZOOKEEPER
+
+KINDS: tuple[OracleKind, ...] = (SQL, ZOOKEEPER)
+
+
+def kind_of(spec: str) -> OracleKind:
+    """The kind `spec` names; TxnError listing every known form otherwise."""
+    for kind in KINDS:
+        if kind.accepts(spec):
+            return kind
+    forms = " or ".join(repr(kind.form) for kind in KINDS)
+    raise TxnError(f"unknown oracle {spec!r}: use {forms}")
+
+
+def make_oracle(spec: str, catalog: Catalog) -> CsnOracle:
+    """The oracle `spec` describes, e.g. `sql` or `zookeeper://host:port[,...]/chroot`."""
+    return kind_of(spec).open(spec, catalog)
