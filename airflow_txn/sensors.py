@@ -1,5 +1,14 @@
-"""The CSN sensor: `from airflow_txn.sensors import CommitCSNSensor`. Imports Airflow."""
+"""The CSN sensor: `from airflow_txn.sensors import CommitCSNSensor` (the names: the sensors of
+airflow_txn/airflow/public.py). Importing this module is cheap; the first use of a name imports Airflow."""
 
-from airflow_txn.airflow.sensors import CommitCSNSensor
+from __future__ import annotations
 
-__all__ = ["CommitCSNSensor"]
+from typing import TYPE_CHECKING
+
+from airflow_txn.airflow import public as _public
+
+if TYPE_CHECKING:  # what type checkers see; at run time the names are imported on first use
+    from airflow_txn.airflow.sensors import *
+else:
+    __all__ = _public.names(__name__)
+    __getattr__ = _public.lazy_getattr(__name__)

@@ -1,5 +1,5 @@
 """Lazy package exports: a package's names are imported on first use, so importing the package (as
-pkgutil.walk_packages does) loads no Airflow."""
+pkgutil.walk_packages does) loads no Airflow. Which names each package exports: public.py."""
 
 from __future__ import annotations
 
@@ -7,6 +7,14 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
+
+
+def require_airflow() -> None:
+    """Raise an ImportError naming the extra to install when Airflow is missing."""
+    try:
+        importlib.import_module("airflow.sdk")
+    except ImportError as exc:
+        raise ImportError("airflow_txn.airflow needs Apache Airflow 3: pip install 'airflow-txn[airflow]'") from exc
 
 
 def lazy_exports(package: str, exports: Mapping[str, str],

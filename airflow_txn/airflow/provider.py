@@ -1,13 +1,15 @@
 """Provider metadata (entry point `apache_airflow_provider`): the `airflow_txn` connection type and
-its form, where the hooks, operators, sensors and triggers live, the Asset URI scheme, and the
-`[airflow_txn]` configuration section. Validated against Airflow's provider_info.schema.json by
-tests/airflow/test_provider.py. Imports nothing heavy (Airflow reads it in every component)."""
+its form, where the hooks, operators, sensors and triggers live (derived from public.py), the Asset
+URI scheme, and the `[airflow_txn]` configuration section. Validated against Airflow's
+provider_info.schema.json by tests/airflow/test_provider.py. Imports nothing heavy (Airflow reads it
+in every component)."""
 
 from __future__ import annotations
 
 from importlib import metadata
 from typing import Any
 
+from airflow_txn.airflow.public import Kind, class_path, modules
 from airflow_txn.config import DEFAULT_LEASE_SECONDS
 
 INTEGRATION = "airflow_txn"
@@ -60,8 +62,8 @@ CONFIG: dict[str, Any] = {
 }
 
 
-def _modules(*modules: str) -> list[dict[str, Any]]:
-    return [{"integration-name": INTEGRATION, "python-modules": list(modules)}]
+def _modules(kind: Kind) -> list[dict[str, Any]]:
+    return [{"integration-name": INTEGRATION, "python-modules": modules(kind)}]
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -71,17 +73,15 @@ def get_provider_info() -> dict[str, Any]:
         "description": DESCRIPTION,
         "versions": [_version()],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
-        "hooks": _modules("airflow_txn.airflow.hooks.txn"),
-        "operators": _modules("airflow_txn.airflow.operators.transaction",
-                              "airflow_txn.airflow.operators.spark",
-                              "airflow_txn.airflow.operators.maintenance"),
-        "sensors": _modules("airflow_txn.airflow.sensors.csn"),
-        "triggers": _modules("airflow_txn.airflow.triggers.csn"),
+        "hooks": _modules(Kind.HOOK),
+        "operators": _modules(Kind.OPERATOR),
+        "sensors": _modules(Kind.SENSOR),
+        "triggers": _modules(Kind.TRIGGER),
         "asset-uris": [{"schemes": ["airflow-txn"], "handler": None}],  # table_asset(): kept as written
         "config": CONFIG,
         "connection-types": [{
             "connection-type": "airflow_txn",
-            "hook-class-name": "airflow_txn.airflow.hooks.txn.TxnHook",
+            "hook-class-name": class_path("TxnHook"),
             "hook-name": "airflow_txn warehouse",
             "conn-fields": {
                 "catalog": {"label": "Catalog URL", "description":

@@ -1,13 +1,14 @@
-"""Hooks of the airflow layer: TxnHook reaches a warehouse through an Airflow connection."""
+"""Hooks of the airflow layer: TxnHook reaches a warehouse through an Airflow connection (listed in public.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_txn.airflow._lazy import lazy_exports
+from airflow_txn.airflow import public as _public
 
-if TYPE_CHECKING:
-    from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
-
-__all__ = ["DEFAULT_CONN_ID", "TxnHook"]
-__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "airflow_txn.airflow.hooks.txn"))
+if TYPE_CHECKING:  # what type checkers see; at run time the names below are imported on first use
+    from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID as DEFAULT_CONN_ID
+    from airflow_txn.airflow.hooks.txn import TxnHook as TxnHook
+else:
+    __all__ = _public.names(__name__)
+    __getattr__ = _public.lazy_getattr(__name__)

@@ -1,33 +1,19 @@
-"""Operators of the airflow layer."""
+"""Operators of the airflow layer (listed in public.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_txn.airflow._lazy import lazy_exports
+from airflow_txn.airflow import public as _public
 
-if TYPE_CHECKING:
-    from airflow_txn.airflow.operators.maintenance import CompactOperator, VacuumOperator
-    from airflow_txn.airflow.operators.spark import SparkTransactionOperator
-    from airflow_txn.airflow.operators.transaction import (
-        BeginTransactionOperator,
-        CommitTransactionOperator,
-        RollbackTransactionOperator,
-        TransactionOutcomeOperator,
-    )
-
-__all__ = [
-    "BeginTransactionOperator",
-    "CommitTransactionOperator",
-    "CompactOperator",
-    "RollbackTransactionOperator",
-    "SparkTransactionOperator",
-    "TransactionOutcomeOperator",
-    "VacuumOperator",
-]
-__getattr__ = lazy_exports(__name__, {
-    **dict.fromkeys(["BeginTransactionOperator", "CommitTransactionOperator", "RollbackTransactionOperator",
-                     "TransactionOutcomeOperator"], "airflow_txn.airflow.operators.transaction"),
-    "SparkTransactionOperator": "airflow_txn.airflow.operators.spark",
-    **dict.fromkeys(["CompactOperator", "VacuumOperator"], "airflow_txn.airflow.operators.maintenance"),
-})
+if TYPE_CHECKING:  # what type checkers see; at run time the names below are imported on first use
+    from airflow_txn.airflow.operators.maintenance import CompactOperator as CompactOperator
+    from airflow_txn.airflow.operators.maintenance import VacuumOperator as VacuumOperator
+    from airflow_txn.airflow.operators.spark import SparkTransactionOperator as SparkTransactionOperator
+    from airflow_txn.airflow.operators.transaction import BeginTransactionOperator as BeginTransactionOperator
+    from airflow_txn.airflow.operators.transaction import CommitTransactionOperator as CommitTransactionOperator
+    from airflow_txn.airflow.operators.transaction import RollbackTransactionOperator as RollbackTransactionOperator
+    from airflow_txn.airflow.operators.transaction import TransactionOutcomeOperator as TransactionOutcomeOperator
+else:
+    __all__ = _public.names(__name__)
+    __getattr__ = _public.lazy_getattr(__name__)

@@ -1,13 +1,13 @@
-"""Sensors of the airflow layer."""
+"""Sensors of the airflow layer (listed in public.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_txn.airflow._lazy import lazy_exports
+from airflow_txn.airflow import public as _public
 
-if TYPE_CHECKING:
-    from airflow_txn.airflow.sensors.csn import CommitCSNSensor
-
-__all__ = ["CommitCSNSensor"]
-__getattr__ = lazy_exports(__name__, {"CommitCSNSensor": "airflow_txn.airflow.sensors.csn"})
+if TYPE_CHECKING:  # what type checkers see; at run time the names below are imported on first use
+    from airflow_txn.airflow.sensors.csn import CommitCSNSensor as CommitCSNSensor
+else:
+    __all__ = _public.names(__name__)
+    __getattr__ = _public.lazy_getattr(__name__)

@@ -1,13 +1,13 @@
-"""Triggers of the airflow layer (run in Airflow's triggerer)."""
+"""Triggers of the airflow layer, run in Airflow's triggerer (listed in public.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_txn.airflow._lazy import lazy_exports
+from airflow_txn.airflow import public as _public
 
-if TYPE_CHECKING:
-    from airflow_txn.airflow.triggers.csn import CommitCSNTrigger
-
-__all__ = ["CommitCSNTrigger"]
-__getattr__ = lazy_exports(__name__, {"CommitCSNTrigger": "airflow_txn.airflow.triggers.csn"})
+if TYPE_CHECKING:  # what type checkers see; at run time the names below are imported on first use
+    from airflow_txn.airflow.triggers.csn import CommitCSNTrigger as CommitCSNTrigger
+else:
+    __all__ = _public.names(__name__)
+    __getattr__ = _public.lazy_getattr(__name__)
