@@ -24,7 +24,8 @@ from sqlalchemy.exc import DBAPIError
 from airflow_txn.catalog.database import Catalog
 
 _PG_NAMESPACE = 731_100_422  # first key of airflow_txn's two-key advisory locks (its own key space)
-_PG_KEY = "hashtext(current_schema() || ':' || :name)"
+_PG_LOCK = text("SELECT pg_advisory_lock(:ns, hashtext(current_schema() || ':' || :name))")
+_PG_UNLOCK = text("SELECT pg_advisory_unlock(:ns, hashtext(current_schema() || ':' || :name))")
 
 
 @contextmanager
@@ -47,12 +48,12 @@ def _advisory(catalog: Catalog, name: str) -> Iterator[None]:
     params = {"ns": _PG_NAMESPACE, "name": name}
     conn = catalog.engine.connect().execution_options(isolation_level="AUTOCOMMIT")  # no transaction held open
     try:
-        conn.execute(text(f"SELECT pg_advisory_lock(:ns, {_PG_KEY})"), params)
+        conn.execute(_PG_LOCK, params)
         try:
             yield
         finally:
             try:
-                conn.execute(text(f"SELECT pg_advisory_unlock(:ns, {_PG_KEY})"), params)
+                conn.execute(_PG_UNLOCK, params)
             except DBAPIError:  # the session is gone, and the lock with it
                 conn.invalidate()
     finally:
