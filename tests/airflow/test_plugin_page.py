@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pendulum
 import pyarrow as pa
 import pytest
 
@@ -447,6 +448,38 @@ def test_the_page_is_a_view_of_the_airflow_ui(site: Site, browser: Any, tmp_path
     _check_png(shot, 1400, 1000)
     for tid in site.tids.values():  # every transaction is listed in the embedded page (waits while it renders)
         frame.locator(f"text={tid}").first.wait_for(timeout=30_000)
+    context.close()
+
+
+HTML_LABEL = "<script>alert(1)</script>"
+HTML_KEY = '<img src=x onerror="alert(2)">'
+
+
+def test_html_in_a_label_or_key_is_text_and_times_carry_their_zone(site: Site, browser: Any) -> None:
+    """issue 17, item 9: the pages come from Jinja2 templates with autoescape: a label and a staging key
+    holding HTML are shown as text on both pages (no script runs, no element is added, in Chromium),
+    and the times a user sees are ISO 8601 with their zone (pendulum)."""
+    txn = site.wh.begin(label=HTML_LABEL)
+    site.wh.attach(txn.tid).use_key(HTML_KEY, attempt=1).append("shop.customers", _customers([8]))
+    began = pendulum.from_timestamp(int(site.wh.transaction_info(txn.tid)["created_at"]), tz="UTC").isoformat()
+    with site.client("admin") as admin:
+        index, one = admin.get("/airflow-txn/"), admin.get(f"/airflow-txn/transactions/{txn.tid}")
+    assert index.status_code == one.status_code == 200
+    for html in (index.text, one.text):
+        assert HTML_LABEL not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img" not in one.text and "&lt;img src=x onerror=" in one.text
+
+    context = _signed_in(browser, site, "admin")
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(f"{site.base}/airflow-txn/")
+    assert HTML_LABEL in page.inner_text("body")
+    page.goto(f"{site.base}/airflow-txn/transactions/{txn.tid}")
+    assert HTML_LABEL in page.inner_text("body") and HTML_KEY in page.inner_text("body")
+    assert page.locator("img").count() == 0 and page.locator("script").count() == 1 and dialogs == []
+    shown = page.locator(f"#txn-{txn.tid} time").first
+    assert shown.get_attribute("datetime") == began and shown.inner_text() == began
     context.close()
 
 

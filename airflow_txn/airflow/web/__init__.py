@@ -9,7 +9,8 @@ transactions, per-table readable CSNs and the parts each task staged, and a roll
     same_origin.py   a state change cannot be forged by another site (bearer token, or cookie + JSON
               from this origin)
     warehouses.py    one open Warehouse per connection configuration per process
-    page.py   the HTML (no build step; a few lines of vanilla JS for the rollback button)
+    page.py   the HTML, rendered from templates/ (Jinja2, autoescape); static/ holds the style and
+              the few lines of vanilla JS (rollback button, watermark poll); no build step
     runs.py   the transactions a DAG run began (its BeginTransactionOperator XComs)
     serve.py  `python -m airflow_txn.airflow.web.serve`: the API server on the demo's home
 

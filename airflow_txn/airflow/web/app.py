@@ -11,11 +11,11 @@ JSON API (every route needs an Airflow user: `Authorization: Bearer <JWT>` or th
     GET  /api/watermark                                    the readable CSN; the newest commit (*)
     (*) warehouse-wide: read permission on the plugin's connection (auth.py)
 
-Pages: `/` (transactions, filter by DAG run, tables; per run the parts each task staged) and
-`/transactions/{tid}`. Errors: 400 bad argument, 401 no user, 403 no permission, 404 unknown tid,
-409 not active, 503 warehouse unreachable. The warehouse is the hook's: connection
-`[airflow_txn] conn_id` (default `airflow_txn_default`), else the AIRFLOW_TXN_* environment, opened
-once per process (warehouses.py).
+Pages (page.py, Jinja2 templates): `/` (transactions, filter by DAG run, tables; per run the parts
+each task staged) and `/transactions/{tid}`; their style and script under `/static/`. Errors: 400 bad
+argument, 401 no user, 403 no permission, 404 unknown tid, 409 not active, 503 warehouse unreachable.
+The warehouse is the hook's: connection `[airflow_txn] conn_id` (default `airflow_txn_default`), else
+the AIRFLOW_TXN_* environment, opened once per process (warehouses.py).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none"
 
 app = FastAPI(title="airflow_txn", version="1",
               description="Transactions of the airflow_txn warehouse: list, inspect, roll back.")
+app.mount("/static", page.STATIC, name="static")  # the page's style and script (no user needed)
 
 
 def conn_id() -> str:
@@ -90,9 +91,7 @@ def _is_page(request: Request) -> bool:
 
 def _error(request: Request, code: int, message: str) -> Response:
     if _is_page(request):
-        body = f"<!doctype html><title>airflow_txn</title><p>{page.text(message)}</p>" \
-               f'<p><a href="{page.text(root_of(request))}/">all transactions</a></p>'
-        return HTMLResponse(body, status_code=code)
+        return page.error_page(request, root_of(request), code, message)
     return JSONResponse({"detail": message}, status_code=code)
 
 
@@ -199,17 +198,16 @@ def transactions_page(request: Request, user: GetUserDep, wh: WarehouseDep, stat
                 continue
             cards.append((detail, bool(detail["can_roll_back"])))
     tables = data.tables(wh) if may_read_warehouse(user, conn_id()) else None
-    html = page.index_page(root_of(request), user=user_name(user), watermark=_watermark(wh, user),
+    return page.index_page(request, root_of(request), user=user_name(user), watermark=_watermark(wh, user),
                            tables=tables, conn_id=conn_id(), transactions=rows, details=cards, states=data.STATES,
                            filters={"state": state or "", "dag_id": dag_id, "run_id": run_id, "limit": limit})
-    return HTMLResponse(html)
 
 
 @app.get("/transactions/{tid}", response_class=HTMLResponse)
 def transaction_page(request: Request, tid: str, user: GetUserDep, wh: WarehouseDep) -> HTMLResponse:
     detail = _detail(wh, user, tid)
-    return HTMLResponse(page.transaction_page(root_of(request), user=user_name(user), watermark=_watermark(wh, user),
-                                              detail=detail, can_roll_back=bool(detail["can_roll_back"])))
+    return page.transaction_page(request, root_of(request), user=user_name(user), watermark=_watermark(wh, user),
+                                 detail=detail, can_roll_back=bool(detail["can_roll_back"]))
 
 
 @app.get("/icon.svg")
