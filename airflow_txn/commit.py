@@ -2,10 +2,11 @@
 
 1. check      every staged part's files are present (a catalog read, then storage)
 2. record     in ONE catalog transaction: lock the row and check it is usable, allocate the CSN
-              (oracle), validate the serializable read set, write the commit record, flip state to
-              committed, and (SQL oracle) apply: stamp the CSN on the parts. The record is the commit
-              point; with the SQL oracle the record, the stamps and the watermark share that one
-              transaction (docs/DESIGN.md, decision D1), so a SQL commit is never half applied.
+              (oracle), validate what the isolation level checks (isolation.py: the serializable read
+              set), write the commit record, flip state to committed, and (SQL oracle) apply: stamp
+              the CSN on the parts. The record is the commit point; with the SQL oracle the record,
+              the stamps and the watermark share that one transaction (docs/DESIGN.md, decision
+              D1), so a SQL commit is never half applied.
 3. catch up   apply any older record still pending, so the committer reads its own commit
 With an external log (ZooKeeper, commit_external.py) apply is a step of its own, table by table
 (apply.py), and anyone may finish it. A failure before step 2 leaves the transaction active (or rolls
@@ -17,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from airflow_txn import (
     apply,
@@ -31,15 +32,11 @@ from airflow_txn import (
     table_registry,
     txn_records,
 )
-from airflow_txn.catalog import schema
 from airflow_txn.errors import LeaseExpiredError, SerializationError, StorageError
-from airflow_txn.partitioning import WHOLE_TABLE
+from airflow_txn.isolation import Isolation
 from airflow_txn.runtime import Runtime
 
 log = logs.get_logger(__name__)
-
-_rs = schema.read_set.c
-
 
 def commit(rt: Runtime, tid: str) -> int:
     """Commit `tid`; return its CSN (a read-only transaction returns its snapshot CSN)."""
@@ -166,8 +163,7 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str,
     names = table_names(rt, conn, table_ids)  # before the counter lock: held less
     csn = rt.oracle.next_csn(conn)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
-    if row.isolation == "serializable":
-        _validate_read_set(conn, tid, row.snapshot_csn)
+    Isolation(row.isolation).validate(conn, tid, row.snapshot_csn)
     commit_log.write_record(conn, csn, tid, [(t, names[t]) for t in table_ids], applied=apply_now)
     if not txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=csn):
         raise AssertionError(f"transaction {tid} changed state under its row lock")
@@ -175,20 +171,3 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str,
         return csn, table_ids, False
     part_records.stamp_commit_all(conn, tid, csn)
     return csn, table_ids, commit_log.unapplied_below(conn, csn)
-
-
-def _validate_read_set(conn: Connection, tid: str, snapshot: int) -> None:
-    """Serializable: abort if a transaction committed after our snapshot wrote anything we read."""
-    reads: dict[int, set[str]] = {}
-    for r in conn.execute(select(_rs.table_id, _rs.partition_key).where(_rs.tid == tid)):
-        reads.setdefault(int(r.table_id), set()).add(str(r.partition_key))
-    for table_id, other in commit_log.commits_after(conn, list(reads), snapshot):
-        if other == tid:
-            continue
-        keys = reads[table_id]
-        if WHOLE_TABLE in keys or keys & part_records.written_partitions(conn, other, table_id):
-            name = table_registry.by_id(conn, table_id).name
-            raise SerializationError(
-                f"serializable transaction {tid} read {name}, which transaction {other} changed after "
-                f"snapshot {snapshot}; retry the transaction"
-            )

@@ -4,7 +4,8 @@
              a failure here leaves the transaction active, nothing written anywhere
 2. prepare   catalog compare-and-swap active -> committing: from here on a rollback by anyone
              must first record an abort decision in the log (it fails if a commit decision exists)
-3. validate  serializable only: read the log version, mirror every record, validate the read set
+3. validate  serializable only (Isolation.tracks_reads): read the log version, mirror every
+             record, validate the read set
 4. record    ONE multi-op: decision `commit` + the sequential record: THE COMMIT POINT
              (serializable: only if the log version has not moved since step 3, else back to 3)
 5. mirror    the record into the catalog, state committed; then apply and catch up (apply.py)
@@ -37,6 +38,7 @@ from airflow_txn.errors import (
     TransactionClosedError,
     TxnError,
 )
+from airflow_txn.isolation import Isolation
 from airflow_txn.oracle.base import AbortDecidedError, ExternalLog, LogEntry, LogMovedError, LogRecord
 from airflow_txn.runtime import Runtime
 
@@ -125,18 +127,19 @@ def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_record
 
 
 def _validated_append(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
-    if row.isolation != "serializable":
+    level = Isolation(row.isolation)
+    if not level.tracks_reads:  # nothing to validate: append at any log version
         return external.append(entry)
     for _ in range(MAX_VALIDATIONS):
         version = external.version()
         log_mirror.catch_up(rt)  # every record appended before `version` is now in the catalog
         with rt.catalog.read() as conn:
-            commit._validate_read_set(conn, entry.tid, row.snapshot_csn)
+            level.validate(conn, entry.tid, row.snapshot_csn)
         try:
             return external.append(entry, expect_version=version)
         except LogMovedError:  # a commit landed after the validation: validate again
             time.sleep(random.uniform(0.0, 0.02))
-    raise SerializationError(f"serializable transaction {entry.tid} could not validate against a quiet log in "
+    raise SerializationError(f"{level} transaction {entry.tid} could not validate against a quiet log in "
                              f"{MAX_VALIDATIONS} tries (heavy commit traffic); retry the transaction")
 
 

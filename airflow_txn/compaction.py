@@ -46,6 +46,7 @@ from airflow_txn import (
 from airflow_txn.catalog import schema
 from airflow_txn.compaction_records import SwapResult
 from airflow_txn.errors import LeaseExpiredError, StorageError, TransactionClosedError, TxnError
+from airflow_txn.isolation import Isolation
 from airflow_txn.leases import LeaseKeeper
 from airflow_txn.part_records import PartRow
 from airflow_txn.partitioning import Partition, normalize_partitions, parse_partition_key, partition_key
@@ -187,7 +188,7 @@ def begin(rt: Runtime, group: MergeGroup, lease_seconds: float = MERGE_LEASE_SEC
         snapshot = commit_log.readable_csn(conn, rt.oracle)
         tid = str(rt.tids.next(snapshot))
         label = f"compaction of {group.table.name} {group.partition_key} ({len(group.sources)} parts)"
-        txn_records.insert_row(conn, tid, label, "snapshot", snapshot, float(lease_seconds))
+        txn_records.insert_row(conn, tid, label, Isolation.SNAPSHOT.value, snapshot, float(lease_seconds))
     return MergeJob(group, tid, snapshot)
 
 

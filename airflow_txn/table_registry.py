@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from sqlalchemy import Connection, insert, select
@@ -14,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from airflow_txn.catalog import schema
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError, TableExistsError, TableNotFoundError
 from airflow_txn.names import TableName, check_column_name, parse_table_name
-from airflow_txn.partitioning import is_partition_type
+from airflow_txn.partitioning import is_partition_type, normalize_partitions, partition_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,12 @@ class TableInfo:
     schema: pa.Schema
     partition_by: tuple[str, ...]
     directory: str  # relative to the storage root
+
+    def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
+        """The keys of the listed partitions, checked against the table (None: no list, the whole table)."""
+        if partitions is None:
+            return None
+        return [partition_key(p) for p in normalize_partitions(partitions, self.schema, self.partition_by)]
 
 
 def encode_schema(arrow_schema: pa.Schema) -> bytes:

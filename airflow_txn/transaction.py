@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import insert, select
 
 from airflow_txn import (
     commit,
@@ -30,7 +29,6 @@ from airflow_txn import (
     txn_records,
 )
 from airflow_txn.bounds import catalog_int
-from airflow_txn.catalog import schema
 from airflow_txn.errors import (
     CatalogBusyError,
     InvalidArgumentError,
@@ -45,9 +43,9 @@ from airflow_txn.errors import (
     TransactionClosedError,
     TransactionNotFoundError,
 )
+from airflow_txn.isolation import Isolation
 from airflow_txn.leases import LeaseKeeper
 from airflow_txn.names import check_key
-from airflow_txn.partitioning import WHOLE_TABLE, normalize_partitions, partition_key
 from airflow_txn.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -65,7 +63,7 @@ _REJECTED = (InvalidArgumentError, InvalidatedKeysError, InvalidNameError, Retry
 class Transaction:
     """One transaction of a Warehouse; stage writes, read, commit or roll back (docs/CONCEPTS.md)."""
 
-    def __init__(self, warehouse: Warehouse, tid: str, snapshot_csn: int, isolation: str) -> None:
+    def __init__(self, warehouse: Warehouse, tid: str, snapshot_csn: int, isolation: Isolation) -> None:
         self.warehouse = warehouse
         self._tid = tid
         self._snapshot = snapshot_csn
@@ -88,7 +86,8 @@ class Transaction:
         return self._snapshot
 
     @property
-    def isolation(self) -> str:
+    def isolation(self) -> Isolation:
+        """The isolation level (a string enum: compares equal to "snapshot" / "serializable")."""
         return self._isolation
 
     @property
@@ -99,7 +98,7 @@ class Transaction:
         return str(log_mirror.resolve(self._rt, row).get("state") or row.as_dict()["state"])
 
     def __repr__(self) -> str:
-        return f"Transaction(tid={self._tid!r}, snapshot_csn={self._snapshot}, isolation={self._isolation!r})"
+        return f"Transaction(tid={self._tid!r}, snapshot_csn={self._snapshot}, isolation={self._isolation.value!r})"
 
     # -- writes -------------------------------------------------------------------------------------
     def _statement(self, key: str | None) -> staging.Statement:
@@ -182,16 +181,12 @@ class Transaction:
                          lambda: self._scanned(table, None, staging.update(self._rt, stmt, table, where, set)))
 
     def _scanned(self, table: str, partitions: Sequence[Mapping[str, Any]] | None, rows: int) -> int:
-        """Serializable: overwrite/update/delete chose what to replace from what they saw, so what they
-        scanned (the listed partitions, else the whole table) counts as read and is checked at commit."""
-        if self._isolation != "serializable":
-            return rows
-        with self._rt.catalog.read() as conn:
-            info = table_registry.get(conn, table)
-        keys = None if partitions is None else [
-            partition_key(p) for p in normalize_partitions(partitions, info.schema, info.partition_by)
-        ]
-        self._record_read(info.id, keys or [WHOLE_TABLE])
+        """overwrite/update/delete chose what to replace from what they saw, so what they scanned (the
+        listed partitions, else the whole table) is a read for the isolation level (isolation.py)."""
+        if self._isolation.tracks_reads:  # else skip the table lookup: nothing would be recorded
+            with self._rt.catalog.read() as conn:
+                info = table_registry.get(conn, table)
+            self._record_read_set(info.id, info.partition_keys(partitions))
         return rows
 
     # -- reads --------------------------------------------------------------------------------------
@@ -205,12 +200,9 @@ class Transaction:
         with self._rt.catalog.read() as conn:
             txn_records.require_usable(txn_records.fetch(conn, self._tid))
             info = table_registry.get(conn, table)
-        keys = None if partitions is None else [
-            partition_key(p) for p in normalize_partitions(partitions, info.schema, info.partition_by)
-        ]
-        if self._isolation == "serializable":
-            self._record_read(info.id, keys or [WHOLE_TABLE])
-        self._note_read(info.id, keys)
+        keys = info.partition_keys(partitions)
+        self._record_read_set(info.id, keys)  # isolation: what the commit check covers
+        self._note_read(info.id, keys)  # retries: what a retry of this handle's key withdraws
         return reading.read(self._rt, info, self._tid, self._snapshot, filter, keys)
 
     def _note_read(self, table_id: int, keys: Sequence[str] | None) -> None:
@@ -218,18 +210,10 @@ class Transaction:
         if self.default_key is not None:
             staging.record_read(self._rt, self._statement(None), table_id, keys)
 
-    def _record_read(self, table_id: int, keys: Sequence[str]) -> None:
-        rs = schema.read_set.c
-        with self._rt.catalog.write() as conn:
-            txn_records.lock_usable(conn, self._rt.catalog, self._tid)
-            present = {
-                r.partition_key
-                for r in conn.execute(select(rs.partition_key).where(rs.tid == self._tid, rs.table_id == table_id))
-            }
-            new = [k for k in dict.fromkeys(keys) if k not in present]
-            if new:
-                conn.execute(insert(schema.read_set),
-                             [{"tid": self._tid, "table_id": table_id, "partition_key": k} for k in new])
+    def _record_read_set(self, table_id: int, keys: Sequence[str] | None) -> None:
+        """A read or scan of `table_id` (`keys` None: the whole table), recorded as the isolation level
+        asks (Isolation.read_set: serializable records it, snapshot nothing)."""
+        self._isolation.record_read_set(self._rt.catalog, self._tid, table_id, keys)
 
     # -- end ----------------------------------------------------------------------------------------
     def commit(self) -> int:
@@ -274,3 +258,4 @@ class Transaction:
         except Exception:  # keep the caller's exception, which is what they need to see
             log.exception("rollback after %s failed; recovery will finish it", exc_type,
                           extra=logs.fields(self._tid))
+

@@ -40,7 +40,6 @@ COMMITTING = "committing"  # external log only: the record may be being written;
 COMMITTED = "committed"
 ROLLED_BACK = "rolled_back"
 OPEN_STATES = (ACTIVE, COMMITTING)
-ISOLATION_LEVELS = ("snapshot", "serializable")
 
 _t = schema.transactions.c
 
@@ -257,9 +256,29 @@ def label_dags(conn: Connection) -> list[str | None]:
     return [r[0] for r in conn.execute(select(dag).distinct())]
 
 
+# -- read sets: what a transaction read, for the commit check of its isolation level (isolation.py) ---
+_rs = schema.read_set.c
+
+
+def add_reads(conn: Connection, tid: str, table_id: int, keys: list[str]) -> None:
+    """Add the partition keys `tid` read of `table_id` to its read set (keys it holds already are skipped)."""
+    present = {r.partition_key
+               for r in conn.execute(select(_rs.partition_key).where(_rs.tid == tid, _rs.table_id == table_id))}
+    new = [k for k in dict.fromkeys(keys) if k not in present]
+    if new:
+        conn.execute(insert(schema.read_set), [{"tid": tid, "table_id": table_id, "partition_key": k} for k in new])
+
+
+def reads(conn: Connection, tid: str) -> dict[int, set[str]]:
+    """{table id: partition keys} of `tid`'s read set."""
+    out: dict[int, set[str]] = {}
+    for r in conn.execute(select(_rs.table_id, _rs.partition_key).where(_rs.tid == tid)):
+        out.setdefault(int(r.table_id), set()).add(str(r.partition_key))
+    return out
+
+
 # -- history vacuum may purge (vacuum.py) -------------------------------------------------------------
 ENDED_STATES = (COMMITTED, ROLLED_BACK)
-_rs = schema.read_set.c
 _p = schema.parts.c
 
 

@@ -33,6 +33,7 @@ from airflow_txn.catalog import Catalog, schema
 from airflow_txn.config import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_SECONDS, WarehouseConfig
 from airflow_txn.csn import PREHISTORIC_CSN
 from airflow_txn.errors import SnapshotTooOldError, StorageError, TableExistsError, TxnError, WaitTimeoutError
+from airflow_txn.isolation import Isolation
 from airflow_txn.names import check_label
 from airflow_txn.oracle import make_oracle
 from airflow_txn.runtime import Runtime
@@ -111,12 +112,12 @@ class Warehouse:
             return table_registry.get(conn, name).partition_by
 
     # -- transactions -------------------------------------------------------------------------------
-    def begin(self, label: str | None = None, isolation: str = "snapshot",
+    def begin(self, label: str | None = None, isolation: str | Isolation = Isolation.SNAPSHOT,
               lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Transaction:
-        """Start a transaction at the readable watermark."""
+        """Start a transaction at the readable watermark; `isolation` is "snapshot" or "serializable"
+        (or an `airflow_txn.isolation.Isolation`)."""
         check_label(label)
-        if isolation not in txn_records.ISOLATION_LEVELS:
-            raise TxnError(f"isolation must be one of {txn_records.ISOLATION_LEVELS}, got {isolation!r}")
+        level = Isolation.parse(isolation)
         lease = bounds.lease_seconds(lease_seconds)
         cat = self.runtime.catalog
         with cat.write() as conn:
@@ -124,16 +125,16 @@ class Warehouse:
                 conn.execute(_GATE_SHARED)
             snapshot = commit_log.readable_csn(conn, self.runtime.oracle)
             tid = str(self.runtime.tids.next(snapshot))
-            txn_records.insert_row(conn, tid, label, isolation, snapshot, lease)
+            txn_records.insert_row(conn, tid, label, level.value, snapshot, lease)
         log.debug("began at snapshot %d", snapshot, extra=logs.fields(tid, snapshot))
-        return Transaction(self, tid, snapshot, isolation)
+        return Transaction(self, tid, snapshot, level)
 
     def attach(self, tid: str) -> Transaction:
         """The transaction `tid` (as printed by Transaction.tid), e.g. from another process."""
         parsed = str(Tid.parse(tid))
         with self.runtime.catalog.read() as conn:
             row = txn_records.fetch(conn, parsed)
-        return Transaction(self, parsed, row.snapshot_csn, row.isolation)
+        return Transaction(self, parsed, row.snapshot_csn, Isolation(row.isolation))
 
     def transaction_info(self, tid: str) -> dict[str, Any]:
         parsed = str(Tid.parse(tid))

@@ -30,6 +30,12 @@ from airflow_txn.airflow.operators.transaction import (
     TransactionOutcomeOperator,
 )
 from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
+from airflow_txn.isolation import Isolation
+
+
+def _isolation_value(value: object) -> str:
+    """The group's isolation, checked when the DAG is parsed (InvalidArgumentError names the levels)."""
+    return Isolation.parse(value).value
 
 
 @attrs.define(kw_only=True, repr=False)
@@ -38,7 +44,7 @@ class TransactionTaskGroup(TaskGroup):
 
     conn_id: str = DEFAULT_CONN_ID
     label: str | None = None
-    isolation: str = "snapshot"
+    isolation: str = attrs.field(default=Isolation.SNAPSHOT.value, converter=_isolation_value)
     lease_seconds: float | None = None
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
     commit: CommitTransactionOperator | None = attrs.field(default=None, init=False)
@@ -99,7 +105,7 @@ class TransactionTaskGroup(TaskGroup):
 
 
 def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str | None = None,
-                      isolation: str = "snapshot", lease_seconds: float | None = None,
+                      isolation: str | Isolation = Isolation.SNAPSHOT, lease_seconds: float | None = None,
                       **kwargs: Any) -> TransactionTaskGroup:
     """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
     that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`

@@ -103,7 +103,7 @@ def _rewrite_once(spark: SparkSession, txn: Transaction, stmt: Statement, info: 
     engine.guarded(txn, what, lambda: engine.check_unlocked(stmt, affected))
     if not affected:  # nothing to rewrite; registering nothing still replaces the key's earlier attempts
         engine.guarded(txn, what, lambda: staging.register_written(rt, stmt, info, [], [], [WHOLE_TABLE]))
-        engine.record_read(txn, info, None)
+        engine.record_read_set(txn, info, None)
         return 0
     rows = parts_frame(spark, table_dir, info, affected)
     if setters is None:
@@ -113,7 +113,7 @@ def _rewrite_once(spark: SparkSession, txn: Transaction, stmt: Statement, info: 
                                 else column_of(n) for n in info.schema.names])
     stage_frame(txn, stmt, info, conform(changed, info), [p.id for p in affected], what, choose_again=True,
                 scanned=[WHOLE_TABLE])
-    engine.record_read(txn, info, None)
+    engine.record_read_set(txn, info, None)
     return sum(counts.values())
 
 

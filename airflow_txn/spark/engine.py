@@ -1,7 +1,7 @@
 """The core hooks the Spark layer runs on, gathered in one place.
 
 A Spark statement follows the core's statement rules (its key and attempt, the failure rules of
-`Transaction._run`, the serializable read set) without copying them, so it calls the handle's own
+`Transaction._run`, the isolation level's read set) without copying them, so it calls the handle's own
 helpers. They are internal to airflow_txn; this module is the only place outside the core that uses
 them, so a change to them has one place to follow.
 """
@@ -15,7 +15,6 @@ from airflow_txn import table_registry, txn_records
 from airflow_txn.compaction_records import MergedAwayError
 from airflow_txn.errors import SerializationError
 from airflow_txn.part_records import PartRow
-from airflow_txn.partitioning import WHOLE_TABLE, normalize_partitions, partition_key
 from airflow_txn.runtime import Runtime
 from airflow_txn.staging import Statement
 from airflow_txn.table_registry import TableInfo
@@ -65,11 +64,10 @@ def guarded_choice(txn: Transaction, what: str, fn: Callable[[], T]) -> T:
     return outcome
 
 
-def record_read(txn: Transaction, info: TableInfo, partition_keys: Sequence[str] | None) -> None:
-    """Serializable isolation: what a read or a statement scanned (the listed partitions, else the
-    whole table) counts as read and is checked at commit."""
-    if txn.isolation == "serializable":
-        txn._record_read(info.id, list(partition_keys or [WHOLE_TABLE]))
+def record_read_set(txn: Transaction, info: TableInfo, partition_keys: Sequence[str] | None) -> None:
+    """Isolation: what a read or a statement scanned (the listed partitions, else the whole table),
+    recorded as the transaction's level asks (serializable checks it at commit; isolation.py)."""
+    txn._record_read_set(info.id, partition_keys)
 
 
 def note_read(txn: Transaction, info: TableInfo, partition_keys: Sequence[str] | None) -> None:
@@ -92,9 +90,7 @@ def table_for_read(rt: Runtime, table: str, txn: Transaction | None) -> TableInf
 
 
 def partition_keys(info: TableInfo, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
-    if partitions is None:
-        return None
-    return [partition_key(p) for p in normalize_partitions(partitions, info.schema, info.partition_by)]
+    return info.partition_keys(partitions)
 
 
 def check_unlocked(stmt: Statement, victims: Sequence[PartRow]) -> None:

@@ -31,7 +31,7 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None,
     info = engine.table_for_read(rt, table, txn)
     keys = engine.partition_keys(info, partitions)
     if txn is not None:
-        engine.record_read(txn, info, keys)
+        engine.record_read_set(txn, info, keys)
         engine.note_read(txn, info, keys)
         tid, snapshot = txn.tid, txn.snapshot_csn
     else:

@@ -63,7 +63,7 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
     scanned = (keys or [WHOLE_TABLE]) if mode == "overwrite" else None
     rows = stage_frame(txn, stmt, info, frame, removals, what, allowed_keys=keys, scanned=scanned)
     if mode == "overwrite":
-        engine.record_read(txn, info, keys)
+        engine.record_read_set(txn, info, keys)
     return rows
 
 

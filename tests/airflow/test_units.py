@@ -10,7 +10,8 @@ import pytest
 
 from airflow_txn.airflow.hooks.txn import TxnHook, coerce_csn, coerce_tables, config_from_extra
 from airflow_txn.airflow.operators.spark import call_with_context
-from airflow_txn.errors import TxnError
+from airflow_txn.errors import InvalidArgumentError, TxnError
+from airflow_txn.isolation import Isolation
 
 pytestmark = pytest.mark.airflow
 
@@ -74,6 +75,21 @@ def test_transaction_group_needs_its_with_block() -> None:
     assert txn.begin is not None and txn.commit is not None
     assert txn.commit.upstream_task_ids == {"empty.begin"}  # an empty body: begin -> commit
     assert txn.outcome is not None and [t.task_id for t in txn.leaves] == ["empty.outcome"]
+
+
+def test_a_bad_isolation_fails_when_the_dag_is_parsed() -> None:
+    """issue 17, item 2: the operator's and the group's isolation go through Isolation.parse."""
+    from airflow.sdk import DAG
+
+    from airflow_txn.airflow import BeginTransactionOperator, transaction_group
+
+    with DAG("isolation_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):
+        with pytest.raises(InvalidArgumentError, match="isolation must be one of 'snapshot', 'serializable'"):
+            BeginTransactionOperator(task_id="bad", isolation="SERIALIZABLE")
+        with pytest.raises(InvalidArgumentError, match="got 'chaos'"):
+            transaction_group("bad_group", isolation="chaos")
+        begin = BeginTransactionOperator(task_id="good", isolation=Isolation.SERIALIZABLE)
+    assert begin.isolation == "serializable" and type(begin.isolation) is str  # serialized as before
 
 
 def test_parsing_the_example_dags_loads_no_spark() -> None:

@@ -10,6 +10,7 @@ from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
 from airflow_txn.airflow.operators.base import TxnBaseOperator, is_last_try, require_tid, run_ids
 from airflow_txn.airflow.version_compat import AirflowFailException, Asset, AssetAlias, Context
 from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
+from airflow_txn.isolation import Isolation
 from airflow_txn.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
 from airflow_txn.warehouse import Warehouse
 
@@ -23,7 +24,8 @@ class BeginTransactionOperator(TxnBaseOperator):
     """Begin a transaction; its tid is the task's XCom return value.
 
     :param label: shown by `airflow-txn list`; defaults to `<dag_id>/<run_id>`.
-    :param isolation: "snapshot" (default) or "serializable".
+    :param isolation: "snapshot" (default) or "serializable" (checked when the DAG is parsed:
+        InvalidArgumentError names the allowed values).
     :param lease_seconds: how long the transaction lives without a heartbeat; statements and
         SparkTransactionOperator renew it, so it only has to outlast the gaps between tasks.
         None (default): `[airflow_txn] lease_seconds` of Airflow's configuration, else one hour.
@@ -33,11 +35,11 @@ class BeginTransactionOperator(TxnBaseOperator):
     template_fields: Sequence[str] = ("transaction_label", "conn_id")
     ui_color = "#d8f0d2"
 
-    def __init__(self, *, label: str | None = None, isolation: str = "snapshot",
+    def __init__(self, *, label: str | None = None, isolation: str | Isolation = Isolation.SNAPSHOT,
                  lease_seconds: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.transaction_label = label
-        self.isolation = isolation
+        self.isolation = Isolation.parse(isolation).value
         self.lease_seconds = lease_seconds
 
     def execute(self, context: Context) -> str:
