@@ -40,10 +40,10 @@ class Isolation(StrEnum):
     def parse(cls, value: object) -> Isolation:
         """User input (a level's string or an Isolation) as an Isolation; InvalidArgumentError names the
         allowed values otherwise (nothing was done)."""
-        if isinstance(value, str) and value in cls._value2member_map_:
+        levels = [level.value for level in cls]
+        if isinstance(value, str) and value in levels:
             return cls(value)
-        allowed = ", ".join(repr(level.value) for level in cls)
-        raise InvalidArgumentError(f"isolation must be one of {allowed}, got {value!r}")
+        raise InvalidArgumentError(f"isolation must be one of {', '.join(map(repr, levels))}, got {value!r}")
 
     @property
     def tracks_reads(self) -> bool:
@@ -74,7 +74,10 @@ class Isolation(StrEnum):
 
 @dataclass(frozen=True)
 class _Rules:
+    """What one level does; every member of Isolation has a row in _RULES."""
+
     tracks_reads: bool
+    """Reads and scans go into the read set, and commit aborts when a later commit wrote any of it."""
 
 
 _RULES = {

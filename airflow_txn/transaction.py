@@ -258,4 +258,3 @@ class Transaction:
         except Exception:  # keep the caller's exception, which is what they need to see
             log.exception("rollback after %s failed; recovery will finish it", exc_type,
                           extra=logs.fields(self._tid))
-
