@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("kazoo")
 
-from airflow_txn import Warehouse, commit, txn_records
+from airflow_txn import Warehouse, commit, isolation, txn_records
 from airflow_txn.errors import OracleUnavailableError, SerializationError, TransactionClosedError, TxnError
 from airflow_txn.oracle.base import AbortDecidedError, LogEntry, LogRecord
 from airflow_txn.oracle.zookeeper import ZooKeeperOracle
@@ -247,7 +247,7 @@ def test_serializable_revalidates_when_a_commit_lands_after_validation(
     t.read("sales.events")
     t.append("sales.accounts", accounts({7: 7}))
     other = make_wh()
-    original = commit._validate_read_set
+    original = isolation._validate_read_set
     calls = []
 
     def validate_then_race(*args: Any) -> None:
@@ -257,7 +257,7 @@ def test_serializable_revalidates_when_a_commit_lands_after_validation(
             with other.begin() as racer:
                 racer.append("sales.events", events([99]))
 
-    monkeypatch.setattr(commit, "_validate_read_set", validate_then_race)
+    monkeypatch.setattr(isolation, "_validate_read_set", validate_then_race)
     with pytest.raises(SerializationError, match="changed after"):
         t.commit()
     assert len(calls) == 1, "the append must have been refused and the validation repeated"
