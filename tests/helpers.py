@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -50,3 +52,18 @@ SPARK_TEST_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
 }
 """The small local SparkSession every Spark-using test runs on (loopback only, no UI)."""
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def import_error_without(package: str, setup: str, use: str) -> str:
+    """In a fresh interpreter: run `setup` (which may assert what it loaded), make `package` unimportable,
+    then run the statement `use`; returns what its ImportError said (empty if none was raised)."""
+    code = (f"import sys\n{setup}\nsys.modules[{package!r}] = None\n"
+            f"try:\n    {use}\nexcept ImportError as exc:\n    print(exc)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout

@@ -4,19 +4,15 @@ names decoded to canonical partition text, and the lazy, helpful import of the S
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from airflow_txn.errors import SchemaMismatchError, StorageError
 from airflow_txn.partitioning import value_to_text
+from tests.helpers import import_error_without
 
 pytestmark = pytest.mark.spark
-REPO = Path(__file__).resolve().parents[2]
 
 ROUND_TRIP = [pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(),
               pa.binary(), pa.date32(), pa.timestamp("us", tz="UTC"), pa.timestamp("us"), pa.decimal128(12, 3),
@@ -86,17 +82,5 @@ def test_only_fixed_offset_session_zones_write_zoned_timestamp_partitions() -> N
 
 
 def test_importing_the_layer_is_lazy_and_names_the_extra_when_pyspark_is_missing() -> None:
-    code = (
-        "import sys\n"
-        "import airflow_txn.spark as s\n"
-        "assert 'pyspark' not in sys.modules, 'importing the package loaded pyspark'\n"
-        "sys.modules['pyspark'] = None\n"
-        "try:\n"
-        "    s.write\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=60, check=True)
-    assert "pip install 'airflow-txn[spark]'" in result.stdout
+    setup = "import airflow_txn.spark as s\nassert 'pyspark' not in sys.modules, 'importing the package loaded pyspark'"
+    assert "pip install 'airflow-txn[spark]'" in import_error_without("pyspark", setup, "s.write")
