@@ -5,10 +5,10 @@ Airflow nor Spark.
 """
 
 from airflow_txn import errors
-from airflow_txn.csn import PREHISTORIC_CSN, ROLLBACK_CSN
+from airflow_txn.core.transaction import Transaction
+from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import TxnError
-from airflow_txn.transaction import Transaction
-from airflow_txn.warehouse import Warehouse
+from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
 
 __version__ = "0.1.0"
 

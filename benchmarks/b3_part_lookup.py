@@ -36,10 +36,9 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from airflow_txn import part_records, table_registry
-from airflow_txn.catalog import Catalog
-from airflow_txn.csn import ROLLBACK_CSN
-from airflow_txn.names import parse_table_name
+from airflow_txn.catalog import Catalog, part_records, table_registry
+from airflow_txn.model.csn import ROLLBACK_CSN
+from airflow_txn.model.names import parse_table_name
 from benchmarks import _bench
 
 ID = "B3"
@@ -238,7 +237,7 @@ def explain(catalog: Catalog, table_id: int, snapshot: int) -> str:
     from sqlalchemy import select
 
     from airflow_txn.catalog import schema
-    from airflow_txn.visibility import visible_clause
+    from airflow_txn.core.visibility import visible_clause
 
     p = schema.parts.c
     stmt = select(schema.parts).where(p.table_id == table_id, visible_clause(None, snapshot)).order_by(p.id)

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.b6_throughput [--quick] [--writers 8] [--seconds 8] [--rounds 4] [--pg URL]
 
 Creates a dedicated PostgreSQL database (dropped at the end) and starts a standalone ZooKeeper
-(airflow_txn.testing.zookeeper, forceSync=yes as in production). Eight writer processes are started
+(tests.harness.zookeeper, forceSync=yes as in production). Eight writer processes are started
 once and kept; each opens its warehouses before the clock starts. A round gives every contender the
 same number of seconds, all writers at once, contenders one after the other in rotating order:
 
@@ -317,7 +317,7 @@ def run(quick: bool, writers: int = 8, seconds: float | None = None, rounds: int
     except Exception as exc:  # the rows say why they did not run
         why = f"PostgreSQL at {admin} unreachable: {type(exc).__name__}"
         return [_bench.not_run(ID, measure, name, why) for name in (SQL, ZK, KAZOO)]
-    from airflow_txn.testing.zookeeper import ZooKeeperUnavailable, standalone
+    from tests.harness.zookeeper import ZooKeeperUnavailable, standalone
 
     database = f"airflow_txn_bench_b6_{os.getpid()}"
     databases = [database, f"{database}_before"] if compare_with else [database]

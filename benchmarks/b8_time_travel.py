@@ -92,7 +92,7 @@ def _timer(fn: Callable[[], object]) -> Callable[[], float]:
 
 
 def _ours(base: Path, commits: int, closers: list[Callable[[], None]]) -> dict[str, Callable[[], object]]:
-    from airflow_txn import part_records, table_registry
+    from airflow_txn.catalog import part_records, table_registry
 
     wh = _peers.warehouse(base)
     closers.append(wh.close)

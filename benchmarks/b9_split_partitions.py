@@ -1,6 +1,6 @@
 """B9: splitting the rows of one staging call by partition, as the number of partitions grows.
 
-`split_by_partition` (airflow_txn/partitioning.py) runs on every append, overwrite and update of a
+`split_by_partition` (airflow_txn/model/partitioning.py) runs on every append, overwrite and update of a
 partitioned table before anything is written. Timed: the split of 200,000 rows (an int64 partition
 key, an id and a short string) into 250 and into 2,000 partitions, both sizes interleaved, next to
 the implementation it replaced (one filter over all rows per partition, kept here as the "before"
@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_txn.partitioning import split_by_partition, value_to_text
+from airflow_txn.model.partitioning import split_by_partition, value_to_text
 from benchmarks import _bench
 
 ROW = "B9"

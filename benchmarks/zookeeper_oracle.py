@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/zookeeper_oracle.py [--catalog URL] [--threads 8] [--appends 50] [--commits 10]
 
-Starts its own standalone ZooKeeper (airflow_txn.testing.zookeeper, forceSync=yes: every write is
+Starts its own standalone ZooKeeper (tests.harness.zookeeper, forceSync=yes: every write is
 fsynced, as in production) and prints a Markdown table. Two measurements:
   appends   oracle.append() alone from N threads of one process: the ZooKeeper round trip that group
             commit shares (the commit point, nothing else)
@@ -26,7 +26,7 @@ import pyarrow as pa
 from airflow_txn import Warehouse
 from airflow_txn.oracle.base import LogEntry
 from airflow_txn.oracle.zookeeper import ZooKeeperOracle
-from airflow_txn.testing.zookeeper import standalone
+from tests.harness.zookeeper import standalone
 
 SCHEMA = pa.schema([("id", pa.int64())])
 

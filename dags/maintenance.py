@@ -20,8 +20,8 @@ import datetime as dt
 
 from airflow.sdk import DAG, Param
 
-from airflow_txn.compaction import DEFAULT_TARGET_FILE_BYTES
-from airflow_txn.config import DEFAULT_RETENTION_SECONDS
+from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES
+from airflow_txn.core.config import DEFAULT_RETENTION_SECONDS
 from airflow_txn.operators import CompactOperator, VacuumOperator
 
 CONN_ID = "airflow_txn_default"

@@ -13,4 +13,4 @@ command -v java >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -q
 action=start
 if [ "${1:-}" = "--stop" ]; then action=stop; shift; fi
 DIR="${1:-${AIRFLOW_TXN_HOME:-$HOME/.airflow_txn}/zookeeper}"
-cd "$REPO" && PYTHONPATH="$REPO" "$PY" -m airflow_txn.testing.zookeeper "$action" "$DIR"
+cd "$REPO" && PYTHONPATH="$REPO" "$PY" -m tests.harness.zookeeper "$action" "$DIR"

@@ -20,7 +20,7 @@ AIRFLOW_TXN_TEST_PG="$(bash "$REPO/scripts/start_postgres.sh" | tail -n 1)"
 export AIRFLOW_TXN_TEST_PG
 
 log "ZooKeeper (Debian package, for the ZooKeeper oracle tests; servers are started by the fixtures)"
-"$VENV/bin/python" -c "from airflow_txn.testing.zookeeper import ensure_installed; ensure_installed()"
+"$VENV/bin/python" -c "from tests.harness.zookeeper import ensure_installed; ensure_installed()"
 export AIRFLOW_TXN_TEST_ZK=1
 
 log "Docker Compose v2 (validates docker/docker-compose.yml; no Docker engine needed)"
@@ -28,7 +28,7 @@ bash "$REPO/scripts/ensure_compose.sh" >/dev/null
 export AIRFLOW_TXN_TEST_COMPOSE=1
 
 log "Chromium (Debian package, for the Airflow plugin page test)"
-"$VENV/bin/python" -c "from airflow_txn.testing.chromium import ensure_installed; ensure_installed()"
+"$VENV/bin/python" -c "from tests.harness.chromium import ensure_installed; ensure_installed()"
 
 log "ruff"
 "$VENV/bin/ruff" check airflow_txn tests benchmarks scripts dags plugins

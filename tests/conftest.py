@@ -9,7 +9,7 @@ Core tests (tests/core, and the randomized histories in tests/history) also run 
 `postgres-zookeeper`: the PostgreSQL catalog with the ZooKeeper oracle (the production pairing), marked
 `zookeeper`. That variant sets AIRFLOW_TXN_ORACLE for the test, so every Warehouse.open in the test and in
 the worker processes it starts uses a fresh chroot on one real ZooKeeper server started for the session
-(airflow_txn.testing.zookeeper).
+(tests.harness.zookeeper).
 Set AIRFLOW_TXN_TEST_ZK (scripts/test.sh does) to make a ZooKeeper that cannot start fail, not skip.
 """
 
@@ -95,7 +95,7 @@ def pg_schema_url(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def zookeeper_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real standalone ZooKeeper for the session (installed from Debian's package if missing)."""
-    from airflow_txn.testing.zookeeper import ZooKeeperUnavailable, standalone
+    from tests.harness.zookeeper import ZooKeeperUnavailable, standalone
 
     try:
         with standalone(tmp_path_factory.mktemp("zookeeper"), force_sync=False) as server:

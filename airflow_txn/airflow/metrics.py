@@ -1,7 +1,7 @@
-"""The engine's metrics inside Airflow: a sink forwarding airflow_txn.metrics to Airflow's stats.
+"""The engine's metrics inside Airflow: a sink forwarding airflow_txn.telemetry.metrics to Airflow's stats.
 
 Airflow's `[metrics]` section decides where they end up (StatsD, Datadog, OpenTelemetry, or nowhere
-when none is enabled); the names are those of airflow_txn.metrics (`airflow_txn.commit.latency_ms`,
+when none is enabled); the names are those of airflow_txn.telemetry.metrics (`airflow_txn.core.commit.latency_ms`,
 `airflow_txn.rollbacks`, `airflow_txn.conflicts`, `airflow_txn.watermark_lag`), plus Airflow's own
 `[metrics] statsd_prefix` when StatsD adds one. TxnHook installs the sink the first time it opens a
 warehouse in a process (operators, sensor, trigger, listener), unless `[airflow_txn] metrics` is
@@ -14,8 +14,8 @@ import logging
 import threading
 from typing import Any
 
-from airflow_txn import metrics
 from airflow_txn.airflow.version_compat import airflow_conf, airflow_stats
+from airflow_txn.telemetry import metrics
 
 _lock = threading.Lock()
 _log = logging.getLogger(__name__)

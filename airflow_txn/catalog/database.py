@@ -29,8 +29,8 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.schema import DropIndex
 
 from airflow_txn.catalog import schema
-from airflow_txn.csn import PREHISTORIC_CSN
 from airflow_txn.errors import CatalogBusyError, CatalogUnavailableError, InvalidArgumentError, TxnError
+from airflow_txn.model.csn import PREHISTORIC_CSN
 
 _SQLITE_BUSY_SECONDS = 60.0
 """How long a SQLite writer waits for the database lock unless the URL says (`?timeout=SECONDS`)."""

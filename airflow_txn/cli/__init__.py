@@ -17,10 +17,10 @@ from collections.abc import Iterator, Sequence
 
 import click
 
-from airflow_txn import logs
 from airflow_txn.cli import exit_codes
 from airflow_txn.cli.commands import Settings, cli, log_level
 from airflow_txn.cli.render import to_json
+from airflow_txn.telemetry import logs
 
 __all__ = ["cli", "exit_codes", "main"]
 

@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 import click
 
 from airflow_txn import Warehouse
-from airflow_txn.bounds import INT64_MAX
 from airflow_txn.cli import doctor as doctor_checks
 from airflow_txn.cli import exit_codes, render
 from airflow_txn.cli.progress import ProgressBars
-from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.core.bounds import INT64_MAX
 from airflow_txn.errors import OracleUnavailableError
+from airflow_txn.model.csn import PREHISTORIC_CSN
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -23,15 +23,15 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from airflow_txn import overview
 from airflow_txn.catalog import Catalog, schema
-from airflow_txn.config import WarehouseConfig
+from airflow_txn.core import overview
+from airflow_txn.core.config import WarehouseConfig
+from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import TxnError
+from airflow_txn.model.tid import TidFactory
 from airflow_txn.oracle import CsnOracle
 from airflow_txn.oracle import registry as oracle_kinds
-from airflow_txn.runtime import Runtime
-from airflow_txn.storage import Storage
-from airflow_txn.tid import TidFactory
+from airflow_txn.storage.root import Storage
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 FAIL_FREE_BYTES = 64 * 2**20

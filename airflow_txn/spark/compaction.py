@@ -1,4 +1,4 @@
-"""Spark-executed compaction: the core's merge protocol (airflow_txn/compaction.py) with Spark writing
+"""Spark-executed compaction: the core's merge protocol (airflow_txn/core/compaction.py) with Spark writing
 the merged files, so the rows of a merge never pass through the driver's Python process.
 
     import airflow_txn.spark as txn_spark
@@ -26,17 +26,17 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from airflow_txn import table_registry
-from airflow_txn.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
+from airflow_txn.catalog import table_registry
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import SchemaMismatchError
-from airflow_txn.runtime import Runtime
 from airflow_txn.spark import layout
 from airflow_txn.spark.frames import _literal
 from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import spark_path
-from airflow_txn.storage import WrittenPart
-from airflow_txn.table_registry import TableInfo
-from airflow_txn.warehouse import Warehouse
+from airflow_txn.storage.root import WrittenPart
 
 JOB_DESCRIPTION = "spark.job.description"
 """The local property Spark's UI shows as a job's description (SparkContext.setJobDescription)."""

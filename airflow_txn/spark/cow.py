@@ -21,17 +21,18 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_txn import logs, staging
-from airflow_txn.compaction_records import MergedAwayError
+from airflow_txn.catalog.compaction_records import MergedAwayError
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import staging
+from airflow_txn.core.staging import Statement
+from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
-from airflow_txn.partitioning import WHOLE_TABLE
+from airflow_txn.model.partitioning import WHOLE_TABLE
 from airflow_txn.spark import engine
 from airflow_txn.spark.frames import PART_ID, parts_frame
 from airflow_txn.spark.types import to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, conform, stage_frame
-from airflow_txn.staging import Statement
-from airflow_txn.table_registry import TableInfo
-from airflow_txn.transaction import Transaction
+from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
 

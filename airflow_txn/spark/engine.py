@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from airflow_txn import table_registry, txn_records
-from airflow_txn.compaction_records import MergedAwayError
+from airflow_txn.catalog import table_registry, txn_records
+from airflow_txn.catalog.compaction_records import MergedAwayError
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.staging import Statement
+from airflow_txn.core.transaction import Transaction
+from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import SerializationError
-from airflow_txn.part_records import PartRow
-from airflow_txn.runtime import Runtime
-from airflow_txn.staging import Statement
-from airflow_txn.table_registry import TableInfo
-from airflow_txn.transaction import Transaction
-from airflow_txn.warehouse import Warehouse
 
 T = TypeVar("T")
 

@@ -28,11 +28,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_txn.part_records import PartRow
-from airflow_txn.partitioning import partition_column
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.model.partitioning import partition_column
 from airflow_txn.spark.types import to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, spark_path
-from airflow_txn.table_registry import TableInfo
 
 PART_ID = "__airflow_txn_part"
 _FILE = "__airflow_txn_file"

@@ -8,12 +8,12 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_txn import part_records
+from airflow_txn.catalog import part_records
+from airflow_txn.core.transaction import Transaction
+from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import TxnError
 from airflow_txn.spark import engine
 from airflow_txn.spark.frames import parts_frame
-from airflow_txn.transaction import Transaction
-from airflow_txn.warehouse import Warehouse
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,

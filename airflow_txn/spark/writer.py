@@ -24,15 +24,15 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_txn import crashpoints, staging
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import crashpoints, staging
+from airflow_txn.core.staging import Statement
+from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
-from airflow_txn.partitioning import WHOLE_TABLE, Partition, parse_partition_key, partition_key
+from airflow_txn.model.partitioning import WHOLE_TABLE, Partition, parse_partition_key, partition_key
 from airflow_txn.spark import engine, layout
 from airflow_txn.spark.types import same_storage, to_spark_type
-from airflow_txn.staging import Statement
-from airflow_txn.storage import WrittenPart
-from airflow_txn.table_registry import TableInfo
-from airflow_txn.transaction import Transaction
+from airflow_txn.storage.root import WrittenPart
 
 MODES = ("append", "overwrite")
 _GUARD = "airflow_txn refused a row: "

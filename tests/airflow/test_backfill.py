@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_txn import ROLLBACK_CSN, Warehouse
-from airflow_txn.txn_records import COMMITTED, ROLLED_BACK
+from airflow_txn.catalog.txn_records import COMMITTED, ROLLED_BACK
 from tests.airflow.helpers import BACKFILL_TABLES, counts, run_dag, task_states, transactions_of, xcom
 
 pytestmark = pytest.mark.airflow

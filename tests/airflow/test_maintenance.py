@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
-from airflow_txn import Warehouse, part_records, table_registry
-from airflow_txn.part_records import PartRow
-from airflow_txn.storage import SIDECAR
+from airflow_txn import Warehouse
+from airflow_txn.catalog import part_records, table_registry
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.storage.root import SIDECAR
 from tests.airflow.helpers import run_dag, task_states, xcom
 from tests.helpers import EVENTS, events, storage_files
 

@@ -31,11 +31,11 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.airflow.web import data
-from airflow_txn.csn import ROLLBACK_CSN
-from airflow_txn.testing.chromium import ensure_installed, png_size
-from airflow_txn.testing.ports import free_port
-from airflow_txn.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
+from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
+from airflow_txn.model.csn import ROLLBACK_CSN
 from tests.airflow.helpers import run_dag
+from tests.harness.chromium import ensure_installed, png_size
+from tests.harness.ports import free_port
 
 pytestmark = pytest.mark.airflow
 

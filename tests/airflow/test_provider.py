@@ -19,11 +19,12 @@ import jsonschema
 import pyarrow as pa
 import pytest
 
-from airflow_txn import Warehouse, metrics
+from airflow_txn import Warehouse
 from airflow_txn.airflow import provider
 from airflow_txn.airflow.hooks.txn import TxnHook, config_from_extra, default_lease_seconds
 from airflow_txn.airflow.metrics import AirflowStatsSink, install
 from airflow_txn.errors import TxnError
+from airflow_txn.telemetry import metrics
 
 pytestmark = pytest.mark.airflow
 

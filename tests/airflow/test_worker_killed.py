@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from airflow_txn import ROLLBACK_CSN, Warehouse
-from airflow_txn.txn_records import ACTIVE, ROLLED_BACK
+from airflow_txn.catalog.txn_records import ACTIVE, ROLLED_BACK
 from tests.airflow.conftest import CRASH_SPARK_CONF, connection_json
 from tests.airflow.helpers import PROBE_SCHEMA, run_dag, task_states, transactions_of
 from tests.helpers import storage_files

@@ -277,13 +277,13 @@ def test_engine_logs_go_to_stderr_warnings_only_unless_verbose(wh: Warehouse, op
     loud = staged()
     out, err = run(capsys, [*opts, "-v", "rollback", loud, "--json"])
     assert json.loads(out) == {"tid": loud, "state": "rolled_back"}  # the log lines stay off stdout
-    assert any(f"INFO airflow_txn.rollback tid={loud} rolled back" in line for line in err.splitlines()), err
+    assert any(f"INFO airflow_txn.core.rollback tid={loud} rolled back" in line for line in err.splitlines()), err
     monkeypatch.setenv("AIRFLOW_TXN_LOG_FORMAT", "json")
     structured = staged()
     out, err = run(capsys, [*opts, "rollback", structured, "--json", "--verbose"])
     assert json.loads(out)["state"] == "rolled_back"
     records = [json.loads(line) for line in err.splitlines()]
-    assert any(r["tid"] == structured and r["logger"] == "airflow_txn.rollback" and r["level"] == "INFO"
+    assert any(r["tid"] == structured and r["logger"] == "airflow_txn.core.rollback" and r["level"] == "INFO"
                and r["message"].startswith("rolled back") for r in records), err
     monkeypatch.setenv("AIRFLOW_TXN_LOG_FORMAT", "xml")
     assert_error(capsys, [*opts, "watermark"], exit_codes.USAGE, "UsageError", "AIRFLOW_TXN_LOG_FORMAT")

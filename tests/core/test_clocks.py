@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_txn import Warehouse, table_registry
+from airflow_txn import Warehouse
+from airflow_txn.catalog import table_registry
 from airflow_txn.errors import LeaseExpiredError
 from tests.helpers import events, ids, make_tables
 

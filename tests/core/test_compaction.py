@@ -14,12 +14,13 @@ import pyarrow.compute as pc
 import pytest
 from sqlalchemy import func, select
 
-from airflow_txn import Warehouse, compaction, compaction_records, part_records, staging, table_registry
-from airflow_txn.catalog import schema
+from airflow_txn import Warehouse
+from airflow_txn.catalog import compaction_records, part_records, schema, table_registry
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.core import compaction, staging
+from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SerializationError, SnapshotTooOldError, StorageError, TxnError
-from airflow_txn.part_records import PartRow
-from airflow_txn.runtime import Runtime
-from airflow_txn.storage import WrittenPart
+from airflow_txn.storage.root import WrittenPart
 from tests.core.workers.procs import Spawn
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 

@@ -10,9 +10,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from airflow_txn import Warehouse, crashpoints, part_records, table_registry
+from airflow_txn import Warehouse
+from airflow_txn.catalog import part_records, table_registry
+from airflow_txn.core import crashpoints
 from airflow_txn.errors import SnapshotTooOldError
-from airflow_txn.storage import SIDECAR, read_sidecar, write_dir_of
+from airflow_txn.storage.root import SIDECAR, read_sidecar, write_dir_of
 from tests.core.workers.procs import Spawn
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_txn.config import ENV_CATALOG, ENV_HOME, ENV_MANIFESTS, ENV_ORACLE, ENV_ROOT, WarehouseConfig
+from airflow_txn.core.config import ENV_CATALOG, ENV_HOME, ENV_MANIFESTS, ENV_ORACLE, ENV_ROOT, WarehouseConfig
 from airflow_txn.errors import TxnError
 
 

@@ -27,11 +27,12 @@ import pyarrow.compute as pc
 import pytest
 from sqlalchemy import select
 
-from airflow_txn import ROLLBACK_CSN, Warehouse, commit_log, crashpoints, part_records, table_registry, txn_records
-from airflow_txn.catalog import schema
+from airflow_txn import ROLLBACK_CSN, Warehouse
+from airflow_txn.catalog import commit_log, part_records, schema, table_registry, txn_records
+from airflow_txn.core import crashpoints
 from airflow_txn.errors import SerializationError, SnapshotTooOldError
 from airflow_txn.oracle.base import AbortDecidedError, LogEntry
-from airflow_txn.storage import SIDECAR, write_dir_of
+from airflow_txn.storage.root import SIDECAR, write_dir_of
 from tests import evidence
 from tests.core.workers.procs import Spawn
 from tests.core.workers.txn_worker import (

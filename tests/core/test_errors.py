@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog import schema
-from airflow_txn.csn import ROLLBACK_CSN
+from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import (
     InvalidNameError,
     LeaseExpiredError,
@@ -27,7 +27,7 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
     TxnError,
 )
-from airflow_txn.transaction import Transaction
+from airflow_txn.model.csn import ROLLBACK_CSN
 from tests.helpers import ACCOUNTS, EVENTS, accounts, events, ids, make_tables, storage_files
 
 STRICT = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])

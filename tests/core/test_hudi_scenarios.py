@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from airflow_txn import ROLLBACK_CSN, Warehouse, crashpoints
+from airflow_txn import ROLLBACK_CSN, Warehouse
+from airflow_txn.core import crashpoints
 from airflow_txn.errors import SerializationError, StorageError, TransactionClosedError
 from tests.helpers import ACCOUNTS, accounts, ids, storage_files
 

@@ -41,7 +41,7 @@ starlette; spark: pyspark and py4j; zookeeper: kazoo; postgres: psycopg, which S
 Every other third-party import (pyarrow, sqlalchemy, click, rich, ...) is the base install's or an
 upper layer's own business and is not governed here."""
 
-CORE = frozenset({"core", "zookeeper adapter"})
+CORE = frozenset({"core", "zookeeper adapter", "foundation"})
 
 LAYERS = (
     # `from airflow_txn.operators import ...` / `from airflow_txn.sensors import ...`: re-exports of the airflow layer
@@ -52,12 +52,12 @@ LAYERS = (
     Layer("cli", ("airflow_txn.cli",), CORE | {"cli"}),
     # `python -m airflow_txn.demo`: a program on top of the core that nothing imports
     Layer("demo", ("airflow_txn.demo",), CORE),
-    # real-service harnesses for tests (ZooKeeper, PostgreSQL, Chromium): nothing in the package uses them
-    Layer("testing", ("airflow_txn.testing",), frozenset({"testing"}),
-          frozenset({"kazoo", "psycopg"})),
+    # the values every layer speaks in (model/), the exceptions, logs and metrics: they import nothing above them
+    Layer("foundation", ("airflow_txn.model", "airflow_txn.errors", "airflow_txn.telemetry"),
+          frozenset({"foundation"})),
     # the core's ZooKeeper oracle: the one place for kazoo (imported inside functions, for a zookeeper:// oracle)
     Layer("zookeeper adapter", ("airflow_txn.oracle.zookeeper*",), CORE, frozenset({"kazoo"})),
-    # everything else: warehouse, transaction, the protocols, the row modules, catalog/, oracle/, storage, ...
+    # everything else: core/ (warehouse, transaction, the protocols), catalog/, oracle/, storage/, ...
     Layer("core", ("airflow_txn",), CORE),
 )
 BY_NAME = {layer.name: layer for layer in LAYERS}
@@ -106,6 +106,8 @@ def imports_in(source: str, module: str, is_package: bool) -> Iterator[tuple[str
 def broken_rule(layer: Layer, target: str) -> str | None:
     """Why `layer` may not import `target` (None: it may)."""
     top = target.split(".")[0]
+    if top == "tests":
+        return "the test suite, which is not installed with the package"
     if top == "airflow_txn":
         other = layer_of(target).name
         return None if other in layer.may_import else f"the {other} layer (may import: {sorted(layer.may_import)})"
@@ -148,7 +150,7 @@ def test_the_checker_sees_deferred_type_checking_and_dynamic_imports() -> None:
     """The scan is not vacuous: imports the interpreter never runs at import time are found in the real code."""
     seen = {(module, target) for path, module, is_package in package_modules()
             for target, _line in imports_in(path.read_text(encoding="utf-8"), module, is_package)}
-    assert ("airflow_txn.commit", "airflow_txn.commit_external.commit_external") in seen  # inside a function
+    assert ("airflow_txn.core.commit", "airflow_txn.core.commit_external.commit_external") in seen  # inside a function
     assert ("airflow_txn.spark", "airflow_txn.spark.writer.write") in seen  # under TYPE_CHECKING
     assert ("airflow_txn.spark", "pyspark.sql") in seen  # importlib.import_module("pyspark.sql")
     assert ("airflow_txn.airflow.version_compat", "airflow.sdk.observability.stats") in seen  # inside a function
@@ -169,16 +171,20 @@ if TYPE_CHECKING:
 
 FORBIDDEN = [
     # (module the source pretends to be, is it a package, its source, the import that must be reported)
-    ("airflow_txn.commit", False, "from airflow_txn.airflow import TxnHook\n", "airflow_txn.airflow.TxnHook"),
-    ("airflow_txn.commit", False, "from airflow_txn import spark\n", "airflow_txn.spark"),
-    ("airflow_txn.commit", False, DEFERRED_PYSPARK, "pyspark.sql"),
+    ("airflow_txn.core.commit", False, "from airflow_txn.airflow import TxnHook\n", "airflow_txn.airflow.TxnHook"),
+    ("airflow_txn.core.commit", False, "from airflow_txn import spark\n", "airflow_txn.spark"),
+    ("airflow_txn.core.commit", False, DEFERRED_PYSPARK, "pyspark.sql"),
     ("airflow_txn.catalog.database", False, "from ..cli import render\n", "airflow_txn.cli.render"),
     ("airflow_txn.oracle", True, "from ..airflow.version_compat import airflow_conf\n",
      "airflow_txn.airflow.version_compat.airflow_conf"),
-    ("airflow_txn.warehouse", False, "import importlib\nimportlib.import_module('airflow.sdk')\n", "airflow.sdk"),
-    ("airflow_txn.storage", False, "from kazoo.client import KazooClient\n", "kazoo.client.KazooClient"),
-    ("airflow_txn.recovery", False, "from airflow_txn.testing.ports import free_port\n",
-     "airflow_txn.testing.ports.free_port"),
+    ("airflow_txn.core.warehouse", False, "import importlib\nimportlib.import_module('airflow.sdk')\n", "airflow.sdk"),
+    ("airflow_txn.storage.root", False, "from kazoo.client import KazooClient\n", "kazoo.client.KazooClient"),
+    ("airflow_txn.core.recovery", False, "from tests.harness.ports import free_port\n",
+     "tests.harness.ports.free_port"),
+    ("airflow_txn.model.names", False, "from airflow_txn.core.config import Config\n",
+     "airflow_txn.core.config.Config"),
+    ("airflow_txn.telemetry.metrics", False, "def f():\n    from airflow_txn.catalog import schema\n",
+     "airflow_txn.catalog.schema"),
     ("airflow_txn.spark.writer", False, TYPE_CHECKING_HOOK, "airflow_txn.airflow.hooks.txn.TxnHook"),
     ("airflow_txn.spark.writer", False, "def f():\n    from airflow.sdk import Variable\n", "airflow.sdk.Variable"),
     ("airflow_txn.cli.commands", False, "def f():\n    import airflow_txn.spark.reader\n", "airflow_txn.spark.reader"),
@@ -197,13 +203,13 @@ def test_a_forbidden_import_is_reported(module: str, is_package: bool, source: s
 
 ALLOWED = [
     ("airflow_txn.airflow.operators.spark", "from airflow_txn.spark import write\nimport pyspark.sql\n"),
-    ("airflow_txn.airflow.web.app", "from fastapi import FastAPI\nfrom airflow_txn.warehouse import Warehouse\n"),
-    ("airflow_txn.spark.reader", "from airflow_txn.warehouse import Warehouse\nfrom . import engine\n"),
+    ("airflow_txn.airflow.web.app", "from fastapi import FastAPI\nfrom airflow_txn.core.warehouse import Warehouse\n"),
+    ("airflow_txn.spark.reader", "from airflow_txn.core.warehouse import Warehouse\nfrom . import engine\n"),
     ("airflow_txn.cli.doctor", "def f():\n    from airflow_txn.oracle.zookeeper import ZooKeeperOracle\n"),
     ("airflow_txn.oracle.zookeeper", "from kazoo.client import KazooClient\nfrom .base import CsnOracle\n"),
     ("airflow_txn.oracle", "def make():\n    from airflow_txn.oracle.zookeeper import ZooKeeperOracle\n"),
     ("airflow_txn.operators", "from airflow_txn.airflow.operators import VacuumOperator\n"),
-    ("airflow_txn.commit", "import sqlalchemy\nimport pyarrow\nfrom airflow_txn import airflowish\n"),
+    ("airflow_txn.core.commit", "import sqlalchemy\nimport pyarrow\nfrom airflow_txn import airflowish\n"),
 ]
 
 
@@ -214,12 +220,13 @@ def test_an_allowed_import_is_not_reported(module: str, source: str) -> None:
 
 def test_modules_belong_to_the_layer_their_path_says() -> None:
     expected = {
-        "airflow_txn": "core", "airflow_txn.warehouse": "core", "airflow_txn.catalog.database": "core",
+        "airflow_txn": "core", "airflow_txn.core.warehouse": "core", "airflow_txn.catalog.database": "core",
         "airflow_txn.oracle": "core", "airflow_txn.oracle.sql": "core",
         "airflow_txn.oracle.zookeeper": "zookeeper adapter", "airflow_txn.oracle.zookeeper_spec": "zookeeper adapter",
         "airflow_txn.spark": "spark", "airflow_txn.spark.writer": "spark", "airflow_txn.airflow.web.app": "airflow",
         "airflow_txn.operators": "shims", "airflow_txn.sensors": "shims", "airflow_txn.cli.__main__": "cli",
-        "airflow_txn.demo": "demo", "airflow_txn.testing.zookeeper": "testing",
+        "airflow_txn.demo": "demo", "airflow_txn.model.tid": "foundation",
+        "airflow_txn.errors": "foundation", "airflow_txn.telemetry.logs": "foundation",
         "airflow_txn.sparkish": "core",
     }
     assert {m: layer_of(m).name for m in expected} == expected

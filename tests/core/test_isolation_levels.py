@@ -8,9 +8,9 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog import schema
+from airflow_txn.core.isolation import Isolation
 from airflow_txn.errors import InvalidArgumentError, SerializationError
-from airflow_txn.isolation import Isolation
-from airflow_txn.partitioning import WHOLE_TABLE
+from airflow_txn.model.partitioning import WHOLE_TABLE
 from tests.helpers import ACCOUNTS, accounts
 
 BAD_LEVELS: list[object] = ["chaos", "SERIALIZABLE", "Snapshot", "", " snapshot", None, 1, b"snapshot", ["snapshot"]]

@@ -4,7 +4,7 @@ before the limit: the plugin page lists only the DAGs a user may read this way."
 from __future__ import annotations
 
 from airflow_txn import Warehouse
-from airflow_txn.txn_records import COMMITTED, LabelFilter
+from airflow_txn.catalog.txn_records import COMMITTED, LabelFilter
 
 LABELS = ["a/r1", "a/r2", "b/r1", None, "plain", "etl/", "/run", "x y/r1"]
 

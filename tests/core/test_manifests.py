@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_txn import Warehouse
+from airflow_txn.core.manifests import MANIFEST_DIR
 from airflow_txn.errors import TxnError
-from airflow_txn.manifests import MANIFEST_DIR
 from tests.helpers import accounts, events, make_tables, storage_files
 
 METRICS = pa.schema([("region", pa.string()), ("year", pa.int64()), ("id", pa.int64()), ("amount", pa.float64())])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from airflow_txn import Warehouse
 from airflow_txn.errors import InvalidNameError
-from airflow_txn.names import encode_path_value, parse_table_name, safe_join
+from airflow_txn.model.names import encode_path_value, parse_table_name, safe_join
 from tests.helpers import ACCOUNTS, accounts, storage_files
 
 BAD_TABLE_NAMES: list[object] = [

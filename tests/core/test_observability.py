@@ -1,4 +1,4 @@
-"""Structured logs (airflow_txn.logs) and metrics (airflow_txn.metrics) of the engine: every line
+"""Structured logs (airflow_txn.telemetry.logs) and metrics (airflow_txn.telemetry.metrics) of the engine: every line
 about a transaction carries its tid and CSN; commit, rollback, conflicts and the watermark lag are
 reported to the installed sink (a real RecordingSink, the sink users install themselves)."""
 
@@ -13,8 +13,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_txn import Warehouse, commit, logs, metrics
+from airflow_txn import Warehouse
+from airflow_txn.core import commit
 from airflow_txn.errors import SerializationError, TransactionClosedError
+from airflow_txn.telemetry import logs, metrics
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
 
@@ -48,15 +50,15 @@ def test_commit_lines_carry_tid_and_csn(wh: Warehouse, records: pytest.LogCaptur
     t.append("shop.orders", rows(1, 2))
     csn = t.commit()
 
-    [line] = [r for r in engine_records(records, "airflow_txn.commit") if r.levelno == logging.INFO]
+    [line] = [r for r in engine_records(records, "airflow_txn.core.commit") if r.levelno == logging.INFO]
     assert (line.tid, line.csn) == (t.tid, csn)  # type: ignore[attr-defined]
     assert line.getMessage().startswith(f"tid={t.tid} csn={csn} committed in ")
     # the SQL oracle applies inside the commit's catalog transaction; an external log applies afterwards
-    applier = "airflow_txn.commit" if wh.runtime.oracle.external_log is None else "airflow_txn.apply"
+    applier = "airflow_txn.core.commit" if wh.runtime.oracle.external_log is None else "airflow_txn.core.apply"
     applied = [r for r in engine_records(records, applier)
                if r.csn == csn and "applied" in r.getMessage()]  # type: ignore[attr-defined]
     assert [r.tid for r in applied] == [t.tid]  # type: ignore[attr-defined]
-    began = engine_records(records, "airflow_txn.warehouse")
+    began = engine_records(records, "airflow_txn.core.warehouse")
     assert [(r.tid, r.csn) for r in began] == [(t.tid, t.snapshot_csn)]  # type: ignore[attr-defined]
 
     [latency] = sink.of(metrics.COMMIT_LATENCY)
@@ -82,7 +84,7 @@ def test_rollback_is_logged_and_counted_once(wh: Warehouse, records: pytest.LogC
     t.rollback(reason="changed my mind")
     t.rollback()  # already rolled back: nothing more to count
 
-    lines = engine_records(records, "airflow_txn.rollback")
+    lines = engine_records(records, "airflow_txn.core.rollback")
     assert lines and all(r.tid == t.tid for r in lines)  # type: ignore[attr-defined]
     assert [r.getMessage() for r in lines if r.levelno == logging.INFO] == [
         f"tid={t.tid} rolled back: changed my mind"]
@@ -106,7 +108,7 @@ def test_write_conflict_is_counted_and_rolled_back(wh: Warehouse, records: pytes
     first.commit()
     assert sink.total(metrics.CONFLICTS) == 1
     assert sink.total(metrics.ROLLBACKS) == 1
-    rolled = [r for r in engine_records(records, "airflow_txn.rollback") if r.levelno == logging.INFO]
+    rolled = [r for r in engine_records(records, "airflow_txn.core.rollback") if r.levelno == logging.INFO]
     assert [r.tid for r in rolled] == [second.tid]  # type: ignore[attr-defined]
     assert "conflicts" in rolled[0].getMessage()
 
@@ -123,7 +125,7 @@ def test_serializable_validation_failure_is_a_conflict(wh: Warehouse, records: p
         reader.commit()
     assert sink.total(metrics.CONFLICTS) == 1
     assert sink.total(metrics.ROLLBACKS) == 1
-    [warning] = [r for r in engine_records(records, "airflow_txn.commit") if r.levelno == logging.WARNING]
+    [warning] = [r for r in engine_records(records, "airflow_txn.core.commit") if r.levelno == logging.WARNING]
     assert warning.tid == reader.tid  # type: ignore[attr-defined]
     assert warning.getMessage().startswith(f"tid={reader.tid} commit failed: ")
     assert wh.transaction_info(reader.tid)["state"] == "rolled_back"
@@ -135,7 +137,7 @@ def test_vacuum_line_carries_the_horizon(wh: Warehouse, records: pytest.LogCaptu
     t.append("shop.orders", rows(1))
     t.rollback()
     report = wh.vacuum(retention_seconds=0)
-    [line] = engine_records(records, "airflow_txn.vacuum")
+    [line] = engine_records(records, "airflow_txn.core.vacuum")
     assert line.csn == report["horizon"] and line.tid is None  # type: ignore[attr-defined]
     assert line.getMessage().startswith(f"csn={report['horizon']} vacuum: {report['parts_removed']} part(s)")
     assert report["parts_removed"] == 1
@@ -187,7 +189,8 @@ def test_json_and_text_formatters(tmp_path: Path) -> None:
                 t.append("shop.orders", rows(1))
             csn = wh.readable_csn()
         [line] = [json.loads(x) for x in stream.getvalue().splitlines()]
-        assert (line["logger"], line["level"], line["tid"], line["csn"]) == ("airflow_txn.commit", "INFO", t.tid, csn)
+        expected = ("airflow_txn.core.commit", "INFO", t.tid, csn)
+        assert (line["logger"], line["level"], line["tid"], line["csn"]) == expected
         assert line["message"].startswith("committed in ")  # the fields are fields, not a prefix
 
         stream.truncate(0), stream.seek(0)

@@ -9,14 +9,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_txn import Warehouse, metrics
+from airflow_txn import Warehouse
 from airflow_txn.catalog import Catalog
 from airflow_txn.cli import doctor
-from airflow_txn.config import WarehouseConfig
+from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.errors import TxnError
 from airflow_txn.oracle import registry
 from airflow_txn.oracle.sql import SQL, SqlKind, SqlOracle
 from airflow_txn.oracle.zookeeper_spec import ZOOKEEPER, ZooKeeperSpec
+from airflow_txn.telemetry import metrics
 
 
 class ToyOracle(SqlOracle):

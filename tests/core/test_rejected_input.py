@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 from airflow_txn import Warehouse
 from airflow_txn.catalog import schema
 from airflow_txn.cli import exit_codes, main
-from airflow_txn.config import MAX_LEASE_SECONDS
+from airflow_txn.core.config import MAX_LEASE_SECONDS
 from airflow_txn.errors import (
     CatalogUnavailableError,
     InvalidArgumentError,

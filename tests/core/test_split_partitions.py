@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_txn.partitioning import Partition, split_by_partition, value_to_text
+from airflow_txn.model.partitioning import Partition, split_by_partition, value_to_text
 
 
 def _reference(data: pa.Table, partition_by: Sequence[str]) -> list[tuple[Partition, pa.Table]]:

@@ -101,6 +101,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 from sqlalchemy import Engine, create_engine, text
 
 from airflow_txn import Warehouse
+from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import (
     InvalidatedKeysError,
     RetryConflictError,
@@ -108,7 +109,6 @@ from airflow_txn.errors import (
     SerializationError,
     TransactionClosedError,
 )
-from airflow_txn.transaction import Transaction
 
 ROLLBACK_CSN = 2**63 - 1  # docs/DESIGN.md: RollbackCSN, never visible
 WHOLE = "*"  # a read set entry meaning "the whole table"

@@ -11,10 +11,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from airflow_txn import Transaction, Warehouse, table_registry
+from airflow_txn import Transaction, Warehouse
+from airflow_txn.catalog import table_registry
+from airflow_txn.core.vacuum import ORPHAN_GRACE_SECONDS
 from airflow_txn.errors import SnapshotTooOldError
-from airflow_txn.storage import SIDECAR
-from airflow_txn.vacuum import ORPHAN_GRACE_SECONDS
+from airflow_txn.storage.root import SIDECAR
 from tests.helpers import ACCOUNTS, accounts, events, ids, make_tables, storage_files
 
 

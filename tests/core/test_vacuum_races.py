@@ -18,8 +18,9 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 
-from airflow_txn import Warehouse, table_registry
-from airflow_txn.storage import WRITE_DIR_RE
+from airflow_txn import Warehouse
+from airflow_txn.catalog import table_registry
+from airflow_txn.storage.root import WRITE_DIR_RE
 from tests.helpers import events, ids, make_tables
 
 DAY = "2024-01-01"

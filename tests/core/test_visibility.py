@@ -12,10 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, insert, select
 
-from airflow_txn import part_records
-from airflow_txn.catalog import Catalog, schema
-from airflow_txn.csn import PREHISTORIC_CSN, ROLLBACK_CSN
-from airflow_txn.visibility import VersionInfo, is_visible, visible_branches, visible_clause
+from airflow_txn.catalog import Catalog, part_records, schema
+from airflow_txn.core.visibility import VersionInfo, is_visible, visible_branches, visible_clause
+from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
 
 ME = "5-1-00000000000000aa"
 OTHER = "5-2-00000000000000bb"

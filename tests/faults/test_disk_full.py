@@ -21,7 +21,7 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.errors import StorageError, TransactionClosedError
-from airflow_txn.storage import FAULT_QUOTA_ENV
+from airflow_txn.storage.root import FAULT_QUOTA_ENV
 from tests import evidence
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 

@@ -1,6 +1,6 @@
 """Service fault: the PostgreSQL catalog restarted (immediate shutdown = a crash) while commits are in flight.
 
-A PRIVATE cluster (airflow_txn.testing.postgres) is started for the test, never the shared server. Two
+A PRIVATE cluster (tests.harness.postgres) is started for the test, never the shared server. Two
 committer processes commit continuously; the test holds the row lock of the CSN counter, so its own commit
 and every committer's commit are blocked INSIDE the commit's catalog transaction when the server is killed.
 Then: the cut-off commits fail with CatalogUnavailableError (a TxnError), none is partial; after the restart
@@ -32,10 +32,10 @@ from sqlalchemy import create_engine, select, text
 from airflow_txn import Warehouse
 from airflow_txn.catalog import schema
 from airflow_txn.errors import CatalogUnavailableError, TxnError
-from airflow_txn.testing.postgres import PostgresCluster, PostgresUnavailable, private_cluster
 from tests import evidence
 from tests.core.workers.procs import REPO
 from tests.faults.committer import LEFT, RIGHT, SCHEMA, rows
+from tests.harness.postgres import PostgresCluster, PostgresUnavailable, private_cluster
 from tests.helpers import ids, storage_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

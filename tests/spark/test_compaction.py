@@ -14,13 +14,14 @@ import pyarrow as pa
 import pytest
 
 import airflow_txn.spark as txn_spark
-from airflow_txn import Warehouse, part_records, table_registry
-from airflow_txn.compaction import MergeJob
+from airflow_txn import Warehouse
+from airflow_txn.catalog import part_records, table_registry
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.core.compaction import MergeJob
+from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SchemaMismatchError, SnapshotTooOldError, TableNotFoundError, TxnError
-from airflow_txn.part_records import PartRow
-from airflow_txn.runtime import Runtime
 from airflow_txn.spark.compaction import output_files, spark_writer
-from airflow_txn.storage import SIDECAR, WrittenPart
+from airflow_txn.storage.root import SIDECAR, WrittenPart
 from tests.helpers import EVENTS, ids, storage_files
 from tests.spark.helpers import frame, rows_of
 

@@ -10,15 +10,17 @@ import pyarrow as pa
 import pytest
 
 import airflow_txn.spark as txn_spark
-from airflow_txn import Warehouse, commit_log, compaction, part_records, staging
-from airflow_txn.compaction import MergeGroup
-from airflow_txn.compaction_records import MergedAwayError
+from airflow_txn import Warehouse
+from airflow_txn.catalog import commit_log, part_records
+from airflow_txn.catalog.compaction_records import MergedAwayError
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import compaction, staging
+from airflow_txn.core.compaction import MergeGroup
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.staging import Statement
+from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import SchemaMismatchError, SerializationError, TransactionClosedError
-from airflow_txn.runtime import Runtime
 from airflow_txn.spark.cow import MERGE_RETRIES
-from airflow_txn.staging import Statement
-from airflow_txn.table_registry import TableInfo
-from airflow_txn.transaction import Transaction
 from tests.helpers import events, ids, make_tables
 from tests.spark.helpers import rows_of
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_txn.errors import SchemaMismatchError, StorageError
-from airflow_txn.partitioning import value_to_text
+from airflow_txn.model.partitioning import value_to_text
 from tests.helpers import import_error_without
 
 pytestmark = pytest.mark.spark

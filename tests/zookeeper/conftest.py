@@ -1,7 +1,7 @@
 """Fixtures of the ZooKeeper oracle tests: warehouses on PostgreSQL + a real ZooKeeper, a raw kazoo client.
 
 The session's standalone server comes from tests/conftest.py (`zookeeper_hosts`); tests that stop,
-restart or kill servers start their own (airflow_txn.testing.zookeeper). Every warehouse gets a
+restart or kill servers start their own (tests.harness.zookeeper). Every warehouse gets a
 chroot of its own, so tests never see each other's logs.
 """
 

@@ -12,7 +12,9 @@ import pytest
 
 pytest.importorskip("kazoo")
 
-from airflow_txn import Warehouse, commit, isolation, txn_records
+from airflow_txn import Warehouse
+from airflow_txn.catalog import txn_records
+from airflow_txn.core import commit, isolation
 from airflow_txn.errors import OracleUnavailableError, SerializationError, TransactionClosedError, TxnError
 from airflow_txn.oracle.base import AbortDecidedError, LogEntry, LogRecord
 from airflow_txn.oracle.zookeeper import ZooKeeperOracle
@@ -107,7 +109,7 @@ def test_two_warehouses_cannot_share_a_chroot(make_wh: OpenWh, tmp_path: Any) ->
 
 
 def test_unreachable_zookeeper_leaves_the_transaction_active(make_wh: OpenWh) -> None:
-    from airflow_txn.testing.zookeeper import free_port
+    from tests.harness.zookeeper import free_port
 
     wh = make_wh()
     make_tables(wh)
@@ -128,7 +130,7 @@ def test_unreachable_zookeeper_leaves_the_transaction_active(make_wh: OpenWh) ->
 
 def _prepare(wh: Warehouse, tid: str) -> None:
     """Move a transaction to `committing` as commit's step 2 does (the committer then 'dies')."""
-    from airflow_txn import commit_external
+    from airflow_txn.core import commit_external
 
     commit_external._prepare(wh.runtime, tid)
 
@@ -168,7 +170,7 @@ def test_rollback_of_a_committed_record_rolls_forward(make_wh: OpenWh) -> None:
 
 
 def test_mirroring_is_idempotent(make_wh: OpenWh) -> None:
-    from airflow_txn import log_mirror
+    from airflow_txn.core import log_mirror
 
     wh = make_wh()
     make_tables(wh)
@@ -192,7 +194,7 @@ def test_commit_returns_only_once_its_csn_is_readable_when_an_older_record_is_mi
     readable, and the same process's next begin() missed its own write. The prefix must be read first."""
     from sqlalchemy import event
 
-    from airflow_txn import log_mirror
+    from airflow_txn.core import log_mirror
 
     wh = make_wh()
     make_tables(wh)

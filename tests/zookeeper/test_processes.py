@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from airflow_txn import Warehouse, crashpoints
-from airflow_txn.testing.zookeeper import ZooKeeperServer, ensemble, standalone
+from airflow_txn import Warehouse
+from airflow_txn.core import crashpoints
 from tests import evidence
 from tests.core.workers.procs import REPO, Child
 from tests.core.workers.txn_worker import CRASH_ACCOUNT_IDS, CRASH_EVENT_IDS
+from tests.harness.zookeeper import ZooKeeperServer, ensemble, standalone
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 from tests.zookeeper.worker import SCHEMA, TABLE
 
@@ -149,7 +150,7 @@ def test_committer_killed_between_record_and_apply_then_a_reader_process_gets_th
         # the record exists only in ZooKeeper: the catalog still says committing, no mirror, nothing stamped
         assert _zk_log(zookeeper_hosts, chroot)[3] == tid
         with wh.runtime.catalog.read() as conn:
-            from airflow_txn import commit_log, txn_records
+            from airflow_txn.catalog import commit_log, txn_records
 
             assert commit_log.record_of(conn, tid) is None
             assert txn_records.fetch(conn, tid).state == txn_records.COMMITTING

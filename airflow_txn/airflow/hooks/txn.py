@@ -4,7 +4,7 @@ The connection's extra holds `{"catalog": URL, "root": path, "oracle": "sql" | "
 (and optionally `"spark_conf": {...}` for SparkTransactionOperator). A field the connection does not
 set (or a missing connection) falls back to the `[airflow_txn]` section of Airflow's configuration
 (`AIRFLOW__AIRFLOW_TXN__CATALOG`, ...), then to the AIRFLOW_TXN_* variables and the embedded defaults
-(airflow_txn.config). The first hook of a process also installs the metrics sink (airflow/metrics.py).
+(airflow_txn.core.config). The first hook of a process also installs the metrics sink (airflow/metrics.py).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from airflow_txn import bounds
 from airflow_txn.airflow.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
-from airflow_txn.config import DEFAULT_LEASE_SECONDS, WarehouseConfig
-from airflow_txn.csn import PREHISTORIC_CSN
+from airflow_txn.core import bounds
+from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, WarehouseConfig
+from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, TableNotFoundError, TxnError, WaitTimeoutError
-from airflow_txn.warehouse import Warehouse
+from airflow_txn.model.csn import PREHISTORIC_CSN
 
 DEFAULT_CONN_ID = "airflow_txn_default"
 CONN_TYPE = "airflow_txn"

@@ -8,7 +8,7 @@ from typing import Any
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
 from airflow_txn.airflow.version_compat import AirflowFailException, BaseOperator
 from airflow_txn.errors import InvalidNameError
-from airflow_txn.tid import Tid
+from airflow_txn.model.tid import Tid
 
 
 class TxnBaseOperator(BaseOperator):

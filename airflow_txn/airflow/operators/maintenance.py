@@ -21,8 +21,9 @@ from typing import Any
 from airflow_txn.airflow.hooks.txn import coerce_tables
 from airflow_txn.airflow.operators.base import TxnBaseOperator
 from airflow_txn.airflow.version_compat import AirflowFailException, Context
-from airflow_txn.compaction import DEFAULT_TARGET_FILE_BYTES
-from airflow_txn.config import DEFAULT_RETENTION_SECONDS
+from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES
+from airflow_txn.core.config import DEFAULT_RETENTION_SECONDS
+from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (
     CatalogUnavailableError,
     LeaseExpiredError,
@@ -31,7 +32,6 @@ from airflow_txn.errors import (
     StorageError,
     TxnError,
 )
-from airflow_txn.warehouse import Warehouse
 
 ENGINES = ("arrow", "spark")
 _TRANSIENT = (CatalogUnavailableError, OracleUnavailableError, StorageError, LeaseExpiredError, SerializationError)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_txn.airflow.operators.base import TxnBaseOperator, require_tid, run_ids, task_key
 from airflow_txn.airflow.version_compat import AirflowFailException, Context
-from airflow_txn.transaction import Transaction
+from airflow_txn.core.transaction import Transaction
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, config_from_extra, snapshot_ready
 from airflow_txn.airflow.version_compat import BaseTrigger, TriggerEvent
-from airflow_txn.warehouse import Warehouse
+from airflow_txn.core.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 

@@ -35,6 +35,8 @@ from airflow_txn.airflow.web.auth import DagPermission, GetUserDep, login_url, m
 from airflow_txn.airflow.web.runs import run_tids
 from airflow_txn.airflow.web.same_origin import check_state_change
 from airflow_txn.airflow.web.warehouses import Warehouses
+from airflow_txn.catalog.txn_records import ACTIVE
+from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (
     CatalogUnavailableError,
     InvalidNameError,
@@ -43,8 +45,6 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
     TxnError,
 )
-from airflow_txn.txn_records import ACTIVE
-from airflow_txn.warehouse import Warehouse
 
 URL_PREFIX = "/airflow-txn"
 ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#2563eb" '

@@ -13,10 +13,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from airflow_txn.csn import ROLLBACK_CSN
+from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
+from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import TxnError
-from airflow_txn.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
-from airflow_txn.warehouse import Warehouse
+from airflow_txn.model.csn import ROLLBACK_CSN
 
 STATES = (ACTIVE, COMMITTED, ROLLED_BACK)
 MAX_LIMIT = 1000

@@ -18,7 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from airflow_txn import __version__
-from airflow_txn.csn import ROLLBACK_CSN
+from airflow_txn.model.csn import ROLLBACK_CSN
 
 PACKAGE = "airflow_txn.airflow.web"
 

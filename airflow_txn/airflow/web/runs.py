@@ -9,7 +9,7 @@ import logging
 from airflow_txn.airflow.listener import begin_tasks
 from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcom
 from airflow_txn.errors import InvalidNameError
-from airflow_txn.tid import Tid
+from airflow_txn.model.tid import Tid
 
 log = logging.getLogger(__name__)
 

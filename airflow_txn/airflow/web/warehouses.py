@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from airflow_txn.config import WarehouseConfig
-from airflow_txn.warehouse import Warehouse
+from airflow_txn.core.config import WarehouseConfig
+from airflow_txn.core.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_txn import crashpoints
+from airflow_txn.core import crashpoints
 
 REPO = Path(__file__).resolve().parents[3]
 

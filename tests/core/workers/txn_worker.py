@@ -11,7 +11,8 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_txn import Transaction, Warehouse, crashpoints
+from airflow_txn import Transaction, Warehouse
+from airflow_txn.core import crashpoints
 from airflow_txn.errors import SerializationError
 from tests.helpers import accounts, events
 
@@ -128,7 +129,7 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
         keep_alive(wh)
         return
     if scenario == "compact":
-        from airflow_txn import compaction
+        from airflow_txn.core import compaction
 
         emit({"compact": True})
         emit({"survived": compaction.compact(wh.runtime, "sales.events", lease_seconds=CRASH_LEASE_SECONDS)})

@@ -1,0 +1,163 @@
+"""Catalog rows of background merges (compaction.py): candidates, the swap, and what others must know of merges.
+
+A merge that swapped has a row in txn_compactions. Its sources carry removal_tid = the merge's tid and
+removal_csn = the merge CSN M; the merged part carries creation_tid = the merge's tid and creation_csn
+= M. Two other protocols look merges up here:
+  - a user statement that chose parts before a merge swapped them out (`follow_merges`): it replaces
+    the merged part instead when it replaces every source, else it must choose again (MergedAwayError);
+  - vacuum (`garbage`): sources stay while a reader may still hold a file list taken before the swap.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, and_, insert, or_, select, update
+
+from airflow_txn.catalog import Catalog, part_records, schema
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.errors import SerializationError
+from airflow_txn.model.csn import ROLLBACK_CSN
+from airflow_txn.storage.root import WrittenPart
+
+_p = schema.parts.c
+_m = schema.compactions.c
+
+MAX_FOLLOW = 100
+"""Merged parts merged again, followed at most this deep (each merge removes parts: the chain is short)."""
+
+
+class MergedAwayError(SerializationError):
+    """A part a statement chose was merged away meanwhile (the same rows now live in a merged part) and
+    the statement does not replace the whole merged part: the statement must choose its parts again."""
+
+
+@dataclass(frozen=True, slots=True)
+class SwapResult:
+    merged_part_id: int | None  # None: a source was taken or is gone, the merge must yield
+    reason: str = ""
+
+
+def candidates(conn: Connection, table_id: int, bound: int,
+               partition_keys: Sequence[str] | None = None) -> list[PartRow]:
+    """Committed parts nobody removes or locks, created at a CSN <= bound, in (creation_csn, id) order."""
+    stmt = select(schema.parts).where(
+        _p.table_id == table_id, _p.creation_csn.is_not(None), _p.creation_csn <= bound,
+        _p.creation_csn != ROLLBACK_CSN, _p.removal_tid.is_(None), _p.removal_csn.is_(None),
+    )
+    if partition_keys is not None:
+        stmt = stmt.where(_p.partition_key.in_(list(partition_keys)))
+    return [part_records._from_row(r) for r in conn.execute(stmt.order_by(_p.creation_csn, _p.id))]
+
+
+def still_free(conn: Connection, sources: Sequence[PartRow]) -> bool:
+    """Every source is still committed, unlocked and not removed."""
+    rows = conn.execute(
+        select(_p.id).where(_p.id.in_([s.id for s in sources]), _p.removal_tid.is_(None), _p.removal_csn.is_(None))
+    ).all()
+    return len(rows) == len(sources)
+
+
+def swap(conn: Connection, catalog: Catalog, tid: str, table_id: int, partition_key: str,
+         sources: Sequence[PartRow], written: WrittenPart, merge_csn: int) -> SwapResult:
+    """The swap, inside the caller's catalog transaction: compare-and-swap the removal of every source
+    (NULL -> tid, stamped M at once), register the merged part at M and record the merge. A source
+    a user transaction took (or that is gone) makes it return None: the caller must roll back.
+    Where rows lock (PostgreSQL) the sources are locked first with SKIP LOCKED: a merge never waits
+    for a user statement holding one (it yields), so it can neither block nor deadlock a user."""
+    ids = [s.id for s in sources]
+    free = select(_p.id).where(_p.id.in_(ids), _p.removal_tid.is_(None), _p.removal_csn.is_(None)).order_by(_p.id)
+    if catalog.supports_for_update:
+        free = free.with_for_update(skip_locked=True)
+    if len(conn.execute(free).all()) != len(ids):
+        return SwapResult(None, "a source part is locked or was removed by another transaction")
+    taken = conn.execute(
+        update(schema.parts)
+        .where(_p.id.in_(ids), _p.removal_tid.is_(None), _p.removal_csn.is_(None))
+        .values(removal_tid=tid, removal_csn=merge_csn, removal_key=None, removal_attempt=None)
+    ).rowcount
+    if taken != len(ids):
+        return SwapResult(None, f"{len(ids) - taken} of {len(ids)} source parts were locked or removed meanwhile")
+    now = time.time()
+    result = conn.execute(
+        insert(schema.parts).values(
+            table_id=table_id, partition_key=partition_key, path=written.path, files=json.dumps(list(written.files)),
+            row_count=written.row_count, size_bytes=written.size_bytes, creation_tid=tid, creation_csn=merge_csn,
+            removal_tid=None, removal_csn=None, stage_key=None, stage_attempt=None, removal_key=None,
+            removal_attempt=None, created_at=now,
+        )
+    )
+    assert result.inserted_primary_key is not None
+    merged_id = int(result.inserted_primary_key[0])
+    conn.execute(insert(schema.compactions).values(
+        tid=tid, table_id=table_id, partition_key=partition_key, merge_csn=merge_csn, merged_part_id=merged_id,
+        source_parts=len(ids), rows=written.row_count, source_bytes=sum(s.size_bytes for s in sources),
+        merged_bytes=written.size_bytes, committed_at=now,
+    ))
+    return SwapResult(merged_id)
+
+
+def follow_merges(conn: Connection, part_ids: Sequence[int], catalog: Catalog | None = None) -> list[int]:
+    """The parts to take removal locks on, for a statement that chose `part_ids`: a chosen part that a
+    merge swapped out is replaced by the merged part when the statement chose every source of that
+    merge (the same rows); otherwise MergedAwayError (the statement chooses again from the merged part).
+    With a catalog whose rows lock, the chosen rows are locked first (in id order): a swap in flight
+    is waited for, so its outcome is seen here and not as a lost compare-and-swap later.
+    Without merges among them this is one or two queries and returns `part_ids` unchanged."""
+    ids = list(part_ids)
+    if not ids:
+        return ids
+    for _ in range(MAX_FOLLOW):
+        if catalog is not None and catalog.supports_for_update:
+            conn.execute(select(_p.id).where(_p.id.in_(ids)).order_by(_p.id).with_for_update())
+        merged = conn.execute(
+            select(_p.id, _p.removal_tid).join(schema.compactions, _m.tid == _p.removal_tid).where(_p.id.in_(ids))
+        ).all()
+        if not merged:
+            return ids
+        chosen = set(ids)
+        for merge_tid in sorted({str(r.removal_tid) for r in merged}):
+            sources = {int(i) for i in conn.execute(select(_p.id).where(_p.removal_tid == merge_tid)).scalars()}
+            if not sources <= chosen:
+                raise MergedAwayError(
+                    f"a background merge ({merge_tid}) combined parts this statement chose with others; "
+                    "the statement chooses again"
+                )
+            target = int(conn.execute(select(_m.merged_part_id).where(_m.tid == merge_tid)).scalar_one())
+            ids = [i for i in ids if i not in sources] + [target]
+            chosen = set(ids)
+    raise MergedAwayError(f"parts merged more than {MAX_FOLLOW} times over while a statement ran")
+
+
+def protect_after(retention_seconds: float, oldest_open_created_at: float | None, clock_margin: float,
+                  now: float) -> float:
+    """The merge time after which a merge's sources are kept: merges younger than the retention window,
+    and merges not older (by `clock_margin`, for clocks of different hosts) than the oldest open transaction."""
+    cutoff = now - retention_seconds
+    if oldest_open_created_at is not None:
+        cutoff = min(cutoff, oldest_open_created_at - clock_margin)
+    return cutoff
+
+
+def garbage(conn: Connection, table_id: int, horizon: int, protected_after: float,
+            limit: int | None) -> list[PartRow]:
+    """Parts of one table no snapshot >= horizon can see (rolled back, or removed at a CSN <= horizon),
+    except sources of merges that swapped after `protected_after` (a reader may still read them)."""
+    protected = select(_m.tid).where(_m.table_id == table_id, _m.committed_at > protected_after)
+    stmt = select(schema.parts).where(
+        _p.table_id == table_id,
+        or_(_p.creation_csn == ROLLBACK_CSN, and_(_p.removal_csn.is_not(None), _p.removal_csn <= horizon)),
+        or_(_p.removal_tid.is_(None), _p.removal_tid.not_in(protected)),
+    ).order_by(_p.id).limit(limit)
+    return [part_records._from_row(r) for r in conn.execute(stmt)]
+
+
+def kept_sources(conn: Connection, table_id: int, horizon: int, protected_after: float) -> int:
+    """How many merge sources past the horizon vacuum keeps for readers of the pre-merge file lists."""
+    protected = select(_m.tid).where(_m.table_id == table_id, _m.committed_at > protected_after)
+    stmt = select(_p.id).where(_p.table_id == table_id, _p.removal_csn.is_not(None), _p.removal_csn <= horizon,
+                               _p.removal_tid.in_(protected))
+    return len(conn.execute(stmt).all())

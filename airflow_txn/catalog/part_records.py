@@ -1,0 +1,383 @@
+"""Part rows in the catalog: registering, listing visible parts, removal locks, stamps, compensation.
+
+Every statement here is one bulk UPDATE/INSERT with bound parameters; removal locks are
+compare-and-swap on `removal_tid IS NULL` whose rowcount tells a conflict (invariant 6).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    BindParameter,
+    ColumnElement,
+    CompoundSelect,
+    Connection,
+    Result,
+    Select,
+    String,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    or_,
+    select,
+    true,
+    union_all,
+    update,
+)
+
+from airflow_txn.catalog import schema
+from airflow_txn.core.visibility import VersionInfo, is_visible, visible_branches
+from airflow_txn.errors import RetryConflictError, SerializationError
+from airflow_txn.model.csn import ROLLBACK_CSN
+from airflow_txn.model.partitioning import Partition, parse_partition_key, partition_key
+from airflow_txn.storage.root import WrittenPart
+
+_p = schema.parts.c
+
+
+@dataclass(frozen=True, slots=True)
+class PartRow:
+    id: int
+    table_id: int
+    partition_key: str
+    path: str
+    files: tuple[str, ...]
+    row_count: int
+    size_bytes: int
+    version: VersionInfo
+    stage_key: str | None
+    stage_attempt: int | None = None
+    removal_key: str | None = None
+    removal_attempt: int | None = None
+
+    @property
+    def partition(self) -> Partition:
+        return parse_partition_key(self.partition_key)
+
+
+def _from_row(row: object) -> PartRow:
+    r = row
+    return PartRow(
+        id=int(r.id), table_id=int(r.table_id), partition_key=str(r.partition_key),  # type: ignore[attr-defined]
+        path=str(r.path), files=tuple(json.loads(r.files)),  # type: ignore[attr-defined]
+        row_count=int(r.row_count), size_bytes=int(r.size_bytes),  # type: ignore[attr-defined]
+        version=VersionInfo(r.creation_tid, r.creation_csn, r.removal_tid, r.removal_csn),  # type: ignore[attr-defined]
+        stage_key=r.stage_key, stage_attempt=r.stage_attempt,  # type: ignore[attr-defined]
+        removal_key=r.removal_key, removal_attempt=r.removal_attempt,  # type: ignore[attr-defined]
+    )
+
+
+_FIELDS = ("id", "table_id", "partition_key", "path", "files", "row_count", "size_bytes", "creation_tid",
+           "creation_csn", "removal_tid", "removal_csn", "stage_key", "stage_attempt", "removal_key", "removal_attempt")
+
+
+def _part_rows(result: Result[Any]) -> list[PartRow]:
+    """Every row of a `select(schema.parts)` result, as `_from_row` builds them but with the column
+    positions looked up once and the rows fetched at once: 2-3 times faster per row, which is most of
+    a visible-part lookup (docs/BENCHMARKS.md, B3)."""
+    (i_id, i_table, i_key, i_path, i_files, i_rows, i_size, i_ctid, i_ccsn, i_rtid, i_rcsn, i_skey, i_satt,
+     i_rkey, i_ratt) = (list(result.keys()).index(name) for name in _FIELDS)
+    files: dict[str, tuple[str, ...]] = {}  # parts written alike list the same files: decode each list once
+    out = []
+    for r in result.all():
+        raw = r[i_files]
+        names = files.get(raw)
+        if names is None:
+            names = files[raw] = tuple(json.loads(raw))
+        out.append(PartRow(
+            id=int(r[i_id]), table_id=int(r[i_table]), partition_key=str(r[i_key]), path=str(r[i_path]),
+            files=names, row_count=int(r[i_rows]), size_bytes=int(r[i_size]),
+            version=VersionInfo(r[i_ctid], r[i_ccsn], r[i_rtid], r[i_rcsn]),
+            stage_key=r[i_skey], stage_attempt=r[i_satt], removal_key=r[i_rkey], removal_attempt=r[i_ratt]))
+    return out
+
+
+def _select_parts(table_id: int | ColumnElement[int], clauses: Sequence[ColumnElement[bool]],
+                  partition_keys: Sequence[str] | BindParameter[Any] | None) -> Select[Any] | CompoundSelect[Any]:
+    """The parts of one table matching any of `clauses`, ordered by id: one SELECT per clause, under
+    UNION ALL when there are several (each branch then has its own index plan)."""
+    branches = []
+    for clause in clauses:
+        stmt = select(schema.parts).where(_p.table_id == table_id, clause)
+        if partition_keys is not None:
+            keys = partition_keys if isinstance(partition_keys, BindParameter) else list(partition_keys)
+            stmt = stmt.where(_p.partition_key.in_(keys))
+        branches.append(stmt)
+    if len(branches) == 1:
+        return branches[0].order_by(_p.id)
+    union = union_all(*branches)
+    return union.order_by(union.selected_columns.id)
+
+
+@functools.cache
+def _visible_stmt(in_transaction: bool, by_partition: bool) -> Select[Any] | CompoundSelect[Any]:
+    """visible_parts' statement, built once per shape with its values bound at execution (building it
+    per call cost a quarter of a lookup)."""
+    reader = bindparam("reader", type_=String()) if in_transaction else None
+    keys: BindParameter[Any] | None = bindparam("partition_keys", expanding=True) if by_partition else None
+    snapshot = bindparam("snapshot", type_=BigInteger())
+    return _select_parts(bindparam("table_id", type_=BigInteger()), visible_branches(reader, snapshot), keys)
+
+
+def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: int,
+                  partition_keys: Sequence[str] | None = None) -> list[PartRow]:
+    params: dict[str, Any] = {"table_id": table_id, "snapshot": snapshot}
+    if tid is not None:
+        params["reader"] = tid
+    if partition_keys is not None:
+        params["partition_keys"] = list(partition_keys)
+    stmt = _visible_stmt(tid is not None, partition_keys is not None)
+    return _part_rows(conn.execute(stmt, params))
+
+
+_INSERT = insert(schema.parts)
+
+
+def register(conn: Connection, table_id: int, tid: str, key: str | None,
+             written: Sequence[tuple[Partition, WrittenPart]], attempt: int | None = None) -> None:
+    if not written:
+        return
+    now = time.time()
+    conn.execute(
+        _INSERT,
+        [
+            {
+                "table_id": table_id, "partition_key": partition_key(partition), "path": part.path,
+                "files": json.dumps(list(part.files)), "row_count": part.row_count, "size_bytes": part.size_bytes,
+                "creation_tid": tid, "creation_csn": None, "removal_tid": None, "removal_csn": None,
+                "stage_key": key, "stage_attempt": attempt, "removal_key": None, "removal_attempt": None,
+                "created_at": now,
+            }
+            for partition, part in written
+        ],
+    )
+
+
+def _older(column: Any, attempt: int | None) -> ColumnElement[bool]:
+    """Rows of an EARLIER attempt: every attempt when none is given (explicit keys), else a lower number."""
+    if attempt is None:
+        return true()
+    return or_(column.is_(None), column < attempt)
+
+
+def compensate_key(conn: Connection, tid: str, key: str, attempt: int | None = None) -> int:
+    """Invariant 7: undo what an earlier attempt staged under `key` in this transaction.
+
+    Created parts get RollbackCSN and removal_tid = tid (so tid itself stops seeing them); removal
+    locks the earlier attempt took are released. `after_compensation` mirrors this in Python.
+    """
+    created = conn.execute(
+        update(schema.parts)
+        .where(_p.creation_tid == tid, _p.stage_key == key, _p.creation_csn.is_(None),
+               _older(_p.stage_attempt, attempt))
+        .values(creation_csn=ROLLBACK_CSN, removal_tid=tid)  # removal_tid was NULL or already tid
+    ).rowcount
+    released = conn.execute(
+        update(schema.parts)
+        .where(_p.removal_tid == tid, _p.removal_key == key, _p.removal_csn.is_(None),
+               or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
+               _older(_p.removal_attempt, attempt))
+        .values(removal_tid=None, removal_key=None, removal_attempt=None)
+    ).rowcount
+    return int(created) + int(released)
+
+
+def _is_older(value: int | None, attempt: int | None) -> bool:
+    return attempt is None or value is None or value < attempt
+
+
+Withdrawn = Mapping[str, int | None]
+"""{key: attempt} of the keys a statement withdraws: the parts staged under each key by attempts before
+that attempt (None: by every attempt) are compensated, and the removal locks they took released."""
+
+
+def after_compensation(part: PartRow, tid: str, withdrawn: Withdrawn) -> VersionInfo:
+    """The part's version columns as `compensate_key(tid, key, attempt)` for every withdrawn key would
+    leave them."""
+    v = part.version
+    creation_csn, removal_tid = v.creation_csn, v.removal_tid
+    staged, locker = part.stage_key or "", part.removal_key or ""  # "": no key, never withdrawn
+    if (v.creation_tid == tid and creation_csn is None and staged in withdrawn
+            and _is_older(part.stage_attempt, withdrawn[staged])):
+        creation_csn, removal_tid = ROLLBACK_CSN, tid
+    elif (removal_tid == tid and v.removal_csn is None and creation_csn != ROLLBACK_CSN and locker in withdrawn
+          and _is_older(part.removal_attempt, withdrawn[locker])):
+        removal_tid = None
+    return VersionInfo(v.creation_tid, creation_csn, removal_tid, v.removal_csn)
+
+
+def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: int, withdrawn: Withdrawn,
+                          partition_keys: Sequence[str] | None = None) -> list[PartRow]:
+    """What a statement sees: the transaction's view AFTER withdrawing the keys it withdraws (its own
+    key's earlier attempts, and the keys that built on them), computed without changing anything (the
+    statement withdraws and registers in one catalog transaction at its end, so a rejected statement
+    changes nothing)."""
+    candidates = visible_branches(tid, snapshot)
+    if withdrawn:  # parts the withdrawn keys locked: visible again once they are withdrawn
+        candidates.append(and_(_p.removal_tid == tid, _p.removal_key.in_(list(withdrawn))))
+    parts = {p.id: p for p in _part_rows(conn.execute(_select_parts(table_id, candidates, partition_keys)))}
+    return [p for p in parts.values() if is_visible(after_compensation(p, tid, withdrawn), tid, snapshot)]
+
+
+def consumers(conn: Connection, tid: str, key: str, attempt: int | None) -> set[str | None]:
+    """The keys (None: a write with no key) holding removal locks on live parts that `key` staged in
+    `tid` by attempts before `attempt` (None: every attempt): the statements that rewrote its output."""
+    stmt = select(_p.removal_key).where(
+        _p.creation_tid == tid, _p.stage_key == key, _p.creation_csn.is_(None), _older(_p.stage_attempt, attempt),
+        _p.removal_tid == tid, _p.removal_csn.is_(None), or_(_p.removal_key.is_(None), _p.removal_key != key),
+    ).distinct()
+    return {r.removal_key for r in conn.execute(stmt)}
+
+
+def staged_by(conn: Connection, tid: str, key: str, attempt: int | None) -> set[tuple[int, str]]:
+    """(table id, partition key) of the live parts `key` staged in `tid` by attempts before `attempt`."""
+    stmt = select(_p.table_id, _p.partition_key).where(
+        _p.creation_tid == tid, _p.stage_key == key, _p.creation_csn.is_(None), _older(_p.stage_attempt, attempt),
+    ).distinct()
+    return {(int(r.table_id), str(r.partition_key)) for r in conn.execute(stmt)}
+
+
+def held_by(conn: Connection, tid: str, key: str, attempt: int | None) -> set[tuple[int, str]]:
+    """(table id, partition key) of the live parts whose removal lock `key`'s attempts before `attempt`
+    hold in `tid`: withdrawing the key makes them visible again."""
+    stmt = select(_p.table_id, _p.partition_key).where(
+        _p.removal_tid == tid, _p.removal_key == key, _p.removal_csn.is_(None), _older(_p.removal_attempt, attempt),
+        or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
+    ).distinct()
+    return {(int(r.table_id), str(r.partition_key)) for r in conn.execute(stmt)}
+
+
+def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequence[int],
+                     attempt: int | None = None) -> None:
+    """Take the removal lock on each part, or raise SerializationError naming the holder."""
+    for part_id in part_ids:
+        taken = conn.execute(
+            update(schema.parts)
+            .where(_p.id == part_id, _p.removal_tid.is_(None))
+            .values(removal_tid=tid, removal_key=key, removal_attempt=attempt)
+        ).rowcount
+        if taken != 1:
+            holder = conn.execute(select(_p.removal_tid).where(_p.id == part_id)).scalar()
+            if holder == tid:  # a statement of this transaction on another handle, in between: no conflict
+                raise RetryConflictError(
+                    f"part {part_id} was replaced by another statement of transaction {tid} while this one "
+                    "ran; nothing was staged: run the statement again"
+                )
+            raise SerializationError(
+                f"part {part_id} is being replaced or was removed by transaction {holder}; "
+                f"transaction {tid} conflicts and can only roll back"
+            )
+
+
+def tables_touched(conn: Connection, tid: str) -> list[int]:
+    """Tables where `tid` created or removed a live part. A part compensated by a keyed retry
+    (RollbackCSN, removal_tid = tid to hide it from tid itself) is no write of the transaction."""
+    return sorted(int(r.table_id) for r in conn.execute(_TABLES_TOUCHED, {"b_tid": tid}))
+
+
+_TABLES_TOUCHED = select(_p.table_id).where(
+    or_(_p.creation_tid == bindparam("b_tid", type_=String()), _p.removal_tid == bindparam("b_tid", type_=String())),
+    or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
+).distinct()
+
+
+_STAGED_FILES = select(_p.table_id, _p.path, _p.files).where(
+    _p.creation_tid == bindparam("b_tid", type_=String()), _p.creation_csn.is_(None))
+
+
+def staged_files(conn: Connection, tid: str) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(table id, part path, file names) of every part `tid` staged and did not compensate (the commit's check)."""
+    rows = conn.execute(_STAGED_FILES, {"b_tid": tid})
+    return [(int(r.table_id), str(r.path), tuple(json.loads(r.files))) for r in rows]
+
+
+def stamp_commit(conn: Connection, tid: str, table_id: int, csn: int) -> None:
+    """Apply one table of a committed transaction: its CSN on created and removed parts (idempotent)."""
+    conn.execute(
+        update(schema.parts)
+        .where(_p.table_id == table_id, _p.creation_tid == tid, _p.creation_csn.is_(None))
+        .values(creation_csn=csn)
+    )
+    conn.execute(
+        update(schema.parts)
+        .where(_p.table_id == table_id, _p.removal_tid == tid, _p.removal_csn.is_(None))
+        .values(removal_csn=csn)
+    )
+
+
+_STAMP_CREATED = update(schema.parts).where(
+    _p.creation_tid == bindparam("b_tid", type_=String()), _p.creation_csn.is_(None)
+).values(creation_csn=bindparam("b_csn", type_=BigInteger()))
+_STAMP_REMOVED = update(schema.parts).where(
+    _p.removal_tid == bindparam("b_tid", type_=String()), _p.removal_csn.is_(None)
+).values(removal_csn=bindparam("b_csn", type_=BigInteger()))
+
+
+def stamp_commit_all(conn: Connection, tid: str, csn: int) -> None:
+    """Apply a committed transaction in every table at once: its CSN on the parts it created and removed
+    (the SQL oracle's commit, where record and stamps share one catalog transaction)."""
+    params = {"b_tid": tid, "b_csn": csn}
+    conn.execute(_STAMP_CREATED, params)
+    conn.execute(_STAMP_REMOVED, params)
+
+
+def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
+    """Invariant 5 for one table: created parts never visible, removal locks released."""
+    conn.execute(
+        update(schema.parts)
+        .where(_p.table_id == table_id, _p.creation_tid == tid, _p.creation_csn.is_(None))
+        .values(creation_csn=ROLLBACK_CSN)
+    )
+    conn.execute(
+        update(schema.parts)
+        .where(_p.table_id == table_id, _p.removal_tid == tid, _p.removal_csn.is_(None))
+        .values(removal_tid=None, removal_key=None, removal_attempt=None)
+    )
+
+
+def written_partitions(conn: Connection, tid: str, table_id: int) -> set[str]:
+    """Partition keys a (committed) transaction created or removed parts in, for serializable checks."""
+    stmt = select(_p.partition_key).where(
+        _p.table_id == table_id,
+        or_(_p.creation_tid == tid, _p.removal_tid == tid),
+        or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),  # compensated parts wrote nothing
+    ).distinct()
+    return {str(r.partition_key) for r in conn.execute(stmt)}
+
+
+def garbage(conn: Connection, horizon: int, limit: int) -> list[PartRow]:
+    """Parts no snapshot >= horizon can see: rolled back, or removed at a CSN <= horizon."""
+    stmt = select(schema.parts).where(
+        or_(_p.creation_csn == ROLLBACK_CSN, and_(_p.removal_csn.is_not(None), _p.removal_csn <= horizon))
+    ).limit(limit)
+    return [_from_row(r) for r in conn.execute(stmt)]
+
+
+def forget(conn: Connection, part_id: int) -> None:
+    conn.execute(delete(schema.parts).where(_p.id == part_id))
+
+
+def registered_paths(conn: Connection, table_id: int) -> list[str]:
+    return [str(r.path) for r in conn.execute(select(_p.path).where(_p.table_id == table_id))]
+
+
+def of_transaction(conn: Connection, tid: str) -> list[PartRow]:
+    stmt = select(schema.parts).where(or_(_p.creation_tid == tid, _p.removal_tid == tid)).order_by(_p.id)
+    return [_from_row(r) for r in conn.execute(stmt)]
+
+
+def pending_tables(conn: Connection, tid: str) -> list[int]:
+    """Tables where `tid` still has unstamped created parts or held removal locks (rollback's work)."""
+    stmt = select(_p.table_id).where(
+        or_(and_(_p.creation_tid == tid, _p.creation_csn.is_(None)),
+            and_(_p.removal_tid == tid, _p.removal_csn.is_(None)))
+    ).distinct()
+    return sorted(int(r.table_id) for r in conn.execute(stmt))

@@ -1,0 +1,131 @@
+"""The table registry: creating tables, looking them up, and their Arrow schemas in the catalog."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import Connection, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from airflow_txn.catalog import schema
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError, TableExistsError, TableNotFoundError
+from airflow_txn.model.names import TableName, check_column_name, parse_table_name
+from airflow_txn.model.partitioning import is_partition_type, normalize_partitions, partition_key
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """What the catalog knows of one table."""
+
+    id: int
+    name: TableName
+    schema: pa.Schema
+    partition_by: tuple[str, ...]
+    directory: str  # relative to the storage root
+
+    def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
+        """The keys of the listed partitions, checked against the table (None: no list, the whole table)."""
+        if partitions is None:
+            return None
+        return [partition_key(p) for p in normalize_partitions(partitions, self.schema, self.partition_by)]
+
+
+def encode_schema(arrow_schema: pa.Schema) -> bytes:
+    return bytes(arrow_schema.serialize().to_pybytes())
+
+
+def decode_schema(blob: bytes) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(blob))
+
+
+def validate_new_table(name: str, arrow_schema: object, partition_by: Sequence[str]) -> tuple[TableName, pa.Schema]:
+    """Check a create_table request completely before anything is written."""
+    table_name = parse_table_name(name)
+    if not isinstance(arrow_schema, pa.Schema):
+        raise SchemaMismatchError(f"schema of {name} must be a pyarrow.Schema, got {type(arrow_schema).__name__}")
+    if len(arrow_schema) == 0:
+        raise SchemaMismatchError(f"schema of {name} has no columns")
+    for field_name in arrow_schema.names:
+        check_column_name(field_name)
+    if len(set(arrow_schema.names)) != len(arrow_schema.names):
+        raise SchemaMismatchError(f"schema of {name} has duplicate column names {arrow_schema.names}")
+    if isinstance(partition_by, str) or len(set(partition_by)) != len(partition_by):
+        raise InvalidNameError(f"partition_by must be a list of distinct column names, got {partition_by!r}")
+    for col in partition_by:
+        if col not in arrow_schema.names:
+            raise InvalidNameError(f"partition column {col!r} is not a column of {name}")
+        if not is_partition_type(arrow_schema.field(col).type):
+            raise SchemaMismatchError(
+                f"partition column {col!r} has type {arrow_schema.field(col).type}; use an integer, "
+                "string, date, boolean or timestamp column"
+            )
+    if len(partition_by) == len(arrow_schema):
+        raise SchemaMismatchError(f"{name} needs at least one column that is not a partition column")
+    return table_name, arrow_schema.remove_metadata()
+
+
+def create(conn: Connection, name: TableName, arrow_schema: pa.Schema, partition_by: Sequence[str]) -> TableInfo:
+    directory = f"{name.namespace}/{name.table}"
+    try:
+        result = conn.execute(
+            insert(schema.tables).values(
+                name=name.qualified,
+                schema_ipc=encode_schema(arrow_schema),
+                partition_by=json.dumps(list(partition_by)),
+                directory=directory,
+                created_at=time.time(),
+            )
+        )
+    except IntegrityError as exc:
+        raise TableExistsError(f"table {name} exists already") from exc
+    assert result.inserted_primary_key is not None
+    table_id = int(result.inserted_primary_key[0])
+    return TableInfo(table_id, name, arrow_schema, tuple(partition_by), directory)
+
+
+def _from_row(row: object) -> TableInfo:
+    return TableInfo(
+        id=int(row.id),  # type: ignore[attr-defined]
+        name=parse_table_name(row.name),  # type: ignore[attr-defined]
+        schema=decode_schema(row.schema_ipc),  # type: ignore[attr-defined]
+        partition_by=tuple(json.loads(row.partition_by)),  # type: ignore[attr-defined]
+        directory=row.directory,  # type: ignore[attr-defined]
+    )
+
+
+def find(conn: Connection, name: str) -> TableInfo | None:
+    table_name = parse_table_name(name)
+    row = conn.execute(select(schema.tables).where(schema.tables.c.name == table_name.qualified)).first()
+    return None if row is None else _from_row(row)
+
+
+def get(conn: Connection, name: str) -> TableInfo:
+    info = find(conn, name)
+    if info is None:
+        raise TableNotFoundError(f"table {name} does not exist; create it with Warehouse.create_table")
+    return info
+
+
+def by_id(conn: Connection, table_id: int) -> TableInfo:
+    row = conn.execute(select(schema.tables).where(schema.tables.c.id == table_id)).one()
+    return _from_row(row)
+
+
+def names_and_directories(conn: Connection, table_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """{table id: (qualified name, directory)} in one query, without decoding schemas (the commit path)."""
+    ids = list(table_ids)
+    if not ids:
+        return {}
+    t = schema.tables.c
+    match = t.id == ids[0] if len(ids) == 1 else t.id.in_(ids)  # one table, the usual case: no IN expansion
+    rows = conn.execute(select(t.id, t.name, t.directory).where(match))
+    return {int(r.id): (str(r.name), str(r.directory)) for r in rows}
+
+
+def all_tables(conn: Connection) -> list[TableInfo]:
+    return [_from_row(r) for r in conn.execute(select(schema.tables).order_by(schema.tables.c.name))]

@@ -1,0 +1,164 @@
+"""The commit protocol (invariant 3), as small named steps.
+
+1. check      every staged part's files are present (a catalog read, then storage)
+2. record     in ONE catalog transaction: lock the row and check it is usable, allocate the CSN
+              (oracle), validate what the isolation level checks (isolation.py: the serializable read
+              set), write the commit record, flip state to committed, and (SQL oracle) apply: stamp
+              the CSN on the parts. The record is the commit point; with the SQL oracle the record,
+              the stamps and the watermark share that one transaction (docs/DESIGN.md, decision
+              D1), so a SQL commit is never half applied.
+3. catch up   apply any older record still pending, so the committer reads its own commit
+With an external log (ZooKeeper, commit_external.py) apply is a step of its own, table by table
+(apply.py), and anyone may finish it. A failure before step 2 leaves the transaction active (or rolls
+it back when the failure means it can never commit); after step 2 the commit stands.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from sqlalchemy import Connection
+
+from airflow_txn.catalog import commit_log, part_records, table_registry, txn_records
+from airflow_txn.core import apply, crashpoints, retries, rollback
+from airflow_txn.core.isolation import Isolation
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import LeaseExpiredError, SerializationError, StorageError
+from airflow_txn.telemetry import logs, metrics
+
+log = logs.get_logger(__name__)
+
+def commit(rt: Runtime, tid: str) -> int:
+    """Commit `tid`; return its CSN (a read-only transaction returns its snapshot CSN)."""
+    external = rt.oracle.external_log
+    if external is not None:  # ZooKeeper: the record lives outside the catalog (commit_external.py)
+        from airflow_txn.core.commit_external import commit_external
+
+        return commit_external(rt, tid, external)
+    started = time.perf_counter()
+    try:
+        _check(rt, tid)
+        crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)
+        csn, table_ids, behind = rt.catalog.write_retrying(
+            lambda conn: _record_and_apply(rt, conn, tid), "committing")
+    except (LeaseExpiredError, SerializationError) as exc:
+        failed(tid, exc)
+        rollback.rollback(rt, tid, reason=f"commit failed: {exc}")
+        raise
+    if not table_ids:
+        return csn
+    log.debug("recorded and applied to %d table(s) in one catalog transaction", len(table_ids),
+              extra=logs.fields(tid, csn))
+    # The SQL record, its catalog row and its stamps are one catalog transaction: a kill at any of
+    # these points leaves the transaction committed and applied (crashpoints.py).
+    crashpoints.hit(crashpoints.COMMIT_AFTER_RECORD)
+    crashpoints.hit(crashpoints.COMMIT_AFTER_MIRROR)
+    crashpoints.hit(crashpoints.COMMIT_MID_APPLY)
+    if metrics.enabled():  # one more catalog read, only when someone collects the gauge
+        apply.report_lag(rt)
+    if behind:  # an older record still unapplied (left by a committer of an older airflow_txn): catch up
+        apply.apply_pending(rt, up_to=csn)
+    committed(rt, tid, csn, started)
+    return csn
+
+
+def committed(rt: Runtime, tid: str, csn: int, started: float) -> None:
+    """Report a commit that is applied: its log line and its latency (from `started`, perf_counter)."""
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
+    metrics.timing(metrics.COMMIT_LATENCY, elapsed_ms, {"oracle": rt.oracle.name})
+    log.info("committed in %.1f ms", elapsed_ms, extra=logs.fields(tid, csn))
+
+
+def failed(tid: str, exc: Exception) -> None:
+    """Report a commit that cannot succeed (it is rolled back next); conflicts are counted."""
+    if isinstance(exc, SerializationError):
+        metrics.incr(metrics.CONFLICTS)
+    log.warning("commit failed: %s", exc, extra=logs.fields(tid))
+
+
+StagedFiles = list[tuple[str, str, tuple[str, ...]]]
+"""(table directory, part path, file names) of every part a transaction staged."""
+
+
+def _check(rt: Runtime, tid: str) -> None:
+    """Step 1: every staged part's files are present (the transaction itself is checked under its
+    row lock in step 2). A missing file fails the transaction: it can never commit."""
+    with rt.catalog.read() as conn:
+        staged = staged_files(rt, conn, tid)
+    check_files(rt, tid, staged)
+
+
+def staged_files(rt: Runtime, conn: Connection, tid: str) -> StagedFiles:
+    """Step 1's catalog read, in the caller's catalog transaction."""
+    staged = part_records.staged_files(conn, tid)
+    directories = table_directories(rt, conn, {table_id for table_id, _, _ in staged})
+    return [(directories[table_id], part_path, files) for table_id, part_path, files in staged]
+
+
+def check_files(rt: Runtime, tid: str, staged: StagedFiles) -> None:
+    """Step 1's storage check of what `staged_files` read; a missing file fails the transaction."""
+    missing = [
+        path
+        for directory, part_path, files in staged
+        for path in rt.storage.missing_files(directory, part_path, files)
+    ]
+    if missing:
+        with rt.catalog.write() as conn:
+            txn_records.mark_failed(conn, tid, f"{len(missing)} staged file(s) missing, e.g. {missing[0]}")
+        raise StorageError(
+            f"transaction {tid} cannot commit: {len(missing)} staged file(s) are missing, e.g. {missing[0]}; "
+            "roll it back and run the job again"
+        )
+
+
+def table_names(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, str]:
+    """{table id: qualified name}, from this process's cache (a table never changes once created)."""
+    return {t: name for t, (name, _) in _tables_by_id(rt, conn, table_ids).items()}
+
+
+def table_directories(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, str]:
+    """{table id: directory}, from this process's cache (a table never changes once created)."""
+    return {t: directory for t, (_, directory) in _tables_by_id(rt, conn, table_ids).items()}
+
+
+def _tables_by_id(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+    cache = rt.table_names
+    wanted = list(table_ids)
+    unknown = [t for t in wanted if t not in cache]
+    if unknown:
+        cache.update(table_registry.names_and_directories(conn, sorted(unknown)))
+    return {t: cache[t] for t in wanted}
+
+
+def _record(rt: Runtime, tid: str) -> tuple[int, bool]:
+    """Step 2 without its apply: the commit point alone, as a committer that stopped right after its
+    record leaves it with an external log (or an older airflow_txn, which applied separately).
+    Returns (csn, wrote_anything). Used by tests and tools that need such a record."""
+    csn, table_ids, _ = rt.catalog.write_retrying(
+        lambda conn: _record_and_apply(rt, conn, tid, apply_now=False), "writing a commit record")
+    return csn, bool(table_ids)
+
+
+def _record_and_apply(rt: Runtime, conn: Connection, tid: str,
+                      apply_now: bool = True) -> tuple[int, list[int], bool]:
+    """Step 2 in the caller's catalog transaction. Returns (csn, the tables the record names, whether
+    an older record is still unapplied); no tables: read-only, committed at its snapshot."""
+    row = txn_records.fetch(conn, tid, rt.catalog)
+    txn_records.require_usable(row)
+    retries.require_nothing_to_rerun(conn, tid)
+    table_ids = part_records.tables_touched(conn, tid)
+    if not table_ids:
+        txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
+        return row.snapshot_csn, [], False
+    names = table_names(rt, conn, table_ids)  # before the counter lock: held less
+    csn = rt.oracle.next_csn(conn)
+    crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
+    Isolation(row.isolation).validate(conn, tid, row.snapshot_csn)
+    commit_log.write_record(conn, csn, tid, [(t, names[t]) for t in table_ids], applied=apply_now)
+    if not txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=csn):
+        raise AssertionError(f"transaction {tid} changed state under its row lock")
+    if not apply_now:
+        return csn, table_ids, False
+    part_records.stamp_commit_all(conn, tid, csn)
+    return csn, table_ids, commit_log.unapplied_below(conn, csn)

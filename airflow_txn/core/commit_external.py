@@ -1,0 +1,149 @@
+"""The commit protocol with an external commit log (ZooKeeper), as small named steps.
+
+1. check     usable, every staged file present (as with the SQL oracle) and the log reachable:
+             a failure here leaves the transaction active, nothing written anywhere
+2. prepare   catalog compare-and-swap active -> committing: from here on a rollback by anyone
+             must first record an abort decision in the log (it fails if a commit decision exists)
+3. validate  serializable only (Isolation.tracks_reads): read the log version, mirror every
+             record, validate the read set
+4. record    ONE multi-op: decision `commit` + the sequential record: THE COMMIT POINT
+             (serializable: only if the log version has not moved since step 3, else back to 3)
+5. mirror    the record into the catalog, state committed; then apply and catch up (apply.py)
+A commit() that finds the transaction `committing` (an earlier attempt lost ZooKeeper, or its
+process died) resumes at step 3; the append is idempotent per tid, so nothing commits twice.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from sqlalchemy import Connection
+
+from airflow_txn.catalog import part_records, txn_records
+from airflow_txn.core import apply, commit, crashpoints, log_mirror, retries, rollback
+from airflow_txn.core.isolation import Isolation
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import (
+    LeaseExpiredError,
+    OracleUnavailableError,
+    SerializationError,
+    TransactionClosedError,
+    TxnError,
+)
+from airflow_txn.oracle.base import AbortDecidedError, ExternalLog, LogEntry, LogMovedError, LogRecord
+from airflow_txn.telemetry import logs
+
+log = logs.get_logger(__name__)
+
+MAX_VALIDATIONS = 50
+"""Serializable commits re-validate when another commit lands in between; this bounds the retries."""
+
+
+def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
+    """Commit `tid` through `external`; return its CSN (a read-only transaction returns its snapshot)."""
+    started = time.perf_counter()
+    with rt.catalog.read() as conn:  # one read for the row, its tables and its staged files
+        row = txn_records.fetch(conn, tid)
+        tables = _tables(rt, conn, tid)
+        staged = commit.staged_files(rt, conn, tid) if row.state != txn_records.COMMITTING else []
+    if row.state != txn_records.COMMITTING:
+        try:
+            txn_records.require_usable(row)  # fail fast; checked again under the row lock in _prepare
+            commit.check_files(rt, tid, staged)
+            if tables:  # a read-only commit needs no record, so no ZooKeeper either
+                external.check_available()
+            crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)
+            read_only_csn, tables = _prepare(rt, tid)
+        except LeaseExpiredError as exc:
+            commit.failed(tid, exc)
+            rollback.rollback(rt, tid, reason=f"commit failed: {exc}")
+            raise
+        if read_only_csn is not None:
+            return read_only_csn
+    # committing: no write can add a table any more, so `tables` (read under the row lock by _prepare,
+    # or after the state was committing) are the record's
+    entry = LogEntry(tid, tuple(sorted(tables.values())), time.time())
+    table_ids = list(tables)
+    crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
+    csn = _record(rt, external, entry, row)
+    crashpoints.hit(crashpoints.COMMIT_AFTER_RECORD)
+    log_mirror.mirror(rt, [LogRecord(csn, entry)])
+    crashpoints.hit(crashpoints.COMMIT_AFTER_MIRROR)
+    if apply.apply_record(rt, csn, tid, table_ids):  # an older record unapplied or not mirrored: catch up
+        apply.apply_pending(rt, up_to=csn)
+    commit.committed(rt, tid, csn, started)
+    if external.compaction_due():
+        _compact_quietly(rt, external)
+    return csn
+
+
+def _prepare(rt: Runtime, tid: str) -> tuple[int | None, dict[int, str]]:
+    """Step 2. Returns (the snapshot CSN for a read-only transaction, committed here, else None; the
+    tables it changed, {id: name}, read under its row lock: final, since it is now committing)."""
+    with rt.catalog.write() as conn:
+        row = txn_records.fetch(conn, tid, rt.catalog)
+        txn_records.require_usable(row)
+        retries.require_nothing_to_rerun(conn, tid)
+        tables = _tables(rt, conn, tid)
+        if not tables:
+            txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
+            return row.snapshot_csn, tables
+        if not txn_records.cas_state(conn, tid, txn_records.COMMITTING):
+            raise AssertionError(f"transaction {tid} changed state under its row lock")
+        return None, tables
+
+
+def _tables(rt: Runtime, conn: Connection, tid: str) -> dict[int, str]:
+    """{table id: qualified name} of the tables `tid` changed (names from this process's cache)."""
+    return commit.table_names(rt, conn, part_records.tables_touched(conn, tid))
+
+
+def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
+    """Steps 3 and 4; a conflict or an abort decision rolls the transaction back."""
+    try:
+        return _validated_append(rt, external, entry, row)
+    except SerializationError as exc:
+        commit.failed(entry.tid, exc)
+        _roll_back_quietly(rt, entry.tid, f"commit failed: {exc}")
+        raise
+    except AbortDecidedError:
+        _roll_back_quietly(rt, entry.tid, "rolled back while committing")
+        with rt.catalog.read() as conn:
+            expired = txn_records.fetch(conn, entry.tid).lease_expired()
+        if expired:
+            raise LeaseExpiredError(f"the lease of transaction {entry.tid} expired while it was committing: "
+                                    "it was rolled back; begin a new one") from None
+        raise TransactionClosedError(f"transaction {entry.tid} was rolled back by another process while "
+                                     "committing") from None
+
+
+def _validated_append(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
+    level = Isolation(row.isolation)
+    if not level.tracks_reads:  # nothing to validate: append at any log version
+        return external.append(entry)
+    for _ in range(MAX_VALIDATIONS):
+        version = external.version()
+        log_mirror.catch_up(rt)  # every record appended before `version` is now in the catalog
+        with rt.catalog.read() as conn:
+            level.validate(conn, entry.tid, row.snapshot_csn)
+        try:
+            return external.append(entry, expect_version=version)
+        except LogMovedError:  # a commit landed after the validation: validate again
+            time.sleep(random.uniform(0.0, 0.02))
+    raise SerializationError(f"{level} transaction {entry.tid} could not validate against a quiet log in "
+                             f"{MAX_VALIDATIONS} tries (heavy commit traffic); retry the transaction")
+
+
+def _roll_back_quietly(rt: Runtime, tid: str, reason: str) -> None:
+    try:
+        rollback.rollback(rt, tid, reason=reason)
+    except (OracleUnavailableError, TransactionClosedError) as exc:  # recovery settles it later
+        log.warning("rollback after a failed commit did not finish: %s", exc, extra=logs.fields(tid))
+
+
+def _compact_quietly(rt: Runtime, external: ExternalLog) -> None:
+    try:
+        log_mirror.compact(rt, external)
+    except TxnError as exc:  # compaction is housekeeping: the next commit or recover() does it
+        log.warning("log compaction failed: %s", exc)

@@ -1,0 +1,100 @@
+"""The isolation levels: the one place that says what a level records on a read and checks at commit.
+
+A level is a member of `Isolation`, a string enum: its value is what `Warehouse.begin(isolation=...)`
+takes and what the catalog's `txn_transactions.isolation` column holds. Everything a level changes
+goes through its methods here:
+
+- `read_set(keys)`: what a read, or a statement that scans before it replaces (overwrite, update,
+  delete), adds to the transaction's read set (`txn_read_set` rows): serializable records the
+  listed partitions, else the whole table; snapshot records nothing.
+- `validate(conn, tid, snapshot)`: what commit checks inside its catalog transaction (and, with an
+  external log, against a quiet log version): serializable aborts with SerializationError when a
+  transaction that committed after the snapshot wrote a partition it read.
+
+Adding a level is one edit here: a member and its row in `_RULES` (docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlalchemy import Connection
+
+from airflow_txn.catalog import Catalog, commit_log, part_records, table_registry, txn_records
+from airflow_txn.errors import InvalidArgumentError, SerializationError
+from airflow_txn.model.partitioning import WHOLE_TABLE
+
+
+class Isolation(StrEnum):
+    """How a transaction is isolated from concurrent ones; compares equal to its string value."""
+
+    SNAPSHOT = "snapshot"
+    """Snapshot isolation, first writer wins per part: no dirty or lost writes, no read skew; write skew passes."""
+    SERIALIZABLE = "serializable"
+    """Snapshot isolation plus a read-set check at commit: write skew aborts with SerializationError."""
+
+    @classmethod
+    def parse(cls, value: object) -> Isolation:
+        """User input (a level's string or an Isolation) as an Isolation; InvalidArgumentError names the
+        allowed values otherwise (nothing was done)."""
+        levels = [level.value for level in cls]
+        if isinstance(value, str) and value in levels:
+            return cls(value)
+        raise InvalidArgumentError(f"isolation must be one of {', '.join(map(repr, levels))}, got {value!r}")
+
+    @property
+    def tracks_reads(self) -> bool:
+        """Whether reads and scans are recorded and checked at commit (else both are no-ops)."""
+        return _RULES[self].tracks_reads
+
+    def read_set(self, keys: Sequence[str] | None) -> list[str]:
+        """The partition keys a read or scan of one table adds to the read set (`keys` None: the
+        statement saw the whole table); empty when this level records nothing."""
+        if not self.tracks_reads:
+            return []
+        return list(dict.fromkeys(keys or [WHOLE_TABLE]))
+
+    def record_read_set(self, catalog: Catalog, tid: str, table_id: int, keys: Sequence[str] | None) -> None:
+        """Record what transaction `tid` read or scanned of `table_id`, as this level asks (see read_set)."""
+        recorded = self.read_set(keys)
+        if not recorded:
+            return
+        with catalog.write() as conn:
+            txn_records.lock_usable(conn, catalog, tid)
+            txn_records.add_reads(conn, tid, table_id, recorded)
+
+    def validate(self, conn: Connection, tid: str, snapshot: int) -> None:
+        """At commit: raise SerializationError if this level forbids what committed since `snapshot`."""
+        if self.tracks_reads:
+            _validate_read_set(conn, self, tid, snapshot)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """What one level does; every member of Isolation has a row in _RULES."""
+
+    tracks_reads: bool
+    """Reads and scans go into the read set, and commit aborts when a later commit wrote any of it."""
+
+
+_RULES = {
+    Isolation.SNAPSHOT: _Rules(tracks_reads=False),
+    Isolation.SERIALIZABLE: _Rules(tracks_reads=True),
+}
+
+
+def _validate_read_set(conn: Connection, level: Isolation, tid: str, snapshot: int) -> None:
+    """Abort if a transaction committed after our snapshot wrote anything we read."""
+    reads = txn_records.reads(conn, tid)
+    for table_id, other in commit_log.commits_after(conn, list(reads), snapshot):
+        if other == tid:
+            continue
+        keys = reads[table_id]
+        if WHOLE_TABLE in keys or keys & part_records.written_partitions(conn, other, table_id):
+            name = table_registry.by_id(conn, table_id).name
+            raise SerializationError(
+                f"{level} transaction {tid} read {name}, which transaction {other} changed after "
+                f"snapshot {snapshot}; retry the transaction"
+            )

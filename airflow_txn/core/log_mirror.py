@@ -1,0 +1,153 @@
+"""Mirroring an external commit log (ZooKeeper) into the catalog: the first step of apply.
+
+A record in the external log IS the commit (invariant 3). Mirroring copies it into txn_commit_log
+(applied = false) with its per-table rows and flips the transaction committing -> committed; apply
+then stamps the parts exactly as with the SQL oracle. The catalog's last_csn counter is the
+*mirrored prefix*: every record with CSN <= it is in the catalog. So the watermark,
+min(prefix, lowest unapplied - 1), never passes a record that is not applied, and readers compute it
+from the catalog alone (they keep working while ZooKeeper is down). Anyone may mirror any record,
+any number of times: rows are inserted only if absent, the state flip is a compare-and-swap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from airflow_txn.catalog import commit_log, schema, table_registry, txn_records
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import OracleUnavailableError, TransactionNotFoundError
+from airflow_txn.oracle.base import ExternalLog, LogRecord
+from airflow_txn.telemetry import logs
+
+log = logs.get_logger(__name__)
+
+_c = schema.counters.c
+_log = schema.commit_log.c
+
+
+def mirror(rt: Runtime, records: Sequence[LogRecord]) -> int:
+    """Copy log records into the catalog (one catalog transaction) and advance the prefix; return how many
+    were new."""
+    if not records:
+        return 0
+    with rt.catalog.write() as conn:
+        prefix = _locked_prefix(conn, rt)
+        wanted = [r for r in records if r.csn > prefix]
+        present = _present(conn, [r.csn for r in wanted])
+        new = [r for r in wanted if r.csn not in present]
+        for record in new:
+            _write(rt, conn, record)
+        _advance_prefix(conn, prefix)
+    return len(new)
+
+
+def _present(conn: Connection, csns: list[int]) -> set[int]:
+    """Which of these CSNs already have their record in the catalog."""
+    if not csns:
+        return set()
+    return {int(c) for c in conn.execute(select(_log.csn).where(_log.csn.in_(csns))).scalars()}
+
+
+def _locked_prefix(conn: Connection, rt: Runtime) -> int:
+    stmt = select(_c.value).where(_c.name == schema.COUNTER_LAST_CSN)
+    return int(conn.execute(rt.catalog.lock_for_update(stmt)).scalar_one())
+
+
+def _write(rt: Runtime, conn: Connection, record: LogRecord) -> None:
+    entry = record.entry
+    tables = []
+    for name in entry.tables:
+        info = rt.tables.get(name) or table_registry.find(conn, name)  # a table never changes once created
+        if info is None:
+            log.error("commit record names unknown table %s", name, extra=logs.fields(entry.tid, record.csn))
+            continue
+        rt.tables.setdefault(name, info)
+        tables.append((info.id, name))
+    commit_log.write_record(conn, record.csn, entry.tid, tables, committed_at=entry.committed_at)
+    if txn_records.cas_state(conn, entry.tid, txn_records.COMMITTED, from_state=txn_records.COMMITTING,
+                             commit_csn=record.csn):
+        return
+    row = txn_records.fetch(conn, entry.tid)
+    if row.state != txn_records.COMMITTED or row.commit_csn != record.csn:
+        log.error("commit record found the transaction %s (CSN %s): the log and the catalog disagree",
+                  row.state, row.commit_csn, extra=logs.fields(entry.tid, record.csn))
+
+
+def _advance_prefix(conn: Connection, prefix: int) -> None:
+    """Move the prefix over every record that now follows it without a gap."""
+    new = prefix
+    while True:
+        rows = conn.execute(select(_log.csn).where(_log.csn > new).order_by(_log.csn).limit(500)).scalars().all()
+        advanced = 0
+        for csn in rows:
+            if int(csn) != new + 1:
+                break
+            new, advanced = int(csn), advanced + 1
+        if advanced < 500:  # a gap, or no more records
+            break
+    if new > prefix:
+        conn.execute(update(schema.counters).where(_c.name == schema.COUNTER_LAST_CSN).values(value=new))
+
+
+def prefix(rt: Runtime) -> int:
+    with rt.catalog.read() as conn:
+        return rt.oracle.last_csn(conn)
+
+
+def catch_up(rt: Runtime, up_to: int | None = None) -> int:
+    """Mirror every log record past the prefix (up to `up_to`): redo what dead committers left undone."""
+    external = rt.oracle.external_log
+    if external is None:
+        return 0
+    start = prefix(rt)
+    if up_to is not None and start >= up_to:
+        return 0
+    return mirror(rt, external.records(after=start, up_to=up_to))
+
+
+def unmirrored(rt: Runtime) -> list[LogRecord]:
+    """Records in the external log that the catalog does not hold yet (for introspection)."""
+    external = rt.oracle.external_log
+    if external is None:
+        return []
+    start = prefix(rt)
+    records = external.records(after=start)
+    with rt.catalog.read() as conn:
+        present = _present(conn, [r.csn for r in records])
+    return [r for r in records if r.csn not in present]
+
+
+def resolve(rt: Runtime, row: txn_records.TxnRow) -> dict[str, Any]:
+    """Public state of a transaction whose catalog row says committing: committed iff its record exists."""
+    external = rt.oracle.external_log
+    if row.state != txn_records.COMMITTING or external is None:
+        return {}
+    try:
+        csn = external.commit_csn(row.tid)
+    except OracleUnavailableError:  # cannot tell: not committed as far as anyone can know now
+        return {}
+    if csn is None:
+        return {}
+    return {"state": txn_records.COMMITTED, "commit_csn": csn, "commit_in_progress": False}
+
+
+def compact(rt: Runtime, external: ExternalLog) -> int:
+    """Remove log records every reader already has: those at or below the readable watermark."""
+    with rt.catalog.read() as conn:
+        watermark = commit_log.readable_csn(conn, rt.oracle)
+
+    def tids_between(low: int, high: int) -> list[str]:
+        with rt.catalog.read() as conn:
+            return [str(t) for t in conn.execute(select(_log.tid).where(_log.csn >= low, _log.csn <= high)).scalars()]
+
+    def is_rolled_back(tid: str) -> bool:
+        with rt.catalog.read() as conn:
+            try:
+                return txn_records.fetch(conn, tid).state == txn_records.ROLLED_BACK
+            except TransactionNotFoundError:  # purged by vacuum, which purges only ended rows, and an
+                return True  # abort decision means it did not commit: it was rolled back
+
+    return external.compact(watermark, tids_between, is_rolled_back)

@@ -1,0 +1,137 @@
+"""Snapshot manifests: JSON listings of the part files visible at one CSN, for engines outside airflow_txn."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_txn.catalog import commit_log, part_records, table_registry
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import StorageError
+from airflow_txn.telemetry import logs
+
+log = logs.get_logger(__name__)
+
+# A directory name no namespace can take: namespaces match [a-z_][a-z0-9_]*, so never start with '.'.
+MANIFEST_DIR = ".manifests"
+FORMAT = "airflow_txn.manifest"
+VERSION = 1
+INDEX = "index.json"
+
+
+def csn_dir(root: Path, csn: int) -> Path:
+    """The directory holding the manifests of snapshot `csn`."""
+    return root / MANIFEST_DIR / f"csn-{csn}"
+
+
+def manifest_name(info: TableInfo) -> str:
+    return f"{info.name.qualified}.json"
+
+
+def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.PartRow], csn: int) -> dict[str, Any]:
+    """The manifest of one table at `csn` from its visible parts (no timestamps: same CSN, same content)."""
+    entries: list[dict[str, Any]] = []
+    file_count = 0
+    for part in parts:
+        files = []
+        for file_path in rt.storage.part_files(info.directory, part.path, part.files):
+            try:
+                size = file_path.stat().st_size
+            except OSError as exc:
+                raise StorageError(f"part file {file_path} is missing or unreadable: {exc}") from exc
+            files.append({"path": str(file_path.resolve()), "size_bytes": size})
+        file_count += len(files)
+        entries.append({
+            "id": part.id, "partition": dict(part.partition), "row_count": part.row_count,
+            "size_bytes": part.size_bytes, "creation_tid": part.version.creation_tid,
+            "creation_csn": part.version.creation_csn, "files": files,
+        })
+    return {
+        "format": FORMAT, "version": VERSION, "table": info.name.qualified, "csn": csn,
+        "schema": str(info.schema),
+        "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in info.schema],
+        "partition_by": list(info.partition_by),
+        "row_count": sum(p.row_count for p in parts),
+        "file_count": file_count,
+        "parts": entries,
+    }
+
+
+def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -> dict[str, Any]:
+    """Write the manifests of `csn` (already validated as readable) for `tables` (None: all) and the index."""
+    with rt.catalog.read() as conn:
+        infos = table_registry.all_tables(conn) if tables is None else [table_registry.get(conn, t) for t in tables]
+        infos = sorted({i.id: i for i in infos}.values(), key=lambda i: i.name.qualified)
+        listed = [(info, part_records.visible_parts(conn, info.id, None, csn)) for info in infos]
+    manifests = [table_manifest(rt, info, parts, csn) for info, parts in listed]
+    target = csn_dir(rt.storage.root, csn)
+    target.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}
+    for info, manifest in zip(infos, manifests, strict=True):
+        written[info.name.qualified] = str(_write_json(target / manifest_name(info), manifest))
+    index = {
+        "format": FORMAT, "version": VERSION, "csn": csn,
+        "tables": [{"table": m["table"], "manifest": manifest_name(i), "row_count": m["row_count"],
+                    "file_count": m["file_count"]} for i, m in zip(infos, manifests, strict=True)],
+    }
+    index_path = _write_json(target / INDEX, index)  # last: a complete index names complete manifests
+    return {"csn": csn, "directory": str(target.resolve()), "index": str(index_path), "tables": written}
+
+
+def indexed_tables(directory: Path) -> list[str] | None:
+    """The tables the index of a manifest directory lists; None without a readable index."""
+    try:
+        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
+        return [str(entry["table"]) for entry in index["tables"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def listed_part_ids(directory: Path, info: TableInfo) -> set[int] | None:
+    """The part ids one table's manifest in `directory` lists; None if it is missing or unreadable."""
+    try:
+        manifest = json.loads((directory / manifest_name(info)).read_text(encoding="utf-8"))
+        return {int(part["id"]) for part in manifest["parts"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_on_commit(rt: Runtime, tid: str, csn: int) -> dict[str, Any] | None:
+    """Manifests on every commit (WarehouseConfig.manifests == "on-commit"): the manifests of `csn`
+    for the tables transaction `tid` wrote. Never raises: the commit already stands; a failure is
+    logged and `Warehouse.write_manifest(csn)` can write them later. None for a read-only commit."""
+    try:
+        with rt.catalog.read() as conn:
+            record = commit_log.record_of(conn, tid)
+            readable = commit_log.readable_csn(conn, rt.oracle)
+        if record is None or record.csn != csn:
+            return None
+        if csn > readable:
+            log.warning("manifests of CSN %d not written: not readable yet (watermark %d)", csn, readable)
+            return None
+        return write_manifests(rt, csn, list(record.tables))
+    except Exception:
+        log.warning("writing the manifests of CSN %d failed; write them with write_manifest(%d)", csn, csn,
+                    exc_info=True)
+        return None
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> Path:
+    """Write atomically: a temporary file in the same directory, fsynced, then os.replace."""
+    text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path.resolve()

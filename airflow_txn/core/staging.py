@@ -1,0 +1,315 @@
+"""Staging writes inside a transaction: append, overwrite, delete, update.
+
+Every statement follows the same steps:
+  1. validate everything the caller passed (nothing written yet; invariant 9)
+  2. decide which parts it replaces (only parts holding affected rows) from the transaction's view
+     AFTER compensating the key's earlier attempts (computed, not yet done), and compute the rows
+  3. write new part files (one part per partition), each write dir with its sidecar first
+  4. ONE catalog transaction: check the transaction (an append to a table seen before checks it
+     only here), fence off stale attempts, withdraw what earlier attempts staged under the key and
+     what other keys built on it (invariant 7, retries.py), take removal locks (invariant 6),
+     register the new parts.
+So a statement is atomic: rejected or failed before step 4, it changed nothing in the catalog. If
+step 4 fails the new files are deleted at once; if the process dies they are orphans vacuum removes.
+
+Keys and attempts: a statement with an explicit key replaces everything staged before under that
+key. Writes under a transaction's default key (Airflow's dag/task/map index) carry the attempt
+number (the try number): all writes of one attempt accumulate, the first write of a newer attempt
+replaces every older attempt's writes, and an older attempt writing after a newer one has started
+is refused (StaleAttemptError) so a zombie task cannot undo its retry. Keys whose statements rewrote
+what a retried key withdraws are withdrawn with it and must run again before commit (retries.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from sqlalchemy import Connection
+
+from airflow_txn.catalog import compaction_records, key_records, part_records, table_registry, txn_records
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import crashpoints, retries
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.model.partitioning import (
+    WHOLE_TABLE,
+    Partition,
+    check_partition_values,
+    normalize_partitions,
+    partition_key,
+    split_by_partition,
+)
+from airflow_txn.model.schema_check import conform
+from airflow_txn.storage.root import WrittenPart
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """Who is writing: the transaction, its snapshot, and the staging key."""
+
+    tid: str
+    snapshot: int
+    key: str | None
+    attempt: int | None = None
+    tables: dict[str, TableInfo] | None = field(default=None, compare=False, repr=False)
+    """Tables already looked up (Runtime.tables: a table never changes once created), so a write to a
+    table seen before skips its lookup; None: no cache."""
+
+
+def load_table(rt: Runtime, stmt: Statement, table: str, check_transaction: bool = True) -> TableInfo:
+    """Look up the table and check the transaction may write (before any file is written: statements
+    that scan the table first, and Spark writes, which are expensive to throw away).
+
+    check_transaction=False (appends): a table seen before costs no catalog round trip; the
+    transaction is then checked only when the write registers (under its row lock, as always), and a
+    write refused there deletes the files it wrote, leaving storage as it was."""
+    cache = stmt.tables if isinstance(table, str) else None
+    cached = None if cache is None else cache.get(table)
+    if cached is not None and not check_transaction:
+        return cached
+    with rt.catalog.read() as conn:
+        info = cached or table_registry.get(conn, table)
+        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
+    if cache is not None and cached is None:
+        cache[table] = info
+    return info
+
+
+def compensate(rt: Runtime, stmt: Statement) -> int:
+    """Undo now, in one catalog transaction, what earlier attempts staged under the statement's key
+    (e.g. when a task failed and will be retried, so sibling tasks stop seeing its partial output),
+    and the work of keys built on it (retries.py). Returns the number of parts changed. Staging under
+    the key does this by itself anyway; an attempt given here fences older ones from now on."""
+    if stmt.key is None:
+        return 0
+    key = stmt.key
+    with rt.catalog.write() as conn:
+        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        retries.fence(conn, stmt.tid, key, stmt.attempt)
+        return retries.withdraw(conn, stmt.tid, key, stmt.attempt)
+
+
+def start_attempt(rt: Runtime, tid: str, key: str, attempt: int) -> None:
+    """Record that `attempt` of `key` has started (it fences older attempts from now on, whether or not
+    it ever writes); StaleAttemptError if a newer one started already."""
+    with rt.catalog.write() as conn:
+        txn_records.fetch(conn, tid, rt.catalog)  # the row lock: key rows change under it only
+        retries.fence(conn, tid, key, attempt)
+
+
+def visible(rt: Runtime, stmt: Statement, info: TableInfo,
+            partition_keys: Sequence[str] | None = None) -> list[PartRow]:
+    """The parts this statement sees: what its key's earlier attempts staged, and what other keys built
+    on that, already withdrawn (virtually: the statement withdraws them when it registers)."""
+    with rt.catalog.read() as conn:
+        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
+        return part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn, partition_keys)
+
+
+def record_read(rt: Runtime, stmt: Statement, table_id: int, partition_keys: Sequence[str] | None) -> None:
+    """A read through a keyed handle: recorded, so that a retry withdrawing what it saw withdraws the
+    reader's work too (retries.py). Reads with no key are not recorded."""
+    if stmt.key is None:
+        return
+    with rt.catalog.write() as conn:
+        txn_records.fetch(conn, stmt.tid, rt.catalog)  # the row lock: statement numbers are taken under it
+        key_records.record_scan(conn, stmt.tid, stmt.key, stmt.attempt, table_id,
+                                list(partition_keys or [WHOLE_TABLE]), key_records.READ)
+
+
+def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
+    return rt.storage.read_part(info.directory, part.path, part.files, info.schema, part.partition)
+
+
+def _conformed(data: object, info: TableInfo) -> pa.Table:
+    """`data` conformed to the table's schema, its partition values checked (both before any write)."""
+    rows = conform(data, info.schema, info.name.qualified)
+    check_partition_values(rows, info.partition_by, info.name.qualified)
+    return rows
+
+
+def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
+    info = load_table(rt, stmt, table, check_transaction=False)
+    rows = _conformed(data, info)
+    pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
+    return _stage(rt, stmt, info, pieces, removals=[])
+
+
+def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
+              partitions: Sequence[Mapping[str, Any]] | None) -> int:
+    info = load_table(rt, stmt, table)
+    rows = _conformed(data, info)
+    pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
+    keys: list[str] | None = None
+    if partitions is not None:
+        listed = normalize_partitions(partitions, info.schema, info.partition_by)
+        keys = [partition_key(p) for p in listed]
+        stray = [p for p, _ in pieces if partition_key(p) not in keys]
+        if stray:
+            raise SchemaMismatchError(
+                f"overwrite of {info.name} lists partitions {listed} but the data also holds rows of {stray[0]}"
+            )
+    victims = visible(rt, stmt, info, keys)
+    return _stage(rt, stmt, info, pieces, removals=[p.id for p in victims], scanned=keys or [WHOLE_TABLE])
+
+
+def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
+    info = load_table(rt, stmt, table)
+    predicate = _check_predicate(where, info)
+    return _rewrite(rt, stmt, info, predicate, lambda rows, mask: rows.filter(pc.invert(mask)))
+
+
+def update(rt: Runtime, stmt: Statement, table: str, where: object, assignments: object) -> int:
+    info = load_table(rt, stmt, table)
+    predicate = _check_predicate(where, info)
+    setters = _check_assignments(assignments, info)
+    return _rewrite(rt, stmt, info, predicate,
+                    lambda rows, mask: _conformed(_assign(rows, mask, setters, info), info))
+
+
+MERGE_RETRIES = 20
+"""A statement whose chosen parts a background merge combined with others chooses again (at most so often)."""
+
+
+def _rewrite(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.Expression,
+             replace: Callable[[pa.Table, pa.ChunkedArray], pa.Table]) -> int:
+    """`_rewrite_once`, again when a background merge swapped out parts it chose (compaction.py): the
+    snapshot's rows are the same, now in the merged part, so choosing again gives the same result."""
+    for _ in range(MERGE_RETRIES - 1):
+        try:
+            return _rewrite_once(rt, stmt, info, predicate, replace)
+        except compaction_records.MergedAwayError:
+            continue
+    return _rewrite_once(rt, stmt, info, predicate, replace)
+
+
+def _rewrite_once(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.Expression,
+                  replace: Callable[[pa.Table, pa.ChunkedArray], pa.Table]) -> int:
+    """Copy-on-write: each visible part holding matching rows is replaced by `replace(rows, mask)`;
+    parts without a match are left alone. Returns the number of matching rows."""
+    removals: list[int] = []
+    pieces: list[tuple[Partition, pa.Table]] = []
+    matched = 0
+    for part in visible(rt, stmt, info):
+        rows = read_part(rt, info, part)
+        mask = _mask(rows, predicate)
+        matches = int(pc.sum(mask).as_py() or 0)
+        if not matches:
+            continue
+        matched += matches
+        removals.append(part.id)
+        pieces += split_by_partition(replace(rows, mask), info.partition_by)
+    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals, scanned=[WHOLE_TABLE])
+    return matched
+
+
+def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
+                     written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int],
+                     scanned: Sequence[str] | None = None) -> None:
+    """Step 4, also used by writers that produce the files themselves (Spark). `scanned`: the partition
+    keys the statement chose its removals from (WHOLE_TABLE: all of them; None: none, an append)."""
+    def body(conn: Connection) -> None:
+        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        if stmt.key is not None:
+            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.ran_again(conn, stmt.tid, stmt.key)
+            crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
+        # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
+        locked = compaction_records.follow_merges(conn, removals, rt.catalog)
+        part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt)
+        part_records.register(conn, info.id, stmt.tid, stmt.key, written, stmt.attempt)
+        retries.record(conn, stmt.tid, stmt.key, stmt.attempt, info.id, scanned)
+
+    rt.catalog.write_retrying(body, f"registering a write to {info.name.qualified}")
+
+
+def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
+           removals: Sequence[int], scanned: Sequence[str] | None = None) -> int:
+    written: list[tuple[Partition, WrittenPart]] = []
+    sidecar = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key}
+    rt.storage.check_part_paths(info.directory, [partition for partition, _ in pieces])
+    try:
+        for partition, rows in pieces:
+            written.append((partition, rt.storage.write_part(info.directory, partition, rows,
+                                                             {**sidecar, "partition": partition})))
+        crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
+        if stmt.key is not None:
+            crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)
+        register_written(rt, stmt, info, written, removals, scanned)
+    except BaseException:
+        for _, part in written:
+            rt.storage.delete_part(info.directory, part.path)
+        raise
+    return sum(part.row_count for _, part in written)
+
+
+def _check_predicate(where: object, info: TableInfo) -> pc.Expression:
+    if not isinstance(where, pc.Expression):
+        raise InvalidNameError(f"where must be a pyarrow.compute.Expression, got {type(where).__name__}")
+    try:
+        mask = ds.dataset(info.schema.empty_table()).to_table(columns={"m": where})["m"]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise SchemaMismatchError(f"cannot evaluate {where} on {info.name}: {exc}") from exc
+    if not pa.types.is_boolean(mask.type):
+        raise SchemaMismatchError(f"where {where} on {info.name} is {mask.type}, not boolean")
+    return where
+
+
+def _mask(rows: pa.Table, predicate: pc.Expression) -> pa.ChunkedArray:
+    evaluated = ds.dataset(rows).to_table(columns={"m": predicate})["m"]
+    return pc.fill_null(evaluated, False)
+
+
+def _check_assignments(assignments: object, info: TableInfo) -> dict[str, pc.Expression]:
+    if not isinstance(assignments, Mapping) or not assignments:
+        raise InvalidNameError("set must be a non-empty dict {column: value or pyarrow.compute.Expression}")
+    setters: dict[str, pc.Expression] = {}
+    for column, value in assignments.items():
+        if column not in info.schema.names:
+            raise SchemaMismatchError(f"update sets unknown column {column!r} of {info.name}")
+        if value is None and not info.schema.field(column).nullable:
+            raise SchemaMismatchError(f"column {column!r} of {info.name} is not nullable: it cannot be set to None")
+        arrow_type = info.schema.field(column).type
+        try:
+            expr = value if isinstance(value, pc.Expression) else pc.scalar(_exact_scalar(value, arrow_type))
+            setters[column] = expr.cast(arrow_type)
+            ds.dataset(info.schema.empty_table()).to_table(columns={"v": setters[column]})
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
+            raise SchemaMismatchError(f"cannot set {column!r} of {info.name} to {value!r}: {exc}") from exc
+    return setters
+
+
+def _exact_scalar(value: object, arrow_type: pa.DataType) -> pa.Scalar:
+    """`value` as a scalar of `arrow_type`, refused (ArrowInvalid, OverflowError) unless the conversion is
+    exact: pa.scalar alone truncates 1.7 or Decimal('2.9') into an integer column, a datetime's
+    microseconds into timestamp[s]. An append refuses such data too (schema_check: nothing silently)."""
+    typed = pa.scalar(value, arrow_type)
+    exact_already = isinstance(value, int) and pa.types.is_integer(arrow_type)  # range-checked just now
+    if value is not None and not exact_already and not pa.types.is_nested(arrow_type):
+        pa.scalar(value).cast(arrow_type, safe=True)  # raises where the value's own type loses data
+    return typed
+
+
+def _assign(rows: pa.Table, mask: pa.ChunkedArray, setters: Mapping[str, pc.Expression],
+            info: TableInfo) -> pa.Table:
+    """`rows` with the setters' values where `mask` holds. The setters are evaluated on every row of the
+    part; an expression the rows break (a float result for an integer column, an overflow, a division by
+    zero) is refused like a bad value."""
+    try:
+        computed = ds.dataset(rows).to_table(columns=dict(setters))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        names = ", ".join(repr(c) for c in setters)
+        raise SchemaMismatchError(
+            f"cannot set {names} of {info.name} on the rows of a part it rewrites: {exc}") from exc
+    columns = [
+        pc.if_else(mask, computed[name], rows[name]) if name in setters else rows[name]
+        for name in rows.column_names
+    ]
+    return pa.Table.from_arrays(columns, names=rows.column_names)

@@ -1,0 +1,250 @@
+"""The Transaction handle: staging writes, reading its own view, commit, rollback, leases.
+
+A Transaction object is a thin handle on a catalog row; any number of handles (in any number of
+processes, via Warehouse.attach) may act on the same transaction. A statement that fails while
+executing marks the transaction failed (only rollback is allowed afterwards); a statement rejected
+for bad input before doing anything leaves the transaction as it was (invariant 9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_txn.catalog import table_registry, txn_records
+from airflow_txn.core import commit, crashpoints, log_mirror, manifests, reading, rollback, staging
+from airflow_txn.core.bounds import catalog_int
+from airflow_txn.core.isolation import Isolation
+from airflow_txn.core.leases import LeaseKeeper
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import (
+    CatalogBusyError,
+    InvalidArgumentError,
+    InvalidatedKeysError,
+    InvalidNameError,
+    LeaseExpiredError,
+    RetryConflictError,
+    SchemaMismatchError,
+    SerializationError,
+    StaleAttemptError,
+    TableNotFoundError,
+    TransactionClosedError,
+    TransactionNotFoundError,
+)
+from airflow_txn.model.names import check_key
+from airflow_txn.telemetry import logs, metrics
+
+if TYPE_CHECKING:
+    from airflow_txn.core.warehouse import Warehouse
+
+log = logs.get_logger(__name__)
+T = TypeVar("T")
+
+# Errors that reject a statement before it changed anything: the transaction stays usable. A catalog
+# that stayed locked past its busy timeout (CatalogBusyError) is a transient stall, not a failure either.
+_REJECTED = (InvalidArgumentError, InvalidatedKeysError, InvalidNameError, RetryConflictError, SchemaMismatchError,
+             StaleAttemptError, TableNotFoundError, TransactionClosedError, TransactionNotFoundError, CatalogBusyError)
+
+
+class Transaction:
+    """One transaction of a Warehouse; stage writes, read, commit or roll back (docs/CONCEPTS.md)."""
+
+    def __init__(self, warehouse: Warehouse, tid: str, snapshot_csn: int, isolation: Isolation) -> None:
+        self.warehouse = warehouse
+        self._tid = tid
+        self._snapshot = snapshot_csn
+        self._isolation = isolation
+        self.default_key: str | None = None
+        """Key used by writes that pass none (Airflow sets it to dag/task/map index)."""
+        self.default_attempt: int | None = None
+        """Attempt number of writes under `default_key` (Airflow's try number); see staging.py."""
+
+    @property
+    def _rt(self) -> Runtime:
+        return self.warehouse.runtime
+
+    @property
+    def tid(self) -> str:
+        return self._tid
+
+    @property
+    def snapshot_csn(self) -> int:
+        return self._snapshot
+
+    @property
+    def isolation(self) -> Isolation:
+        """The isolation level (a string enum: compares equal to "snapshot" / "serializable")."""
+        return self._isolation
+
+    @property
+    def state(self) -> str:
+        """active, committed or rolled_back (a commit in progress is active until its record exists)."""
+        with self._rt.catalog.read() as conn:
+            row = txn_records.fetch(conn, self._tid)
+        return str(log_mirror.resolve(self._rt, row).get("state") or row.as_dict()["state"])
+
+    def __repr__(self) -> str:
+        return f"Transaction(tid={self._tid!r}, snapshot_csn={self._snapshot}, isolation={self._isolation.value!r})"
+
+    # -- writes -------------------------------------------------------------------------------------
+    def _statement(self, key: str | None) -> staging.Statement:
+        if check_key(key) is not None:
+            return staging.Statement(self._tid, self._snapshot, key, tables=self._rt.tables)
+        return staging.Statement(self._tid, self._snapshot, self.default_key,
+                                 self.default_attempt if self.default_key is not None else None, self._rt.tables)
+
+    def use_key(self, key: str, attempt: int | None = None) -> Transaction:
+        """Stage every write that passes no key under `key`, as attempt `attempt` (returns self).
+
+        With an attempt number, all writes of this attempt accumulate and the first write of a newer
+        attempt replaces everything older attempts staged under the key (a retried task); the attempt is
+        recorded now, so from this call on an older attempt's writes are refused (StaleAttemptError,
+        raised here too if a newer attempt started already). Without one, each write replaces the
+        previous write under the key.
+        """
+        checked = check_key(key)
+        checked_attempt = None if attempt is None else catalog_int(attempt, "attempt")
+        if checked is not None and checked_attempt is not None:
+            staging.start_attempt(self._rt, self._tid, checked, checked_attempt)
+        self.default_key = checked
+        self.default_attempt = checked_attempt
+        return self
+
+    def _run(self, what: str, fn: Callable[[], T]) -> T:
+        try:
+            with logs.bind(tid=self._tid):  # lines logged while the statement runs name the transaction
+                return fn()
+        except LeaseExpiredError:
+            rollback.rollback(self._rt, self._tid, reason="lease expired")
+            raise
+        except _REJECTED:
+            raise
+        except Exception as exc:
+            if isinstance(exc, SerializationError):
+                metrics.incr(metrics.CONFLICTS)
+            self._mark_failed(f"{what} failed: {type(exc).__name__}: {exc}")
+            raise
+
+    def _mark_failed(self, reason: str) -> None:
+        try:
+            with self._rt.catalog.write() as conn:
+                txn_records.mark_failed(conn, self._tid, reason)
+        except Exception:  # the catalog itself may be what failed; the original error matters more
+            log.warning("could not mark the transaction failed", exc_info=True, extra=logs.fields(self._tid))
+
+    def compensate(self, key: str | None = None, attempt: int | None = None) -> int:
+        """Roll back now what was staged under `key` (default: this handle's key) by attempts before
+        `attempt` (None: by every attempt). Returns the number of parts changed."""
+        checked_attempt = None if attempt is None else catalog_int(attempt, "attempt")
+        stmt = staging.Statement(self._tid, self._snapshot, check_key(key) or self.default_key, checked_attempt)
+        if stmt.key is None:
+            raise InvalidNameError("compensate needs a key: pass one or set it with use_key()")
+        return self._run(f"compensation of {stmt.key}", lambda: staging.compensate(self._rt, stmt))
+
+    def append(self, table: str, data: pa.Table, key: str | None = None) -> int:
+        """Stage `data` as new parts of `table`; returns the number of rows staged. Appends never conflict."""
+        stmt = self._statement(key)
+        return self._run(f"append to {table}", lambda: staging.append(self._rt, stmt, table, data))
+
+    def overwrite(self, table: str, data: pa.Table, partitions: Sequence[Mapping[str, Any]] | None = None,
+                  key: str | None = None) -> int:
+        """Replace the whole table (partitions=None) or only the listed partitions with `data`."""
+        stmt = self._statement(key)
+        return self._run(f"overwrite of {table}", lambda: self._scanned(
+            table, partitions, staging.overwrite(self._rt, stmt, table, data, partitions)))
+
+    def delete(self, table: str, where: pc.Expression, key: str | None = None) -> int:
+        """Delete matching rows, rewriting only the parts that hold some; returns the number of rows deleted."""
+        stmt = self._statement(key)
+        return self._run(f"delete in {table}",
+                         lambda: self._scanned(table, None, staging.delete(self._rt, stmt, table, where)))
+
+    def update(self, table: str, where: pc.Expression, set: Mapping[str, Any], key: str | None = None) -> int:
+        """Set columns of matching rows (values or Expressions), rewriting only the parts holding some;
+        returns the number of rows updated."""
+        stmt = self._statement(key)
+        return self._run(f"update of {table}",
+                         lambda: self._scanned(table, None, staging.update(self._rt, stmt, table, where, set)))
+
+    def _scanned(self, table: str, partitions: Sequence[Mapping[str, Any]] | None, rows: int) -> int:
+        """overwrite/update/delete chose what to replace from what they saw, so what they scanned (the
+        listed partitions, else the whole table) is a read for the isolation level (isolation.py)."""
+        if self._isolation.tracks_reads:  # else skip the table lookup: nothing would be recorded
+            with self._rt.catalog.read() as conn:
+                info = table_registry.get(conn, table)
+            self._record_read_set(info.id, info.partition_keys(partitions))
+        return rows
+
+    # -- reads --------------------------------------------------------------------------------------
+    def read(self, table: str, filter: pc.Expression | None = None,
+             partitions: Sequence[Mapping[str, Any]] | None = None) -> pa.Table:
+        """The table as this transaction sees it: its snapshot plus its own writes.
+
+        With isolation="serializable" the read is recorded (the listed partitions, else the whole
+        table) and checked at commit.
+        """
+        with self._rt.catalog.read() as conn:
+            txn_records.require_usable(txn_records.fetch(conn, self._tid))
+            info = table_registry.get(conn, table)
+        keys = info.partition_keys(partitions)
+        self._record_read_set(info.id, keys)  # isolation: what the commit check covers
+        self._note_read(info.id, keys)  # retries: what a retry of this handle's key withdraws
+        return reading.read(self._rt, info, self._tid, self._snapshot, filter, keys)
+
+    def _note_read(self, table_id: int, keys: Sequence[str] | None) -> None:
+        """A read through a keyed handle counts as building on what it saw (staging.record_read)."""
+        if self.default_key is not None:
+            staging.record_read(self._rt, self._statement(None), table_id, keys)
+
+    def _record_read_set(self, table_id: int, keys: Sequence[str] | None) -> None:
+        """A read or scan of `table_id` (`keys` None: the whole table), recorded as the isolation level
+        asks (Isolation.read_set: serializable records it, snapshot nothing)."""
+        self._isolation.record_read_set(self._rt.catalog, self._tid, table_id, keys)
+
+    # -- end ----------------------------------------------------------------------------------------
+    def commit(self) -> int:
+        """Make every staged part visible at once; returns the commit CSN."""
+        with logs.bind(tid=self._tid):
+            csn = commit.commit(self._rt, self._tid)
+            if self.warehouse.config.manifests == "on-commit":  # never fails the commit (it stands)
+                manifests.write_on_commit(self._rt, self._tid, csn)
+            return csn
+
+    def rollback(self, reason: str | None = None) -> None:
+        """Compensate every staged part (metadata only; vacuum deletes the files later); `reason` is
+        recorded unless the transaction had already failed a statement (that reason is kept)."""
+        with logs.bind(tid=self._tid):
+            rollback.rollback(self._rt, self._tid, reason=reason or "rolled back by the caller")
+
+    def heartbeat(self) -> bool:
+        """Extend the lease; False if the transaction is no longer active or its lease already ran out."""
+        with self._rt.catalog.write() as conn:
+            row = txn_records.fetch(conn, self._tid, self._rt.catalog)
+            renewed = txn_records.renew(conn, self._tid, row.lease_seconds)
+            crashpoints.hit(crashpoints.LEASE_MID_RENEW)
+            return renewed
+
+    def keep_alive(self, interval: float | None = None) -> LeaseKeeper:
+        """`with txn.keep_alive(): long_job()` renews the lease in a background thread meanwhile."""
+        with self._rt.catalog.read() as conn:
+            lease = txn_records.fetch(conn, self._tid).lease_seconds
+        return LeaseKeeper(self.heartbeat, interval if interval is not None else lease / 3, tid=self._tid)
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            self.commit()
+            return
+        try:
+            if self.state == txn_records.ACTIVE:
+                self.rollback()
+        except Exception:  # keep the caller's exception, which is what they need to see
+            log.exception("rollback after %s failed; recovery will finish it", exc_type,
+                          extra=logs.fields(self._tid))

@@ -1,0 +1,343 @@
+"""Cleanup (invariant 8): files no snapshot can see, orphans of dead writers, stale manifests, history rows.
+
+Each table has a horizon H (retention.py): the oldest snapshot anyone may still read, the minimum of
+the readable watermark, the oldest open transaction's snapshot, the snapshot current
+`retention_seconds` ago, and the table's own policy (seconds, versions). A part is garbage when it
+was rolled back (RollbackCSN) or removed at a CSN <= H, except the sources of a background merge
+(compaction.py): their removal CSN is old, yet a reader may hold a file list taken before the swap,
+so they stay until the table's retention window has passed since the merge and no transaction older
+than the merge is open. Taking the horizons bumps the snapshot gate row that `begin` holds in share
+mode, so no transaction can start from an older snapshot meanwhile.
+
+Order: horizons stored first (readers refuse older CSNs from then on), then manifests (those of CSNs
+below a horizon removed, kept ones rewritten if their part list changed, e.g. after a merge), then
+part files, each file before its catalog row (a crash in between leaves a row whose files are gone,
+which the next vacuum finishes), then orphan write dirs (their writer's lease judged by the catalog's
+clock), then the catalog history no snapshot, recovery or retry needs (`_purge_history`). `dry_run`
+reports the same counts and changes nothing (no rollback of expired transactions, no horizon stored,
+nothing deleted). One run at a time per warehouse (catalog/locks.py); a second one waits. Writers
+may create write dirs in a partition dir meanwhile: storage removes a partition dir only by rmdir
+(empty at that instant) and a writer re-creates one removed under it.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Select, func, select, update
+
+from airflow_txn.catalog import (
+    commit_log,
+    compaction_records,
+    key_records,
+    locks,
+    part_records,
+    schema,
+    table_registry,
+    txn_records,
+)
+from airflow_txn.catalog.clock import catalog_now
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import crashpoints, manifests, recovery, retention
+from airflow_txn.core.retention import Horizons
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import OracleUnavailableError, TxnError
+from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.storage.root import dir_age_seconds, read_sidecar, tree_size, write_dir_of
+from airflow_txn.telemetry import logs
+
+HISTORY_SECONDS = 24 * 3600.0
+"""Rows of ended transactions and commit records stay at least this long, whatever the window: an Airflow
+retry (a commit or finalize task) looks its transaction up by tid after it ended."""
+ORPHAN_GRACE_SECONDS = 60.0
+"""Write dirs with no sidecar or an unknown tid are left this long at least (a writer may be starting)."""
+CLOCK_MARGIN_SECONDS = 60.0
+"""Merge sources stay while a transaction open now began less than this before the merge (clock skew)."""
+
+VACUUM_LOCK = "vacuum"
+"""The maintenance lock a vacuum run holds (catalog/locks.py): a second run waits for the first."""
+
+Progress = Callable[[str, int, int], None]
+
+_c = schema.counters.c
+_t = schema.transactions.c
+
+log = logs.get_logger(__name__)
+
+
+def _no_progress(_stage: str, _done: int, _total: int) -> None:
+    return None
+
+
+def horizons(rt: Runtime, retention_seconds: float, store: bool = True) -> Horizons:
+    """The horizons of this run (module doc); with `store` they are raised in the catalog."""
+    with (rt.catalog.write() if store else rt.catalog.read()) as conn:
+        if store:
+            conn.execute(
+                update(schema.counters).where(_c.name == schema.COUNTER_SNAPSHOT_GATE).values(value=_c.value + 1)
+            )
+        return retention.compute(conn, rt.catalog, rt.oracle, retention_seconds, store)
+
+
+def horizon(rt: Runtime, retention_seconds: float) -> int:
+    """The global horizon of a run (tables with a policy of their own may keep more); stored."""
+    return horizons(rt, retention_seconds).global_horizon
+
+
+def stored_horizon(rt: Runtime) -> int:
+    """The lowest stored horizon of any table: no CSN below it is readable anywhere."""
+    with rt.catalog.read() as conn:
+        return retention.min_horizon(conn)
+
+
+def check_retention(retention_seconds: object) -> float:
+    if (isinstance(retention_seconds, bool) or not isinstance(retention_seconds, int | float)
+            or not retention_seconds >= 0):
+        raise TxnError(f"retention_seconds must be a number >= 0, got {retention_seconds!r}")
+    return float(retention_seconds)
+
+
+def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: bool = False,
+           progress: Progress | None = None) -> dict[str, Any]:
+    """Delete what no snapshot in the window can see; return what was (or, dry_run, would be) removed."""
+    window = check_retention(retention_seconds)
+    tick = progress or _no_progress
+    if dry_run:  # changes nothing: needs no turn
+        return _run(rt, window, batch, dry_run, tick)
+    with locks.exclusive(rt.catalog, VACUUM_LOCK):
+        recovery.roll_back_expired(rt, tick)
+        recovery.finish_rollbacks(rt, tick)
+        return _run(rt, window, batch, dry_run, tick)
+
+
+def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> dict[str, Any]:
+    h = horizons(rt, window, store=not dry_run)
+    with rt.catalog.read() as conn:
+        tables = table_registry.all_tables(conn)
+    manifests_removed, manifests_refreshed = _tidy_manifests(rt, h, tables, dry_run, tick)
+    removed, freed, kept = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
+    orphans, orphan_bytes = _remove_orphans(rt, tables, window, dry_run, tick)
+    purged = _purge_history(rt, h, tables, batch, dry_run, tick)
+    log.info("vacuum%s: %d part(s) and %d orphan write dir(s) removed, %d bytes freed (horizon CSN %d)",
+             " (dry run)" if dry_run else "", removed, orphans, freed + orphan_bytes, h.global_horizon,
+             extra=logs.fields(csn=h.global_horizon))
+    return {
+        "horizon": h.global_horizon,
+        "horizons": {t.name.qualified: h.of(t.id) for t in tables},
+        "parts_removed": removed, "orphan_dirs_removed": orphans, "bytes_freed": freed + orphan_bytes,
+        "merge_sources_kept": kept,
+        "manifests_removed": manifests_removed, "manifests_refreshed": manifests_refreshed,
+        "rows_purged": purged, "dry_run": dry_run,
+    }
+
+
+# -- parts ------------------------------------------------------------------------------------------
+def _protected_after(rt: Runtime, h: Horizons, table_id: int) -> float:
+    with rt.catalog.read() as conn:
+        oldest = conn.execute(
+            select(func.min(schema.transactions.c.created_at))
+            .where(schema.transactions.c.state.in_(txn_records.OPEN_STATES))
+        ).scalar()
+    return compaction_records.protect_after(h.window(table_id), None if oldest is None else float(oldest),
+                                            CLOCK_MARGIN_SECONDS, time.time())
+
+
+def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
+                          tick: Progress) -> tuple[int, int, int]:
+    removed = freed = kept = 0
+    for index, info in enumerate(tables):
+        tick("parts", index, len(tables))
+        after = _protected_after(rt, h, info.id)
+        with rt.catalog.read() as conn:
+            kept += compaction_records.kept_sources(conn, info.id, h.of(info.id), after)
+        while True:
+            with rt.catalog.read() as conn:  # a dry run lists them all at once: it deletes none to move on
+                parts = compaction_records.garbage(conn, info.id, h.of(info.id), after, None if dry_run else batch)
+            if dry_run:
+                removed += len(parts)
+                freed += sum(tree_size(rt.storage.table_dir(info.directory) / p.path) for p in parts)
+                break
+            if not parts:
+                break
+            for part in parts:
+                freed += rt.storage.delete_part(info.directory, part.path)
+                crashpoints.hit(crashpoints.VACUUM_MID)
+                with rt.catalog.write() as conn:
+                    part_records.forget(conn, part.id)
+                removed += 1
+    tick("parts", len(tables), len(tables))
+    return removed, freed, kept
+
+
+# -- orphans ----------------------------------------------------------------------------------------
+def _remove_orphans(rt: Runtime, tables: list[TableInfo], retention_seconds: float, dry_run: bool,
+                    tick: Progress) -> tuple[int, int]:
+    count = freed = 0
+    for index, info in enumerate(tables):
+        tick("orphans", index, len(tables))
+        for relative in _orphan_candidates(rt, info, retention_seconds):
+            if dry_run:
+                freed += tree_size(rt.storage.table_dir(info.directory) / relative)
+            else:
+                freed += rt.storage.delete_write_dir(info.directory, relative)
+            count += 1
+    tick("orphans", len(tables), len(tables))
+    return count, freed
+
+
+def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -> list[str]:
+    """Write dirs whose writer can no longer register them; registration is checked LAST, after the
+    writer's transaction was seen closed, so a registration cannot slip in between."""
+    candidates = []
+    for relative, full in rt.storage.write_dirs(info.directory):
+        tid = (read_sidecar(full) or {}).get("tid")
+        with rt.catalog.read() as conn:
+            row = conn.execute(
+                select(_t.state, (_t.lease_deadline < catalog_now()).label("expired")).where(_t.tid == str(tid))
+            ).first()
+        if row is None:
+            if dir_age_seconds(full) > max(retention_seconds, ORPHAN_GRACE_SECONDS):
+                candidates.append(relative)
+        elif row.state != txn_records.ACTIVE or row.expired:
+            candidates.append(relative)
+    if not candidates:
+        return []
+    with rt.catalog.read() as conn:
+        registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
+    return [c for c in candidates if c not in registered]
+
+
+# -- catalog history -------------------------------------------------------------------------------
+def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
+                   tick: Progress) -> dict[str, int]:
+    """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets, staging-key
+    and statement-scan rows of ended transactions; commit records and table-commit rows below every
+    horizon and running snapshot (`keep`), each table's newest kept; rows of transactions that ended
+    before the window with nothing left."""
+    keep = _keep_csn(rt, h, tables)
+    before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
+    steps: list[tuple[str, Select[Any], Callable[[Connection, list[Any]], int]]] = [
+        ("read_set", txn_records.ended_read_sets(), txn_records.purge_read_sets),
+        ("keys", key_records.of_ended_transactions(), key_records.forget),
+        ("commit_log", commit_log.purgeable_records(keep, before), commit_log.purge_records),
+        *[("table_commits", commit_log.purgeable_table_commits(t.id, keep),
+           functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
+        ("transactions", txn_records.purgeable(keep, before), txn_records.purge),
+    ]
+    purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions"), 0)
+    for index, (kind, candidates, remove) in enumerate(steps):
+        tick("purge", index, len(steps))
+        purged[kind] += _purge(rt, candidates, remove, batch, dry_run)
+    tick("purge", len(steps), len(steps))
+    return purged
+
+
+def _purge_table_commits(conn: Connection, csns: list[int], table_id: int) -> int:
+    return commit_log.purge_table_commits(conn, table_id, csns)
+
+
+def _keep_csn(rt: Runtime, h: Horizons, tables: list[TableInfo]) -> int:
+    """The lowest CSN any snapshot may still read (this run's horizons, the stored ones, every running
+    snapshot) and, with ZooKeeper, the oldest record its log still holds (its compaction finds the
+    decisions to drop through the catalog's records)."""
+    with rt.catalog.read() as conn:
+        lowest = [h.global_horizon, *(h.of(t.id) for t in tables), retention.min_horizon(conn)]
+        oldest = txn_records.oldest_active_snapshot(conn)
+    if oldest is not None:
+        lowest.append(oldest)
+    external = rt.oracle.external_log
+    if external is not None:
+        try:
+            first = external.records(after=PREHISTORIC_CSN - 1, limit=1)
+        except OracleUnavailableError:
+            return PREHISTORIC_CSN
+        if first:
+            lowest.append(first[0].csn)
+    return min(lowest)
+
+
+def _purge(rt: Runtime, candidates: Select[Any], remove: Callable[[Connection, list[Any]], int], batch: int,
+           dry_run: bool) -> int:
+    """Delete `candidates` in catalog transactions of at most `batch` rows; dry_run counts them."""
+    if dry_run:
+        with rt.catalog.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(candidates.subquery())).scalar_one())
+    total = 0
+    while True:
+        with rt.catalog.write() as conn:
+            keys = list(conn.execute(candidates.limit(batch)).scalars())
+            removed = remove(conn, keys) if keys else 0
+        if removed == 0:
+            return total
+        total += removed
+
+
+# -- manifests --------------------------------------------------------------------------------------
+def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: bool,
+                    tick: Progress) -> tuple[int, int]:
+    """Remove manifest dirs of a CSN below the horizon of a table they list (its files may go now);
+    rewrite kept ones whose part list no longer matches the catalog (a merge swapped parts out)."""
+    base = rt.storage.root / manifests.MANIFEST_DIR
+    if not base.is_dir():
+        return 0, 0
+    by_name = {t.name.qualified: t for t in tables}
+    with rt.catalog.read() as conn:  # only merges rewrite what a snapshot's manifest lists
+        last_merge = {int(r[0]): float(r[1]) for r in conn.execute(
+            select(schema.compactions.c.table_id, func.max(schema.compactions.c.committed_at))
+            .group_by(schema.compactions.c.table_id))}
+    dirs = sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("csn-"))
+    removed = refreshed = 0
+    for index, directory in enumerate(dirs):
+        tick("manifests", index, len(dirs))
+        verdict = _manifest_verdict(rt, h, by_name, last_merge, directory)
+        if verdict is None:
+            continue
+        if verdict == "remove":
+            removed += 1
+            if not dry_run:
+                shutil.rmtree(directory, ignore_errors=True)
+        else:
+            refreshed += 1
+            if not dry_run:
+                manifests.write_manifests(rt, int(directory.name[4:]), sorted(_listed(directory) or []))
+    tick("manifests", len(dirs), len(dirs))
+    return removed, refreshed
+
+
+def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], last_merge: dict[int, float],
+                      directory: Path) -> str | None:
+    """"remove", "refresh" or None (keep as it is). A table's manifest written after its last merge
+    (by more than the clock margin) is current; others are compared with the catalog."""
+    try:
+        csn = int(directory.name[4:])
+    except ValueError:
+        return None
+    listed = _listed(directory)
+    if listed is None:  # no index: a writer died before its last file (or is writing it now)
+        return "remove" if dir_age_seconds(directory) > ORPHAN_GRACE_SECONDS else None
+    infos = [by_name.get(name) for name in listed]
+    if any(info is None or csn < h.of(info.id) for info in infos):
+        return "remove"
+    for info in infos:
+        assert info is not None
+        try:
+            written_at = (directory / manifests.manifest_name(info)).stat().st_mtime
+        except OSError:
+            return "refresh"
+        merged_at = last_merge.get(info.id)
+        if merged_at is None or written_at > merged_at + CLOCK_MARGIN_SECONDS:
+            continue
+        with rt.catalog.read() as conn:
+            current = {p.id for p in part_records.visible_parts(conn, info.id, None, csn)}
+        if current != manifests.listed_part_ids(directory, info):
+            return "refresh"
+    return None
+
+
+def _listed(directory: Path) -> list[str] | None:
+    return manifests.indexed_tables(directory)

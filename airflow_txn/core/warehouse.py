@@ -1,0 +1,289 @@
+"""The Warehouse: one catalog + one storage root + one CSN oracle, and the operations on them."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import select
+
+from airflow_txn.catalog import Catalog, commit_log, key_records, part_records, schema, table_registry, txn_records
+from airflow_txn.core import (
+    apply,
+    bounds,
+    compaction,
+    log_mirror,
+    manifests,
+    overview,
+    reading,
+    recovery,
+    retention,
+    vacuum,
+)
+from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_SECONDS, WarehouseConfig
+from airflow_txn.core.isolation import Isolation
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.transaction import Transaction
+from airflow_txn.errors import SnapshotTooOldError, StorageError, TableExistsError, TxnError, WaitTimeoutError
+from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.names import check_label
+from airflow_txn.model.tid import Tid, TidFactory
+from airflow_txn.oracle import make_oracle
+from airflow_txn.storage.root import Storage
+from airflow_txn.telemetry import logs
+
+log = logs.get_logger(__name__)
+
+_c = schema.counters.c
+_GATE_SHARED = select(_c.value).where(_c.name == schema.COUNTER_SNAPSHOT_GATE).with_for_update(read=True)
+
+
+class Warehouse:
+    """Open with `Warehouse.open(catalog=..., root=..., oracle=...)`; docs/CONCEPTS.md says what each argument is."""
+
+    def __init__(self, config: WarehouseConfig, runtime: Runtime) -> None:
+        self.config = config
+        self.runtime = runtime
+
+    @classmethod
+    def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
+             oracle: str | None = None, manifests: str | None = None) -> Warehouse:
+        """Open (creating if needed) the warehouse; arguments override AIRFLOW_TXN_* and the defaults.
+        manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md)."""
+        config = WarehouseConfig.resolve(catalog, root, oracle, manifests)
+        cat = Catalog(config.catalog_url)
+        try:
+            cat.initialize()
+        except BaseException:  # e.g. a catalog of a newer schema version: close its connections
+            cat.dispose()
+            raise
+        storage = Storage(config.root)
+        storage.ensure()
+        runtime = Runtime(cat, make_oracle(config.oracle, cat), storage, TidFactory())
+        return cls(config, runtime)
+
+    def close(self) -> None:
+        self.runtime.oracle.close()
+        self.runtime.catalog.dispose()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Warehouse(root={str(self.config.root)!r}, oracle={self.config.oracle!r})"
+
+    # -- tables -------------------------------------------------------------------------------------
+    def create_table(self, name: str, schema: pa.Schema, partition_by: Sequence[str] = (),
+                     exist_ok: bool = False) -> None:
+        """Create `namespace.table`; with exist_ok an identical existing table is fine."""
+        table_name, arrow_schema = table_registry.validate_new_table(name, schema, partition_by)
+        with self.runtime.catalog.write() as conn:
+            existing = table_registry.find(conn, name)
+            if existing is not None:
+                if exist_ok and existing.schema.equals(arrow_schema) and existing.partition_by == tuple(partition_by):
+                    return
+                if exist_ok:
+                    raise TableExistsError(f"table {name} exists with a different schema or partitioning")
+                raise TableExistsError(f"table {name} exists already")
+            table_registry.create(conn, table_name, arrow_schema, list(partition_by))
+
+    def tables(self) -> list[str]:
+        with self.runtime.catalog.read() as conn:
+            return [t.name.qualified for t in table_registry.all_tables(conn)]
+
+    def schema(self, name: str) -> pa.Schema:
+        with self.runtime.catalog.read() as conn:
+            return table_registry.get(conn, name).schema
+
+    def partition_by(self, name: str) -> tuple[str, ...]:
+        with self.runtime.catalog.read() as conn:
+            return table_registry.get(conn, name).partition_by
+
+    # -- transactions -------------------------------------------------------------------------------
+    def begin(self, label: str | None = None, isolation: str | Isolation = Isolation.SNAPSHOT,
+              lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Transaction:
+        """Start a transaction at the readable watermark; `isolation` is "snapshot" or "serializable"
+        (or an `airflow_txn.core.isolation.Isolation`)."""
+        check_label(label)
+        level = Isolation.parse(isolation)
+        lease = bounds.lease_seconds(lease_seconds)
+        cat = self.runtime.catalog
+        with cat.write() as conn:
+            if cat.supports_for_update:  # SQLite's BEGIN IMMEDIATE already excludes a concurrent gate holder
+                conn.execute(_GATE_SHARED)
+            snapshot = commit_log.readable_csn(conn, self.runtime.oracle)
+            tid = str(self.runtime.tids.next(snapshot))
+            txn_records.insert_row(conn, tid, label, level.value, snapshot, lease)
+        log.debug("began at snapshot %d", snapshot, extra=logs.fields(tid, snapshot))
+        return Transaction(self, tid, snapshot, level)
+
+    def attach(self, tid: str) -> Transaction:
+        """The transaction `tid` (as printed by Transaction.tid), e.g. from another process."""
+        parsed = str(Tid.parse(tid))
+        with self.runtime.catalog.read() as conn:
+            row = txn_records.fetch(conn, parsed)
+        return Transaction(self, parsed, row.snapshot_csn, Isolation(row.isolation))
+
+    def transaction_info(self, tid: str) -> dict[str, Any]:
+        parsed = str(Tid.parse(tid))
+        with self.runtime.catalog.read() as conn:
+            row = txn_records.fetch(conn, parsed)
+            info = row.as_dict()
+            parts = part_records.of_transaction(conn, parsed)
+            info["must_run_again"] = key_records.invalidated(conn, parsed)  # {key: the retried key that withdrew it}
+        info.update(log_mirror.resolve(self.runtime, row))  # committing: committed iff its record exists
+        with self.runtime.catalog.read() as conn:
+            names = {t.id: t.name.qualified for t in table_registry.all_tables(conn)}
+        info["tables"] = sorted({names[p.table_id] for p in parts})
+        info["parts"] = [
+            {"table": names[p.table_id], "partition": p.partition, "path": p.path, "rows": p.row_count,
+             "bytes": p.size_bytes, "key": p.stage_key, "attempt": p.stage_attempt,
+             "removal_key": p.removal_key, "removal_attempt": p.removal_attempt,
+             "role": "created" if p.version.creation_tid == parsed else "removed",
+             "creation_csn": p.version.creation_csn, "removal_csn": p.version.removal_csn}
+            for p in parts
+        ]
+        return info
+
+    def transactions(self, state: str | None = None, limit: int = 100,
+                     labels: txn_records.LabelFilter | None = None) -> list[dict[str, Any]]:
+        """The newest `limit` transactions of `state`, kept by the DAG their label names (`labels`)."""
+        limit = bounds.catalog_int(limit, "limit")
+        with self.runtime.catalog.read() as conn:
+            return [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
+
+    def label_dags(self) -> list[str | None]:
+        """The distinct DAGs that transaction labels `<dag_id>/<run_id>` name (None: a label naming none)."""
+        with self.runtime.catalog.read() as conn:
+            return txn_records.label_dags(conn)
+
+    # -- reads --------------------------------------------------------------------------------------
+    def read(self, table: str, csn: int | None = None, filter: pc.Expression | None = None) -> pa.Table:
+        """The table at snapshot `csn` (None: the readable watermark)."""
+        snapshot = self._snapshot_for(csn, [table])
+        with self.runtime.catalog.read() as conn:
+            info = table_registry.get(conn, table)
+        try:
+            return reading.read(self.runtime, info, None, snapshot, filter)
+        except StorageError as exc:
+            if snapshot < retention.horizon_of(self.runtime, table):
+                raise SnapshotTooOldError(f"table {table}: CSN {snapshot} is past its retention horizon "
+                                          f"{retention.horizon_of(self.runtime, table)}; read a newer one") from exc
+            raise
+
+    def write_manifest(self, csn: int | None = None, tables: list[str] | None = None) -> dict[str, Any]:
+        """Write JSON manifests of snapshot `csn` (None: the watermark) under <root>/.manifests; see MANIFESTS.md."""
+        snapshot = self._snapshot_for(csn, tables if tables is not None else self.tables())
+        try:
+            return manifests.write_manifests(self.runtime, snapshot, tables)
+        except StorageError as exc:
+            if snapshot < vacuum.stored_horizon(self.runtime):
+                raise SnapshotTooOldError(f"CSN {snapshot} is past the retention horizon; use a newer one") from exc
+            raise
+
+    def _snapshot_for(self, csn: int | None, tables: Sequence[str] | None = None) -> int:
+        """The snapshot of a read at `csn` (None: the watermark); refuses CSNs not readable yet and
+        CSNs below the retention horizon of one of `tables` (None: of every table; retention.py)."""
+        if csn is not None:
+            csn = bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
+        watermark = self.readable_csn()
+        if csn is None:
+            return watermark
+        if csn > watermark:
+            apply.apply_pending(self.runtime, up_to=csn)
+            watermark = self.readable_csn()
+            if csn > watermark:
+                raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
+        retention.check_readable(self.runtime, csn, tables)
+        return csn
+
+    def readable_csn(self) -> int:
+        return apply.readable_csn(self.runtime)
+
+    def last_commit_csn(self, table: str) -> int | None:
+        """The CSN of the latest readable commit that touched `table` (None if none)."""
+        with self.runtime.catalog.read() as conn:
+            info = table_registry.get(conn, table)
+            watermark = commit_log.readable_csn(conn, self.runtime.oracle)
+            return commit_log.last_commit_csn(conn, info.id, watermark)
+
+    def wait_for_csn(self, csn: int, timeout: float) -> int:
+        """Block until the watermark covers `csn`, applying pending records on the way; return it."""
+        csn = bounds.catalog_int(csn, "csn")
+        deadline = time.monotonic() + bounds.timeout_seconds(timeout)
+        delay = 0.05
+        while True:
+            apply.apply_pending(self.runtime, up_to=csn)
+            watermark = self.readable_csn()
+            if watermark >= csn:
+                return watermark
+            if time.monotonic() >= deadline:
+                raise WaitTimeoutError(f"CSN {csn} not readable after {timeout}s (watermark {watermark})")
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 1.0)
+
+    def commit_log(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest commit records first; with ZooKeeper also those not yet mirrored into the catalog."""
+        limit = bounds.catalog_int(limit, "limit")
+        with self.runtime.catalog.read() as conn:
+            rows: list[dict[str, Any]] = [
+                {"csn": r.csn, "tid": r.tid, "tables": list(r.tables), "committed_at": r.committed_at,
+                 "applied": r.applied}
+                for r in commit_log.recent(conn, limit)
+            ]
+        if self.runtime.oracle.external_log is not None:
+            rows += [{"csn": r.csn, "tid": r.entry.tid, "tables": list(r.entry.tables),
+                      "committed_at": r.entry.committed_at, "applied": False}
+                     for r in log_mirror.unmirrored(self.runtime)]
+        return sorted(rows, key=lambda r: -int(r["csn"]))[:limit]
+
+    # -- maintenance --------------------------------------------------------------------------------
+    def recover(self, progress: recovery.Progress | None = None) -> dict[str, Any]:
+        """Roll forward, roll back, reconcile; `progress(stage, done, total)` follows the work."""
+        return recovery.recover(self.runtime, progress=progress)
+
+    # -- overview (read-only; the CLI's tables, watermark and doctor) --------------------------------
+    def table_stats(self, table: str, csn: int | None = None) -> dict[str, Any]:
+        """Partitioning, last commit CSN and the visible parts, rows and bytes of `table` at `csn`."""
+        return overview.table_summary(self.runtime, table, self._snapshot_for(csn, [table]))
+
+    def watermark_info(self) -> dict[str, Any]:
+        """readable_csn, the oracle's latest CSN (oracle_csn) and the lag between them."""
+        return overview.watermark(self.runtime)
+
+    def recovery_backlog(self) -> dict[str, int]:
+        """What recover() would do now: expired transactions, unfinished rollbacks, unapplied records."""
+        return overview.recovery_backlog(self.runtime)
+
+    def vacuum(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, dry_run: bool = False,
+               progress: vacuum.Progress | None = None) -> dict[str, Any]:
+        """Delete what no snapshot in the retention window can see (each table keeps at least its own
+        policy, set_retention); dry_run reports the same counts and deletes nothing; `progress(stage,
+        done, total)` follows the work. Returns horizons and what was (would be) removed."""
+        return vacuum.vacuum(self.runtime, retention_seconds, dry_run=dry_run, progress=progress)
+
+    def compact(self, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+                target_file_bytes: int = compaction.DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
+                progress: compaction.Progress | None = None,
+                writer: compaction.Writer | None = None) -> dict[str, Any]:
+        """Merge small visible parts of `table` (of the listed partitions; None: all) into parts of up
+        to `target_file_bytes`, each merge a transaction of its own that no snapshot notices and that
+        yields to any user transaction touching its parts (docs/COMPACTION.md). `writer` replaces the
+        pyarrow writer (the Spark variant). Returns groups, merged, yielded, parts and bytes before/after."""
+        return compaction.compact(self.runtime, table, partitions, target_file_bytes, min_parts, progress, writer)
+
+    def set_retention(self, table: str, seconds: float | None = None, versions: int | None = None) -> dict[str, Any]:
+        """Keep `table` readable at least `seconds` back and/or its last `versions` commits, whatever
+        vacuum's retention_seconds (both None: back to the global rules). Returns `retention(table)`."""
+        return retention.set_policy(self.runtime, table, seconds, versions)
+
+    def retention(self, table: str) -> dict[str, Any]:
+        """{table, seconds, versions, horizon}: the table's own policy and the oldest CSN it can be read at."""
+        return retention.describe(self.runtime, table)
