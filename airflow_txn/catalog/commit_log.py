@@ -75,6 +75,28 @@ def unapplied(conn: Connection, up_to: int | None = None, limit: int = 1000) -> 
     return [_record(r) for r in rows]
 
 
+def count_unapplied(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).where(_log.applied.is_(False))).scalar_one())
+
+
+def present_csns(conn: Connection, csns: list[int]) -> set[int]:
+    """Which of these CSNs already have their record in the catalog."""
+    if not csns:
+        return set()
+    return {int(c) for c in conn.execute(select(_log.csn).where(_log.csn.in_(csns))).scalars()}
+
+
+def csns_after(conn: Connection, csn: int, limit: int) -> list[int]:
+    """The CSNs of the first `limit` records above `csn`, in order."""
+    return [int(c) for c in conn.execute(select(_log.csn).where(_log.csn > csn).order_by(_log.csn).limit(limit))
+            .scalars().all()]
+
+
+def tids_between(conn: Connection, low: int, high: int) -> list[str]:
+    """The tids of the records with low <= CSN <= high."""
+    return [str(t) for t in conn.execute(select(_log.tid).where(_log.csn >= low, _log.csn <= high)).scalars()]
+
+
 def record_of(conn: Connection, tid: str) -> CommitRecord | None:
     row = conn.execute(select(schema.commit_log).where(_log.tid == tid)).first()
     return None if row is None else _record(row)
@@ -87,6 +109,19 @@ def recent(conn: Connection, limit: int = 20) -> list[CommitRecord]:
 
 def last_commit_csn(conn: Connection, table_id: int, at_or_below: int) -> int | None:
     stmt = select(func.max(_tc.csn)).where(_tc.table_id == table_id, _tc.csn <= at_or_below)
+    value = conn.execute(stmt).scalar()
+    return None if value is None else int(value)
+
+
+def tables_of(conn: Connection, csn: int) -> list[int]:
+    """The ids of the tables the record with this CSN touched."""
+    return [int(r.table_id) for r in conn.execute(select(_tc.table_id).where(_tc.csn == csn))]
+
+
+def nth_newest_commit(conn: Connection, table_id: int, n: int, at_or_below: int) -> int | None:
+    """The CSN of the table's n-th newest commit at or below `at_or_below` (None: it has fewer)."""
+    stmt = (select(_tc.csn).where(_tc.table_id == table_id, _tc.csn <= at_or_below)
+            .order_by(_tc.csn.desc()).offset(n - 1).limit(1))
     value = conn.execute(stmt).scalar()
     return None if value is None else int(value)
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, insert, or_, select, update
+from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
 from airflow_txn.catalog import Catalog, part_records, schema
 from airflow_txn.catalog.part_records import PartRow
@@ -161,3 +161,9 @@ def kept_sources(conn: Connection, table_id: int, horizon: int, protected_after:
     stmt = select(_p.id).where(_p.table_id == table_id, _p.removal_csn.is_not(None), _p.removal_csn <= horizon,
                                _p.removal_tid.in_(protected))
     return len(conn.execute(stmt).all())
+
+
+def last_merge_times(conn: Connection) -> dict[int, float]:
+    """{table id: when its last merge swapped} for every table that had one."""
+    stmt = select(_m.table_id, func.max(_m.committed_at)).group_by(_m.table_id)
+    return {int(r[0]): float(r[1]) for r in conn.execute(stmt)}

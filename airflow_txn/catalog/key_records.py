@@ -14,7 +14,9 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Select,
+    String,
     and_,
+    bindparam,
     delete,
     exists,
     func,
@@ -84,9 +86,14 @@ def clear(conn: Connection, tid: str, key: str) -> None:
                  .values(invalidated_by=None, invalidated_attempt=None))
 
 
+# commit's check (retries.require_nothing_to_rerun) runs it once per commit: built once
+_INVALIDATED = select(_k.key, _k.invalidated_by).where(_k.tid == bindparam("b_tid", type_=String()),
+                                                      _k.invalidated_by.is_not(None))
+
+
 def invalidated(conn: Connection, tid: str) -> dict[str, str]:
     """{key: the key whose retry withdrew it} for every key of `tid` that must run again."""
-    rows = conn.execute(select(_k.key, _k.invalidated_by).where(_k.tid == tid, _k.invalidated_by.is_not(None)))
+    rows = conn.execute(_INVALIDATED, {"b_tid": tid})
     return {str(r.key): str(r.invalidated_by) for r in rows}
 
 

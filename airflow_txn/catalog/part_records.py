@@ -25,6 +25,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     insert,
     or_,
     select,
@@ -34,7 +35,8 @@ from sqlalchemy import (
 )
 
 from airflow_txn.catalog import schema
-from airflow_txn.core.visibility import VersionInfo, is_visible, visible_branches
+from airflow_txn.catalog.visibility_sql import visible_branches, visible_clause
+from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.errors import RetryConflictError, SerializationError
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.partitioning import Partition, parse_partition_key, partition_key
@@ -136,6 +138,15 @@ def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: in
         params["partition_keys"] = list(partition_keys)
     stmt = _visible_stmt(tid is not None, partition_keys is not None)
     return _part_rows(conn.execute(stmt, params))
+
+
+def visible_totals(conn: Connection, table_id: int, snapshot: int) -> tuple[int, int, int]:
+    """(parts, rows, bytes) of the table's parts visible at `snapshot` to a reader outside any transaction."""
+    parts, rows, size = conn.execute(
+        select(func.count(), func.coalesce(func.sum(_p.row_count), 0), func.coalesce(func.sum(_p.size_bytes), 0))
+        .where(_p.table_id == table_id, visible_clause(None, snapshot))
+    ).one()
+    return int(parts), int(rows), int(size)
 
 
 _INSERT = insert(schema.parts)

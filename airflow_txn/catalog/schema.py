@@ -104,7 +104,7 @@ parts = Table(
     Column("removal_key", Text),
     Column("removal_attempt", BigInteger),
     Column("created_at", Float, nullable=False),
-    # Visible-part lookups (visibility.visible_clause): live parts are the removal_csn IS NULL range,
+    # Visible-part lookups (visibility_sql.visible_clause): live parts are the removal_csn IS NULL range,
     # parts removed after the snapshot the removal_csn > S range, creation_csn <= S checked in the index.
     Index("ix_txn_parts_table_removal", "table_id", "removal_csn", "creation_csn"),
     Index("ix_txn_parts_creation_tid", "creation_tid"),

@@ -207,6 +207,35 @@ def oldest_active_snapshot(conn: Connection) -> int | None:
     return None if value is None else int(value)
 
 
+def oldest_open_created_at(conn: Connection) -> float | None:
+    """When the oldest open transaction began (this machine's clock, as `created_at`), None if none is open."""
+    value = conn.execute(select(func.min(_t.created_at)).where(_t.state.in_(OPEN_STATES))).scalar()
+    return None if value is None else float(value)
+
+
+def state_and_expiry(conn: Connection, tid: str) -> tuple[str, bool] | None:
+    """(state, whether its lease ran out by the catalog's clock) of `tid`; None when it has no row."""
+    row = conn.execute(
+        select(_t.state, (_t.lease_deadline < catalog_now()).label("expired")).where(_t.tid == tid)
+    ).first()
+    return None if row is None else (str(row.state), bool(row.expired))
+
+
+def count_expired(conn: Connection, now: float | None = None) -> int:
+    """How many open transactions' leases ran out by `now` (None: the catalog's clock)."""
+    at = catalog_now() if now is None else now
+    return int(conn.execute(
+        select(func.count()).where(_t.state.in_(OPEN_STATES), _t.lease_deadline < at)
+    ).scalar_one())
+
+
+def count_unfinished_rollbacks(conn: Connection) -> int:
+    """How many rolled-back transactions still have rollback stamps to finish."""
+    return int(conn.execute(
+        select(func.count()).where(_t.state == ROLLED_BACK, _t.cleanup_done.is_(False))
+    ).scalar_one())
+
+
 def list_rows(conn: Connection, state: str | None = None, limit: int = 100,
               labels: LabelFilter | None = None) -> list[TxnRow]:
     """The newest transactions first, of one state and kept by `labels`, filtered before the limit."""
@@ -256,40 +285,10 @@ def label_dags(conn: Connection) -> list[str | None]:
     return [r[0] for r in conn.execute(select(dag).distinct())]
 
 
-# -- read sets: what a transaction read, for the commit check of its isolation level (isolation.py) ---
-_rs = schema.read_set.c
-
-
-def add_reads(conn: Connection, tid: str, table_id: int, keys: list[str]) -> None:
-    """Add the partition keys `tid` read of `table_id` to its read set (keys it holds already are skipped)."""
-    present = {r.partition_key
-               for r in conn.execute(select(_rs.partition_key).where(_rs.tid == tid, _rs.table_id == table_id))}
-    new = [k for k in dict.fromkeys(keys) if k not in present]
-    if new:
-        conn.execute(insert(schema.read_set), [{"tid": tid, "table_id": table_id, "partition_key": k} for k in new])
-
-
-def reads(conn: Connection, tid: str) -> dict[int, set[str]]:
-    """{table id: partition keys} of `tid`'s read set."""
-    out: dict[int, set[str]] = {}
-    for r in conn.execute(select(_rs.table_id, _rs.partition_key).where(_rs.tid == tid)):
-        out.setdefault(int(r.table_id), set()).add(str(r.partition_key))
-    return out
-
-
 # -- history vacuum may purge (vacuum.py) -------------------------------------------------------------
 ENDED_STATES = (COMMITTED, ROLLED_BACK)
 _p = schema.parts.c
-
-
-def ended_read_sets() -> Select[Any]:
-    """Transactions that ended and still have read-set rows: only their own serializable commit read them."""
-    ended = select(_t.tid).where(_t.tid == _rs.tid, _t.state.in_(ENDED_STATES))
-    return select(_rs.tid).where(exists(ended)).distinct()
-
-
-def purge_read_sets(conn: Connection, tids: list[str]) -> int:
-    return int(conn.execute(delete(schema.read_set).where(_rs.tid.in_(tids))).rowcount)
+_rs = schema.read_set.c
 
 
 def purgeable(keep_csn: int, ended_before: float) -> Select[Any]:

@@ -18,12 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, inspect, select
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.pool import NullPool
 
-from airflow_txn.catalog import Catalog, schema
+from airflow_txn.catalog import Catalog, inspection, schema
 from airflow_txn.core import overview
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.core.runtime import Runtime
@@ -94,32 +92,16 @@ def check_catalog(url: str, timeout: float) -> list[Check]:
     if backend == "sqlite" and database not in ("", ":memory:") and not Path(database).expanduser().exists():
         return [Check("catalog", FAIL, f"catalog file {database} does not exist", _INIT_HINT)]
     try:
-        present, version = _inspect_catalog(parsed, backend, timeout)
+        found = inspection.look(parsed, timeout)
     except (SQLAlchemyError, ImportError) as exc:
         return [Check("catalog", FAIL, f"cannot reach {safe_url(url)}: {_first_line(exc)}",
                       "check the URL, that the database server is running, and the credentials")]
     reached = Check("catalog", OK, f"{backend} catalog {safe_url(url)} reachable")
-    missing = sorted(set(schema.metadata.tables) - present)
-    if missing:
-        return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {', '.join(missing)})",
+    if found.missing_tables:
+        missing = ", ".join(found.missing_tables)
+        return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {missing})",
                                _INIT_HINT)]
-    return [reached, _version_check(version)]
-
-
-def _inspect_catalog(url: URL, backend: str, timeout: float) -> tuple[set[str], str | None]:
-    connect_args = {"connect_timeout": max(1, round(timeout))} if backend == "postgresql" else {}
-    engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
-    try:
-        with engine.connect() as conn:
-            present = set(inspect(conn).get_table_names())
-            version = None
-            if schema.meta.name in present:
-                version = conn.execute(
-                    select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
-                ).scalar()
-            return present, None if version is None else str(version)
-    finally:
-        engine.dispose()
+    return [reached, _version_check(found.schema_version)]
 
 
 def _version_check(version: str | None) -> Check:

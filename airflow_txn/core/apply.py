@@ -12,17 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, part_records, schema
+from airflow_txn.catalog import commit_log, part_records
 from airflow_txn.core import crashpoints, log_mirror
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.telemetry import logs, metrics
 
 log = logs.get_logger(__name__)
-
-_tc = schema.table_commits.c
 
 
 def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | None = None) -> bool:
@@ -34,7 +32,7 @@ def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | Non
     (saves a catalog read)."""
     if table_ids is None:
         with rt.catalog.read() as conn:
-            table_ids = [int(r.table_id) for r in conn.execute(select(_tc.table_id).where(_tc.csn == csn))]
+            table_ids = commit_log.tables_of(conn, csn)
     ordered = sorted(table_ids)
     if len(ordered) > 1:
         first = ordered[0]

@@ -31,9 +31,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, compaction_records, part_records, schema, table_registry, txn_records
+from airflow_txn.catalog import commit_log, compaction_records, counters, part_records, table_registry, txn_records
 from airflow_txn.catalog.compaction_records import SwapResult
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
@@ -173,10 +173,8 @@ def pack(parts: Sequence[PartRow], target_file_bytes: int, min_parts: int) -> li
 # -- step 2 -----------------------------------------------------------------------------------------
 def begin(rt: Runtime, group: MergeGroup, lease_seconds: float = MERGE_LEASE_SECONDS) -> MergeJob:
     """The merge's transaction row, begun like a user transaction (at the watermark, under the gate)."""
-    _c = schema.counters.c
     with rt.catalog.write() as conn:
-        gate = select(_c.value).where(_c.name == schema.COUNTER_SNAPSHOT_GATE)
-        conn.execute(gate.with_for_update(read=True) if rt.catalog.supports_for_update else gate)
+        counters.share_snapshot_gate(conn, rt.catalog)
         snapshot = commit_log.readable_csn(conn, rt.oracle)
         tid = str(rt.tids.next(snapshot))
         label = f"compaction of {group.table.name} {group.partition_key} ({len(group.sources)} parts)"

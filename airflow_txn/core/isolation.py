@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import Catalog, commit_log, part_records, table_registry, txn_records
+from airflow_txn.catalog import Catalog, commit_log, part_records, read_sets, table_registry, txn_records
 from airflow_txn.errors import InvalidArgumentError, SerializationError
 from airflow_txn.model.partitioning import WHOLE_TABLE
 
@@ -63,7 +63,7 @@ class Isolation(StrEnum):
             return
         with catalog.write() as conn:
             txn_records.lock_usable(conn, catalog, tid)
-            txn_records.add_reads(conn, tid, table_id, recorded)
+            read_sets.add_reads(conn, tid, table_id, recorded)
 
     def validate(self, conn: Connection, tid: str, snapshot: int) -> None:
         """At commit: raise SerializationError if this level forbids what committed since `snapshot`."""
@@ -87,7 +87,7 @@ _RULES = {
 
 def _validate_read_set(conn: Connection, level: Isolation, tid: str, snapshot: int) -> None:
     """Abort if a transaction committed after our snapshot wrote anything we read."""
-    reads = txn_records.reads(conn, tid)
+    reads = read_sets.reads(conn, tid)
     for table_id, other in commit_log.commits_after(conn, list(reads), snapshot):
         if other == tid:
             continue

@@ -14,18 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, schema, table_registry, txn_records
+from airflow_txn.catalog import commit_log, counters, table_registry, txn_records
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TransactionNotFoundError
 from airflow_txn.oracle.base import ExternalLog, LogRecord
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
-
-_c = schema.counters.c
-_log = schema.commit_log.c
 
 
 def mirror(rt: Runtime, records: Sequence[LogRecord]) -> int:
@@ -34,26 +31,14 @@ def mirror(rt: Runtime, records: Sequence[LogRecord]) -> int:
     if not records:
         return 0
     with rt.catalog.write() as conn:
-        prefix = _locked_prefix(conn, rt)
+        prefix = counters.last_csn(conn, rt.catalog)  # locked: one mirror at a time moves the prefix
         wanted = [r for r in records if r.csn > prefix]
-        present = _present(conn, [r.csn for r in wanted])
+        present = commit_log.present_csns(conn, [r.csn for r in wanted])
         new = [r for r in wanted if r.csn not in present]
         for record in new:
             _write(rt, conn, record)
         _advance_prefix(conn, prefix)
     return len(new)
-
-
-def _present(conn: Connection, csns: list[int]) -> set[int]:
-    """Which of these CSNs already have their record in the catalog."""
-    if not csns:
-        return set()
-    return {int(c) for c in conn.execute(select(_log.csn).where(_log.csn.in_(csns))).scalars()}
-
-
-def _locked_prefix(conn: Connection, rt: Runtime) -> int:
-    stmt = select(_c.value).where(_c.name == schema.COUNTER_LAST_CSN)
-    return int(conn.execute(rt.catalog.lock_for_update(stmt)).scalar_one())
 
 
 def _write(rt: Runtime, conn: Connection, record: LogRecord) -> None:
@@ -80,16 +65,16 @@ def _advance_prefix(conn: Connection, prefix: int) -> None:
     """Move the prefix over every record that now follows it without a gap."""
     new = prefix
     while True:
-        rows = conn.execute(select(_log.csn).where(_log.csn > new).order_by(_log.csn).limit(500)).scalars().all()
+        rows = commit_log.csns_after(conn, new, limit=500)
         advanced = 0
         for csn in rows:
-            if int(csn) != new + 1:
+            if csn != new + 1:
                 break
-            new, advanced = int(csn), advanced + 1
+            new, advanced = csn, advanced + 1
         if advanced < 500:  # a gap, or no more records
             break
     if new > prefix:
-        conn.execute(update(schema.counters).where(_c.name == schema.COUNTER_LAST_CSN).values(value=new))
+        counters.set_last_csn(conn, new)
 
 
 def prefix(rt: Runtime) -> int:
@@ -116,7 +101,7 @@ def unmirrored(rt: Runtime) -> list[LogRecord]:
     start = prefix(rt)
     records = external.records(after=start)
     with rt.catalog.read() as conn:
-        present = _present(conn, [r.csn for r in records])
+        present = commit_log.present_csns(conn, [r.csn for r in records])
     return [r for r in records if r.csn not in present]
 
 
@@ -141,7 +126,7 @@ def compact(rt: Runtime, external: ExternalLog) -> int:
 
     def tids_between(low: int, high: int) -> list[str]:
         with rt.catalog.read() as conn:
-            return [str(t) for t in conn.execute(select(_log.tid).where(_log.csn >= low, _log.csn <= high)).scalars()]
+            return commit_log.tids_between(conn, low, high)
 
     def is_rolled_back(tid: str) -> bool:
         with rt.catalog.read() as conn:

@@ -8,27 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
-
-from airflow_txn.catalog import commit_log, schema, table_registry, txn_records
-from airflow_txn.catalog.clock import catalog_now
+from airflow_txn.catalog import commit_log, part_records, table_registry, txn_records
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.core.visibility import visible_clause
 from airflow_txn.errors import OracleUnavailableError
-
-_p = schema.parts.c
-_t = schema.transactions.c
-_log = schema.commit_log.c
 
 
 def table_summary(rt: Runtime, name: str, snapshot: int) -> dict[str, Any]:
     """Partitioning, last commit, and the visible parts, rows and bytes of table `name` at `snapshot`."""
     with rt.catalog.read() as conn:
         info = table_registry.get(conn, name)
-        parts, rows, size = conn.execute(
-            select(func.count(), func.coalesce(func.sum(_p.row_count), 0), func.coalesce(func.sum(_p.size_bytes), 0))
-            .where(_p.table_id == info.id, visible_clause(None, snapshot))
-        ).one()
+        parts, rows, size = part_records.visible_totals(conn, info.id, snapshot)
         last = commit_log.last_commit_csn(conn, info.id, snapshot)
     return {"table": info.name.qualified, "partition_by": list(info.partition_by), "last_commit_csn": last,
             "parts": int(parts), "rows": int(rows), "bytes": int(size), "csn": snapshot}
@@ -61,15 +50,10 @@ def watermark(rt: Runtime) -> dict[str, Any]:
 def recovery_backlog(rt: Runtime, now: float | None = None) -> dict[str, int]:
     """What `recover` would do now: expired open transactions, unfinished rollbacks, unapplied records
     (and, with ZooKeeper, log records not mirrored into the catalog; -1 if ZooKeeper cannot be reached)."""
-    at = catalog_now() if now is None else now  # leases are judged by the catalog's clock
     with rt.catalog.read() as conn:
-        expired = conn.execute(
-            select(func.count()).where(_t.state.in_(txn_records.OPEN_STATES), _t.lease_deadline < at)
-        ).scalar_one()
-        unfinished = conn.execute(
-            select(func.count()).where(_t.state == txn_records.ROLLED_BACK, _t.cleanup_done.is_(False))
-        ).scalar_one()
-        unapplied = conn.execute(select(func.count()).where(_log.applied.is_(False))).scalar_one()
+        expired = txn_records.count_expired(conn, now)  # None: leases are judged by the catalog's clock
+        unfinished = txn_records.count_unfinished_rollbacks(conn)
+        unapplied = commit_log.count_unapplied(conn)
         mirrored = rt.oracle.last_csn(conn)
     out = {"expired_transactions": int(expired), "unfinished_rollbacks": int(unfinished),
            "unapplied_records": int(unapplied)}

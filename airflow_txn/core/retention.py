@@ -21,18 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection
 
-from airflow_txn.catalog import Catalog, commit_log, schema, table_registry, txn_records
+from airflow_txn.catalog import Catalog, commit_log, counters, retention_records, table_registry, txn_records
 from airflow_txn.core.bounds import catalog_int
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SnapshotTooOldError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.oracle import CsnOracle
-
-_c = schema.counters.c
-_r = schema.table_retention.c
-_tc = schema.table_commits.c
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,24 +52,15 @@ def validate(seconds: object, versions: object) -> Policy:
     return Policy(None if seconds is None else float(seconds), count)
 
 
-def _global_stored(conn: Connection, catalog: Catalog | None = None) -> int:
-    """The stored global horizon; with a catalog, locked FOR UPDATE (policies and vacuum serialize on it)."""
-    stmt = select(_c.value).where(_c.name == schema.COUNTER_VACUUM_HORIZON)
-    if catalog is not None:
-        stmt = catalog.lock_for_update(stmt)
-    return int(conn.execute(stmt).scalar_one())
-
-
 def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object = None) -> dict[str, Any]:
     """Set (or, with both None, clear) the table's own policy; returns `describe`."""
     policy = validate(seconds, versions)
     with rt.catalog.write() as conn:
         info = table_registry.get(conn, table)
-        global_horizon = _global_stored(conn, rt.catalog)
-        values = {"seconds": policy.seconds, "versions": policy.versions, "updated_at": time.time()}
-        if conn.execute(update(schema.table_retention).where(_r.table_id == info.id).values(**values)).rowcount == 0:
-            # the table followed the global horizon so far: files up to it may be gone already
-            conn.execute(insert(schema.table_retention).values(table_id=info.id, horizon=global_horizon, **values))
+        global_horizon = counters.vacuum_horizon(conn, rt.catalog)  # locked: policies and vacuum serialize on it
+        # a table new to the rows followed the global horizon so far: files up to it may be gone already
+        retention_records.save_policy(conn, info.id, global_horizon, seconds=policy.seconds,
+                                      versions=policy.versions, updated_at=time.time())
     return describe(rt, table)
 
 
@@ -81,27 +68,27 @@ def describe(rt: Runtime, table: str) -> dict[str, Any]:
     """The table's policy and its stored horizon (the oldest CSN a read of it may ask for)."""
     with rt.catalog.read() as conn:
         info = table_registry.get(conn, table)
-        row = conn.execute(select(schema.table_retention).where(_r.table_id == info.id)).first()
+        row = retention_records.of_table(conn, info.id)
         horizon = table_horizon(conn, info.id)
     return {
         "table": info.name.qualified,
-        "seconds": None if row is None or row.seconds is None else float(row.seconds),
-        "versions": None if row is None or row.versions is None else int(row.versions),
+        "seconds": None if row is None else row.seconds,
+        "versions": None if row is None else row.versions,
         "horizon": horizon,
     }
 
 
 def table_horizon(conn: Connection, table_id: int) -> int:
     """The stored horizon of one table: its own row's, else the global one."""
-    own = conn.execute(select(_r.horizon).where(_r.table_id == table_id)).scalar()
-    return int(own) if own is not None else _global_stored(conn)
+    own = retention_records.own_horizon(conn, table_id)
+    return own if own is not None else counters.vacuum_horizon(conn)
 
 
 def min_horizon(conn: Connection) -> int:
     """The lowest stored horizon of any table: no CSN below it is readable anywhere."""
-    lowest = conn.execute(select(func.min(_r.horizon))).scalar()
-    stored = _global_stored(conn)
-    return stored if lowest is None else min(stored, int(lowest))
+    lowest = retention_records.lowest_horizon(conn)
+    stored = counters.vacuum_horizon(conn)
+    return stored if lowest is None else min(stored, lowest)
 
 
 def check_readable(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -> None:
@@ -144,19 +131,12 @@ class Horizons:
         return self.own[table_id][1] if table_id in self.own else self.retention_seconds
 
 
-def _nth_newest_commit(conn: Connection, table_id: int, n: int, at_or_below: int) -> int:
-    stmt = (select(_tc.csn).where(_tc.table_id == table_id, _tc.csn <= at_or_below)
-            .order_by(_tc.csn.desc()).offset(n - 1).limit(1))
-    value = conn.execute(stmt).scalar()
-    return PREHISTORIC_CSN if value is None else int(value)
-
-
 def compute(conn: Connection, catalog: Catalog, oracle: CsnOracle, retention_seconds: float,
             store: bool) -> Horizons:
     """The horizons of a vacuum run (module doc), computed in the caller's write transaction; with
     `store` the stored horizons are raised to them (never lowered) and rows of cleared policies go."""
     now = time.time()
-    stored_global = _global_stored(conn, catalog if store else None)
+    stored_global = counters.vacuum_horizon(conn, catalog if store else None)
     watermark = commit_log.readable_csn(conn, oracle)
     bounds = [watermark, commit_log.csn_at_time(conn, now - retention_seconds) or PREHISTORIC_CSN]
     oldest = txn_records.oldest_active_snapshot(conn)
@@ -165,24 +145,24 @@ def compute(conn: Connection, catalog: Catalog, oracle: CsnOracle, retention_sec
     global_horizon = min(bounds)
     own: dict[int, tuple[int, float]] = {}
     cleared: list[int] = []
-    for row in conn.execute(select(schema.table_retention)).all():
-        table_id = int(row.table_id)
+    for row in retention_records.all_rows(conn):
+        table_id = row.table_id
         if row.seconds is None and row.versions is None:
             cleared.append(table_id)
             continue
         horizon, window = global_horizon, retention_seconds
         if row.seconds is not None:
-            window = max(window, float(row.seconds))
-            horizon = min(horizon, commit_log.csn_at_time(conn, now - float(row.seconds)) or PREHISTORIC_CSN)
+            window = max(window, row.seconds)
+            horizon = min(horizon, commit_log.csn_at_time(conn, now - row.seconds) or PREHISTORIC_CSN)
         if row.versions is not None:
-            horizon = min(horizon, _nth_newest_commit(conn, table_id, int(row.versions), watermark))
+            nth = commit_log.nth_newest_commit(conn, table_id, row.versions, watermark)
+            horizon = min(horizon, PREHISTORIC_CSN if nth is None else nth)
         own[table_id] = (horizon, window)
-        if store and horizon > int(row.horizon):
-            conn.execute(update(schema.table_retention).where(_r.table_id == table_id).values(horizon=horizon))
+        if store and horizon > row.horizon:
+            retention_records.raise_horizon(conn, table_id, horizon)
     if store:
         if global_horizon > stored_global:
-            conn.execute(update(schema.counters).where(_c.name == schema.COUNTER_VACUUM_HORIZON)
-                         .values(value=global_horizon))
+            counters.set_vacuum_horizon(conn, global_horizon)
         if cleared:  # the global horizon (just raised, and never below their rows) applies to them again
-            conn.execute(delete(schema.table_retention).where(_r.table_id.in_(cleared)))
+            retention_records.forget(conn, cleared)
     return Horizons(global_horizon, retention_seconds, own)

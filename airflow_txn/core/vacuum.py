@@ -29,19 +29,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, select, update
+from sqlalchemy import Connection
 
 from airflow_txn.catalog import (
     commit_log,
     compaction_records,
+    counters,
     key_records,
     locks,
     part_records,
-    schema,
+    read_sets,
     table_registry,
     txn_records,
 )
-from airflow_txn.catalog.clock import catalog_now
+from airflow_txn.catalog.purges import Purge
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import crashpoints, manifests, recovery, retention
 from airflow_txn.core.retention import Horizons
@@ -64,9 +65,6 @@ VACUUM_LOCK = "vacuum"
 
 Progress = Callable[[str, int, int], None]
 
-_c = schema.counters.c
-_t = schema.transactions.c
-
 log = logs.get_logger(__name__)
 
 
@@ -78,9 +76,7 @@ def horizons(rt: Runtime, retention_seconds: float, store: bool = True) -> Horiz
     """The horizons of this run (module doc); with `store` they are raised in the catalog."""
     with (rt.catalog.write() if store else rt.catalog.read()) as conn:
         if store:
-            conn.execute(
-                update(schema.counters).where(_c.name == schema.COUNTER_SNAPSHOT_GATE).values(value=_c.value + 1)
-            )
+            counters.bump_snapshot_gate(conn)
         return retention.compute(conn, rt.catalog, rt.oracle, retention_seconds, store)
 
 
@@ -139,11 +135,8 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
 # -- parts ------------------------------------------------------------------------------------------
 def _protected_after(rt: Runtime, h: Horizons, table_id: int) -> float:
     with rt.catalog.read() as conn:
-        oldest = conn.execute(
-            select(func.min(schema.transactions.c.created_at))
-            .where(schema.transactions.c.state.in_(txn_records.OPEN_STATES))
-        ).scalar()
-    return compaction_records.protect_after(h.window(table_id), None if oldest is None else float(oldest),
+        oldest = txn_records.oldest_open_created_at(conn)
+    return compaction_records.protect_after(h.window(table_id), oldest,
                                             CLOCK_MARGIN_SECONDS, time.time())
 
 
@@ -197,13 +190,11 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
     for relative, full in rt.storage.write_dirs(info.directory):
         tid = (read_sidecar(full) or {}).get("tid")
         with rt.catalog.read() as conn:
-            row = conn.execute(
-                select(_t.state, (_t.lease_deadline < catalog_now()).label("expired")).where(_t.tid == str(tid))
-            ).first()
-        if row is None:
+            writer = txn_records.state_and_expiry(conn, str(tid))
+        if writer is None:
             if dir_age_seconds(full) > max(retention_seconds, ORPHAN_GRACE_SECONDS):
                 candidates.append(relative)
-        elif row.state != txn_records.ACTIVE or row.expired:
+        elif writer[0] != txn_records.ACTIVE or writer[1]:
             candidates.append(relative)
     if not candidates:
         return []
@@ -221,18 +212,18 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
     before the window with nothing left."""
     keep = _keep_csn(rt, h, tables)
     before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
-    steps: list[tuple[str, Select[Any], Callable[[Connection, list[Any]], int]]] = [
-        ("read_set", txn_records.ended_read_sets(), txn_records.purge_read_sets),
-        ("keys", key_records.of_ended_transactions(), key_records.forget),
-        ("commit_log", commit_log.purgeable_records(keep, before), commit_log.purge_records),
-        *[("table_commits", commit_log.purgeable_table_commits(t.id, keep),
-           functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
-        ("transactions", txn_records.purgeable(keep, before), txn_records.purge),
+    steps = [
+        Purge("read_set", read_sets.of_ended_transactions(), read_sets.forget),
+        Purge("keys", key_records.of_ended_transactions(), key_records.forget),
+        Purge("commit_log", commit_log.purgeable_records(keep, before), commit_log.purge_records),
+        *[Purge("table_commits", commit_log.purgeable_table_commits(t.id, keep),
+                functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
+        Purge("transactions", txn_records.purgeable(keep, before), txn_records.purge),
     ]
     purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions"), 0)
-    for index, (kind, candidates, remove) in enumerate(steps):
+    for index, step in enumerate(steps):
         tick("purge", index, len(steps))
-        purged[kind] += _purge(rt, candidates, remove, batch, dry_run)
+        purged[step.kind] += _purge(rt, step, batch, dry_run)
     tick("purge", len(steps), len(steps))
     return purged
 
@@ -261,17 +252,16 @@ def _keep_csn(rt: Runtime, h: Horizons, tables: list[TableInfo]) -> int:
     return min(lowest)
 
 
-def _purge(rt: Runtime, candidates: Select[Any], remove: Callable[[Connection, list[Any]], int], batch: int,
-           dry_run: bool) -> int:
-    """Delete `candidates` in catalog transactions of at most `batch` rows; dry_run counts them."""
+def _purge(rt: Runtime, step: Purge, batch: int, dry_run: bool) -> int:
+    """Delete the step's candidates in catalog transactions of at most `batch` rows; dry_run counts them."""
     if dry_run:
         with rt.catalog.read() as conn:
-            return int(conn.execute(select(func.count()).select_from(candidates.subquery())).scalar_one())
+            return step.count(conn)
     total = 0
     while True:
         with rt.catalog.write() as conn:
-            keys = list(conn.execute(candidates.limit(batch)).scalars())
-            removed = remove(conn, keys) if keys else 0
+            keys = step.take(conn, batch)
+            removed = step.remove(conn, keys) if keys else 0
         if removed == 0:
             return total
         total += removed
@@ -287,9 +277,7 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
         return 0, 0
     by_name = {t.name.qualified: t for t in tables}
     with rt.catalog.read() as conn:  # only merges rewrite what a snapshot's manifest lists
-        last_merge = {int(r[0]): float(r[1]) for r in conn.execute(
-            select(schema.compactions.c.table_id, func.max(schema.compactions.c.committed_at))
-            .group_by(schema.compactions.c.table_id))}
+        last_merge = compaction_records.last_merge_times(conn)
     dirs = sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("csn-"))
     removed = refreshed = 0
     for index, directory in enumerate(dirs):

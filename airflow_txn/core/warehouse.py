@@ -9,9 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import select
 
-from airflow_txn.catalog import Catalog, commit_log, key_records, part_records, schema, table_registry, txn_records
+from airflow_txn.catalog import Catalog, commit_log, counters, key_records, part_records, table_registry, txn_records
 from airflow_txn.core import (
     apply,
     bounds,
@@ -37,9 +36,6 @@ from airflow_txn.storage.root import Storage
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
-
-_c = schema.counters.c
-_GATE_SHARED = select(_c.value).where(_c.name == schema.COUNTER_SNAPSHOT_GATE).with_for_update(read=True)
 
 
 class Warehouse:
@@ -116,8 +112,7 @@ class Warehouse:
         lease = bounds.lease_seconds(lease_seconds)
         cat = self.runtime.catalog
         with cat.write() as conn:
-            if cat.supports_for_update:  # SQLite's BEGIN IMMEDIATE already excludes a concurrent gate holder
-                conn.execute(_GATE_SHARED)
+            counters.share_snapshot_gate(conn, cat)
             snapshot = commit_log.readable_csn(conn, self.runtime.oracle)
             tid = str(self.runtime.tids.next(snapshot))
             txn_records.insert_row(conn, tid, label, level.value, snapshot, lease)

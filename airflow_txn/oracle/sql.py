@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_txn.catalog import Catalog, schema
+from airflow_txn.catalog import Catalog, counters
 from airflow_txn.errors import TxnError
 from airflow_txn.oracle.base import CsnOracle, OracleKind
-
-_counter = schema.counters.c
-_NEXT = (
-    update(schema.counters)
-    .where(_counter.name == schema.COUNTER_LAST_CSN)
-    .values(value=_counter.value + 1)
-    .returning(_counter.value)
-)
-_LAST = select(_counter.value).where(_counter.name == schema.COUNTER_LAST_CSN)
 
 
 class SqlKind(OracleKind):
@@ -48,10 +39,10 @@ class SqlOracle(CsnOracle):
         self.catalog = catalog
 
     def next_csn(self, conn: Connection) -> int:
-        return int(conn.execute(_NEXT).scalar_one())
+        return counters.next_csn(conn)
 
     def last_csn(self, conn: Connection) -> int:
-        return int(conn.execute(_LAST).scalar_one())
+        return counters.last_csn(conn)
 
     def probe(self) -> str:
         try:

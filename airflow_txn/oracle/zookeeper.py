@@ -20,10 +20,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection
 
-from airflow_txn.catalog import Catalog, schema
+from airflow_txn.catalog import Catalog, counters, meta_records
 from airflow_txn.oracle.base import CsnOracle, ExternalLog, LogEntry, LogRecord
 from airflow_txn.oracle.zookeeper_compaction import ABORT_DECISION_TTL, Compactor
 from airflow_txn.oracle.zookeeper_decisions import Decisions
@@ -70,8 +69,7 @@ class ZooKeeperOracle(CsnOracle, ExternalLog):
 
     def last_csn(self, conn: Connection) -> int:
         """The mirrored prefix (the catalog's last_csn counter): readers never need ZooKeeper."""
-        stmt = select(schema.counters.c.value).where(schema.counters.c.name == schema.COUNTER_LAST_CSN)
-        return int(conn.execute(stmt).scalar_one())
+        return counters.last_csn(conn)
 
     def probe(self) -> str:
         self.check_available()
@@ -123,18 +121,8 @@ class ZooKeeperOracle(CsnOracle, ExternalLog):
 
     def _warehouse_id(self) -> str:
         """This catalog's id (created on first use), written to the log's /meta to claim the chroot."""
-        meta = schema.meta.c
         with self.catalog.write() as conn:
-            found = conn.execute(select(meta.value).where(meta.key == META_KEY)).scalar()
-            if found is not None:
-                return str(found)
-            value = uuid.uuid4().hex
-            try:
-                with conn.begin_nested():
-                    conn.execute(insert(schema.meta).values(key=META_KEY, value=value))
-            except IntegrityError:
-                return str(conn.execute(select(meta.value).where(meta.key == META_KEY)).scalar_one())
-            return value
+            return meta_records.claim(conn, META_KEY, uuid.uuid4().hex)
 
     def _after_fork(self) -> None:
         self.session.forget()

@@ -1,0 +1,37 @@
+"""Looking at a catalog database without opening it as a Catalog (`airflow-txn doctor`): which of
+airflow_txn's tables it lacks and the schema version it records, over one short-lived connection with a
+connect timeout. Nothing is created or written (Catalog.initialize would create a missing catalog)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import create_engine, inspect
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+from airflow_txn.catalog import meta_records, schema
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogLook:
+    missing_tables: list[str]
+    """airflow_txn's tables the database does not hold (sorted; empty: all there)."""
+    schema_version: str | None
+    """The schema version txn_meta records (None: no meta table, or no version row)."""
+
+
+def look(url: URL, timeout: float) -> CatalogLook:
+    """Connect (PostgreSQL: within `timeout` seconds, at least 1) and read the table names and the
+    schema version. Raises SQLAlchemyError (or ImportError for a missing driver) if it cannot."""
+    connect_args = {"connect_timeout": max(1, round(timeout))} if url.get_backend_name() == "postgresql" else {}
+    engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    try:
+        with engine.connect() as conn:
+            present = set(inspect(conn).get_table_names())
+            version = None
+            if schema.meta.name in present:
+                version = meta_records.value(conn, meta_records.SCHEMA_VERSION_KEY)
+            return CatalogLook(sorted(set(schema.metadata.tables) - present), version)
+    finally:
+        engine.dispose()
