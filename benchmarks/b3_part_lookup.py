@@ -65,7 +65,7 @@ What the profiles and plans showed, and the fixes:
    the index. Existing catalogs get it from `Catalog.initialize` (schema.INDEX_VERSION, a txn_meta
    row; the old index is dropped); 0.6 s on a 1,000,000-part catalog.
 2. In a transaction, `creation_tid = T OR committed(S)` made SQLite read every part of the table;
-   the rule now runs as a UNION ALL of two disjoint branches (`visibility_sql.visible_branches`, each with
+   the rule now runs as a UNION ALL of two disjoint branches (`visibility.visible_branches`, each with
    its own index; a property test checks they make exactly the rule).
 3. Rows were built attribute by attribute (about 11 us a row) and the statement was rebuilt on
    every call: positional rows, file lists decoded once per distinct list, the statement built once

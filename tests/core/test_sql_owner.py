@@ -139,7 +139,8 @@ FORBIDDEN = [
     ("airflow_txn.core.apply", "from ..catalog import schema as s\nx = s.parts.c.id\n", "s.parts"),
     ("airflow_txn.core.apply", "import airflow_txn.catalog.schema\nairflow_txn.catalog.schema.metadata.tables\n",
      "airflow_txn.catalog.schema.metadata"),
-    ("airflow_txn.core.apply", "from airflow_txn.catalog.schema import counters\n", "airflow_txn.catalog.schema.counters"),
+    ("airflow_txn.core.apply", "from airflow_txn.catalog.schema import counters\n",
+     "airflow_txn.catalog.schema.counters"),
     ("airflow_txn.airflow.sensors.csn", "def poke(self, hook):\n    hook.get_conn().execute('SELECT 1')\n",
      ".execute"),
 ]
