@@ -11,6 +11,11 @@ class SerializationError(TxnError):
     """A concurrent transaction changed what this one touched: roll back and retry the transaction."""
 
 
+class MergedAwayError(SerializationError):
+    """A part a statement chose was merged away meanwhile (the same rows now live in a merged part) and
+    the statement does not replace the whole merged part: the statement must choose its parts again."""
+
+
 class StaleAttemptError(SerializationError):
     """A newer attempt of the same task already staged in this transaction: this (zombie) attempt must stop."""
 
@@ -98,6 +103,7 @@ __all__ = [
     "InvalidNameError",
     "InvalidatedKeysError",
     "LeaseExpiredError",
+    "MergedAwayError",
     "OracleUnavailableError",
     "RetryConflictError",
     "SchemaMismatchError",

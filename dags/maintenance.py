@@ -20,7 +20,7 @@ import datetime as dt
 
 from airflow.sdk import DAG, Param
 
-from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES
+from airflow_txn.core.adapter import DEFAULT_TARGET_FILE_BYTES
 from airflow_txn.core.config import DEFAULT_RETENTION_SECONDS
 from airflow_txn.operators import CompactOperator, VacuumOperator
 

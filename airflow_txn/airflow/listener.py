@@ -40,7 +40,7 @@ def rollback_run(dag: Any, dag_id: str, run_id: str, reason: str, failed_task_id
     """Roll back the active transactions begun in this DAG run (those upstream of `failed_task_id`
     when given); returns the tids rolled back."""
     from airflow_txn.airflow.operators.transaction import roll_back_quietly
-    from airflow_txn.catalog.txn_records import ROLLED_BACK
+    from airflow_txn.core.adapter import ROLLED_BACK
 
     done = []
     for begin in _concerned(begin_tasks(dag), failed_task_id):

@@ -30,7 +30,7 @@ from airflow_txn.airflow.operators.transaction import (
     TransactionOutcomeOperator,
 )
 from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
-from airflow_txn.core.isolation import Isolation
+from airflow_txn.core.adapter import Isolation
 
 
 def _isolation_value(value: object) -> str:

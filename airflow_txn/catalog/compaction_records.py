@@ -19,7 +19,7 @@ from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
 from airflow_txn.catalog import Catalog, part_records, schema
 from airflow_txn.catalog.part_records import PartRow
-from airflow_txn.errors import SerializationError
+from airflow_txn.errors import MergedAwayError as MergedAwayError  # raised here (follow_merges); public in errors
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.storage.root import WrittenPart
 
@@ -28,11 +28,6 @@ _m = schema.compactions.c
 
 MAX_FOLLOW = 100
 """Merged parts merged again, followed at most this deep (each merge removes parts: the chain is short)."""
-
-
-class MergedAwayError(SerializationError):
-    """A part a statement chose was merged away meanwhile (the same rows now live in a merged part) and
-    the statement does not replace the whole merged part: the statement must choose its parts again."""
 
 
 @dataclass(frozen=True, slots=True)

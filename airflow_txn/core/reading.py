@@ -1,4 +1,5 @@
-"""Reading a table at a snapshot: the visible parts (invariant 2) read from storage and filtered."""
+"""Reading a table at a snapshot: which snapshot a read at a CSN uses, and the visible parts (invariant 2)
+read from storage and filtered."""
 
 from __future__ import annotations
 
@@ -10,8 +11,27 @@ import pyarrow.dataset as ds
 
 from airflow_txn.catalog import part_records
 from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import apply, bounds, retention
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.errors import SchemaMismatchError, TxnError
+from airflow_txn.model.csn import PREHISTORIC_CSN
+
+
+def snapshot_for(rt: Runtime, csn: int | None, tables: Sequence[str] | None = None) -> int:
+    """The snapshot of a read at `csn` (None: the watermark); refuses CSNs not readable yet and
+    CSNs below the retention horizon of one of `tables` (None: of every table; retention.py)."""
+    if csn is not None:
+        csn = bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
+    watermark = apply.readable_csn(rt)
+    if csn is None:
+        return watermark
+    if csn > watermark:
+        apply.apply_pending(rt, up_to=csn)
+        watermark = apply.readable_csn(rt)
+        if csn > watermark:
+            raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
+    retention.check_readable(rt, csn, tables)
+    return csn
 
 
 def check_filter(filter: object, info: TableInfo) -> pc.Expression | None:

@@ -3,7 +3,9 @@
 A Transaction object is a thin handle on a catalog row; any number of handles (in any number of
 processes, via Warehouse.attach) may act on the same transaction. A statement that fails while
 executing marks the transaction failed (only rollback is allowed afterwards); a statement rejected
-for bad input before doing anything leaves the transaction as it was (invariant 9).
+for bad input before doing anything leaves the transaction as it was (invariant 9). Those statement
+rules are the module functions at the end (statement_of, run_statement, record_read_set, note_read),
+which the adapter interface (adapter.py) applies to Spark's statements too.
 """
 
 from __future__ import annotations
@@ -91,12 +93,6 @@ class Transaction:
         return f"Transaction(tid={self._tid!r}, snapshot_csn={self._snapshot}, isolation={self._isolation.value!r})"
 
     # -- writes -------------------------------------------------------------------------------------
-    def _statement(self, key: str | None) -> staging.Statement:
-        if check_key(key) is not None:
-            return staging.Statement(self._tid, self._snapshot, key, tables=self._rt.tables)
-        return staging.Statement(self._tid, self._snapshot, self.default_key,
-                                 self.default_attempt if self.default_key is not None else None, self._rt.tables)
-
     def use_key(self, key: str, attempt: int | None = None) -> Transaction:
         """Stage every write that passes no key under `key`, as attempt `attempt` (returns self).
 
@@ -114,28 +110,6 @@ class Transaction:
         self.default_attempt = checked_attempt
         return self
 
-    def _run(self, what: str, fn: Callable[[], T]) -> T:
-        try:
-            with logs.bind(tid=self._tid):  # lines logged while the statement runs name the transaction
-                return fn()
-        except LeaseExpiredError:
-            rollback.rollback(self._rt, self._tid, reason="lease expired")
-            raise
-        except _REJECTED:
-            raise
-        except Exception as exc:
-            if isinstance(exc, SerializationError):
-                metrics.incr(metrics.CONFLICTS)
-            self._mark_failed(f"{what} failed: {type(exc).__name__}: {exc}")
-            raise
-
-    def _mark_failed(self, reason: str) -> None:
-        try:
-            with self._rt.catalog.write() as conn:
-                txn_records.mark_failed(conn, self._tid, reason)
-        except Exception:  # the catalog itself may be what failed; the original error matters more
-            log.warning("could not mark the transaction failed", exc_info=True, extra=logs.fields(self._tid))
-
     def compensate(self, key: str | None = None, attempt: int | None = None) -> int:
         """Roll back now what was staged under `key` (default: this handle's key) by attempts before
         `attempt` (None: by every attempt). Returns the number of parts changed."""
@@ -143,32 +117,32 @@ class Transaction:
         stmt = staging.Statement(self._tid, self._snapshot, check_key(key) or self.default_key, checked_attempt)
         if stmt.key is None:
             raise InvalidNameError("compensate needs a key: pass one or set it with use_key()")
-        return self._run(f"compensation of {stmt.key}", lambda: staging.compensate(self._rt, stmt))
+        return run_statement(self, f"compensation of {stmt.key}", lambda: staging.compensate(self._rt, stmt))
 
     def append(self, table: str, data: pa.Table, key: str | None = None) -> int:
         """Stage `data` as new parts of `table`; returns the number of rows staged. Appends never conflict."""
-        stmt = self._statement(key)
-        return self._run(f"append to {table}", lambda: staging.append(self._rt, stmt, table, data))
+        stmt = statement_of(self, key)
+        return run_statement(self, f"append to {table}", lambda: staging.append(self._rt, stmt, table, data))
 
     def overwrite(self, table: str, data: pa.Table, partitions: Sequence[Mapping[str, Any]] | None = None,
                   key: str | None = None) -> int:
         """Replace the whole table (partitions=None) or only the listed partitions with `data`."""
-        stmt = self._statement(key)
-        return self._run(f"overwrite of {table}", lambda: self._scanned(
+        stmt = statement_of(self, key)
+        return run_statement(self, f"overwrite of {table}", lambda: self._scanned(
             table, partitions, staging.overwrite(self._rt, stmt, table, data, partitions)))
 
     def delete(self, table: str, where: pc.Expression, key: str | None = None) -> int:
         """Delete matching rows, rewriting only the parts that hold some; returns the number of rows deleted."""
-        stmt = self._statement(key)
-        return self._run(f"delete in {table}",
-                         lambda: self._scanned(table, None, staging.delete(self._rt, stmt, table, where)))
+        stmt = statement_of(self, key)
+        return run_statement(self, f"delete in {table}",
+                             lambda: self._scanned(table, None, staging.delete(self._rt, stmt, table, where)))
 
     def update(self, table: str, where: pc.Expression, set: Mapping[str, Any], key: str | None = None) -> int:
         """Set columns of matching rows (values or Expressions), rewriting only the parts holding some;
         returns the number of rows updated."""
-        stmt = self._statement(key)
-        return self._run(f"update of {table}",
-                         lambda: self._scanned(table, None, staging.update(self._rt, stmt, table, where, set)))
+        stmt = statement_of(self, key)
+        return run_statement(self, f"update of {table}",
+                             lambda: self._scanned(table, None, staging.update(self._rt, stmt, table, where, set)))
 
     def _scanned(self, table: str, partitions: Sequence[Mapping[str, Any]] | None, rows: int) -> int:
         """overwrite/update/delete chose what to replace from what they saw, so what they scanned (the
@@ -176,7 +150,7 @@ class Transaction:
         if self._isolation.tracks_reads:  # else skip the table lookup: nothing would be recorded
             with self._rt.catalog.read() as conn:
                 info = table_registry.get(conn, table)
-            self._record_read_set(info.id, info.partition_keys(partitions))
+            record_read_set(self, info.id, info.partition_keys(partitions))
         return rows
 
     # -- reads --------------------------------------------------------------------------------------
@@ -191,19 +165,9 @@ class Transaction:
             txn_records.require_usable(txn_records.fetch(conn, self._tid))
             info = table_registry.get(conn, table)
         keys = info.partition_keys(partitions)
-        self._record_read_set(info.id, keys)  # isolation: what the commit check covers
-        self._note_read(info.id, keys)  # retries: what a retry of this handle's key withdraws
+        record_read_set(self, info.id, keys)  # isolation: what the commit check covers
+        note_read(self, info.id, keys)  # retries: what a retry of this handle's key withdraws
         return reading.read(self._rt, info, self._tid, self._snapshot, filter, keys)
-
-    def _note_read(self, table_id: int, keys: Sequence[str] | None) -> None:
-        """A read through a keyed handle counts as building on what it saw (staging.record_read)."""
-        if self.default_key is not None:
-            staging.record_read(self._rt, self._statement(None), table_id, keys)
-
-    def _record_read_set(self, table_id: int, keys: Sequence[str] | None) -> None:
-        """A read or scan of `table_id` (`keys` None: the whole table), recorded as the isolation level
-        asks (Isolation.read_set: serializable records it, snapshot nothing)."""
-        self._isolation.record_read_set(self._rt.catalog, self._tid, table_id, keys)
 
     # -- end ----------------------------------------------------------------------------------------
     def commit(self) -> int:
@@ -248,3 +212,54 @@ class Transaction:
         except Exception:  # keep the caller's exception, which is what they need to see
             log.exception("rollback after %s failed; recovery will finish it", exc_type,
                           extra=logs.fields(self._tid))
+
+
+# -- the statement rules: shared by the handle's methods and the adapter interface (adapter.py) --------
+def statement_of(txn: Transaction, key: str | None) -> staging.Statement:
+    """Who writes: the transaction, its snapshot and `key` (the handle's default key and attempt when
+    `key` is None: an Airflow task's writes)."""
+    rt = txn.warehouse.runtime
+    if check_key(key) is not None:
+        return staging.Statement(txn.tid, txn.snapshot_csn, key, tables=rt.tables)
+    return staging.Statement(txn.tid, txn.snapshot_csn, txn.default_key,
+                             txn.default_attempt if txn.default_key is not None else None, rt.tables)
+
+
+def run_statement(txn: Transaction, what: str, fn: Callable[[], T]) -> T:
+    """Run `fn`, a step of a statement of `txn` described by `what`, under the failure rules (invariant
+    9): an expired lease rolls the transaction back, a rejected input (_REJECTED) leaves it usable, any
+    other error (a conflict, a catalog or storage failure) marks it failed; the error is raised."""
+    try:
+        with logs.bind(tid=txn.tid):  # lines logged while the statement runs name the transaction
+            return fn()
+    except LeaseExpiredError:
+        rollback.rollback(txn.warehouse.runtime, txn.tid, reason="lease expired")
+        raise
+    except _REJECTED:
+        raise
+    except Exception as exc:
+        if isinstance(exc, SerializationError):
+            metrics.incr(metrics.CONFLICTS)
+        _mark_failed(txn, f"{what} failed: {type(exc).__name__}: {exc}")
+        raise
+
+
+def _mark_failed(txn: Transaction, reason: str) -> None:
+    try:
+        with txn.warehouse.runtime.catalog.write() as conn:
+            txn_records.mark_failed(conn, txn.tid, reason)
+    except Exception:  # the catalog itself may be what failed; the original error matters more
+        log.warning("could not mark the transaction failed", exc_info=True, extra=logs.fields(txn.tid))
+
+
+def record_read_set(txn: Transaction, table_id: int, keys: Sequence[str] | None) -> None:
+    """A read or scan of `table_id` (`keys` None: the whole table), recorded as the isolation level
+    asks (Isolation.read_set: serializable records it, snapshot nothing)."""
+    txn.isolation.record_read_set(txn.warehouse.runtime.catalog, txn.tid, table_id, keys)
+
+
+def note_read(txn: Transaction, table_id: int, keys: Sequence[str] | None) -> None:
+    """A read through a keyed handle counts as building on what it saw (staging.record_read), so a
+    retry that withdraws what it saw withdraws the reader's work too (retries.py)."""
+    if txn.default_key is not None:
+        staging.record_read(txn.warehouse.runtime, statement_of(txn, None), table_id, keys)

@@ -27,8 +27,7 @@ from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_SEC
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
-from airflow_txn.errors import SnapshotTooOldError, StorageError, TableExistsError, TxnError, WaitTimeoutError
-from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.errors import SnapshotTooOldError, StorageError, TableExistsError, WaitTimeoutError
 from airflow_txn.model.names import check_label
 from airflow_txn.model.tid import Tid, TidFactory
 from airflow_txn.oracle import make_oracle
@@ -186,18 +185,7 @@ class Warehouse:
     def _snapshot_for(self, csn: int | None, tables: Sequence[str] | None = None) -> int:
         """The snapshot of a read at `csn` (None: the watermark); refuses CSNs not readable yet and
         CSNs below the retention horizon of one of `tables` (None: of every table; retention.py)."""
-        if csn is not None:
-            csn = bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
-        watermark = self.readable_csn()
-        if csn is None:
-            return watermark
-        if csn > watermark:
-            apply.apply_pending(self.runtime, up_to=csn)
-            watermark = self.readable_csn()
-            if csn > watermark:
-                raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
-        retention.check_readable(self.runtime, csn, tables)
-        return csn
+        return reading.snapshot_for(self.runtime, csn, tables)
 
     def readable_csn(self) -> int:
         return apply.readable_csn(self.runtime)

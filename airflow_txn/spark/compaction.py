@@ -13,7 +13,7 @@ and has Spark's Parquet writer write them into the merge's new write dir (sideca
 like the core's write dirs: `<col>=<value>/p-<32 hex>/<Spark's part files>`, timestamps as INT64
 microseconds (not Spark's default INT96, which the core's pyarrow reader misreads outside 1677-2262).
 The row count Spark wrote is read back from the Parquet footers; the swap refuses a part whose
-count differs.
+count differs. Spark reaches the core through adapter.merge_writer (the hook wh.compact takes).
 """
 
 from __future__ import annotations
@@ -26,17 +26,22 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from airflow_txn.catalog import table_registry
-from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
-from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.adapter import (
+    DEFAULT_TARGET_FILE_BYTES,
+    MergeTask,
+    Progress,
+    TableView,
+    Writer,
+    WrittenPart,
+    merge_writer,
+    table_view,
+)
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import SchemaMismatchError
 from airflow_txn.spark import layout
 from airflow_txn.spark.frames import _literal
 from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import spark_path
-from airflow_txn.storage.root import WrittenPart
 
 JOB_DESCRIPTION = "spark.job.description"
 """The local property Spark's UI shows as a job's description (SparkContext.setJobDescription)."""
@@ -53,14 +58,12 @@ def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: Sequence
     Refuses (before any merge begins) a table with a column Spark cannot write back unchanged
     (e.g. a timestamp in seconds or nanoseconds, an unsigned integer): compact it with `wh.compact`.
     """
-    with wh.runtime.catalog.read() as conn:
-        info = table_registry.get(conn, table)
-    check_writable(info)
+    check_writable(table_view(wh, table))
     return wh.compact(table, partitions, target_file_bytes, min_parts, progress,
                       writer=spark_writer(spark, target_file_bytes))
 
 
-def check_writable(info: TableInfo) -> None:
+def check_writable(info: TableView) -> None:
     """SchemaMismatchError naming the first data column whose values Spark would not write back unchanged."""
     for field in info.schema:
         if field.name in info.partition_by:
@@ -77,36 +80,29 @@ def check_writable(info: TableInfo) -> None:
 
 
 def spark_writer(spark: SparkSession, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> Writer:
-    """The core's step-2 hook (compaction.Writer): one Spark job per merge group."""
-
-    def write(rt: Runtime, job: MergeJob) -> WrittenPart:
-        return write_group(spark, rt, job, target_file_bytes)
-
-    return write
+    """The core's step-2 hook (adapter.merge_writer): one Spark job per merge group."""
+    return merge_writer(lambda task: write_group(spark, task, target_file_bytes))
 
 
-def write_group(spark: SparkSession, rt: Runtime, job: MergeJob, target_file_bytes: int) -> WrittenPart:
+def write_group(spark: SparkSession, task: MergeTask, target_file_bytes: int) -> WrittenPart:
     """Spark reads the group's source files and writes them into a new write dir; returns its part.
     On any failure the write dir is deleted (the core then rolls the merge back)."""
-    info, partition = job.group.table, job.group.partition
-    relative = rt.storage.new_write_dir(info.directory, partition, {**job.sidecar, "engine": "spark"})
-    table_dir = rt.storage.table_dir(info.directory)
-    write_dir = table_dir / relative
+    info = task.table
+    write_dir = task.new_write_dir(engine="spark")
     try:
-        paths = [_literal(table_dir.resolve() / source.path / name)
-                 for source in job.group.sources for name in source.files]
-        files = output_files(job.group.size_bytes, target_file_bytes)
-        what = (f"airflow_txn compaction of {info.name} {job.group.partition_key or '(table)'}: "
-                f"{len(job.group.sources)} parts into {files} file(s), merge {job.tid}")
+        paths = [_literal(info.location / source.path / name) for source in task.sources for name in source.files]
+        files = output_files(task.size_bytes, target_file_bytes)
+        what = (f"airflow_txn compaction of {info.name} {task.partition_key or '(table)'}: "
+                f"{len(task.sources)} parts into {files} file(s), merge {task.tid}")
         with _described(spark, what), _micros(spark):
             frame = spark.read.schema(_stored_schema(info)).parquet(*paths)
-            frame.coalesce(files).write.mode("append").parquet(spark_path(write_dir))
-        written = layout.written_parts(write_dir, relative, info.schema, (), None)
+            frame.coalesce(files).write.mode("append").parquet(spark_path(write_dir.location))
+        written = layout.written_parts(write_dir.location, write_dir.relative, info.schema, (), None)
     except BaseException:
-        rt.storage.delete_write_dir(info.directory, relative)
+        task.discard(write_dir)
         raise
     if not written:  # the sources held no rows: an empty part (the swap checks the count)
-        return WrittenPart(relative, (), 0, 0)
+        return WrittenPart(write_dir.relative, (), 0, 0)
     ((_, part),) = written
     return part
 
@@ -143,6 +139,6 @@ def _micros(spark: SparkSession) -> Iterator[None]:
             spark.conf.set(TIMESTAMP_TYPE, previous)
 
 
-def _stored_schema(info: TableInfo) -> Any:
+def _stored_schema(info: TableView) -> Any:
     """The Spark schema of what part files store: the table's columns minus the partition columns."""
     return to_spark_schema(pa.schema([f for f in info.schema if f.name not in info.partition_by]))

@@ -6,6 +6,8 @@ the driver), and the rewritten parts replace them in one registration, taking th
     job 1: scan the visible parts (only the columns `where` needs) -> matching rows per part id
     job 2: scan the affected parts -> drop (delete) or change (update) the matching rows -> writer.stage_frame
 
+The statement's steps on the core go through the adapter interface (airflow_txn.core.adapter.Statement).
+
 A background merge (compaction.py) that swaps out some of the chosen parts while the jobs run makes
 the registration refuse them (MergedAwayError): the statement then runs again on a fresh choice, up to
 MERGE_RETRIES runs, and the transaction never notices.
@@ -21,14 +23,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_txn.catalog.compaction_records import MergedAwayError
-from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import staging
-from airflow_txn.core.staging import Statement
+from airflow_txn.core.adapter import Statement, TableView, open_statement
 from airflow_txn.core.transaction import Transaction
-from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE
-from airflow_txn.spark import engine
 from airflow_txn.spark.frames import PART_ID, parts_frame
 from airflow_txn.spark.types import to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, conform, stage_frame
@@ -58,26 +56,25 @@ jobs ran (each run costs two Spark jobs); after the last the statement fails as 
 
 def _rewrite(spark: SparkSession, txn: Transaction, table: str, where: Column | str,
              assignments: Mapping[str, Any] | None, key: str | None) -> int:
-    stmt = engine.statement(txn, key)
-    rt = engine.runtime(txn)
-    info = engine.guarded(txn, f"spark write to {table}", lambda: staging.load_table(rt, stmt, table))
+    verb = "delete in" if assignments is None else "update of"
+    stmt = open_statement(txn, table, key, what=f"spark {verb} {table}")
+    info = stmt.table
     condition = _condition(spark, info, where)
     setters = None if assignments is None else _setters(spark, info, assignments)
-    verb = "delete in" if setters is None else "update of"
-    what = f"spark {verb} {info.name}"
+    what = stmt.what
     matched = F.coalesce(condition, F.lit(False))
     # a background merge may swap out parts this statement chose while its jobs run: the snapshot's
     # rows are the same, now in the merged part, so the statement runs again on a fresh choice
     for attempt in range(1, MERGE_RETRIES):
         try:
-            return _rewrite_once(spark, txn, stmt, info, matched, setters, what)
+            return _rewrite_once(spark, stmt, matched, setters)
         except MergedAwayError as exc:
             log.info("%s runs again (%d of %d runs done): %s", what, attempt, MERGE_RETRIES, exc)
     try:
-        return _rewrite_once(spark, txn, stmt, info, matched, setters, what)
+        return _rewrite_once(spark, stmt, matched, setters)
     except MergedAwayError as exc:
         cause = exc
-    return engine.guarded(txn, what, lambda: _give_up(what, cause))
+    return stmt.run(lambda: _give_up(what, cause))
 
 
 def _give_up(what: str, cause: MergedAwayError) -> int:
@@ -88,37 +85,35 @@ def _give_up(what: str, cause: MergedAwayError) -> int:
     ) from cause
 
 
-def _rewrite_once(spark: SparkSession, txn: Transaction, stmt: Statement, info: TableInfo, matched: Column,
-                  setters: Mapping[str, Column] | None, what: str) -> int:
+def _rewrite_once(spark: SparkSession, stmt: Statement, matched: Column,
+                  setters: Mapping[str, Column] | None) -> int:
     """One run: choose the parts holding matches (job 1), rewrite them (job 2), register. Raises
     MergedAwayError, the transaction still usable, when a merge took some chosen parts meanwhile."""
-    rt = engine.runtime(txn)
-    table_dir = rt.storage.table_dir(info.directory)
-    parts = engine.guarded(txn, what, lambda: staging.visible(rt, stmt, info))
+    info = stmt.table
+    parts = stmt.visible_parts()
     counts = {
         int(row[PART_ID]): int(row["count"])
-        for row in parts_frame(spark, table_dir, info, parts, with_part_id=True)
+        for row in parts_frame(spark, info, parts, with_part_id=True)
         .where(matched).groupBy(PART_ID).count().collect()
     }
     affected = [p for p in parts if p.id in counts]
-    engine.guarded(txn, what, lambda: engine.check_unlocked(stmt, affected))
+    stmt.check_replaceable(affected)
     if not affected:  # nothing to rewrite; registering nothing still replaces the key's earlier attempts
-        engine.guarded(txn, what, lambda: staging.register_written(rt, stmt, info, [], [], [WHOLE_TABLE]))
-        engine.record_read_set(txn, info, None)
+        stmt.register([], [], [WHOLE_TABLE])
+        stmt.record_read_set(None)
         return 0
-    rows = parts_frame(spark, table_dir, info, affected)
+    rows = parts_frame(spark, info, affected)
     if setters is None:
         changed = rows.where(~matched)
     else:
         changed = rows.select(*[F.when(matched, setters[n]).otherwise(column_of(n)).alias(n) if n in setters
                                 else column_of(n) for n in info.schema.names])
-    stage_frame(txn, stmt, info, conform(changed, info), [p.id for p in affected], what, choose_again=True,
-                scanned=[WHOLE_TABLE])
-    engine.record_read_set(txn, info, None)
+    stage_frame(stmt, conform(changed, info), [p.id for p in affected], choose_again=True, scanned=[WHOLE_TABLE])
+    stmt.record_read_set(None)
     return sum(counts.values())
 
 
-def _condition(spark: SparkSession, info: TableInfo, where: object) -> Column:
+def _condition(spark: SparkSession, info: TableView, where: object) -> Column:
     """`where` as a Column, checked to be a boolean over the table's columns (before anything runs)."""
     if isinstance(where, str):
         where = F.expr(where)
@@ -133,7 +128,7 @@ def _condition(spark: SparkSession, info: TableInfo, where: object) -> Column:
     return where
 
 
-def _setters(spark: SparkSession, info: TableInfo, assignments: Mapping[str, Any]) -> dict[str, Column]:
+def _setters(spark: SparkSession, info: TableView, assignments: Mapping[str, Any]) -> dict[str, Column]:
     setters: dict[str, Column] = {}
     empty = _empty_frame(spark, info)
     for name, value in assignments.items():
@@ -151,7 +146,7 @@ def _setters(spark: SparkSession, info: TableInfo, assignments: Mapping[str, Any
     return setters
 
 
-def _empty_frame(spark: SparkSession, info: TableInfo) -> DataFrame:
+def _empty_frame(spark: SparkSession, info: TableView) -> DataFrame:
     return spark.createDataFrame([], to_spark_schema(info.schema))
 
 

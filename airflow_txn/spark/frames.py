@@ -28,8 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_txn.catalog.part_records import PartRow
-from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core.adapter import PartView, TableView
 from airflow_txn.model.partitioning import partition_column
 from airflow_txn.spark.types import to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, spark_path
@@ -41,13 +40,13 @@ _URI_PATH = frozenset(string.ascii_letters + string.digits + "-_.!~*'():@&=+$,;/
 _URI_QUOTED_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc"})  # Java's isSpaceChar and isISOControl
 
 
-def parts_frame(spark: SparkSession, table_dir: Path, info: TableInfo, parts: Sequence[PartRow],
+def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
                 with_part_id: bool = False) -> DataFrame:
-    """The rows of `parts` with the table's columns in order (and the part id, when asked)."""
+    """The rows of `parts` (of the table `info`) with the table's columns in order (and the part id, when asked)."""
     extra = [T.StructField(PART_ID, T.LongType(), False)] if with_part_id else []
     if not parts:
         return spark.createDataFrame([], T.StructType([*to_spark_schema(info.schema).fields, *extra]))
-    base = table_dir.resolve()
+    base = info.location
     files = [(base / part.path / name, part) for part in parts for name in part.files]
     data_schema = to_spark_schema(pa.schema([f for f in info.schema if f.name not in info.partition_by]))
     scan = spark.read.schema(data_schema).parquet(*[_literal(path) for path, _ in files])
@@ -69,7 +68,7 @@ def parts_frame(spark: SparkSession, table_dir: Path, info: TableInfo, parts: Se
     return joined.select(*columns, restored(PART_ID)) if with_part_id else joined.select(*columns)
 
 
-def _values(part: PartRow, info: TableInfo) -> list[object]:
+def _values(part: PartView, info: TableView) -> list[object]:
     partition = part.partition
     return [partition_column(partition.get(c), info.schema.field(c).type, 1)[0].as_py() for c in info.partition_by]
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_txn.core.adapter import WrittenPart
 from airflow_txn.errors import SchemaMismatchError, StorageError
 from airflow_txn.model.partitioning import Partition, normalize_partitions, value_to_text
-from airflow_txn.storage.root import WrittenPart
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")

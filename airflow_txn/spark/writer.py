@@ -4,7 +4,7 @@ driver registers one part per partition directory in the transaction.
     check the DataFrame's schema ─► new write dir `w-<32 hex>` ─► Spark job: df.write.partitionBy(...)
     (nothing written on a mismatch)  (sidecar first)                 .parquet(write dir), lease kept alive
       ─► each `<col>=<value>` leaf is one part: rows from its Parquet footers (no data on the driver)
-      ─► ONE catalog transaction (staging.register_written): fence stale attempts, compensate the key,
+      ─► ONE catalog transaction (adapter.Statement.register): fence stale attempts, compensate the key,
          take removal locks (overwrite), register the parts
 
 A write that fails or is rejected deletes its write dir and changes nothing in the catalog. A Spark
@@ -24,15 +24,12 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import crashpoints, staging
-from airflow_txn.core.staging import Statement
+from airflow_txn.core.adapter import Statement, TableView, WrittenPart, open_statement
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE, Partition, parse_partition_key, partition_key
-from airflow_txn.spark import engine, layout
+from airflow_txn.spark import layout
 from airflow_txn.spark.types import same_storage, to_spark_type
-from airflow_txn.storage.root import WrittenPart
 
 MODES = ("append", "overwrite")
 _GUARD = "airflow_txn refused a row: "
@@ -51,29 +48,23 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
         raise InvalidNameError(f"mode must be one of {MODES}, got {mode!r}")
     if partitions is not None and mode != "overwrite":
         raise InvalidNameError("partitions=... only goes with mode='overwrite'")
-    stmt = engine.statement(txn, key)
-    rt = engine.runtime(txn)
-    info = engine.guarded(txn, f"spark write to {table}", lambda: staging.load_table(rt, stmt, table))
+    stmt = open_statement(txn, table, key, what=f"spark {mode} of {table}")
+    info = stmt.table
     frame = conform(df, info)
-    keys = engine.partition_keys(info, partitions)
-    what = f"spark {mode} of {info.name}"
+    keys = info.partition_keys(partitions)
     removals: list[int] = []
     if mode == "overwrite":
-        removals = engine.guarded(txn, what, lambda: _victims(txn, stmt, info, keys))
+        victims = stmt.visible_parts(keys)
+        stmt.check_replaceable(victims)
+        removals = [p.id for p in victims]
     scanned = (keys or [WHOLE_TABLE]) if mode == "overwrite" else None
-    rows = stage_frame(txn, stmt, info, frame, removals, what, allowed_keys=keys, scanned=scanned)
+    rows = stage_frame(stmt, frame, removals, allowed_keys=keys, scanned=scanned)
     if mode == "overwrite":
-        engine.record_read_set(txn, info, keys)
+        stmt.record_read_set(keys)
     return rows
 
 
-def _victims(txn: Transaction, stmt: Statement, info: TableInfo, keys: Sequence[str] | None) -> list[int]:
-    parts = staging.visible(engine.runtime(txn), stmt, info, keys)
-    engine.check_unlocked(stmt, parts)
-    return [p.id for p in parts]
-
-
-def conform(df: DataFrame, info: TableInfo) -> DataFrame:
+def conform(df: DataFrame, info: TableView) -> DataFrame:
     """`df`'s columns in the table's order, checked against the table (SchemaMismatchError listing
     every difference, before anything is written) and guarded against values the table refuses."""
     got = {f.name: f for f in df.schema.fields}
@@ -117,7 +108,7 @@ def column_of(name: str) -> Column:
     return F.col(quote(name))
 
 
-def _guarded_projection(info: TableInfo, nullable: Mapping[str, bool]) -> list[str]:
+def _guarded_projection(info: TableView, nullable: Mapping[str, bool]) -> list[str]:
     """The table's columns as SQL expressions that fail the Spark job on a row the table refuses,
     instead of scanning the data beforehand: a null in a non-nullable column, or an empty string in
     a string partition column (Spark would name its directory like null's: it would come back null).
@@ -135,7 +126,7 @@ def _guarded_projection(info: TableInfo, nullable: Mapping[str, bool]) -> list[s
     return projection
 
 
-def _refused(error: Exception, info: TableInfo) -> SchemaMismatchError | None:
+def _refused(error: Exception, info: TableView) -> SchemaMismatchError | None:
     match = _GUARD_RE.search(str(error))
     if match is None:
         return None
@@ -147,39 +138,34 @@ def _refused(error: Exception, info: TableInfo) -> SchemaMismatchError | None:
     return SchemaMismatchError(f"nothing was staged: {reason}")
 
 
-def stage_frame(txn: Transaction, stmt: Statement, info: TableInfo, frame: DataFrame, removals: Sequence[int],
-                what: str, allowed_keys: Sequence[str] | None = None, choose_again: bool = False,
+def stage_frame(stmt: Statement, frame: DataFrame, removals: Sequence[int],
+                allowed_keys: Sequence[str] | None = None, choose_again: bool = False,
                 scanned: Sequence[str] | None = None) -> int:
     """Write `frame` (conformed) into a new write dir with Spark and register its parts, replacing
     `removals`; returns the rows staged. On any failure the write dir is deleted. With `choose_again`
     a MergedAwayError at registration (a background merge took some of `removals`) leaves the
-    transaction usable and reaches the caller, which chooses its parts again (engine.guarded_choice)."""
-    rt = engine.runtime(txn)
+    transaction usable and reaches the caller, which chooses its parts again (Statement.register)."""
+    info = stmt.table
     zone = None
     if layout.zoned_partitions(info.schema, info.partition_by):  # asking Spark costs a round trip
         zone = layout.check_zone(frame.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC",
                                  info.schema, info.partition_by)
-    sidecar: dict[str, Any] = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key, "partition": {},
-                               "writer": "spark"}
-    write_rel = rt.storage.new_write_dir(info.directory, {}, sidecar, prefix="w")
-    write_dir = rt.storage.table_dir(info.directory) / write_rel
+    write_dir = stmt.new_write_dir(writer="spark")
     try:
-        with txn.keep_alive():
-            _run_job(frame, info, write_dir)
-        written = layout.written_parts(write_dir, write_rel, info.schema, info.partition_by, zone)
+        with stmt.txn.keep_alive():
+            _run_job(frame, info, write_dir.location)
+        written = layout.written_parts(write_dir.location, write_dir.relative, info.schema, info.partition_by, zone)
         _check_listed(written, allowed_keys, info)
-        crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
-        guard = engine.guarded_choice if choose_again else engine.guarded
-        guard(txn, what, lambda: staging.register_written(rt, stmt, info, written, removals, scanned))
+        stmt.register(written, removals, scanned, choose_again=choose_again)
     except BaseException:
-        rt.storage.delete_write_dir(info.directory, write_rel)
+        stmt.discard(write_dir)
         raise
     if not written:  # nothing to register: the empty write dir is no part
-        rt.storage.delete_write_dir(info.directory, write_rel)
+        stmt.discard(write_dir)
     return sum(part.row_count for _, part in written)
 
 
-def _run_job(frame: DataFrame, info: TableInfo, write_dir: Path) -> None:
+def _run_job(frame: DataFrame, info: TableView, write_dir: Path) -> None:
     writer = frame.write.mode("append")
     if info.partition_by:
         writer = writer.partitionBy(*info.partition_by)
@@ -198,7 +184,7 @@ def spark_path(path: Path) -> str:
 
 
 def _check_listed(written: Sequence[tuple[Partition, WrittenPart]], allowed_keys: Sequence[str] | None,
-                  info: TableInfo) -> None:
+                  info: TableView) -> None:
     if allowed_keys is None:
         return
     stray = [p for p, _ in written if partition_key(p) not in allowed_keys]

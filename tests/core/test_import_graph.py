@@ -6,6 +6,10 @@ modules a fresh interpreter loads) cannot: imports inside functions, under `if T
 imports, and `importlib.import_module("literal")` calls, whether or not any code path runs them. It does
 not see a module name built at run time (e.g. the values of the lazy `_EXPORTS` tables, which the
 packages mirror under TYPE_CHECKING, where the checker does see them).
+
+The layers above the core (spark, airflow) reach it through its public face only (PUBLIC_FACE: the
+adapter interface, the handles, the configuration; docs/ARCHITECTURE.md, "The adapter interface"), and
+touch no private attribute of what it hands them (`txn._run`): `private_attributes` reads that too.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ class Layer:
     """The layers (of this package) whose modules it may import, its own included."""
     optional: frozenset[str] = frozenset()
     """The packages of OPTIONAL it may import."""
+    core_face: tuple[str, ...] | None = None
+    """For a layer above the core: the only core modules it may import (with what they define, private
+    names excepted) besides the root package's own names (`from airflow_txn import Warehouse`); None: any."""
 
 
 OPTIONAL = frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j", "kazoo", "psycopg"})
@@ -43,12 +50,18 @@ upper layer's own business and is not governed here."""
 
 CORE = frozenset({"core", "zookeeper adapter", "foundation"})
 
+PUBLIC_FACE = ("airflow_txn.core.adapter", "airflow_txn.core.warehouse", "airflow_txn.core.transaction",
+               "airflow_txn.core.config")
+"""What an adapter layer may import of the core: the adapter interface, the Warehouse and Transaction
+handles, and the configuration (light, for modules Airflow loads in every component: provider.py). The
+foundation (errors, model/, telemetry/) is a layer of its own, open to every layer."""
+
 LAYERS = (
     # `from airflow_txn.operators import ...` / `from airflow_txn.sensors import ...`: re-exports of the airflow layer
     Layer("shims", ("airflow_txn.operators", "airflow_txn.sensors"), frozenset({"airflow"})),
     Layer("airflow", ("airflow_txn.airflow",), CORE | {"spark", "airflow"},
-          frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j"})),
-    Layer("spark", ("airflow_txn.spark",), CORE | {"spark"}, frozenset({"pyspark", "py4j"})),
+          frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j"}), PUBLIC_FACE),
+    Layer("spark", ("airflow_txn.spark",), CORE | {"spark"}, frozenset({"pyspark", "py4j"}), PUBLIC_FACE),
     Layer("cli", ("airflow_txn.cli",), CORE | {"cli"}),
     # `python -m airflow_txn.demo`: a program on top of the core that nothing imports
     Layer("demo", ("airflow_txn.demo",), CORE),
@@ -103,6 +116,26 @@ def imports_in(source: str, module: str, is_package: bool) -> Iterator[tuple[str
             yield called, node.lineno
 
 
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def is_root_name(target: str) -> bool:
+    """`airflow_txn` itself, or a name its __init__ defines (`airflow_txn.Warehouse`), not a module of it."""
+    parts = target.split(".")
+    return len(parts) == 1 or (len(parts) == 2 and not (PACKAGE / parts[1]).is_dir()
+                               and not (PACKAGE / f"{parts[1]}.py").is_file())
+
+
+def outside_face(face: tuple[str, ...], target: str) -> str | None:
+    """Why an import of the core's `target` is not one of its public face (None: it is)."""
+    home = next((m for m in face if target == m or target.startswith(f"{m}.")), None)
+    if home is None and not is_root_name(target):
+        return f"an internal of the core (may import of the core only: the root package's names, {list(face)})"
+    name = target.rpartition(".")[2] if target != home else ""
+    return f"a private name of the core ({name})" if is_private(name) else None
+
+
 def broken_rule(layer: Layer, target: str) -> str | None:
     """Why `layer` may not import `target` (None: it may)."""
     top = target.split(".")[0]
@@ -110,7 +143,11 @@ def broken_rule(layer: Layer, target: str) -> str | None:
         return "the test suite, which is not installed with the package"
     if top == "airflow_txn":
         other = layer_of(target).name
-        return None if other in layer.may_import else f"the {other} layer (may import: {sorted(layer.may_import)})"
+        if other not in layer.may_import:
+            return f"the {other} layer (may import: {sorted(layer.may_import)})"
+        if layer.core_face is not None and other in {"core", "zookeeper adapter"}:
+            return outside_face(layer.core_face, target)
+        return None
     if top in OPTIONAL and top not in layer.optional:
         return f"{top}, an optional dependency (may import: {sorted(layer.optional)})"
     return None
@@ -192,6 +229,22 @@ FORBIDDEN = [
     ("airflow_txn.airflow.hooks.txn", False, "from airflow_txn.cli import main\n", "airflow_txn.cli.main"),
     ("airflow_txn.airflow.plugin", False, "from airflow_txn.operators import VacuumOperator\n",
      "airflow_txn.operators.VacuumOperator"),
+    # the layers above the core import only its public face (PUBLIC_FACE)
+    ("airflow_txn.spark.frames", False, "from airflow_txn.catalog.part_records import PartRow\n",
+     "airflow_txn.catalog.part_records.PartRow"),
+    ("airflow_txn.spark.writer", False, "from airflow_txn.core import staging\n", "airflow_txn.core.staging"),
+    ("airflow_txn.spark.compaction", False, "def f():\n    from ..storage.root import WrittenPart\n",
+     "airflow_txn.storage.root.WrittenPart"),
+    ("airflow_txn.spark", True, "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+     "    from airflow_txn.core.runtime import Runtime\n", "airflow_txn.core.runtime.Runtime"),
+    ("airflow_txn.spark.cow", False, "from airflow_txn import core\n", "airflow_txn.core"),
+    ("airflow_txn.spark.reader", False, "from airflow_txn.core.warehouse import _GATE_SHARED\n",
+     "airflow_txn.core.warehouse._GATE_SHARED"),
+    ("airflow_txn.airflow.web.data", False, "from airflow_txn.catalog.txn_records import ACTIVE\n",
+     "airflow_txn.catalog.txn_records.ACTIVE"),
+    ("airflow_txn.airflow.hooks.txn", False, "from airflow_txn.core import bounds\n", "airflow_txn.core.bounds"),
+    ("airflow_txn.airflow.listener", False, "def f():\n    import airflow_txn.oracle.zookeeper\n",
+     "airflow_txn.oracle.zookeeper"),
 ]
 
 
@@ -210,6 +263,12 @@ ALLOWED = [
     ("airflow_txn.oracle", "def make():\n    from airflow_txn.oracle.zookeeper import ZooKeeperOracle\n"),
     ("airflow_txn.operators", "from airflow_txn.airflow.operators import VacuumOperator\n"),
     ("airflow_txn.core.commit", "import sqlalchemy\nimport pyarrow\nfrom airflow_txn import airflowish\n"),
+    ("airflow_txn.spark.writer", "from airflow_txn.core.adapter import Statement, open_statement\n"
+     "from airflow_txn import Warehouse, __version__, errors\nfrom airflow_txn.model.partitioning import WHOLE_TABLE\n"
+     "from airflow_txn.telemetry import logs\nfrom airflow_txn.core.transaction import Transaction\n"),
+    ("airflow_txn.airflow.provider", "from airflow_txn.core.config import DEFAULT_LEASE_SECONDS\n"
+     "from airflow_txn.core import adapter\nimport airflow_txn.core.warehouse\nimport airflow_txn\n"),
+    ("airflow_txn.cli.doctor", "from airflow_txn.catalog.txn_records import ACTIVE\n"),  # the cli is no adapter
 ]
 
 
@@ -230,3 +289,49 @@ def test_modules_belong_to_the_layer_their_path_says() -> None:
         "airflow_txn.sparkish": "core",
     }
     assert {m: layer_of(m).name for m in expected} == expected
+
+
+# -- the layers above the core use only public attributes of what it hands them ----------------------------------
+ADAPTER_LAYERS = frozenset(name for name, layer in BY_NAME.items() if layer.core_face is not None)
+
+
+def private_attributes(source: str) -> list[str]:
+    """Every `x._name` (not a dunder) in `source` where `x` is not `self`, `cls` or `super()`: the
+    layers above the core touch what they get from it (`txn`, `wh`, a view) through public members
+    only. A syntax tree cannot tell the types, so the rule covers every object, ours included."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and is_private(node.attr) and not _own(node.value):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def _own(value: ast.expr) -> bool:
+    if isinstance(value, ast.Name):
+        return value.id in {"self", "cls"}
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super"
+
+
+def test_the_adapter_layers_touch_no_private_attribute() -> None:
+    assert sorted(ADAPTER_LAYERS) == ["airflow", "spark"]
+    found = [f"{path.relative_to(REPO)}:{hit}" for path, module, _pkg in package_modules()
+             if layer_of(module).name in ADAPTER_LAYERS for hit in private_attributes(path.read_text(encoding="utf-8"))]
+    assert found == [], "\n".join(found)
+
+
+PRIVATE_ACCESS = """
+def write(txn, wh, self, df):
+    stmt = txn._statement(None)
+    txn._run("spark write", lambda: None)
+    snapshot = wh._snapshot_for(None, ["a.b"])
+    self.warehouse._snapshot_for(1)
+    txn.warehouse.runtime.storage._table_dirs.clear()
+    self._extra, cls._registry, super()._wire(), df.__class__, txn.tid
+"""
+
+
+def test_a_private_attribute_access_is_reported() -> None:
+    assert private_attributes(PRIVATE_ACCESS) == [
+        "3: txn._statement", "4: txn._run", "5: wh._snapshot_for", "6: self.warehouse._snapshot_for",
+        "7: txn.warehouse.runtime.storage._table_dirs",
+    ]

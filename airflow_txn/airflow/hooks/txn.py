@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow_txn.airflow.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
-from airflow_txn.core import bounds
+from airflow_txn.core.adapter import check_csn, check_lease_seconds
 from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, WarehouseConfig
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, TableNotFoundError, TxnError, WaitTimeoutError
@@ -43,7 +43,7 @@ def default_lease_seconds() -> float:
     except ValueError as exc:
         raise TxnError(f"[airflow_txn] lease_seconds must be a number of seconds, got {value!r}") from exc
     try:
-        return bounds.lease_seconds(lease)
+        return check_lease_seconds(lease)
     except InvalidArgumentError as exc:
         raise TxnError(f"[airflow_txn] {exc}") from exc
 
@@ -178,7 +178,7 @@ def coerce_csn(value: Any) -> int:
         csn = int(value)
     except (TypeError, ValueError) as exc:
         raise TxnError(f"csn must be an integer, got {value!r}") from exc
-    return bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
+    return check_csn(csn)
 
 
 def coerce_tables(value: Any) -> list[str]:

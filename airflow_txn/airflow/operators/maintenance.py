@@ -21,7 +21,7 @@ from typing import Any
 from airflow_txn.airflow.hooks.txn import coerce_tables
 from airflow_txn.airflow.operators.base import TxnBaseOperator
 from airflow_txn.airflow.version_compat import AirflowFailException, Context
-from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES
+from airflow_txn.core.adapter import DEFAULT_TARGET_FILE_BYTES
 from airflow_txn.core.config import DEFAULT_RETENTION_SECONDS
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (

@@ -9,8 +9,7 @@ from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, t
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
 from airflow_txn.airflow.operators.base import TxnBaseOperator, is_last_try, require_tid, run_ids
 from airflow_txn.airflow.version_compat import AirflowFailException, Asset, AssetAlias, Context
-from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
-from airflow_txn.core.isolation import Isolation
+from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
 

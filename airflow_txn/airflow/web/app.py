@@ -35,7 +35,7 @@ from airflow_txn.airflow.web.auth import DagPermission, GetUserDep, login_url, m
 from airflow_txn.airflow.web.runs import run_tids
 from airflow_txn.airflow.web.same_origin import check_state_change
 from airflow_txn.airflow.web.warehouses import Warehouses
-from airflow_txn.catalog.txn_records import ACTIVE
+from airflow_txn.core.adapter import ACTIVE
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (
     CatalogUnavailableError,

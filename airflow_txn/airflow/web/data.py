@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
+from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import TxnError
 from airflow_txn.model.csn import ROLLBACK_CSN

@@ -1,0 +1,329 @@
+"""The adapter interface: what an engine adapter (the Spark layer, the Airflow layer, and those to come)
+may call on the core besides the public handles. docs/ARCHITECTURE.md, "The adapter interface", says
+how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it.
+
+    table_view(wh, table)                           TableView: name, Arrow schema, partition columns, location
+    plan_read(wh, table, csn=, txn=, partitions=)   ReadPlan: exactly the parts (PartView) a read sees; a
+                                                    transaction's read is recorded as its isolation asks
+    open_statement(txn, table, key=, what=)         Statement: a write whose files an external engine writes:
+        .visible_parts  .check_replaceable          what it sees and replaces,
+        .new_write_dir  .discard                    where it writes (WriteDir),
+        .register  .record_read_set  .run           registering the files (WrittenPart) in ONE catalog
+                                                    transaction, all under the transaction's failure rules
+    merge_writer(write)                             the hook Warehouse.compact(writer=...) takes, with
+                                                    `write(MergeTask) -> WrittenPart` writing each merge
+    the values adapters pass on: transaction states, Isolation, LabelFilter, DEFAULT_TARGET_FILE_BYTES,
+    check_lease_seconds, check_csn; MergedAwayError (and every error of airflow_txn.errors)
+
+The warehouse's configuration (WarehouseConfig, DEFAULT_LEASE_SECONDS, ...) is core/config.py's, which an
+adapter imports directly: it is light, where this module loads the whole core.
+
+Nothing is decided here: each function is a face over the core module that owns the rule (staging.py,
+transaction.py's statement rules, reading.py, compaction.py, the storage root), so a Spark statement
+follows exactly the rules of the core's own writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from airflow_txn.catalog import part_records, table_registry, txn_records
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
+from airflow_txn.core import bounds, crashpoints, reading, staging, transaction
+from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
+from airflow_txn.core.isolation import Isolation
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.transaction import Transaction
+from airflow_txn.core.warehouse import Warehouse
+from airflow_txn.errors import MergedAwayError, SerializationError, TxnError
+from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.names import TableName
+from airflow_txn.model.partitioning import Partition, parse_partition_key
+from airflow_txn.storage.root import WrittenPart
+
+__all__ = [
+    "ACTIVE", "COMMITTED", "DEFAULT_TARGET_FILE_BYTES", "ROLLED_BACK", "Isolation", "LabelFilter", "MergeTask",
+    "MergeWrite", "MergedAwayError", "PartView", "Progress", "ReadPlan", "Statement", "TableView", "WriteDir",
+    "Writer", "WrittenPart",
+    "check_csn", "check_lease_seconds", "merge_writer", "open_statement", "plan_read", "table_view",
+]
+
+T = TypeVar("T")
+
+
+# -- values -------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TableView:
+    """One table as an adapter sees it (a table never changes once created)."""
+
+    name: TableName
+    schema: pa.Schema
+    """Every column, the partition columns included (part files never store those: PartView.partition)."""
+    partition_by: tuple[str, ...]
+    location: Path
+    """The table's directory, absolute and resolved: PartView.path and WrittenPart.path are relative to it."""
+    _info: TableInfo = field(repr=False, compare=False)
+
+    def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
+        """The keys of the listed partitions ({column: value} each), checked against the table (None: no
+        list, the whole table): what visible_parts, plan_read and record_read_set take."""
+        return self._info.partition_keys(partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class PartView:
+    """One part: an immutable directory of Parquet files holding rows of one partition (docs/CONCEPTS.md)."""
+
+    id: int
+    partition_key: str
+    path: str
+    """The part's directory, relative to TableView.location."""
+    files: tuple[str, ...]
+    """The Parquet files in `path`: the table's columns minus the partition columns."""
+    row_count: int
+    size_bytes: int
+    locked_by: str | None
+    """The transaction holding the part's removal lock (replacing it, or having removed it); None: none."""
+
+    @property
+    def partition(self) -> Partition:
+        """{partition column: its value as canonical text, or None}; {} for an unpartitioned table."""
+        return parse_partition_key(self.partition_key)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPlan:
+    """What one read sees (plan_read): the table and exactly the parts visible at `snapshot`."""
+
+    table: TableView
+    parts: tuple[PartView, ...]
+    snapshot: int
+    tid: str | None
+    """The reading transaction (whose own staged parts are included); None: a committed snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteDir:
+    """A new directory below a table for an engine's files, its sidecar (naming the writing transaction)
+    written before any data file (invariant 8): the parts registered from it lie below it."""
+
+    relative: str
+    """Relative to TableView.location; each WrittenPart.path of it starts with this."""
+    location: Path
+    """Absolute: where the engine writes."""
+
+
+def _view(rt: Runtime, info: TableInfo) -> TableView:
+    return TableView(info.name, info.schema, info.partition_by, rt.storage.table_dir(info.directory).resolve(), info)
+
+
+def _part(row: PartRow) -> PartView:
+    return PartView(row.id, row.partition_key, row.path, row.files, row.row_count, row.size_bytes,
+                    row.version.removal_tid)
+
+
+# -- reading ------------------------------------------------------------------------------------------------------
+def table_view(wh: Warehouse, table: str) -> TableView:
+    """The table `table` (TableNotFoundError if there is none)."""
+    with wh.runtime.catalog.read() as conn:
+        return _view(wh.runtime, table_registry.get(conn, table))
+
+
+def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
+              partitions: Sequence[Mapping[str, Any]] | None = None) -> ReadPlan:
+    """The parts a read of `table` sees at snapshot `csn` (None: the readable watermark), or those `txn`
+    sees (its snapshot plus its own writes; the read is then recorded as Transaction.read records it:
+    in the read set its isolation level keeps, and for retries under a default key). `partitions`
+    limits it to those partitions. The engine must read the files while `csn` stays inside the retention
+    window (or `txn` open). TxnError for both csn and txn; SnapshotTooOldError below the table's horizon."""
+    if txn is not None and csn is not None:
+        raise TxnError("pass either csn (a committed snapshot) or txn (a transaction's own view), not both")
+    rt = wh.runtime
+    with rt.catalog.read() as conn:
+        if txn is not None:
+            txn_records.require_usable(txn_records.fetch(conn, txn.tid))
+        info = table_registry.get(conn, table)
+    keys = info.partition_keys(partitions)
+    if txn is not None:
+        transaction.record_read_set(txn, info.id, keys)
+        transaction.note_read(txn, info.id, keys)
+        tid, snapshot = txn.tid, txn.snapshot_csn
+    else:
+        tid, snapshot = None, reading.snapshot_for(rt, csn, [info.name.qualified])
+    with rt.catalog.read() as conn:
+        rows = part_records.visible_parts(conn, info.id, tid, snapshot, keys)
+    return ReadPlan(_view(rt, info), tuple(_part(r) for r in rows), snapshot, tid)
+
+
+# -- writing ------------------------------------------------------------------------------------------------------
+def open_statement(txn: Transaction, table: str, key: str | None = None, what: str | None = None) -> Statement:
+    """A statement on `table` in `txn` under staging key `key` (None: the handle's default key and attempt,
+    as for the core's writes; staging.py says what keys and attempts do). Looks the table up and checks
+    the transaction may write, before the engine runs anything expensive. `what` (default "write to
+    <table>") names the statement in the reason a failure records."""
+    stmt = transaction.statement_of(txn, key)
+    described = what or f"write to {table}"
+    rt = txn.warehouse.runtime
+    info = transaction.run_statement(txn, described, lambda: staging.load_table(rt, stmt, table))
+    return Statement(txn, stmt, info, described)
+
+
+class Statement:
+    """One write on one table of a transaction whose files an engine writes (open_statement): the steps
+    of a core statement (staging.py) with the engine's files in step 3. Each step that touches the
+    catalog runs under the transaction's failure rules (`run`): a conflict or a catalog failure marks
+    the transaction failed, an expired lease rolls it back, a rejected input leaves it usable."""
+
+    def __init__(self, txn: Transaction, stmt: staging.Statement, info: TableInfo, what: str) -> None:
+        self.txn = txn
+        self.what = what
+        self.table = _view(txn.warehouse.runtime, info)
+        self._stmt = stmt
+        self._info = info
+        self._rt = txn.warehouse.runtime
+
+    @property
+    def key(self) -> str | None:
+        return self._stmt.key
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """`fn()` under the transaction's failure rules (an engine step that belongs to the statement)."""
+        return transaction.run_statement(self.txn, self.what, fn)
+
+    def visible_parts(self, partition_keys: Sequence[str] | None = None) -> list[PartView]:
+        """The parts the statement sees (of the listed partition keys; None: all): the transaction's view,
+        without what this key's earlier attempts staged (the statement replaces those)."""
+        rows = self.run(lambda: staging.visible(self._rt, self._stmt, self._info, partition_keys))
+        return [_part(r) for r in rows]
+
+    def check_replaceable(self, parts: Sequence[PartView]) -> None:
+        """SerializationError (a conflict: the transaction fails) when another transaction holds one of
+        `parts`: checked before an engine job whose registration would fail on the same lock anyway."""
+        self.run(lambda: _check_unlocked(self._stmt.tid, parts))
+
+    def new_write_dir(self, writer: str) -> WriteDir:
+        """A new write dir `w-<32 hex>` below the table for the engine's files (it may hold `<col>=<value>`
+        sub-directories, one part each); its sidecar names the transaction, the key and `writer`."""
+        sidecar: dict[str, Any] = {"tid": self._stmt.tid, "table": self._info.name.qualified, "key": self._stmt.key,
+                                   "partition": {}, "writer": writer}
+        relative = self._rt.storage.new_write_dir(self._info.directory, {}, sidecar, prefix="w")
+        return WriteDir(relative, self.table.location / relative)
+
+    def discard(self, write_dir: WriteDir) -> None:
+        """Delete `write_dir` with everything in it (a failed or refused write, or one that wrote no rows)."""
+        self._rt.storage.delete_write_dir(self._info.directory, write_dir.relative)
+
+    def register(self, written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int],
+                 scanned: Sequence[str] | None = None, choose_again: bool = False) -> None:
+        """Make `written` (one part per partition, files below a write dir of this statement) the
+        statement's parts, replacing the parts `removals` (PartView ids), in ONE catalog transaction
+        (staging.register_written: fence stale attempts, withdraw the key's earlier attempts, take the
+        removal locks of invariant 6, register). `scanned`: the partition keys the removals were chosen
+        from (WHOLE_TABLE: all; None: none, an append). A MergedAwayError (a background merge took some
+        of `removals` meanwhile) is a conflict, unless `choose_again`: then the transaction stays usable
+        and the caller chooses its parts again. On an error the caller discards its write dir."""
+        crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
+
+        def body() -> None:
+            staging.register_written(self._rt, self._stmt, self._info, written, removals, scanned)
+
+        if not choose_again:
+            self.run(body)
+            return
+        merged_away = self.run(lambda: _merged_away_of(body))
+        if merged_away is not None:
+            raise merged_away
+
+    def record_read_set(self, partition_keys: Sequence[str] | None) -> None:
+        """What the statement scanned to choose what it replaces (the listed partition keys; None: the
+        whole table), recorded as the transaction's isolation level asks (isolation.py)."""
+        transaction.record_read_set(self.txn, self._info.id, partition_keys)
+
+
+def _check_unlocked(tid: str, parts: Sequence[PartView]) -> None:
+    for part in parts:
+        if part.locked_by is not None and part.locked_by != tid:
+            raise SerializationError(
+                f"part {part.id} is being replaced or was removed by transaction {part.locked_by}; "
+                f"transaction {tid} conflicts and can only roll back"
+            )
+
+
+def _merged_away_of(fn: Callable[[], None]) -> MergedAwayError | None:
+    """Run `fn`, returning a MergedAwayError instead of raising it (so the failure rules let it pass)."""
+    try:
+        fn()
+    except MergedAwayError as exc:
+        return exc
+    return None
+
+
+# -- compaction ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class MergeTask:
+    """One merge Warehouse.compact hands a merge writer (merge_writer): write exactly the rows of
+    `sources` into one new part, in a write dir of the merge (new_write_dir)."""
+
+    tid: str
+    """The merge's own transaction."""
+    table: TableView
+    partition_key: str
+    sources: tuple[PartView, ...]
+    _job: MergeJob = field(repr=False, compare=False)
+    _rt: Runtime = field(repr=False, compare=False)
+
+    @property
+    def partition(self) -> Partition:
+        return parse_partition_key(self.partition_key)
+
+    @property
+    def size_bytes(self) -> int:
+        """The sources' bytes."""
+        return self._job.group.size_bytes
+
+    def new_write_dir(self, engine: str) -> WriteDir:
+        """A new write dir in the merge's partition; its sidecar names the merge, its sources and `engine`.
+        The merged part is the WrittenPart of its files (path: WriteDir.relative)."""
+        relative = self._rt.storage.new_write_dir(self._job.group.table.directory, self._job.group.partition,
+                                                  {**self._job.sidecar, "engine": engine})
+        return WriteDir(relative, self.table.location / relative)
+
+    def discard(self, write_dir: WriteDir) -> None:
+        """Delete `write_dir` with its files (the write failed; the core then rolls the merge back)."""
+        self._rt.storage.delete_write_dir(self._job.group.table.directory, write_dir.relative)
+
+
+MergeWrite = Callable[[MergeTask], WrittenPart]
+"""An engine's merge: write the task's rows, return the merged part (discarding its write dir on failure)."""
+
+
+def merge_writer(write: MergeWrite) -> Writer:
+    """The step-2 hook of Warehouse.compact(writer=...) with `write` writing each merge. The core plans
+    the merges, begins each as a transaction of its own (its lease kept alive meanwhile) and swaps the
+    sources for the written part, refusing a part whose row count differs (docs/COMPACTION.md)."""
+
+    def writer(rt: Runtime, job: MergeJob) -> WrittenPart:
+        group = job.group
+        task = MergeTask(job.tid, _view(rt, group.table), group.partition_key,
+                         tuple(_part(s) for s in group.sources), job, rt)
+        return write(task)
+
+    return writer
+
+
+# -- checks of values an adapter passes on ------------------------------------------------------------------------
+def check_lease_seconds(value: object) -> float:
+    """A lease (a positive, finite number of seconds up to 7 days); InvalidArgumentError otherwise."""
+    return bounds.lease_seconds(value)
+
+
+def check_csn(value: object) -> int:
+    """A CSN as the catalog stores it (an integer from PREHISTORIC_CSN up); InvalidArgumentError otherwise."""
+    return bounds.catalog_int(value, "csn", PREHISTORIC_CSN)

@@ -1,0 +1,137 @@
+"""The adapter interface (airflow_txn/core/adapter.py) driven by a stand-in engine: pyarrow writing the files
+itself, as Spark does, with nothing but the adapter and the handles. What a future adapter (object
+storage, a Spark data source) builds on: a statement whose files an engine wrote, reads at a snapshot,
+conflicts and merges."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_txn import Warehouse
+from airflow_txn.core import adapter
+from airflow_txn.errors import SerializationError, TransactionClosedError, TxnError
+from airflow_txn.model.partitioning import normalize_partitions
+from tests.helpers import events, ids, make_tables
+
+EVENTS = "sales.events"
+
+
+def engine_write(stmt: adapter.Statement, rows: pa.Table, removals: Sequence[int] = (),
+                 scanned: Sequence[str] | None = None) -> int:
+    """What an engine does: its own files in a new write dir, one part per partition, then register."""
+    table = stmt.table
+    write_dir = stmt.new_write_dir(writer="test-engine")
+    written = []
+    for day in sorted(set(rows["day"].to_pylist())):
+        [partition] = normalize_partitions([{"day": day}], table.schema, table.partition_by)
+        leaf = write_dir.location / f"day={day}"
+        leaf.mkdir()
+        data = rows.filter(pc.equal(rows["day"], day)).drop_columns(list(table.partition_by))
+        pq.write_table(data, leaf / "part-0.parquet")
+        written.append((partition, adapter.WrittenPart(f"{write_dir.relative}/day={day}", ("part-0.parquet",),
+                                                       data.num_rows, (leaf / "part-0.parquet").stat().st_size)))
+    try:
+        stmt.register(written, removals, scanned)
+    except BaseException:
+        stmt.discard(write_dir)
+        raise
+    return sum(part.row_count for _, part in written)
+
+
+def test_an_engines_files_become_the_statements_parts(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        stmt = adapter.open_statement(t, EVENTS, what="engine append")
+        assert stmt.table.name.qualified == EVENTS and stmt.table.partition_by == ("day",)
+        assert engine_write(stmt, events([1, 2], day="2024-01-01")) == 2
+        own = adapter.plan_read(wh, EVENTS, txn=t)
+        assert own.tid == t.tid and [p.row_count for p in own.parts] == [2]
+        assert adapter.plan_read(wh, EVENTS).parts == ()  # not committed yet
+    assert ids(wh.read(EVENTS)) == [1, 2]
+    plan = adapter.plan_read(wh, EVENTS, partitions=[{"day": "2024-01-01"}])
+    [part] = plan.parts
+    assert part.partition == {"day": "2024-01-01"} and part.locked_by is None
+    assert (plan.table.location / part.path / part.files[0]).is_file()
+
+
+def test_a_keyed_statement_replaces_what_its_key_staged_before(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        engine_write(adapter.open_statement(t, EVENTS, key="task-a"), events([1, 2]))
+        again = adapter.open_statement(t, EVENTS, key="task-a")
+        assert again.visible_parts() == []  # the key's earlier attempt is withdrawn for it
+        engine_write(again, events([3]))
+    assert ids(wh.read(EVENTS)) == [3]
+
+
+def test_a_part_another_transaction_replaces_is_a_conflict_that_fails_the_transaction(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as seed:
+        seed.append(EVENTS, events([1]))
+    first, second = wh.begin(), wh.begin()
+    first.overwrite(EVENTS, events([2]))
+    stmt = adapter.open_statement(second, EVENTS)
+    victims = stmt.visible_parts()
+    assert [p.locked_by for p in victims] == [first.tid]
+    with pytest.raises(SerializationError, match="conflicts"):
+        stmt.check_replaceable(victims)
+    with pytest.raises(TransactionClosedError):
+        second.append(EVENTS, events([3]))
+    second.rollback()
+    first.commit()
+    assert ids(wh.read(EVENTS)) == [2]
+
+
+def test_an_overwrite_through_the_adapter_records_what_it_scanned(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as seed:
+        seed.append(EVENTS, events([1]))
+    t = wh.begin(isolation="serializable")
+    stmt = adapter.open_statement(t, EVENTS)
+    keys = stmt.table.partition_keys([{"day": "2024-01-01"}])
+    victims = stmt.visible_parts(keys)
+    engine_write(stmt, events([5]), [p.id for p in victims], keys)
+    stmt.record_read_set(keys)
+    with wh.begin() as other:  # commits a write to what `t` scanned
+        other.append(EVENTS, events([6]))
+    with pytest.raises(SerializationError):
+        t.commit()
+
+
+def test_plan_read_takes_a_csn_or_a_transaction(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append(EVENTS, events([1]))
+    csn = wh.readable_csn()
+    assert adapter.plan_read(wh, EVENTS, csn=csn).snapshot == csn
+    with pytest.raises(TxnError, match="not both"):
+        adapter.plan_read(wh, EVENTS, csn=csn, txn=wh.begin())
+    with pytest.raises(TxnError, match="not readable yet"):
+        adapter.plan_read(wh, EVENTS, csn=csn + 100)
+
+
+def test_a_merge_writer_writes_each_merge_for_compact(wh: Warehouse) -> None:
+    make_tables(wh)
+    for i in range(3):
+        with wh.begin() as t:
+            t.append(EVENTS, events([i]))
+    seen: list[adapter.MergeTask] = []
+
+    def write(task: adapter.MergeTask) -> adapter.WrittenPart:
+        seen.append(task)
+        rows = pa.concat_tables(pq.read_table(task.table.location / s.path / name)
+                                for s in task.sources for name in s.files)
+        write_dir = task.new_write_dir(engine="test-engine")
+        pq.write_table(rows, write_dir.location / "merged.parquet")
+        return adapter.WrittenPart(write_dir.relative, ("merged.parquet",), rows.num_rows,
+                                   (write_dir.location / "merged.parquet").stat().st_size)
+
+    result = wh.compact(EVENTS, writer=adapter.merge_writer(write))
+    assert result["merged"] == 1 and len(seen[0].sources) == 3 and seen[0].partition == {"day": "2024-01-01"}
+    assert ids(wh.read(EVENTS)) == [0, 1, 2]
+    assert len(adapter.plan_read(wh, EVENTS).parts) == 1
