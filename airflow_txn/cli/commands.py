@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 import click
 
 from airflow_txn import Warehouse
+from airflow_txn.catalog import Catalog
 from airflow_txn.cli import doctor as doctor_checks
 from airflow_txn.cli import exit_codes, render
 from airflow_txn.cli.progress import ProgressBars
 from airflow_txn.core.bounds import INT64_MAX
+from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 
@@ -124,6 +126,19 @@ def init(settings: Settings) -> int:
         raise OracleUnavailableError(marks["oracle_error"])
     result = {"catalog": doctor_checks.safe_url(wh.config.catalog_url), "root": str(wh.config.root),
               "oracle": wh.config.oracle, "readable_csn": marks["readable_csn"], "tables": len(wh.tables())}
+    return settings.emit(result, render.mapping)
+
+
+@cli.command()
+@global_options
+@click.pass_obj
+def upgrade(settings: Settings) -> int:
+    """Migrate the catalog's schema to this airflow_txn's (Alembic revisions); safe to run again."""
+    catalog = Catalog(WarehouseConfig.resolve(settings.catalog, settings.root, settings.oracle).catalog_url)
+    click.get_current_context().call_on_close(catalog.dispose)
+    done = catalog.upgrade()
+    result = {"catalog": doctor_checks.safe_url(catalog.url), "from_revision": done.before,
+              "to_revision": done.after, "applied": done.applied, "schema_version": done.schema_version}
     return settings.emit(result, render.mapping)
 
 

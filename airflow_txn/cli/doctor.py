@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from airflow_txn.catalog import Catalog, schema
+from airflow_txn.catalog import Catalog, migrate, schema
 from airflow_txn.core import overview
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.core.runtime import Runtime
@@ -94,19 +94,20 @@ def check_catalog(url: str, timeout: float) -> list[Check]:
     if backend == "sqlite" and database not in ("", ":memory:") and not Path(database).expanduser().exists():
         return [Check("catalog", FAIL, f"catalog file {database} does not exist", _INIT_HINT)]
     try:
-        present, version = _inspect_catalog(parsed, backend, timeout)
+        present, version, revision = _inspect_catalog(parsed, backend, timeout)
     except (SQLAlchemyError, ImportError) as exc:
         return [Check("catalog", FAIL, f"cannot reach {safe_url(url)}: {_first_line(exc)}",
                       "check the URL, that the database server is running, and the credentials")]
     reached = Check("catalog", OK, f"{backend} catalog {safe_url(url)} reachable")
     missing = sorted(set(schema.metadata.tables) - present)
-    if missing:
+    older = version is not None and version.isdigit() and int(version) < schema.SCHEMA_VERSION
+    if missing and not older:  # an older catalog lacks the newer tables: the version check below says so
         return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {', '.join(missing)})",
                                _INIT_HINT)]
-    return [reached, _version_check(version)]
+    return [reached, _version_check(version, revision)]
 
 
-def _inspect_catalog(url: URL, backend: str, timeout: float) -> tuple[set[str], str | None]:
+def _inspect_catalog(url: URL, backend: str, timeout: float) -> tuple[set[str], str | None, str | None]:
     connect_args = {"connect_timeout": max(1, round(timeout))} if backend == "postgresql" else {}
     engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
     try:
@@ -117,22 +118,27 @@ def _inspect_catalog(url: URL, backend: str, timeout: float) -> tuple[set[str], 
                 version = conn.execute(
                     select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
                 ).scalar()
-            return present, None if version is None else str(version)
+            revision = migrate.recorded_revision(conn) if migrate.VERSION_TABLE in present else None
+            return present, None if version is None else str(version), revision
     finally:
         engine.dispose()
 
 
-def _version_check(version: str | None) -> Check:
+def _version_check(version: str | None, revision: str | None) -> Check:
     expected = schema.SCHEMA_VERSION
     if version is None or not version.isdigit():
         return Check("catalog schema", FAIL, f"no valid schema version in the catalog ({version!r})", _INIT_HINT)
-    if int(version) > expected:
-        return Check("catalog schema", FAIL, f"schema version {version} is newer than this airflow_txn ({expected})",
+    if int(version) > expected or (revision is not None and revision not in migrate.REVISIONS):
+        return Check("catalog schema", FAIL, f"schema version {version} (revision {revision}) is newer than "
+                                             f"this airflow_txn ({expected}, {migrate.HEAD})",
                      "upgrade the airflow-txn package")
     if int(version) < expected:
         return Check("catalog schema", WARN, f"schema version {version}, older than this airflow_txn ({expected})",
-                     "run `airflow-txn init` to migrate it")
-    return Check("catalog schema", OK, f"schema version {version}")
+                     "run `airflow-txn upgrade` to migrate it (opening the warehouse does too)")
+    if revision is None:
+        return Check("catalog schema", OK, f"schema version {version}, made before Alembic (the next open or "
+                                           "`airflow-txn upgrade` records its revision)")
+    return Check("catalog schema", OK, f"schema version {version}, revision {revision}")
 
 
 # -- storage root ------------------------------------------------------------------------------------------
