@@ -15,6 +15,7 @@ import pendulum
 
 _MINUTE = 60.0
 _LOCAL = "local"  # pendulum's name of the local zone
+_OR_MOMENT = {False: "", True: " or point in time"}
 
 
 def moment(epoch: float) -> str:
@@ -53,12 +54,10 @@ def parse_seconds(text: str, since_allowed: bool = False) -> float:
         raise ValueError(f"{text!r} is a time of day; give a date and time (2026-01-01T00:00:00Z)")
     if not isinstance(parsed, pendulum.DateTime):  # a date: its midnight, local time
         parsed = pendulum.datetime(parsed.year, parsed.month, parsed.day, tz=_LOCAL)
-    if parsed > pendulum.now():
-        raise ValueError(f"{text!r} is in the future; keep snapshots since a point in the past")
-    return float((pendulum.now() - parsed).total_seconds())
-
-
-_OR_MOMENT = {False: "", True: " or point in time"}
+    since = (pendulum.now() - parsed).total_seconds()
+    if since < 0:
+        raise ValueError(f"{text!r} is in the future; give a moment in the past")
+    return float(since)
 
 
 def duration_option(minimum: float = 0.0, since_allowed: bool = False) -> Callable[..., float | None]:
