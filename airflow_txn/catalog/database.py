@@ -1,4 +1,5 @@
-"""The catalog database: engine set-up (SQLite WAL or PostgreSQL), read/write transactions, schema init.
+"""The catalog database: engine set-up (SQLite WAL or PostgreSQL), read/write transactions, and when the
+schema must be created or upgraded (the migrations themselves: catalog/migrate.py, with Alembic).
 
 Writers on SQLite take the database lock up front (`BEGIN IMMEDIATE`) so two processes never
 deadlock upgrading a read lock. The pysqlite driver runs in its autocommit mode and `write()`/`read()`
@@ -22,20 +23,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Index, Select, create_engine, event, insert, select, text, update
+from sqlalchemy import Connection, Engine, Select, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.pool import QueuePool
-from sqlalchemy.schema import DropIndex
 
-from airflow_txn.catalog import schema
-from airflow_txn.errors import CatalogBusyError, CatalogUnavailableError, InvalidArgumentError, TxnError
-from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.catalog import migrate
+from airflow_txn.errors import CatalogBusyError, CatalogUnavailableError, InvalidArgumentError
 
 _SQLITE_BUSY_SECONDS = 60.0
 """How long a SQLite writer waits for the database lock unless the URL says (`?timeout=SECONDS`)."""
 _SQLITE_POOL = 4  # idle connections kept per engine; more threads open more (closed when returned)
-_INDEX_VERSION_KEY = "index_version"
 _PG_INIT_LOCK = 7_311_004_221  # advisory lock id held while creating the schema
 _RETRYABLE_SQLSTATES = {"40P01": "deadlock", "40001": "serialization failure"}
 WRITE_RETRIES = 8
@@ -193,94 +191,33 @@ class Catalog:
         return stmt.with_for_update() if self.supports_for_update else stmt
 
     def initialize(self) -> None:
-        """Check the schema version in a read transaction; only a catalog that must be created or
-        upgraded takes the write lock (safe when several processes race), then is checked again."""
+        """Check the schema's version records in a read transaction; only a catalog that must be created
+        or upgraded takes the write lock (safe when several processes race) and is migrated (`upgrade`).
+        A catalog newer than this package is refused (TxnError)."""
         if self._is_current():
             return
+        self.upgrade()
+
+    def upgrade(self) -> migrate.Upgrade:
+        """Bring the catalog to this package's schema with Alembic (catalog/migrate.py), under the schema
+        lock: SQLite's database lock, PostgreSQL's advisory lock. Whoever takes it second finds the work
+        done; each revision's changes and its version records commit together."""
         with self.write() as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
-            schema.metadata.create_all(conn, checkfirst=True)
-            self._seed_rows(conn)
-            self._upgrade_indexes(conn)
-        self.check_version()
+            return migrate.upgrade(conn)
 
     def _is_current(self) -> bool:
-        """True when the catalog exists at this package's schema and index versions, read in a read
-        transaction (opening a current catalog never queues behind a writer); False when it must be
-        created or upgraded. A catalog newer than this package is refused."""
-        key, value = schema.meta.c.key, schema.meta.c.value
+        """True when the catalog exists at this package's schema and index versions and Alembic's head,
+        read in a read transaction (opening a current catalog never queues behind a writer); False when
+        it must be created or upgraded. A catalog newer than this package is refused."""
         try:
             with self.read() as conn:
-                found = dict(conn.execute(select(key, value).where(
-                    key.in_(["schema_version", _INDEX_VERSION_KEY]))).all())
-        except (OperationalError, ProgrammingError):  # no meta table yet: a new catalog
+                versions = migrate.read_versions(conn)
+        except (OperationalError, ProgrammingError):  # no txn_meta or txn_alembic_version yet
             return False
-        if "schema_version" not in found:
-            return False
-        _refuse_newer(found["schema_version"])
-        return (int(found["schema_version"]) == schema.SCHEMA_VERSION
-                and int(found.get(_INDEX_VERSION_KEY) or 0) >= schema.INDEX_VERSION)
-
-    def _upgrade_indexes(self, conn: Connection) -> None:
-        """Once per schema.INDEX_VERSION (a meta row that older airflow_txn ignores: indexes change no
-        behaviour): create the indexes an older catalog lacks and drop the ones they replaced."""
-        key = schema.meta.c.key
-        found = conn.execute(select(schema.meta.c.value).where(key == _INDEX_VERSION_KEY)).scalar()
-        if found is not None and int(found) >= schema.INDEX_VERSION:
-            return
-        for table in schema.metadata.sorted_tables:
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
-        for name in schema.OBSOLETE_INDEXES:
-            conn.execute(DropIndex(Index(name), if_exists=True))
-        if found is None:
-            conn.execute(insert(schema.meta).values(key=_INDEX_VERSION_KEY, value=str(schema.INDEX_VERSION)))
-        else:
-            conn.execute(update(schema.meta).where(key == _INDEX_VERSION_KEY)
-                         .values(value=str(schema.INDEX_VERSION)))
-
-    def _seed_rows(self, conn: Connection) -> None:
-        present = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).scalar()
-        if present is not None:
-            return
-        try:
-            conn.execute(insert(schema.meta), [{"key": "schema_version", "value": str(schema.SCHEMA_VERSION)}])
-            conn.execute(
-                insert(schema.counters),
-                [
-                    {"name": schema.COUNTER_LAST_CSN, "value": PREHISTORIC_CSN},
-                    {"name": schema.COUNTER_VACUUM_HORIZON, "value": PREHISTORIC_CSN},
-                    {"name": schema.COUNTER_SNAPSHOT_GATE, "value": 0},
-                ],
-            )
-        except IntegrityError:  # another process seeded first
-            return
-
-    def check_version(self) -> None:
-        with self.read() as conn:
-            version = conn.execute(
-                select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
-            ).scalar_one()
-        _refuse_newer(version)
-        if int(version) < schema.SCHEMA_VERSION:
-            self._migrate(int(version))
-
-    def _migrate(self, version: int) -> None:
-        """Bring an older catalog up to SCHEMA_VERSION, one step per version (each step idempotent)."""
-        with self.write() as conn:
-            if self.dialect == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
-            if version < 2:  # 1 -> 2: new tables only (retention policies, compactions)
-                schema.metadata.create_all(conn, tables=[schema.table_retention, schema.compactions],
-                                           checkfirst=True)
-            if version < 3:  # 2 -> 3: the staging keys' and statement scans' tables
-                schema.metadata.create_all(conn, tables=[schema.keys, schema.scans], checkfirst=True)
-            conn.execute(
-                schema.meta.update()
-                .where(schema.meta.c.key == "schema_version", schema.meta.c.value == str(version))
-                .values(value=str(schema.SCHEMA_VERSION))
-            )
+        versions.refuse_newer()
+        return versions.current
 
     def _busy_message(self, exc: DBAPIError) -> str:
         if busy_reason(exc) == "sqlite":
@@ -299,14 +236,6 @@ class Catalog:
 
     def dispose(self) -> None:
         self.engine.dispose()
-
-
-def _refuse_newer(version: str) -> None:
-    if int(version) > schema.SCHEMA_VERSION:
-        raise TxnError(
-            f"catalog schema version {version} is newer than this airflow_txn understands "
-            f"({schema.SCHEMA_VERSION}): upgrade the airflow-txn package"
-        )
 
 
 def _dispose_in_child(ref: weakref.ReferenceType[Catalog]) -> None:

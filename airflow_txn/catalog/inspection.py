@@ -1,6 +1,7 @@
 """Looking at a catalog database without opening it as a Catalog (`airflow-txn doctor`): which of
 airflow_txn's tables it lacks and the schema version it records, over one short-lived connection with a
-connect timeout. Nothing is created or written (Catalog.initialize would create a missing catalog)."""
+connect timeout, and the Alembic revision it records. Nothing is created or written (Catalog.initialize
+would create a missing catalog)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy import create_engine, inspect
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from airflow_txn.catalog import meta_records, schema
+from airflow_txn.catalog import meta_records, migrate, schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,8 @@ class CatalogLook:
     """airflow_txn's tables the database does not hold (sorted; empty: all there)."""
     schema_version: str | None
     """The schema version txn_meta records (None: no meta table, or no version row)."""
+    revision: str | None
+    """The Alembic revision txn_alembic_version records (None: no such table: new or pre-Alembic)."""
 
 
 def look(url: URL, timeout: float) -> CatalogLook:
@@ -32,6 +35,7 @@ def look(url: URL, timeout: float) -> CatalogLook:
             version = None
             if schema.meta.name in present:
                 version = meta_records.value(conn, meta_records.SCHEMA_VERSION_KEY)
-            return CatalogLook(sorted(set(schema.metadata.tables) - present), version)
+            revision = migrate.recorded_revision(conn) if migrate.VERSION_TABLE in present else None
+            return CatalogLook(sorted(set(schema.metadata.tables) - present), version, revision)
     finally:
         engine.dispose()

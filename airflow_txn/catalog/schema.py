@@ -34,8 +34,9 @@ from sqlalchemy import (
 )
 
 SCHEMA_VERSION = 3
-# 1 -> 2: tables txn_table_retention and txn_compactions added (create_all adds them to an old catalog).
-# 2 -> 3: tables txn_keys and txn_scans added.
+# 1 -> 2: tables txn_table_retention and txn_compactions added; 2 -> 3: tables txn_keys and txn_scans added.
+# Each step is an Alembic revision in catalog/migrations/versions/ (catalog/migrate.py runs them); a change
+# here needs a new revision, and tests/core/test_migrations.py checks that the two agree.
 
 metadata = MetaData()
 
@@ -188,9 +189,8 @@ scans = Table(
 )
 
 INDEX_VERSION = 2
-"""Bumped when indexes change (index changes need no schema version: older code works with them);
-`Catalog.initialize` creates missing indexes and drops OBSOLETE_INDEXES on a catalog below it."""
-OBSOLETE_INDEXES = ("ix_txn_parts_table_creation",)  # (table_id, creation_csn): replaced in index version 2
+"""Bumped when indexes change (index changes need no schema version: older code works with them); the
+revision indexes_v2 created ix_txn_parts_table_removal and dropped (table_id, creation_csn)'s index."""
 
 COUNTER_LAST_CSN = "last_csn"
 COUNTER_VACUUM_HORIZON = "vacuum_horizon"

@@ -16,10 +16,13 @@ from typing import Any, TypeVar
 import click
 
 from airflow_txn import Warehouse
+from airflow_txn.catalog import Catalog
 from airflow_txn.cli import doctor as doctor_checks
 from airflow_txn.cli import exit_codes, render
 from airflow_txn.cli.progress import ProgressBars
+from airflow_txn.cli.times import duration_option
 from airflow_txn.core.bounds import INT64_MAX
+from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 
@@ -130,6 +133,19 @@ def init(settings: Settings) -> int:
 @cli.command()
 @global_options
 @click.pass_obj
+def upgrade(settings: Settings) -> int:
+    """Migrate the catalog's schema to this airflow_txn's (Alembic revisions); safe to run again."""
+    catalog = Catalog(WarehouseConfig.resolve(settings.catalog, settings.root, settings.oracle).catalog_url)
+    click.get_current_context().call_on_close(catalog.dispose)
+    done = catalog.upgrade()
+    result = {"catalog": doctor_checks.safe_url(catalog.url), "from_revision": done.before,
+              "to_revision": done.after, "applied": done.applied, "schema_version": done.schema_version}
+    return settings.emit(result, render.mapping)
+
+
+@cli.command()
+@global_options
+@click.pass_obj
 def tables(settings: Settings) -> int:
     """Tables with their partitioning, last commit CSN and visible parts, rows and bytes."""
     wh = settings.open()
@@ -214,8 +230,9 @@ def recover(settings: Settings) -> int:
 
 
 @cli.command()
-@click.option("--retention", type=click.FloatRange(min=0), metavar="SECONDS",
-              help="Seconds of time travel to keep [default: the engine's (7 days)].")
+@click.option("--retention", metavar="DURATION", callback=duration_option(since_allowed=True),
+              help="Time travel to keep: seconds, an ISO 8601 duration (P7D, PT12H) or the point in time to keep "
+                   "snapshots since (2026-01-01T00:00:00Z) [default: the engine's (7 days)].")
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
 @global_options
 @click.pass_obj
@@ -278,7 +295,8 @@ def compact(settings: Settings, table: str, partitions: list[dict[str, str | Non
 
 @cli.command()
 @click.argument("table")
-@click.option("--seconds", type=click.FloatRange(min=0), help="Keep TABLE readable at least this many seconds back.")
+@click.option("--seconds", metavar="DURATION", callback=duration_option(),
+              help="Keep TABLE readable at least this long back: seconds or an ISO 8601 duration (P30D).")
 @click.option("--versions", type=_int64(1), help="Keep TABLE's last N commits readable.")
 @click.option("--clear", is_flag=True, help="Drop TABLE's own policy (vacuum's --retention rules again).")
 @global_options
@@ -309,8 +327,8 @@ def manifest(settings: Settings, csn: int | None, tables_: Sequence[str]) -> int
 
 
 @cli.command()
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
-              help="Seconds to wait for the catalog and the oracle.")
+@click.option("--timeout", default="5", show_default=True, metavar="DURATION", callback=duration_option(minimum=0.1),
+              help="How long to wait for the catalog and the oracle: seconds or ISO 8601 (PT10S).")
 @global_options
 @click.pass_obj
 def doctor(settings: Settings, timeout: float) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from airflow_txn.catalog import Catalog, inspection, schema
+from airflow_txn.catalog import Catalog, inspection, migrate, schema
 from airflow_txn.core import overview
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.core.runtime import Runtime
@@ -97,24 +97,30 @@ def check_catalog(url: str, timeout: float) -> list[Check]:
         return [Check("catalog", FAIL, f"cannot reach {safe_url(url)}: {_first_line(exc)}",
                       "check the URL, that the database server is running, and the credentials")]
     reached = Check("catalog", OK, f"{backend} catalog {safe_url(url)} reachable")
-    if found.missing_tables:
+    version = found.schema_version
+    older = version is not None and version.isdigit() and int(version) < schema.SCHEMA_VERSION
+    if found.missing_tables and not older:  # an older catalog lacks the newer tables: the version check says so
         missing = ", ".join(found.missing_tables)
         return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {missing})",
                                _INIT_HINT)]
-    return [reached, _version_check(found.schema_version)]
+    return [reached, _version_check(version, found.revision)]
 
 
-def _version_check(version: str | None) -> Check:
+def _version_check(version: str | None, revision: str | None) -> Check:
     expected = schema.SCHEMA_VERSION
     if version is None or not version.isdigit():
         return Check("catalog schema", FAIL, f"no valid schema version in the catalog ({version!r})", _INIT_HINT)
-    if int(version) > expected:
-        return Check("catalog schema", FAIL, f"schema version {version} is newer than this airflow_txn ({expected})",
+    if int(version) > expected or (revision is not None and revision not in migrate.REVISIONS):
+        return Check("catalog schema", FAIL, f"schema version {version} (revision {revision}) is newer than "
+                                             f"this airflow_txn ({expected}, {migrate.HEAD})",
                      "upgrade the airflow-txn package")
     if int(version) < expected:
         return Check("catalog schema", WARN, f"schema version {version}, older than this airflow_txn ({expected})",
-                     "run `airflow-txn init` to migrate it")
-    return Check("catalog schema", OK, f"schema version {version}")
+                     "run `airflow-txn upgrade` to migrate it (opening the warehouse does too)")
+    if revision is None:
+        return Check("catalog schema", OK, f"schema version {version}, made before Alembic (the next open or "
+                                           "`airflow-txn upgrade` records its revision)")
+    return Check("catalog schema", OK, f"schema version {version}, revision {revision}")
 
 
 # -- storage root ------------------------------------------------------------------------------------------

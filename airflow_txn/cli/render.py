@@ -1,12 +1,12 @@
 """How the CLI prints results: JSON for scripts, rich tables for people (on stdout), messages on stderr.
 
 Every command produces one JSON-able value; `emit` prints it as JSON (`--json`) or hands it to the
-command's renderer. Renderers only format: they never query the warehouse.
+command's renderer. Renderers only format: they never query the warehouse. Times and spans of seconds
+are written by cli/times.py (ISO 8601 with the zone; words).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,9 +17,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from airflow_txn.cli import times
+
 Renderer = Callable[[Console, Any], None]
 
 _TIME_FIELDS = {"created_at", "ended_at", "lease_deadline", "committed_at"}
+_DURATION_FIELDS = {"lease_seconds", "seconds"}
 _BYTE_FIELDS = {"bytes", "bytes_freed", "size_bytes", "free_bytes", "target_file_bytes", "bytes_before", "bytes_after"}
 _PIPE_WIDTH = 4096
 """Width of output that is not a terminal (a pipe, a file): wide enough that no cell is ever cut."""
@@ -55,7 +58,13 @@ def fmt_bytes(value: Any) -> str:
 def fmt_time(value: Any) -> str:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return fmt(value)
-    return dt.datetime.fromtimestamp(float(value)).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    return times.moment(float(value))
+
+
+def fmt_duration(value: Any) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return fmt(value)
+    return times.duration(float(value))
 
 
 def fmt_partition(partition: Any) -> str:
@@ -77,9 +86,11 @@ def fmt(value: Any) -> str:
 
 
 def fmt_field(name: str, value: Any) -> str:
-    """A value formatted by what its field holds (epoch seconds, byte counts, partitions)."""
+    """A value formatted by what its field holds (epoch seconds, spans of seconds, byte counts, partitions)."""
     if name in _TIME_FIELDS:
         return fmt_time(value)
+    if name in _DURATION_FIELDS:
+        return fmt_duration(value)
     if name in _BYTE_FIELDS:
         return fmt_bytes(value)
     if name == "partition":
@@ -137,6 +148,9 @@ def transactions(console: Console, rows: list[dict[str, Any]]) -> None:
 
 def transaction(console: Console, info: dict[str, Any]) -> None:
     header = {k: v for k, v in info.items() if k not in {"parts", "tables"}}
+    deadline = header.get("lease_deadline")
+    if info.get("state") == "active" and isinstance(deadline, int | float):  # when recovery may roll it back
+        header["lease_deadline"] = f"{fmt_time(deadline)} ({times.relative(deadline)})"
     mapping(console, header, title=f"transaction {info.get('tid')}")
     parts = info.get("parts") or []
     by_table: dict[str, list[dict[str, Any]]] = {}

@@ -1,0 +1,184 @@
+"""The catalog's schema migrations: Alembic runs the revisions in catalog/migrations/versions/ on the
+caller's connection, inside the caller's write transaction (which holds the catalog's schema lock).
+
+The revisions form one chain, one step of the schema's history each (REVISIONS):
+
+    schema_v1   the baseline: the tables of schema version 1 and the first rows
+    schema_v2   txn_table_retention and txn_compactions
+    schema_v3   txn_keys and txn_scans
+    indexes_v2  the visible-part index of index version 2
+
+Alembic records the catalog's revision in txn_alembic_version (not Alembic's default alembic_version:
+a catalog may share a PostgreSQL database with Airflow's own, which has that table). The revisions
+also keep txn_meta's `schema_version` and `index_version` rows, which older airflow_txn, `doctor` and
+the fast check on open read. A catalog made before Alembic has only those rows: `upgrade` stamps it at
+the revision they name, then runs the rest. When the two records disagree (txn_meta set back by hand,
+say), the older one wins: every revision is idempotent, so running one again is harmless.
+
+No alembic.ini is needed: `config()` points Alembic at the migrations directory inside the package.
+A developer writes the next revision with
+`alembic.command.revision(migrate.config(), message=..., rev_id=...)` and adds it to REVISIONS.
+Alembic is imported only when a migration runs: opening a current catalog does not load it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Set
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from airflow_txn.catalog import schema
+from airflow_txn.errors import TxnError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+VERSION_TABLE = "txn_alembic_version"
+REVISIONS = ("schema_v1", "schema_v2", "schema_v3", "indexes_v2")
+"""The chain, oldest first (a test checks it against the script directory)."""
+HEAD = REVISIONS[-1]
+_BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3"}
+"""The revision a pre-Alembic catalog is at, by its txn_meta schema_version (index version below 2)."""
+
+ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""The type of the catalog's id columns: BigInteger primary keys do not autoincrement on SQLite; INTEGER does."""
+
+_version_table = sa.Table(VERSION_TABLE, sa.MetaData(), sa.Column("version_num", sa.String(32), primary_key=True))
+_log = logging.getLogger(__name__)
+_ALEMBIC_PROXIES = threading.Lock()
+"""Alembic's `context` and `op` are module-wide proxies: two threads migrating two catalogs at once would
+swap connections. Taken after the catalog's schema lock (always in that order, so it cannot deadlock)."""
+
+
+@dataclass(frozen=True)
+class Versions:
+    """What a catalog says about its own schema."""
+
+    revision: str | None
+    """Alembic's record (None: no txn_alembic_version yet: a new or a pre-Alembic catalog)."""
+    schema_version: int | None
+    """txn_meta's schema_version (None: no such row: a new catalog)."""
+    index_version: int
+
+    def refuse_newer(self) -> None:
+        """TxnError for a catalog a newer airflow_txn made: this one would misread it."""
+        if self.schema_version is not None and self.schema_version > schema.SCHEMA_VERSION:
+            raise TxnError(f"catalog schema version {self.schema_version} is newer than this airflow_txn understands "
+                           f"({schema.SCHEMA_VERSION}): upgrade the airflow-txn package")
+        if self.revision is not None and self.revision not in REVISIONS:
+            raise TxnError(f"catalog revision {self.revision!r} is newer than this airflow_txn understands "
+                           f"({HEAD}): upgrade the airflow-txn package")
+
+    @property
+    def current(self) -> bool:
+        return (self.revision == HEAD and self.schema_version == schema.SCHEMA_VERSION
+                and self.index_version >= schema.INDEX_VERSION)
+
+    @property
+    def start(self) -> str | None:
+        """The revision to upgrade from: the older of Alembic's record and the one txn_meta names."""
+        named = _BY_SCHEMA_VERSION.get(self.schema_version or 0)
+        if named == "schema_v3" and self.index_version >= schema.INDEX_VERSION:
+            named = "indexes_v2"
+        found = [r for r in (self.revision, named) if r is not None]
+        return min(found, key=REVISIONS.index) if found else None
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """What `upgrade` did: the revision the catalog was at (None: a new catalog) and the ones it ran."""
+
+    before: str | None
+    after: str
+    applied: list[str] = field(default_factory=list)
+    schema_version: int = schema.SCHEMA_VERSION
+
+
+def read_versions(conn: Connection, present: Set[str] | None = None) -> Versions:
+    """The catalog's version records. `present`: the tables that exist (a missing one is not read);
+    None: read both, and let a missing table raise (a cheap probe where a failed read does no harm)."""
+    found: dict[str, str] = {}
+    if present is None or schema.meta.name in present:
+        key, value = schema.meta.c.key, schema.meta.c.value
+        rows = conn.execute(sa.select(key, value).where(key.in_(["schema_version", "index_version"])))
+        found = {row.key: row.value for row in rows}
+    revision = recorded_revision(conn) if present is None or VERSION_TABLE in present else None
+    return Versions(revision=revision,
+                    schema_version=int(found["schema_version"]) if "schema_version" in found else None,
+                    index_version=int(found.get("index_version") or 0))
+
+
+def recorded_revision(conn: Connection) -> str | None:
+    """The revision Alembic recorded in txn_alembic_version (which must exist)."""
+    return conn.execute(sa.select(_version_table.c.version_num)).scalar()
+
+
+def upgrade(conn: Connection) -> Upgrade:
+    """Bring the catalog to HEAD on `conn`, whose open transaction the caller holds the schema lock in
+    and commits: create a new catalog, stamp a pre-Alembic one, run the missing revisions."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    versions = read_versions(conn, set(sa.inspect(conn).get_table_names()))
+    versions.refuse_newer()
+    start = versions.start
+    if versions.current:
+        return Upgrade(before=HEAD, after=HEAD)
+    with _ALEMBIC_PROXIES:
+        if start is not None and start != versions.revision:
+            context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+            context.stamp(ScriptDirectory.from_config(config()), start)
+        command.upgrade(config(conn), "head")
+    applied = REVISIONS[REVISIONS.index(start) + 1:] if start is not None else REVISIONS
+    level = logging.DEBUG if start is None else logging.INFO  # a new catalog is no news; an upgraded one is
+    _log.log(level, "catalog schema migrated from %s to %s (ran %s)", start or "nothing", HEAD, ", ".join(applied))
+    return Upgrade(before=start, after=HEAD, applied=list(applied))
+
+
+def config(connection: Connection | None = None) -> Config:
+    """An Alembic configuration for the migrations inside this package; with `connection`, env.py runs
+    the migrations on it (and inside its transaction)."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def context_options() -> dict[str, Any]:
+    """The options env.py configures Alembic's migration context with (autogenerate compares with schema.py)."""
+    return {"version_table": VERSION_TABLE, "target_metadata": schema.metadata}
+
+
+# -- helpers of the revisions ------------------------------------------------------------------------------
+def create_table_once(name: str, *items: sa.schema.SchemaItem) -> None:
+    """op.create_table (with its indexes) unless the table exists: revisions are idempotent."""
+    from alembic import op
+
+    if not sa.inspect(op.get_bind()).has_table(name):
+        op.create_table(name, *items)
+
+
+def set_meta(key: str, value: str, only_if_missing: bool = False) -> bool:
+    """Write a txn_meta row (insert or update); with only_if_missing, leave an existing row alone.
+    True when it wrote."""
+    from alembic import op
+
+    meta = sa.table("txn_meta", sa.column("key", sa.String), sa.column("value", sa.Text))
+    bind = op.get_bind()
+    if bind.execute(sa.select(meta.c.value).where(meta.c.key == key)).first() is None:
+        op.bulk_insert(meta, [{"key": key, "value": value}])
+        return True
+    if only_if_missing:
+        return False
+    op.execute(meta.update().where(meta.c.key == key).values(value=value))
+    return True

@@ -1,0 +1,18 @@
+"""${message}
+
+Revision ${up_revision}, after ${down_revision | comma,n}.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+${imports if imports else ""}
+revision: str = ${repr(up_revision)}
+down_revision: str | None = ${repr(down_revision)}
+branch_labels: str | None = None
+depends_on: str | None = None
+
+
+def upgrade() -> None:
+    ${upgrades if upgrades else "pass"}

@@ -1,0 +1,78 @@
+"""How the CLI writes and reads times, with pendulum: a moment is printed as ISO 8601 with its zone offset
+(local time, to the second), a span of seconds in words (`1 hour 30 minutes`); on the command line a
+duration is seconds (`3600`) or ISO 8601 (`PT1H`, `P7D`), and where an option allows it a point in time
+(`2026-01-01T00:00:00Z`; without an offset it is local time) stands for the span from then until now.
+JSON output keeps epoch seconds and plain numbers: only what people read and type changes here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import click
+import pendulum
+
+_MINUTE = 60.0
+_LOCAL = "local"  # pendulum's name of the local zone
+_OR_MOMENT = {False: "", True: " or point in time"}
+
+
+def moment(epoch: float) -> str:
+    """An epoch (seconds) as ISO 8601 in the local zone, to the second: `2026-11-24T22:10:05+01:00`."""
+    return pendulum.from_timestamp(math.floor(epoch), tz=_LOCAL).to_iso8601_string()
+
+
+def relative(epoch: float) -> str:
+    """How far a moment is from now, in words: `in 4 minutes`, `3 hours ago`."""
+    return pendulum.from_timestamp(epoch).diff_for_humans()
+
+
+def duration(seconds: float) -> str:
+    """A span in words: `1 week`, `1 hour 30 minutes`; under a minute exact (`1.5 seconds`)."""
+    if abs(seconds) < _MINUTE:
+        return f"{seconds:g} second{'' if seconds == 1 else 's'}"
+    return str(pendulum.duration(seconds=seconds).in_words())
+
+
+def parse_seconds(text: str, since_allowed: bool = False) -> float:
+    """Seconds from a number, an ISO 8601 duration, or (`since_allowed`) an ISO 8601 point in time,
+    which stands for the seconds from then until now. ValueError when it is none of them."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = pendulum.parse(text.strip(), exact=True, tz=_LOCAL)
+    except ValueError as exc:  # pendulum's ParserError is one
+        raise ValueError(f"{text!r} is neither seconds nor an ISO 8601 duration{_OR_MOMENT[since_allowed]}") from exc
+    if isinstance(parsed, pendulum.Duration):
+        return float(parsed.total_seconds())
+    if not since_allowed:
+        raise ValueError(f"{text!r} is a point in time; give a duration (seconds, or ISO 8601 like PT1H or P7D)")
+    if isinstance(parsed, pendulum.Time):
+        raise ValueError(f"{text!r} is a time of day; give a date and time (2026-01-01T00:00:00Z)")
+    if not isinstance(parsed, pendulum.DateTime):  # a date: its midnight, local time
+        parsed = pendulum.datetime(parsed.year, parsed.month, parsed.day, tz=_LOCAL)
+    since = (pendulum.now() - parsed).total_seconds()
+    if since < 0:
+        raise ValueError(f"{text!r} is in the future; give a moment in the past")
+    return float(since)
+
+
+def duration_option(minimum: float = 0.0, since_allowed: bool = False) -> Callable[..., float | None]:
+    """A click callback for an option of seconds that also takes ISO 8601 durations (`PT1H`, `P7D`) and,
+    with `since_allowed`, a point in time meaning "from then until now"; at least `minimum` seconds."""
+
+    def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+        if value is None:
+            return None
+        try:
+            seconds = parse_seconds(value, since_allowed)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+        if not math.isfinite(seconds) or seconds < minimum:
+            raise click.BadParameter(f"{value!r} must be at least {minimum:g} seconds", ctx=ctx, param=param)
+        return seconds
+
+    return convert
