@@ -19,12 +19,12 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from airflow_txn.catalog import Catalog, commit_log, schema, table_registry, txn_records
 from airflow_txn.core.bounds import catalog_int
+from airflow_txn.core.results import RetentionInfo
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SnapshotTooOldError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
@@ -64,7 +64,7 @@ def _global_stored(conn: Connection, catalog: Catalog | None = None) -> int:
     return int(conn.execute(stmt).scalar_one())
 
 
-def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object = None) -> dict[str, Any]:
+def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object = None) -> RetentionInfo:
     """Set (or, with both None, clear) the table's own policy; returns `describe`."""
     policy = validate(seconds, versions)
     with rt.catalog.write() as conn:
@@ -77,18 +77,18 @@ def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object
     return describe(rt, table)
 
 
-def describe(rt: Runtime, table: str) -> dict[str, Any]:
+def describe(rt: Runtime, table: str) -> RetentionInfo:
     """The table's policy and its stored horizon (the oldest CSN a read of it may ask for)."""
     with rt.catalog.read() as conn:
         info = table_registry.get(conn, table)
         row = conn.execute(select(schema.table_retention).where(_r.table_id == info.id)).first()
         horizon = table_horizon(conn, info.id)
-    return {
-        "table": info.name.qualified,
-        "seconds": None if row is None or row.seconds is None else float(row.seconds),
-        "versions": None if row is None or row.versions is None else int(row.versions),
-        "horizon": horizon,
-    }
+    return RetentionInfo(
+        table=info.name.qualified,
+        seconds=None if row is None or row.seconds is None else float(row.seconds),
+        versions=None if row is None or row.versions is None else int(row.versions),
+        horizon=horizon,
+    )
 
 
 def table_horizon(conn: Connection, table_id: int) -> int:

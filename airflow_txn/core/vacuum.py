@@ -27,7 +27,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, Select, func, select, update
 
@@ -44,6 +44,7 @@ from airflow_txn.catalog import (
 from airflow_txn.catalog.clock import catalog_now
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import crashpoints, manifests, recovery, retention
+from airflow_txn.core.results import PurgedRows, VacuumReport
 from airflow_txn.core.retention import Horizons
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TxnError
@@ -63,6 +64,7 @@ VACUUM_LOCK = "vacuum"
 """The maintenance lock a vacuum run holds (catalog/locks.py): a second run waits for the first."""
 
 Progress = Callable[[str, int, int], None]
+PurgedKind = Literal["read_set", "keys", "commit_log", "table_commits", "transactions"]
 
 _c = schema.counters.c
 _t = schema.transactions.c
@@ -103,7 +105,7 @@ def check_retention(retention_seconds: object) -> float:
 
 
 def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: bool = False,
-           progress: Progress | None = None) -> dict[str, Any]:
+           progress: Progress | None = None) -> VacuumReport:
     """Delete what no snapshot in the window can see; return what was (or, dry_run, would be) removed."""
     window = check_retention(retention_seconds)
     tick = progress or _no_progress
@@ -115,7 +117,7 @@ def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: boo
         return _run(rt, window, batch, dry_run, tick)
 
 
-def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> dict[str, Any]:
+def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> VacuumReport:
     h = horizons(rt, window, store=not dry_run)
     with rt.catalog.read() as conn:
         tables = table_registry.all_tables(conn)
@@ -126,14 +128,14 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
     log.info("vacuum%s: %d part(s) and %d orphan write dir(s) removed, %d bytes freed (horizon CSN %d)",
              " (dry run)" if dry_run else "", removed, orphans, freed + orphan_bytes, h.global_horizon,
              extra=logs.fields(csn=h.global_horizon))
-    return {
-        "horizon": h.global_horizon,
-        "horizons": {t.name.qualified: h.of(t.id) for t in tables},
-        "parts_removed": removed, "orphan_dirs_removed": orphans, "bytes_freed": freed + orphan_bytes,
-        "merge_sources_kept": kept,
-        "manifests_removed": manifests_removed, "manifests_refreshed": manifests_refreshed,
-        "rows_purged": purged, "dry_run": dry_run,
-    }
+    return VacuumReport(
+        horizon=h.global_horizon,
+        horizons={t.name.qualified: h.of(t.id) for t in tables},
+        parts_removed=removed, orphan_dirs_removed=orphans, bytes_freed=freed + orphan_bytes,
+        merge_sources_kept=kept,
+        manifests_removed=manifests_removed, manifests_refreshed=manifests_refreshed,
+        rows_purged=purged, dry_run=dry_run,
+    )
 
 
 # -- parts ------------------------------------------------------------------------------------------
@@ -214,14 +216,14 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
 
 # -- catalog history -------------------------------------------------------------------------------
 def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
-                   tick: Progress) -> dict[str, int]:
+                   tick: Progress) -> PurgedRows:
     """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets, staging-key
     and statement-scan rows of ended transactions; commit records and table-commit rows below every
     horizon and running snapshot (`keep`), each table's newest kept; rows of transactions that ended
     before the window with nothing left."""
     keep = _keep_csn(rt, h, tables)
     before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
-    steps: list[tuple[str, Select[Any], Callable[[Connection, list[Any]], int]]] = [
+    steps: list[tuple[PurgedKind, Select[Any], Callable[[Connection, list[Any]], int]]] = [
         ("read_set", txn_records.ended_read_sets(), txn_records.purge_read_sets),
         ("keys", key_records.of_ended_transactions(), key_records.forget),
         ("commit_log", commit_log.purgeable_records(keep, before), commit_log.purge_records),
@@ -229,7 +231,7 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
            functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
         ("transactions", txn_records.purgeable(keep, before), txn_records.purge),
     ]
-    purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions"), 0)
+    purged = PurgedRows(read_set=0, keys=0, commit_log=0, table_commits=0, transactions=0)
     for index, (kind, candidates, remove) in enumerate(steps):
         tick("purge", index, len(steps))
         purged[kind] += _purge(rt, candidates, remove, batch, dry_run)

@@ -19,7 +19,7 @@ count differs.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 from airflow_txn.catalog import table_registry
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
+from airflow_txn.core.results import CompactionReport, PartitionSpec
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import SchemaMismatchError
@@ -45,10 +46,10 @@ TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 1677-2262 would come back wrong to the core's reader. Merged parts are written as TIMESTAMP_MICROS."""
 
 
-def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: PartitionSpec | None = None,
             target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
-            progress: Progress | None = None) -> dict[str, Any]:
-    """`wh.compact(...)` with Spark writing each merged part; returns the same result dict.
+            progress: Progress | None = None) -> CompactionReport:
+    """`wh.compact(...)` with Spark writing each merged part; returns the same CompactionReport.
 
     Refuses (before any merge begins) a table with a column Spark cannot write back unchanged
     (e.g. a timestamp in seconds or nanoseconds, an unsigned integer): compact it with `wh.compact`.

@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import crashpoints, staging
+from airflow_txn.core.results import PartitionSpec
 from airflow_txn.core.staging import Statement
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
@@ -40,7 +41,7 @@ _GUARD_RE = re.compile(re.escape(_GUARD) + r"(null|empty)#(\d+)")
 
 
 def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
-          partitions: Sequence[Mapping[str, Any]] | None = None, key: str | None = None) -> int:
+          partitions: PartitionSpec | None = None, key: str | None = None) -> int:
     """Stage `df` in `table` within `txn`; returns the number of rows staged.
 
     mode="append" adds parts (never conflicts); mode="overwrite" replaces the whole table, or only

@@ -11,6 +11,7 @@ from airflow_txn.airflow.operators.base import TxnBaseOperator, is_last_try, req
 from airflow_txn.airflow.version_compat import AirflowFailException, Asset, AssetAlias, Context
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
 from airflow_txn.core.isolation import Isolation
+from airflow_txn.core.results import TransactionInfo
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
 
@@ -84,7 +85,7 @@ class CommitTransactionOperator(TxnBaseOperator):
         info = wh.transaction_info(tid)
         if info["state"] == COMMITTED:
             self.log.info("transaction %s was already committed by an earlier try", tid)
-            return int(info["commit_csn"])
+            return committed_csn(info)
         if info["state"] == ROLLED_BACK:
             raise AirflowFailException(f"transaction {tid} was rolled back ({info['failed_reason']}); "
                                        "nothing to commit")
@@ -162,9 +163,17 @@ class TransactionOutcomeOperator(TxnBaseOperator):
                 info = wh.transaction_info(tid)
         if info["state"] == COMMITTED:
             self.log.info("transaction %s committed at CSN %s", tid, info["commit_csn"])
-            return int(info["commit_csn"])
+            return committed_csn(info)
         raise AirflowFailException(f"transaction {tid} was rolled back: {info['failed_reason'] or 'see the log'}; "
                                    "no table changed")
+
+
+def committed_csn(info: TransactionInfo) -> int:
+    """The commit CSN of a committed transaction (which always has one)."""
+    csn = info["commit_csn"]
+    if csn is None:
+        raise AirflowFailException(f"transaction {info['tid']} is committed but has no commit CSN")
+    return csn
 
 
 def committed_tables(wh: Warehouse, tid: str, csn: int) -> list[str]:
