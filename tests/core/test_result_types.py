@@ -1,11 +1,11 @@
 """Public signatures name their shapes (issue 17, item 3): what the Warehouse, a Transaction, the Spark
-functions, the CLI's renderers and the doctor take and return is typed
+functions, the CLI's renderers, the doctor and the page's data functions take and return is typed
 (airflow_txn/core/results.py), never an Any-valued dict that mypy cannot check.
 
 The checker walks each annotation as `typing.get_type_hints` resolves it, into unions, containers,
 callables and the fields of every TypedDict it meets, and reports `dict[str, Any]`, `Mapping[str, Any]`
 (any Any-valued mapping) and a bare `dict` / `Mapping`. A test feeds it such annotations and checks each
-is reported. tests/airflow/test_result_types.py applies it to the operators.
+is reported. tests/airflow/test_result_types.py applies it to the operators and the page's app.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing_extensions import TypedDict, is_typeddict
 
 import airflow_txn
 from airflow_txn import Transaction, Warehouse
+from airflow_txn.airflow.web import data
 from airflow_txn.cli import doctor, render
 from airflow_txn.core import results
 
@@ -90,6 +91,12 @@ def test_warehouse_and_transaction_signatures_are_typed() -> None:
 def test_the_cli_renderers_and_the_doctor_are_typed() -> None:
     functions = [*public_functions(render), doctor.run, doctor.Check.as_dict]
     assert render.transaction in functions and render.doctor in functions
+    assert loose_signatures(functions) == []
+
+
+def test_the_page_data_functions_are_typed() -> None:
+    functions = public_functions(data)
+    assert data.detail in functions and data.watermark in functions
     assert loose_signatures(functions) == []
 
 
