@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
@@ -34,12 +34,16 @@ from sqlalchemy.sql.elements import ColumnElement
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.catalog.clock import catalog_now
 from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
+from airflow_txn.model.results import IsolationName, TransactionRecord, TransactionState
 
 ACTIVE = "active"
 COMMITTING = "committing"  # external log only: the record may be being written; ask the log's decision
 COMMITTED = "committed"
 ROLLED_BACK = "rolled_back"
 OPEN_STATES = (ACTIVE, COMMITTING)
+PUBLIC_STATES: dict[str, TransactionState] = {ACTIVE: "active", COMMITTING: "active", COMMITTED: "committed",
+                                              ROLLED_BACK: "rolled_back"}
+"""The state a caller sees for each state of the row (committing: not committed until the record exists)."""
 
 _t = schema.transactions.c
 
@@ -84,13 +88,17 @@ class TxnRow:
     cleanup_done: bool
     catalog_now: float | None = None  # the catalog's clock when the row was read (None: not read with it)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> TransactionRecord:
         """Public view: `committing` shows as state `active` (not committed until the record exists)
         with `commit_in_progress` true."""
-        out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "catalog_now"}
-        out["state"] = ACTIVE if self.state == COMMITTING else self.state
-        out["commit_in_progress"] = self.state == COMMITTING
-        return out
+        return TransactionRecord(
+            tid=self.tid, label=self.label, state=PUBLIC_STATES[self.state],
+            isolation=cast(IsolationName, self.isolation),  # the column holds Isolation values only
+            snapshot_csn=self.snapshot_csn, commit_csn=self.commit_csn, lease_seconds=self.lease_seconds,
+            lease_deadline=self.lease_deadline, created_at=self.created_at, ended_at=self.ended_at,
+            failed_reason=self.failed_reason, cleanup_done=self.cleanup_done,
+            commit_in_progress=self.state == COMMITTING,
+        )
 
     def lease_expired(self, now: float | None = None) -> bool:
         """Whether the lease ran out, by the catalog's clock as read with the row (else `now`, else this

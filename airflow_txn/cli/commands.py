@@ -25,8 +25,10 @@ from airflow_txn.core.bounds import INT64_MAX
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.results import InitResult, ReadResult, RollbackResult
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 STATES = ("active", "committing", "committed", "rolled_back")
 
@@ -48,7 +50,7 @@ class Settings:
         click.get_current_context().call_on_close(wh.close)
         return wh
 
-    def emit(self, value: Any, renderer: render.Renderer) -> int:
+    def emit(self, value: T, renderer: render.Renderer[T]) -> int:
         """Print the result: JSON on stdout with --json, else the renderer's tables."""
         if self.json_output:
             click.echo(render.to_json(value))
@@ -125,8 +127,8 @@ def init(settings: Settings) -> int:
     marks = wh.watermark_info()
     if "oracle_error" in marks:
         raise OracleUnavailableError(marks["oracle_error"])
-    result = {"catalog": doctor_checks.safe_url(wh.config.catalog_url), "root": str(wh.config.root),
-              "oracle": wh.config.oracle, "readable_csn": marks["readable_csn"], "tables": len(wh.tables())}
+    result = InitResult(catalog=doctor_checks.safe_url(wh.config.catalog_url), root=str(wh.config.root),
+                        oracle=wh.config.oracle, readable_csn=marks["readable_csn"], tables=len(wh.tables()))
     return settings.emit(result, render.mapping)
 
 
@@ -165,7 +167,7 @@ def read(settings: Settings, table: str, csn: int | None, limit: int) -> int:
     snapshot = wh.readable_csn() if csn is None else csn
     data = wh.read(table, csn=snapshot)
     shown = data if limit == 0 else data.slice(0, limit)
-    result = {"table": table, "csn": snapshot, "num_rows": data.num_rows, "rows": shown.to_pylist()}
+    result = ReadResult(table=table, csn=snapshot, num_rows=data.num_rows, rows=shown.to_pylist())
     return settings.emit(result, render.rows)
 
 
@@ -205,7 +207,7 @@ def rollback(settings: Settings, tid: str) -> int:
     """Roll back an active transaction (its staged parts never become visible)."""
     wh = settings.open()
     wh.attach(tid).rollback()
-    return settings.emit({"tid": tid, "state": wh.transaction_info(tid)["state"]}, render.mapping)
+    return settings.emit(RollbackResult(tid=tid, state=wh.transaction_info(tid)["state"]), render.mapping)
 
 
 @cli.command("log")

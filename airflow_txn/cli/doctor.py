@@ -9,14 +9,13 @@ are missing). A check that needs a failed one is reported as skip.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import uuid
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Final
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -26,12 +25,16 @@ from airflow_txn.core import overview
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import TxnError
+from airflow_txn.model.results import CheckStatus, DoctorCheck, DoctorReport
 from airflow_txn.model.tid import TidFactory
 from airflow_txn.oracle import CsnOracle
 from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.storage.root import Storage
 
-OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+OK: Final = "ok"
+WARN: Final = "warn"
+FAIL: Final = "fail"
+SKIP: Final = "skip"
 FAIL_FREE_BYTES = 64 * 2**20
 """Less free space than this in the root's file system fails the check (a commit could not write)."""
 WARN_FREE_BYTES = 2**30
@@ -42,18 +45,18 @@ _INIT_HINT = "run `airflow-txn init` (or point --catalog / AIRFLOW_TXN_CATALOG a
 @dataclass(frozen=True, slots=True)
 class Check:
     name: str
-    status: str
+    status: CheckStatus
     detail: str
     hint: str = ""
 
-    def as_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+    def as_dict(self) -> DoctorCheck:
+        return DoctorCheck(name=self.name, status=self.status, detail=self.detail, hint=self.hint)
 
 
-def run(catalog: str | None, root: str | None, oracle: str | None, timeout: float = 5.0) -> dict[str, Any]:
+def run(catalog: str | None, root: str | None, oracle: str | None, timeout: float = 5.0) -> DoctorReport:
     """Every check, in order; `ok` is False when any failed."""
     checks = diagnose(catalog, root, oracle, timeout)
-    return {"ok": all(c.status != FAIL for c in checks), "checks": [c.as_dict() for c in checks]}
+    return DoctorReport(ok=all(c.status != FAIL for c in checks), checks=[c.as_dict() for c in checks])
 
 
 def diagnose(catalog: str | None, root: str | None, oracle: str | None, timeout: float) -> list[Check]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TypeVar
 
 from rich import box
 from rich.console import Console
@@ -18,8 +18,20 @@ from rich.table import Table
 from rich.text import Text
 
 from airflow_txn.cli import times
+from airflow_txn.model.results import (
+    CommitLogEntry,
+    CompactionReport,
+    DoctorReport,
+    PartInfo,
+    ReadResult,
+    TableStats,
+    TransactionInfo,
+    TransactionRecord,
+)
 
-Renderer = Callable[[Console, Any], None]
+T = TypeVar("T")
+Renderer = Callable[[Console, T], None]
+"""Prints a command's result (of type T) for people."""
 
 _TIME_FIELDS = {"created_at", "ended_at", "lease_deadline", "committed_at"}
 _DURATION_FIELDS = {"lease_seconds", "seconds"}
@@ -39,12 +51,12 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def to_json(value: Any) -> str:
+def to_json(value: object) -> str:
     return json.dumps(value, indent=2, default=str, ensure_ascii=False)
 
 
 # -- cell formatting ----------------------------------------------------------------------------------------
-def fmt_bytes(value: Any) -> str:
+def fmt_bytes(value: object) -> str:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return fmt(value)
     size = float(value)
@@ -55,25 +67,25 @@ def fmt_bytes(value: Any) -> str:
     raise AssertionError("unreachable")
 
 
-def fmt_time(value: Any) -> str:
+def fmt_time(value: object) -> str:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return fmt(value)
     return times.moment(float(value))
 
 
-def fmt_duration(value: Any) -> str:
+def fmt_duration(value: object) -> str:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return fmt(value)
     return times.duration(float(value))
 
 
-def fmt_partition(partition: Any) -> str:
+def fmt_partition(partition: object) -> str:
     if isinstance(partition, Mapping):
         return "/".join(f"{k}={'null' if v is None else v}" for k, v in partition.items()) or "-"
     return fmt(partition)
 
 
-def fmt(value: Any) -> str:
+def fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -85,7 +97,7 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def fmt_field(name: str, value: Any) -> str:
+def fmt_field(name: str, value: object) -> str:
     """A value formatted by what its field holds (epoch seconds, spans of seconds, byte counts, partitions)."""
     if name in _TIME_FIELDS:
         return fmt_time(value)
@@ -99,7 +111,7 @@ def fmt_field(name: str, value: Any) -> str:
 
 
 # -- generic shapes ---------------------------------------------------------------------------------------------
-def table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+def table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
     """A plain table; narrow terminals fold long cells (a tid is never cut short)."""
     out = Table(box=box.SIMPLE_HEAD, show_edge=False)
     for column in columns:
@@ -109,7 +121,7 @@ def table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
     return out
 
 
-def records(console: Console, rows: Sequence[Mapping[str, Any]], columns: Sequence[str], empty: str,
+def records(console: Console, rows: Sequence[Mapping[str, object]], columns: Sequence[str], empty: str,
             title: str | None = None) -> None:
     """A list of dicts as one table with the given columns (field names)."""
     if title:
@@ -121,7 +133,7 @@ def records(console: Console, rows: Sequence[Mapping[str, Any]], columns: Sequen
     console.print(table(columns, ([fmt_field(c, r.get(c)) for c in columns] for r in rows)))
 
 
-def mapping(console: Console, value: Mapping[str, Any], title: str | None = None) -> None:
+def mapping(console: Console, value: Mapping[str, object], title: str | None = None) -> None:
     """A dict as a two-column key/value grid (nested values flattened to one line)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -135,25 +147,25 @@ def mapping(console: Console, value: Mapping[str, Any], title: str | None = None
 
 
 # -- per-command renderers ---------------------------------------------------------------------------------------
-def tables(console: Console, rows: list[dict[str, Any]]) -> None:
+def tables(console: Console, rows: Sequence[TableStats]) -> None:
     columns = ["table", "partition_by", "last_commit_csn", "parts", "rows", "bytes"]
     records(console, rows, columns, "no tables")
 
 
-def transactions(console: Console, rows: list[dict[str, Any]]) -> None:
+def transactions(console: Console, rows: Sequence[TransactionRecord]) -> None:
     shown = [{**r, "state": "committing" if r.get("commit_in_progress") else r.get("state")} for r in rows]
     columns = ["tid", "label", "state", "snapshot_csn", "commit_csn", "created_at", "ended_at"]
     records(console, shown, columns, "no transactions")
 
 
-def transaction(console: Console, info: dict[str, Any]) -> None:
+def transaction(console: Console, info: TransactionInfo) -> None:
     header = {k: v for k, v in info.items() if k not in {"parts", "tables"}}
     deadline = header.get("lease_deadline")
     if info.get("state") == "active" and isinstance(deadline, int | float):  # when recovery may roll it back
         header["lease_deadline"] = f"{fmt_time(deadline)} ({times.relative(deadline)})"
     mapping(console, header, title=f"transaction {info.get('tid')}")
     parts = info.get("parts") or []
-    by_table: dict[str, list[dict[str, Any]]] = {}
+    by_table: dict[str, list[PartInfo]] = {}
     for part in parts:
         by_table.setdefault(str(part["table"]), []).append(part)
     columns = ["partition", "path", "rows", "bytes", "role", "creation_csn", "removal_csn", "key"]
@@ -168,8 +180,8 @@ def transaction(console: Console, info: dict[str, Any]) -> None:
         console.print("\nno parts")
 
 
-def rows(console: Console, result: dict[str, Any]) -> None:
-    data: list[dict[str, Any]] = result["rows"]
+def rows(console: Console, result: ReadResult) -> None:
+    data = result["rows"]
     columns = list(data[0]) if data else []
     shown = len(data)
     console.print(Text(f"{result['table']} at CSN {result['csn']}: {shown} of {result['num_rows']} row(s)",
@@ -178,11 +190,11 @@ def rows(console: Console, result: dict[str, Any]) -> None:
         console.print(table(columns, ([fmt(r.get(c)) for c in columns] for r in data)))
 
 
-def commit_log(console: Console, rows: list[dict[str, Any]]) -> None:
+def commit_log(console: Console, rows: Sequence[CommitLogEntry]) -> None:
     records(console, rows, ["csn", "tid", "tables", "committed_at", "applied"], "no commits")
 
 
-def doctor(console: Console, report: dict[str, Any]) -> None:
+def doctor(console: Console, report: DoctorReport) -> None:
     styles = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
     out = table(["check", "status", "detail", "hint"], [])
     for check in report["checks"]:
@@ -197,7 +209,7 @@ def doctor(console: Console, report: dict[str, Any]) -> None:
         console.print(Text(f"healthy ({warned} warning(s))" if warned else "healthy", style="green"))
 
 
-def compaction(console: Console, report: dict[str, Any]) -> None:
+def compaction(console: Console, report: CompactionReport) -> None:
     mapping(console, {k: v for k, v in report.items() if k not in {"merges", "tids"}},
             title=f"compaction of {report.get('table')}")
     merges = report.get("merges") or []
@@ -208,7 +220,7 @@ def compaction(console: Console, report: dict[str, Any]) -> None:
         records(console, merges, columns, "")
 
 
-def generic(console: Console, value: Any) -> None:
+def generic(console: Console, value: object) -> None:
     """Whatever a maintenance call returned: a dict as key/value lines, a list as a table."""
     if isinstance(value, Mapping):
         mapping(console, value)

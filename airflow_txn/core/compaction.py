@@ -25,7 +25,7 @@ retention window after the swap and while a transaction older than the swap is o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ from airflow_txn.core.leases import LeaseKeeper
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import LeaseExpiredError, StorageError, TransactionClosedError, TxnError
 from airflow_txn.model.partitioning import Partition, normalize_partitions, parse_partition_key, partition_key
+from airflow_txn.model.results import CompactionReport, MergeOutcome, MergeStatus, PartitionSpec
 from airflow_txn.storage.root import WrittenPart, write_dir_of
 from airflow_txn.telemetry import logs
 
@@ -115,7 +116,7 @@ def check_options(target_file_bytes: object, min_parts: object) -> None:
 
 
 # -- step 1 -----------------------------------------------------------------------------------------
-def plan(rt: Runtime, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+def plan(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
          target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2) -> list[MergeGroup]:
     """Step 1 (module doc): the groups to merge; validates everything first and changes nothing."""
     check_options(target_file_bytes, min_parts)
@@ -136,7 +137,7 @@ def plan(rt: Runtime, table: str, partitions: Sequence[Mapping[str, Any]] | None
 
 
 def _partition_keys(conn: Connection, rt: Runtime, info: TableInfo,
-                    partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
+                    partitions: PartitionSpec | None) -> list[str] | None:
     """The catalog keys of the listed partitions; each must hold visible parts (None: every partition)."""
     if partitions is None:
         return None
@@ -246,20 +247,21 @@ def swap(rt: Runtime, job: MergeJob, written: WrittenPart) -> SwapResult:
 
 # -- the three steps together -------------------------------------------------------------------------
 def merge_group(rt: Runtime, group: MergeGroup, writer: Writer | None = None,
-                lease_seconds: float = MERGE_LEASE_SECONDS) -> dict[str, Any]:
+                lease_seconds: float = MERGE_LEASE_SECONDS) -> MergeOutcome:
     """Merge one group as a transaction of its own; returns its outcome (status merged or yielded)."""
     job = begin(rt, group, lease_seconds)
-    outcome: dict[str, Any] = {
-        "tid": job.tid, "partition": group.partition, "sources": len(group.sources), "rows": group.rows,
-        "bytes_before": group.size_bytes, "csn": group.merge_csn,
-    }
+
+    def outcome(status: MergeStatus) -> MergeOutcome:
+        return MergeOutcome(tid=job.tid, partition=group.partition, sources=len(group.sources), rows=group.rows,
+                            bytes_before=group.size_bytes, csn=group.merge_csn, status=status)
+
     with logs.bind(job.tid, group.merge_csn):
         try:
             with rt.catalog.read() as conn:
                 free = compaction_records.still_free(conn, group.sources)
             if not free:
                 _abandon(rt, job, None)
-                return {**outcome, "status": "yielded", "reason": "a source part was locked before the merge wrote"}
+                return {**outcome("yielded"), "reason": "a source part was locked before the merge wrote"}
             with LeaseKeeper(_renewer(rt, job.tid, lease_seconds), lease_seconds / 3, job.tid):
                 written = (writer or write_arrow)(rt, job)
             crashpoints.hit(crashpoints.COMPACT_AFTER_FILES)
@@ -270,10 +272,10 @@ def merge_group(rt: Runtime, group: MergeGroup, writer: Writer | None = None,
         if result.merged_part_id is None:
             _abandon(rt, job, written)
             log.info("merge of %d parts yielded: %s", len(group.sources), result.reason)
-            return {**outcome, "status": "yielded", "reason": result.reason}
+            return {**outcome("yielded"), "reason": result.reason}
         log.info("merged %d parts (%d rows) into part %d", len(group.sources), group.rows, result.merged_part_id)
         crashpoints.hit(crashpoints.COMPACT_AFTER_SWAP)
-    return {**outcome, "status": "merged", "part": result.merged_part_id, "bytes_after": written.size_bytes}
+    return {**outcome("merged"), "part": result.merged_part_id, "bytes_after": written.size_bytes}
 
 
 def _abandon(rt: Runtime, job: MergeJob, written: WrittenPart | None) -> None:
@@ -292,10 +294,10 @@ def _roll_back_unless_committed(rt: Runtime, tid: str) -> None:
         log.warning("could not roll back merge %s: %s", tid, exc)
 
 
-def compact(rt: Runtime, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+def compact(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
             target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
             progress: Progress | None = None, writer: Writer | None = None,
-            lease_seconds: float = MERGE_LEASE_SECONDS) -> dict[str, Any]:
+            lease_seconds: float = MERGE_LEASE_SECONDS) -> CompactionReport:
     """Plan, then merge every group (module doc); returns counts before/after and each merge's outcome."""
     groups = plan(rt, table, partitions, target_file_bytes, min_parts)
     info = groups[0].table if groups else _table(rt, table)
@@ -310,15 +312,15 @@ def compact(rt: Runtime, table: str, partitions: Sequence[Mapping[str, Any]] | N
     if progress is not None:
         progress("merge", len(groups), len(groups))
     parts_after, bytes_after = _visible_totals(rt, info, keys)
-    return {
-        "table": info.name.qualified, "groups": len(groups),
-        "merged": sum(m["status"] == "merged" for m in merges),
-        "yielded": sum(m["status"] == "yielded" for m in merges),
-        "parts_before": parts_before, "parts_after": parts_after,
-        "bytes_before": bytes_before, "bytes_after": bytes_after,
-        "tids": [m["tid"] for m in merges if m["status"] == "merged"],
-        "merges": merges,
-    }
+    return CompactionReport(
+        table=info.name.qualified, groups=len(groups),
+        merged=sum(m["status"] == "merged" for m in merges),
+        yielded=sum(m["status"] == "yielded" for m in merges),
+        parts_before=parts_before, parts_after=parts_after,
+        bytes_before=bytes_before, bytes_after=bytes_after,
+        tids=[m["tid"] for m in merges if m["status"] == "merged"],
+        merges=merges,
+    )
 
 
 def _table(rt: Runtime, table: str) -> TableInfo:

@@ -12,7 +12,6 @@ any number of times: rows are inserted only if absent, the state flip is a compa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import Connection
 
@@ -105,18 +104,16 @@ def unmirrored(rt: Runtime) -> list[LogRecord]:
     return [r for r in records if r.csn not in present]
 
 
-def resolve(rt: Runtime, row: txn_records.TxnRow) -> dict[str, Any]:
-    """Public state of a transaction whose catalog row says committing: committed iff its record exists."""
+def logged_commit_csn(rt: Runtime, row: txn_records.TxnRow) -> int | None:
+    """The commit CSN of a transaction whose catalog row says committing, if its record exists in the
+    external log (then it is committed, whatever the catalog says yet); else None."""
     external = rt.oracle.external_log
     if row.state != txn_records.COMMITTING or external is None:
-        return {}
+        return None
     try:
-        csn = external.commit_csn(row.tid)
+        return external.commit_csn(row.tid)
     except OracleUnavailableError:  # cannot tell: not committed as far as anyone can know now
-        return {}
-    if csn is None:
-        return {}
-    return {"state": txn_records.COMMITTED, "commit_csn": csn, "commit_in_progress": False}
+        return None
 
 
 def compact(rt: Runtime, external: ExternalLog) -> int:

@@ -7,12 +7,20 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from airflow_txn.catalog import commit_log, part_records, table_registry
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import StorageError
+from airflow_txn.model.results import (
+    ManifestColumn,
+    ManifestFile,
+    ManifestIndex,
+    ManifestIndexEntry,
+    ManifestPart,
+    ManifestReport,
+    TableManifest,
+)
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
@@ -33,9 +41,9 @@ def manifest_name(info: TableInfo) -> str:
     return f"{info.name.qualified}.json"
 
 
-def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.PartRow], csn: int) -> dict[str, Any]:
+def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.PartRow], csn: int) -> TableManifest:
     """The manifest of one table at `csn` from its visible parts (no timestamps: same CSN, same content)."""
-    entries: list[dict[str, Any]] = []
+    entries: list[ManifestPart] = []
     file_count = 0
     for part in parts:
         files = []
@@ -44,25 +52,25 @@ def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.Pa
                 size = file_path.stat().st_size
             except OSError as exc:
                 raise StorageError(f"part file {file_path} is missing or unreadable: {exc}") from exc
-            files.append({"path": str(file_path.resolve()), "size_bytes": size})
+            files.append(ManifestFile(path=str(file_path.resolve()), size_bytes=size))
         file_count += len(files)
-        entries.append({
-            "id": part.id, "partition": dict(part.partition), "row_count": part.row_count,
-            "size_bytes": part.size_bytes, "creation_tid": part.version.creation_tid,
-            "creation_csn": part.version.creation_csn, "files": files,
-        })
-    return {
-        "format": FORMAT, "version": VERSION, "table": info.name.qualified, "csn": csn,
-        "schema": str(info.schema),
-        "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in info.schema],
-        "partition_by": list(info.partition_by),
-        "row_count": sum(p.row_count for p in parts),
-        "file_count": file_count,
-        "parts": entries,
-    }
+        entries.append(ManifestPart(
+            id=part.id, partition=dict(part.partition), row_count=part.row_count,
+            size_bytes=part.size_bytes, creation_tid=part.version.creation_tid,
+            creation_csn=part.version.creation_csn, files=files,
+        ))
+    return TableManifest(
+        format=FORMAT, version=VERSION, table=info.name.qualified, csn=csn,
+        schema=str(info.schema),
+        columns=[ManifestColumn(name=f.name, type=str(f.type), nullable=f.nullable) for f in info.schema],
+        partition_by=list(info.partition_by),
+        row_count=sum(p.row_count for p in parts),
+        file_count=file_count,
+        parts=entries,
+    )
 
 
-def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -> dict[str, Any]:
+def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -> ManifestReport:
     """Write the manifests of `csn` (already validated as readable) for `tables` (None: all) and the index."""
     with rt.catalog.read() as conn:
         infos = table_registry.all_tables(conn) if tables is None else [table_registry.get(conn, t) for t in tables]
@@ -74,13 +82,13 @@ def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) 
     written: dict[str, str] = {}
     for info, manifest in zip(infos, manifests, strict=True):
         written[info.name.qualified] = str(_write_json(target / manifest_name(info), manifest))
-    index = {
-        "format": FORMAT, "version": VERSION, "csn": csn,
-        "tables": [{"table": m["table"], "manifest": manifest_name(i), "row_count": m["row_count"],
-                    "file_count": m["file_count"]} for i, m in zip(infos, manifests, strict=True)],
-    }
+    index = ManifestIndex(
+        format=FORMAT, version=VERSION, csn=csn,
+        tables=[ManifestIndexEntry(table=m["table"], manifest=manifest_name(i), row_count=m["row_count"],
+                                   file_count=m["file_count"]) for i, m in zip(infos, manifests, strict=True)],
+    )
     index_path = _write_json(target / INDEX, index)  # last: a complete index names complete manifests
-    return {"csn": csn, "directory": str(target.resolve()), "index": str(index_path), "tables": written}
+    return ManifestReport(csn=csn, directory=str(target.resolve()), index=str(index_path), tables=written)
 
 
 def indexed_tables(directory: Path) -> list[str] | None:
@@ -101,7 +109,7 @@ def listed_part_ids(directory: Path, info: TableInfo) -> set[int] | None:
         return None
 
 
-def write_on_commit(rt: Runtime, tid: str, csn: int) -> dict[str, Any] | None:
+def write_on_commit(rt: Runtime, tid: str, csn: int) -> ManifestReport | None:
     """Manifests on every commit (WarehouseConfig.manifests == "on-commit"): the manifests of `csn`
     for the tables transaction `tid` wrote. Never raises: the commit already stands; a failure is
     logged and `Warehouse.write_manifest(csn)` can write them later. None for a read-only commit."""
@@ -121,7 +129,7 @@ def write_on_commit(rt: Runtime, tid: str, csn: int) -> dict[str, Any] | None:
         return None
 
 
-def _write_json(path: Path, payload: dict[str, Any]) -> Path:
+def _write_json(path: Path, payload: TableManifest | ManifestIndex) -> Path:
     """Write atomically: a temporary file in the same directory, fsynced, then os.replace."""
     text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

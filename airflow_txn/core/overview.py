@@ -6,24 +6,23 @@ Nothing here writes to the catalog or to storage; every figure is one aggregate 
 
 from __future__ import annotations
 
-from typing import Any
-
 from airflow_txn.catalog import commit_log, part_records, table_registry, txn_records
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError
+from airflow_txn.model.results import TableStats, WatermarkInfo
 
 
-def table_summary(rt: Runtime, name: str, snapshot: int) -> dict[str, Any]:
+def table_summary(rt: Runtime, name: str, snapshot: int) -> TableStats:
     """Partitioning, last commit, and the visible parts, rows and bytes of table `name` at `snapshot`."""
     with rt.catalog.read() as conn:
         info = table_registry.get(conn, name)
         parts, rows, size = part_records.visible_totals(conn, info.id, snapshot)
         last = commit_log.last_commit_csn(conn, info.id, snapshot)
-    return {"table": info.name.qualified, "partition_by": list(info.partition_by), "last_commit_csn": last,
-            "parts": int(parts), "rows": int(rows), "bytes": int(size), "csn": snapshot}
+    return TableStats(table=info.name.qualified, partition_by=list(info.partition_by), last_commit_csn=last,
+                      parts=int(parts), rows=int(rows), bytes=int(size), csn=snapshot)
 
 
-def watermark(rt: Runtime) -> dict[str, Any]:
+def watermark(rt: Runtime) -> WatermarkInfo:
     """The readable CSN, the oracle's latest CSN and the lag between them.
 
     SQL oracle: the latest CSN is the last one allocated (ahead of the watermark while records are
@@ -34,17 +33,17 @@ def watermark(rt: Runtime) -> dict[str, Any]:
     with rt.catalog.read() as conn:
         readable = commit_log.readable_csn(conn, rt.oracle)
         allocated = rt.oracle.last_csn(conn)
-    out: dict[str, Any] = {"readable_csn": readable, "oracle": rt.oracle.name, "oracle_csn": allocated}
+    name = rt.oracle.name
     external = rt.oracle.external_log
-    if external is not None:
-        out["mirrored_csn"] = allocated
-        try:
-            out["oracle_csn"] = external.last_logged_csn()
-        except OracleUnavailableError as exc:
-            out.update(oracle_csn=None, lag=None, oracle_error=str(exc))
-            return out
-    out["lag"] = max(0, int(out["oracle_csn"]) - readable)
-    return out
+    if external is None:
+        return WatermarkInfo(readable_csn=readable, oracle=name, oracle_csn=allocated, lag=max(0, allocated - readable))
+    try:
+        logged = external.last_logged_csn()
+    except OracleUnavailableError as exc:
+        return WatermarkInfo(readable_csn=readable, oracle=name, oracle_csn=None, mirrored_csn=allocated, lag=None,
+                             oracle_error=str(exc))
+    return WatermarkInfo(readable_csn=readable, oracle=name, oracle_csn=logged, mirrored_csn=allocated,
+                         lag=max(0, logged - readable))
 
 
 def recovery_backlog(rt: Runtime, now: float | None = None) -> dict[str, int]:

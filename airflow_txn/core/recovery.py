@@ -4,12 +4,12 @@ and reconcile storage with the catalog. Safe to run at any time, from any proces
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from airflow_txn.catalog import commit_log, part_records, table_registry, txn_records
 from airflow_txn.core import apply, log_mirror, rollback
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TransactionClosedError
+from airflow_txn.model.results import RecoveryReport
 from airflow_txn.oracle import ExternalLog
 from airflow_txn.storage.root import read_sidecar, write_dir_of
 from airflow_txn.telemetry import logs
@@ -62,24 +62,20 @@ def _roll_forward(rt: Runtime, tick: Progress) -> int:
     return done
 
 
-def recover(rt: Runtime, check_files: bool = True, progress: Progress | None = None) -> dict[str, Any]:
+def recover(rt: Runtime, check_files: bool = True, progress: Progress | None = None) -> RecoveryReport:
     """Converge to the invariants after any crash; return what was done and what was found.
     `progress(stage, done, total)` is told how each stage advances."""
     tick = progress or _no_progress
     rolled_forward = _roll_forward(rt, tick)
     rolled_back = roll_back_expired(rt, tick)
     finished = finish_rollbacks(rt, tick)
-    report: dict[str, Any] = {
-        "rolled_forward": rolled_forward,
-        "rolled_back": rolled_back,
-        "finished_rollbacks": finished,
-        "watermark": apply.readable_csn(rt),
-    }
+    report = RecoveryReport(rolled_forward=rolled_forward, rolled_back=rolled_back, finished_rollbacks=finished,
+                            watermark=apply.readable_csn(rt))
     external = rt.oracle.external_log
     if external is not None:
         report["log_records_compacted"] = _compact(rt, external)
     if check_files:
-        report.update(_reconcile_storage(rt, report["watermark"], tick))
+        report["orphan_dirs"], report["missing_files"] = _reconcile_storage(rt, report["watermark"], tick)
     if rolled_forward or rolled_back or finished:
         log.info("recovery: %s", {k: v for k, v in report.items() if k != "missing_files"},
                  extra=logs.fields(csn=report["watermark"]))
@@ -94,8 +90,9 @@ def _compact(rt: Runtime, external: ExternalLog) -> int:
         return 0
 
 
-def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> dict[str, Any]:
-    """Unregistered write dirs (vacuum removes them) and visible parts whose files are gone (reported)."""
+def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> tuple[int, list[str]]:
+    """How many write dirs are unregistered (vacuum removes them), and the files of visible parts that
+    are gone (reported)."""
     orphans = 0
     missing: list[str] = []
     with rt.catalog.read() as conn:
@@ -116,4 +113,4 @@ def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> dict[str,
     if missing:
         log.error("%d file(s) of visible parts are missing, e.g. %s", len(missing), missing[0],
                   extra=logs.fields(csn=watermark))
-    return {"orphan_dirs": orphans, "missing_files": missing}
+    return orphans, missing

@@ -19,7 +19,6 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import Connection
 
@@ -28,6 +27,7 @@ from airflow_txn.core.bounds import catalog_int
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SnapshotTooOldError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.results import RetentionInfo
 from airflow_txn.oracle import CsnOracle
 
 
@@ -52,7 +52,7 @@ def validate(seconds: object, versions: object) -> Policy:
     return Policy(None if seconds is None else float(seconds), count)
 
 
-def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object = None) -> dict[str, Any]:
+def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object = None) -> RetentionInfo:
     """Set (or, with both None, clear) the table's own policy; returns `describe`."""
     policy = validate(seconds, versions)
     with rt.catalog.write() as conn:
@@ -64,18 +64,18 @@ def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object
     return describe(rt, table)
 
 
-def describe(rt: Runtime, table: str) -> dict[str, Any]:
+def describe(rt: Runtime, table: str) -> RetentionInfo:
     """The table's policy and its stored horizon (the oldest CSN a read of it may ask for)."""
     with rt.catalog.read() as conn:
         info = table_registry.get(conn, table)
         row = retention_records.of_table(conn, info.id)
         horizon = table_horizon(conn, info.id)
-    return {
-        "table": info.name.qualified,
-        "seconds": None if row is None else row.seconds,
-        "versions": None if row is None else row.versions,
-        "horizon": horizon,
-    }
+    return RetentionInfo(
+        table=info.name.qualified,
+        seconds=None if row is None or row.seconds is None else float(row.seconds),
+        versions=None if row is None or row.versions is None else int(row.versions),
+        horizon=horizon,
+    )
 
 
 def table_horizon(conn: Connection, table_id: int) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,6 +38,7 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
 )
 from airflow_txn.model.names import check_key
+from airflow_txn.model.results import PartitionSpec, TransactionState
 from airflow_txn.telemetry import logs, metrics
 
 if TYPE_CHECKING:
@@ -83,11 +84,13 @@ class Transaction:
         return self._isolation
 
     @property
-    def state(self) -> str:
+    def state(self) -> TransactionState:
         """active, committed or rolled_back (a commit in progress is active until its record exists)."""
         with self._rt.catalog.read() as conn:
             row = txn_records.fetch(conn, self._tid)
-        return str(log_mirror.resolve(self._rt, row).get("state") or row.as_dict()["state"])
+        if log_mirror.logged_commit_csn(self._rt, row) is not None:
+            return "committed"
+        return txn_records.PUBLIC_STATES[row.state]
 
     def __repr__(self) -> str:
         return f"Transaction(tid={self._tid!r}, snapshot_csn={self._snapshot}, isolation={self._isolation.value!r})"
@@ -124,7 +127,7 @@ class Transaction:
         stmt = statement_of(self, key)
         return run_statement(self, f"append to {table}", lambda: staging.append(self._rt, stmt, table, data))
 
-    def overwrite(self, table: str, data: pa.Table, partitions: Sequence[Mapping[str, Any]] | None = None,
+    def overwrite(self, table: str, data: pa.Table, partitions: PartitionSpec | None = None,
                   key: str | None = None) -> int:
         """Replace the whole table (partitions=None) or only the listed partitions with `data`."""
         stmt = statement_of(self, key)
@@ -137,14 +140,14 @@ class Transaction:
         return run_statement(self, f"delete in {table}",
                              lambda: self._scanned(table, None, staging.delete(self._rt, stmt, table, where)))
 
-    def update(self, table: str, where: pc.Expression, set: Mapping[str, Any], key: str | None = None) -> int:
+    def update(self, table: str, where: pc.Expression, set: Mapping[str, object], key: str | None = None) -> int:
         """Set columns of matching rows (values or Expressions), rewriting only the parts holding some;
         returns the number of rows updated."""
         stmt = statement_of(self, key)
         return run_statement(self, f"update of {table}",
                              lambda: self._scanned(table, None, staging.update(self._rt, stmt, table, where, set)))
 
-    def _scanned(self, table: str, partitions: Sequence[Mapping[str, Any]] | None, rows: int) -> int:
+    def _scanned(self, table: str, partitions: PartitionSpec | None, rows: int) -> int:
         """overwrite/update/delete chose what to replace from what they saw, so what they scanned (the
         listed partitions, else the whole table) is a read for the isolation level (isolation.py)."""
         if self._isolation.tracks_reads:  # else skip the table lookup: nothing would be recorded
@@ -155,7 +158,7 @@ class Transaction:
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, table: str, filter: pc.Expression | None = None,
-             partitions: Sequence[Mapping[str, Any]] | None = None) -> pa.Table:
+             partitions: PartitionSpec | None = None) -> pa.Table:
         """The table as this transaction sees it: its snapshot plus its own writes.
 
         With isolation="serializable" the read is recorded (the listed partitions, else the whole

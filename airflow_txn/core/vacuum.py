@@ -27,7 +27,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from sqlalchemy import Connection
 
@@ -49,6 +49,7 @@ from airflow_txn.core.retention import Horizons
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.results import PurgedRows, VacuumReport
 from airflow_txn.storage.root import dir_age_seconds, read_sidecar, tree_size, write_dir_of
 from airflow_txn.telemetry import logs
 
@@ -64,6 +65,7 @@ VACUUM_LOCK = "vacuum"
 """The maintenance lock a vacuum run holds (catalog/locks.py): a second run waits for the first."""
 
 Progress = Callable[[str, int, int], None]
+PurgedKind = Literal["read_set", "keys", "commit_log", "table_commits", "transactions"]
 
 log = logs.get_logger(__name__)
 
@@ -99,7 +101,7 @@ def check_retention(retention_seconds: object) -> float:
 
 
 def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: bool = False,
-           progress: Progress | None = None) -> dict[str, Any]:
+           progress: Progress | None = None) -> VacuumReport:
     """Delete what no snapshot in the window can see; return what was (or, dry_run, would be) removed."""
     window = check_retention(retention_seconds)
     tick = progress or _no_progress
@@ -111,7 +113,7 @@ def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: boo
         return _run(rt, window, batch, dry_run, tick)
 
 
-def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> dict[str, Any]:
+def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> VacuumReport:
     h = horizons(rt, window, store=not dry_run)
     with rt.catalog.read() as conn:
         tables = table_registry.all_tables(conn)
@@ -122,14 +124,14 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
     log.info("vacuum%s: %d part(s) and %d orphan write dir(s) removed, %d bytes freed (horizon CSN %d)",
              " (dry run)" if dry_run else "", removed, orphans, freed + orphan_bytes, h.global_horizon,
              extra=logs.fields(csn=h.global_horizon))
-    return {
-        "horizon": h.global_horizon,
-        "horizons": {t.name.qualified: h.of(t.id) for t in tables},
-        "parts_removed": removed, "orphan_dirs_removed": orphans, "bytes_freed": freed + orphan_bytes,
-        "merge_sources_kept": kept,
-        "manifests_removed": manifests_removed, "manifests_refreshed": manifests_refreshed,
-        "rows_purged": purged, "dry_run": dry_run,
-    }
+    return VacuumReport(
+        horizon=h.global_horizon,
+        horizons={t.name.qualified: h.of(t.id) for t in tables},
+        parts_removed=removed, orphan_dirs_removed=orphans, bytes_freed=freed + orphan_bytes,
+        merge_sources_kept=kept,
+        manifests_removed=manifests_removed, manifests_refreshed=manifests_refreshed,
+        rows_purged=purged, dry_run=dry_run,
+    )
 
 
 # -- parts ------------------------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
 
 # -- catalog history -------------------------------------------------------------------------------
 def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
-                   tick: Progress) -> dict[str, int]:
+                   tick: Progress) -> PurgedRows:
     """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets, staging-key
     and statement-scan rows of ended transactions; commit records and table-commit rows below every
     horizon and running snapshot (`keep`), each table's newest kept; rows of transactions that ended
@@ -225,7 +227,8 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
         tick("purge", index, len(steps))
         purged[step.kind] += _purge(rt, step, batch, dry_run)
     tick("purge", len(steps), len(steps))
-    return purged
+    return PurgedRows(read_set=purged["read_set"], keys=purged["keys"], commit_log=purged["commit_log"],
+                      table_commits=purged["table_commits"], transactions=purged["transactions"])
 
 
 def _purge_table_commits(conn: Connection, csns: list[int], table_id: int) -> int:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +28,20 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import SnapshotTooOldError, StorageError, TableExistsError, WaitTimeoutError
 from airflow_txn.model.names import check_label
+from airflow_txn.model.results import (
+    CommitLogEntry,
+    CompactionReport,
+    ManifestReport,
+    PartInfo,
+    PartitionSpec,
+    RecoveryReport,
+    RetentionInfo,
+    TableStats,
+    TransactionInfo,
+    TransactionRecord,
+    VacuumReport,
+    WatermarkInfo,
+)
 from airflow_txn.model.tid import Tid, TidFactory
 from airflow_txn.oracle import make_oracle
 from airflow_txn.storage.root import Storage
@@ -125,29 +138,29 @@ class Warehouse:
             row = txn_records.fetch(conn, parsed)
         return Transaction(self, parsed, row.snapshot_csn, Isolation(row.isolation))
 
-    def transaction_info(self, tid: str) -> dict[str, Any]:
+    def transaction_info(self, tid: str) -> TransactionInfo:
         parsed = str(Tid.parse(tid))
         with self.runtime.catalog.read() as conn:
             row = txn_records.fetch(conn, parsed)
-            info = row.as_dict()
             parts = part_records.of_transaction(conn, parsed)
-            info["must_run_again"] = key_records.invalidated(conn, parsed)  # {key: the retried key that withdrew it}
-        info.update(log_mirror.resolve(self.runtime, row))  # committing: committed iff its record exists
+            invalidated = key_records.invalidated(conn, parsed)  # {key: the retried key that withdrew it}
+        record = row.as_dict()
+        logged_csn = log_mirror.logged_commit_csn(self.runtime, row)  # committing: committed iff its record exists
+        if logged_csn is not None:
+            record["state"], record["commit_csn"], record["commit_in_progress"] = "committed", logged_csn, False
         with self.runtime.catalog.read() as conn:
             names = {t.id: t.name.qualified for t in table_registry.all_tables(conn)}
-        info["tables"] = sorted({names[p.table_id] for p in parts})
-        info["parts"] = [
-            {"table": names[p.table_id], "partition": p.partition, "path": p.path, "rows": p.row_count,
-             "bytes": p.size_bytes, "key": p.stage_key, "attempt": p.stage_attempt,
-             "removal_key": p.removal_key, "removal_attempt": p.removal_attempt,
-             "role": "created" if p.version.creation_tid == parsed else "removed",
-             "creation_csn": p.version.creation_csn, "removal_csn": p.version.removal_csn}
-            for p in parts
-        ]
-        return info
+        return TransactionInfo(
+            **record, must_run_again=invalidated, tables=sorted({names[p.table_id] for p in parts}),
+            parts=[PartInfo(
+                table=names[p.table_id], partition=p.partition, path=p.path, rows=p.row_count, bytes=p.size_bytes,
+                key=p.stage_key, attempt=p.stage_attempt, removal_key=p.removal_key,
+                removal_attempt=p.removal_attempt, role="created" if p.version.creation_tid == parsed else "removed",
+                creation_csn=p.version.creation_csn, removal_csn=p.version.removal_csn) for p in parts],
+        )
 
     def transactions(self, state: str | None = None, limit: int = 100,
-                     labels: txn_records.LabelFilter | None = None) -> list[dict[str, Any]]:
+                     labels: txn_records.LabelFilter | None = None) -> list[TransactionRecord]:
         """The newest `limit` transactions of `state`, kept by the DAG their label names (`labels`)."""
         limit = bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
@@ -172,7 +185,7 @@ class Warehouse:
                                           f"{retention.horizon_of(self.runtime, table)}; read a newer one") from exc
             raise
 
-    def write_manifest(self, csn: int | None = None, tables: list[str] | None = None) -> dict[str, Any]:
+    def write_manifest(self, csn: int | None = None, tables: list[str] | None = None) -> ManifestReport:
         """Write JSON manifests of snapshot `csn` (None: the watermark) under <root>/.manifests; see MANIFESTS.md."""
         snapshot = self._snapshot_for(csn, tables if tables is not None else self.tables())
         try:
@@ -212,32 +225,32 @@ class Warehouse:
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 1.0)
 
-    def commit_log(self, limit: int = 20) -> list[dict[str, Any]]:
+    def commit_log(self, limit: int = 20) -> list[CommitLogEntry]:
         """The newest commit records first; with ZooKeeper also those not yet mirrored into the catalog."""
         limit = bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
-            rows: list[dict[str, Any]] = [
-                {"csn": r.csn, "tid": r.tid, "tables": list(r.tables), "committed_at": r.committed_at,
-                 "applied": r.applied}
+            rows = [
+                CommitLogEntry(csn=r.csn, tid=r.tid, tables=list(r.tables), committed_at=r.committed_at,
+                               applied=r.applied)
                 for r in commit_log.recent(conn, limit)
             ]
         if self.runtime.oracle.external_log is not None:
-            rows += [{"csn": r.csn, "tid": r.entry.tid, "tables": list(r.entry.tables),
-                      "committed_at": r.entry.committed_at, "applied": False}
+            rows += [CommitLogEntry(csn=r.csn, tid=r.entry.tid, tables=list(r.entry.tables),
+                                    committed_at=r.entry.committed_at, applied=False)
                      for r in log_mirror.unmirrored(self.runtime)]
-        return sorted(rows, key=lambda r: -int(r["csn"]))[:limit]
+        return sorted(rows, key=lambda r: -r["csn"])[:limit]
 
     # -- maintenance --------------------------------------------------------------------------------
-    def recover(self, progress: recovery.Progress | None = None) -> dict[str, Any]:
+    def recover(self, progress: recovery.Progress | None = None) -> RecoveryReport:
         """Roll forward, roll back, reconcile; `progress(stage, done, total)` follows the work."""
         return recovery.recover(self.runtime, progress=progress)
 
     # -- overview (read-only; the CLI's tables, watermark and doctor) --------------------------------
-    def table_stats(self, table: str, csn: int | None = None) -> dict[str, Any]:
+    def table_stats(self, table: str, csn: int | None = None) -> TableStats:
         """Partitioning, last commit CSN and the visible parts, rows and bytes of `table` at `csn`."""
         return overview.table_summary(self.runtime, table, self._snapshot_for(csn, [table]))
 
-    def watermark_info(self) -> dict[str, Any]:
+    def watermark_info(self) -> WatermarkInfo:
         """readable_csn, the oracle's latest CSN (oracle_csn) and the lag between them."""
         return overview.watermark(self.runtime)
 
@@ -246,27 +259,28 @@ class Warehouse:
         return overview.recovery_backlog(self.runtime)
 
     def vacuum(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, dry_run: bool = False,
-               progress: vacuum.Progress | None = None) -> dict[str, Any]:
+               progress: vacuum.Progress | None = None) -> VacuumReport:
         """Delete what no snapshot in the retention window can see (each table keeps at least its own
         policy, set_retention); dry_run reports the same counts and deletes nothing; `progress(stage,
         done, total)` follows the work. Returns horizons and what was (would be) removed."""
         return vacuum.vacuum(self.runtime, retention_seconds, dry_run=dry_run, progress=progress)
 
-    def compact(self, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+    def compact(self, table: str, partitions: PartitionSpec | None = None,
                 target_file_bytes: int = compaction.DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
                 progress: compaction.Progress | None = None,
-                writer: compaction.Writer | None = None) -> dict[str, Any]:
+                writer: compaction.Writer | None = None) -> CompactionReport:
         """Merge small visible parts of `table` (of the listed partitions; None: all) into parts of up
         to `target_file_bytes`, each merge a transaction of its own that no snapshot notices and that
         yields to any user transaction touching its parts (docs/COMPACTION.md). `writer` replaces the
         pyarrow writer (the Spark variant). Returns groups, merged, yielded, parts and bytes before/after."""
         return compaction.compact(self.runtime, table, partitions, target_file_bytes, min_parts, progress, writer)
 
-    def set_retention(self, table: str, seconds: float | None = None, versions: int | None = None) -> dict[str, Any]:
+    def set_retention(self, table: str, seconds: float | None = None,
+                      versions: int | None = None) -> RetentionInfo:
         """Keep `table` readable at least `seconds` back and/or its last `versions` commits, whatever
         vacuum's retention_seconds (both None: back to the global rules). Returns `retention(table)`."""
         return retention.set_policy(self.runtime, table, seconds, versions)
 
-    def retention(self, table: str) -> dict[str, Any]:
+    def retention(self, table: str) -> RetentionInfo:
         """{table, seconds, versions, horizon}: the table's own policy and the oldest CSN it can be read at."""
         return retention.describe(self.runtime, table)

@@ -19,7 +19,7 @@ count differs. Spark reaches the core through adapter.merge_writer (the hook wh.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,6 +38,7 @@ from airflow_txn.core.adapter import (
 )
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.model.results import CompactionReport, PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark.frames import _literal
 from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
@@ -50,10 +51,10 @@ TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 1677-2262 would come back wrong to the core's reader. Merged parts are written as TIMESTAMP_MICROS."""
 
 
-def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: PartitionSpec | None = None,
             target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
-            progress: Progress | None = None) -> dict[str, Any]:
-    """`wh.compact(...)` with Spark writing each merged part; returns the same result dict.
+            progress: Progress | None = None) -> CompactionReport:
+    """`wh.compact(...)` with Spark writing each merged part; returns the same CompactionReport.
 
     Refuses (before any merge begins) a table with a column Spark cannot write back unchanged
     (e.g. a timestamp in seconds or nanoseconds, an unsigned integer): compact it with `wh.compact`.

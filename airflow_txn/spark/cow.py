@@ -40,7 +40,7 @@ def delete(spark: SparkSession, txn: Transaction, table: str, where: Column | st
     return _rewrite(spark, txn, table, where, None, key)
 
 
-def update(spark: SparkSession, txn: Transaction, table: str, where: Column | str, set: Mapping[str, Any],
+def update(spark: SparkSession, txn: Transaction, table: str, where: Column | str, set: Mapping[str, object],
            key: str | None = None) -> int:
     """Set columns (to Columns or Python values, cast to the column's type) in the rows matching
     `where`; returns the number of rows updated."""

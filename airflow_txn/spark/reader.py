@@ -3,19 +3,17 @@ watermark, or a transaction's own view (its snapshot plus its own staged writes)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_txn.core.adapter import plan_read
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
+from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark.frames import parts_frame
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
-         partitions: Sequence[Mapping[str, Any]] | None = None) -> DataFrame:
+         partitions: PartitionSpec | None = None) -> DataFrame:
     """The rows of `table` visible at snapshot `csn` (None: the readable watermark), or to `txn`.
 
     The DataFrame scans exactly the visible parts' files, with the partition columns restored; filters

@@ -28,6 +28,7 @@ from airflow_txn.core.adapter import Statement, TableView, WrittenPart, open_sta
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE, Partition, parse_partition_key, partition_key
+from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark.types import same_storage, to_spark_type
 
@@ -37,7 +38,7 @@ _GUARD_RE = re.compile(re.escape(_GUARD) + r"(null|empty)#(\d+)")
 
 
 def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
-          partitions: Sequence[Mapping[str, Any]] | None = None, key: str | None = None) -> int:
+          partitions: PartitionSpec | None = None, key: str | None = None) -> int:
     """Stage `df` in `table` within `txn`; returns the number of rows staged.
 
     mode="append" adds parts (never conflicts); mode="overwrite" replaces the whole table, or only

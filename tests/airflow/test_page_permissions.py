@@ -96,3 +96,35 @@ def test_the_page_opens_its_warehouse_once_per_process(api: Any, txn_conn: Wareh
         assert api.get(path, headers=viewer).status_code == 200
     assert len(web.WAREHOUSES._open) == opened + 1
     assert len([r for r in caplog.records if "opened Warehouse" in r.getMessage()]) == 1
+
+
+def test_the_api_answers_its_typed_shapes_whole(api: Any, txn_conn: Warehouse) -> None:
+    """The routes declare TypedDicts (airflow_txn/airflow/web/data.py) as FastAPI's response types, so
+    FastAPI validates each answer against them: nothing may be dropped or converted on the way."""
+    import json
+
+    import pyarrow as pa
+
+    from airflow_txn.airflow.web import data
+
+    wh = txn_conn
+    wh.create_table("shop.days", pa.schema([("day", pa.string()), ("n", pa.int64())]), partition_by=["day"])
+    with wh.begin(label="a manual fix") as txn:
+        txn.append("shop.days", pa.table({"day": ["d1", None], "n": [1, 2]}), key="manual-fix")
+    open_txn = wh.begin(label="another fix")
+    open_txn.append("shop.days", pa.table({"day": ["d2"], "n": [3]}))
+    open_txn.overwrite("shop.days", pa.table({"day": ["d1"], "n": [4]}), partitions=[{"day": "d1"}])
+    viewer = _bearer("viewer", "viewer", [])
+    for tid in (txn.tid, open_txn.tid):
+        answer = api.get(f"/api/transactions/{tid}", headers=viewer)
+        assert answer.status_code == 200, answer.text
+        shown = answer.json()
+        assert isinstance(shown.pop("can_roll_back"), bool)
+        assert shown == json.loads(json.dumps(data.detail(wh.transaction_info(tid))))
+    admin = _bearer("admin", "admin", [])  # may read the whole warehouse: the newest commit, the tables
+    assert api.get("/api/watermark", headers=admin).json() == json.loads(json.dumps(data.watermark(wh)))
+    assert api.get("/api/tables", headers=admin).json() == {"tables": json.loads(json.dumps(data.tables(wh)))}
+    listed = api.get("/api/transactions", headers=viewer).json()
+    assert listed["transactions"] == json.loads(json.dumps(data.list_transactions(wh)))
+    schemas = api.get("/openapi.json").json()["components"]["schemas"]
+    assert {"TransactionView", "TransactionList", "PageWatermark", "TableList", "PagePart"} <= set(schemas)

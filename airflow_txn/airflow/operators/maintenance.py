@@ -32,11 +32,12 @@ from airflow_txn.errors import (
     StorageError,
     TxnError,
 )
+from airflow_txn.model.results import CompactionReport, CompactionSummary, PartitionSpec, VacuumReport
 
 ENGINES = ("arrow", "spark")
 _TRANSIENT = (CatalogUnavailableError, OracleUnavailableError, StorageError, LeaseExpiredError, SerializationError)
 """Errors a retry may get past; any other TxnError is bad input and fails the task at once."""
-Compact = Callable[[str, Any, int, int], dict[str, Any]]
+Compact = Callable[[str, PartitionSpec | None, int, int], CompactionReport]
 """(table, partitions, target_file_bytes, min_parts) -> the compaction's result."""
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
 
@@ -67,7 +68,7 @@ class CompactOperator(TxnBaseOperator):
     ui_color = "#cfe2f3"
 
     def __init__(self, *, tables: Sequence[str] | str | None = None,
-                 partitions: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                 partitions: PartitionSpec | Mapping[str, PartitionSpec] | str | None = None,
                  target_file_bytes: int | str = DEFAULT_TARGET_FILE_BYTES, min_parts: int | str = 2,
                  engine: str = "arrow", spark_conf: Mapping[str, str] | None = None, skip_missing: bool = False,
                  **kwargs: Any) -> None:
@@ -82,7 +83,7 @@ class CompactOperator(TxnBaseOperator):
         self.spark_conf = dict(spark_conf or {})
         self.skip_missing = skip_missing
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute(self, context: Context) -> CompactionSummary:
         engine = str(self.engine).strip()
         if engine not in ENGINES:
             raise AirflowFailException(f"{self.task_id}: engine must be one of {ENGINES}, got {self.engine!r}")
@@ -93,7 +94,7 @@ class CompactOperator(TxnBaseOperator):
             tables, skipped = self._tables(wh)
             partitions = _partitions_by_table(self.partitions, tables, self.task_id)
             compact = self._compactor(wh, engine, {**hook.spark_conf(), **self.spark_conf}, context)
-            results: dict[str, Any] = {}
+            results: dict[str, CompactionReport] = {}
             for table in tables:
                 try:
                     result = compact(table, partitions.get(table), target, min_parts)
@@ -105,9 +106,12 @@ class CompactOperator(TxnBaseOperator):
                               result["merged"], result["groups"], result["yielded"], result["parts_before"],
                               result["parts_after"], result["bytes_before"], result["bytes_after"])
                 results[table] = result
-        totals = {key: sum(r[key] for r in results.values())
-                  for key in ("merged", "yielded", "parts_before", "parts_after", "bytes_before", "bytes_after")}
-        return {"engine": engine, "tables": results, "skipped": skipped, **totals}
+        reports = results.values()
+        return CompactionSummary(
+            engine=engine, tables=results, skipped=skipped, merged=sum(r["merged"] for r in reports),
+            yielded=sum(r["yielded"] for r in reports), parts_before=sum(r["parts_before"] for r in reports),
+            parts_after=sum(r["parts_after"] for r in reports), bytes_before=sum(r["bytes_before"] for r in reports),
+            bytes_after=sum(r["bytes_after"] for r in reports))
 
     def _tables(self, wh: Warehouse) -> tuple[list[str], list[str]]:
         """The tables to compact, and the listed ones skipped because they do not exist."""
@@ -162,7 +166,7 @@ class VacuumOperator(TxnBaseOperator):
         self.retention_seconds = retention_seconds
         self.vacuum_dry_run = dry_run  # BaseOperator.dry_run is a method
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute(self, context: Context) -> VacuumReport:
         retention = _seconds(self.retention_seconds, self.task_id)
         dry_run = _flag(self.vacuum_dry_run, "dry_run", self.task_id)
         with self.hook.warehouse() as wh:
@@ -216,7 +220,7 @@ def _literal(text: str, task_id: str) -> Any:
         raise AirflowFailException(f"{task_id}: partitions {text!r} is neither JSON nor a Python literal") from exc
 
 
-def _partitions_by_table(value: Any, tables: Sequence[str], task_id: str) -> dict[str, Any]:
+def _partitions_by_table(value: object, tables: Sequence[str], task_id: str) -> dict[str, PartitionSpec]:
     """{table: partitions or None}: one list for every table, or a dict per table (also as the text
     a template renders them to: JSON or a Python literal)."""
     if isinstance(value, str):

@@ -12,6 +12,7 @@ from airflow_txn.airflow.version_compat import AirflowFailException, Asset, Asse
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
+from airflow_txn.model.results import TransactionInfo
 
 ENDED = (COMMITTED, ROLLED_BACK)  # any other state (active, committing) is still open
 
@@ -83,7 +84,7 @@ class CommitTransactionOperator(TxnBaseOperator):
         info = wh.transaction_info(tid)
         if info["state"] == COMMITTED:
             self.log.info("transaction %s was already committed by an earlier try", tid)
-            return int(info["commit_csn"])
+            return committed_csn(info)
         if info["state"] == ROLLED_BACK:
             raise AirflowFailException(f"transaction {tid} was rolled back ({info['failed_reason']}); "
                                        "nothing to commit")
@@ -161,9 +162,17 @@ class TransactionOutcomeOperator(TxnBaseOperator):
                 info = wh.transaction_info(tid)
         if info["state"] == COMMITTED:
             self.log.info("transaction %s committed at CSN %s", tid, info["commit_csn"])
-            return int(info["commit_csn"])
+            return committed_csn(info)
         raise AirflowFailException(f"transaction {tid} was rolled back: {info['failed_reason'] or 'see the log'}; "
                                    "no table changed")
+
+
+def committed_csn(info: TransactionInfo) -> int:
+    """The commit CSN of a committed transaction (which always has one)."""
+    csn = info["commit_csn"]
+    if csn is None:
+        raise AirflowFailException(f"transaction {info['tid']} is committed but has no commit CSN")
+    return csn
 
 
 def committed_tables(wh: Warehouse, tid: str, csn: int) -> list[str]:

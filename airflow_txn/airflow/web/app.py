@@ -126,40 +126,40 @@ def _require(allowed: bool, what: str) -> None:
 
 
 def _transactions(wh: Warehouse, user: Any, state: str | None, dag_id: str | None, run_id: str | None,
-                  limit: int) -> list[dict[str, Any]]:
+                  limit: int) -> list[data.TransactionSummary]:
     data.check_filters(state, limit)
     tids = run_tids(dag_id, run_id) if dag_id and run_id else []
     return data.list_transactions(wh, state=state, dag_id=dag_id, run_id=run_id, limit=limit, run_tids=tids,
                                   readable=DagPermission(user, "GET"))
 
 
-def _watermark(wh: Warehouse, user: Any) -> dict[str, Any]:
+def _watermark(wh: Warehouse, user: Any) -> data.PageWatermark:
     return data.watermark(wh, warehouse_wide=may_read_warehouse(user, conn_id()))
 
 
-def _detail(wh: Warehouse, user: Any, tid: str) -> dict[str, Any]:
+def _detail(wh: Warehouse, user: Any, tid: str) -> data.TransactionView:
     detail = data.detail(wh.transaction_info(tid))
     _require(DagPermission(user, "GET").on_all(detail["owner_dags"]),
              f"reading transaction {tid} needs read permission on DAG(s) {detail['owner_dags'] or 'in general'}")
-    detail["can_roll_back"] = detail["state"] == ACTIVE and DagPermission(user, "PUT").on_all(detail["owner_dags"])
-    return detail
+    can_roll_back = detail["state"] == ACTIVE and DagPermission(user, "PUT").on_all(detail["owner_dags"])
+    return data.TransactionView(**detail, can_roll_back=can_roll_back)
 
 
 @app.get("/api/transactions")
 def list_transactions(user: GetUserDep, wh: WarehouseDep, state: str | None = None, dag_id: str | None = None,
-                      run_id: str | None = None, limit: int = 50) -> dict[str, Any]:
-    return {"readable_csn": wh.readable_csn(),
-            "transactions": _transactions(wh, user, state, dag_id, run_id, limit)}
+                      run_id: str | None = None, limit: int = 50) -> data.TransactionList:
+    return data.TransactionList(readable_csn=wh.readable_csn(),
+                                transactions=_transactions(wh, user, state, dag_id, run_id, limit))
 
 
 @app.get("/api/transactions/{tid}")
-def get_transaction(tid: str, user: GetUserDep, wh: WarehouseDep) -> dict[str, Any]:
+def get_transaction(tid: str, user: GetUserDep, wh: WarehouseDep) -> data.TransactionView:
     return _detail(wh, user, tid)
 
 
 @app.post("/api/transactions/{tid}/rollback")
 def roll_back(tid: str, user: GetUserDep, _same_origin: SameOriginDep, wh: WarehouseDep,
-              body: RollbackBody | None = None) -> dict[str, Any]:
+              body: RollbackBody | None = None) -> data.TransactionView:
     info = wh.transaction_info(tid)
     dags = data.owner_dags(info)
     _require(DagPermission(user, "PUT").on_all(dags),
@@ -174,14 +174,14 @@ def roll_back(tid: str, user: GetUserDep, _same_origin: SameOriginDep, wh: Wareh
 
 
 @app.get("/api/tables")
-def list_tables(user: GetUserDep, wh: WarehouseDep) -> dict[str, Any]:
+def list_tables(user: GetUserDep, wh: WarehouseDep) -> data.TableList:
     _require(may_read_warehouse(user, conn_id()),
              f"the tables of the whole warehouse need read permission on connection {conn_id()!r}")
-    return {"tables": data.tables(wh)}
+    return data.TableList(tables=data.tables(wh))
 
 
 @app.get("/api/watermark")
-def get_watermark(user: GetUserDep, wh: WarehouseDep) -> dict[str, Any]:
+def get_watermark(user: GetUserDep, wh: WarehouseDep) -> data.PageWatermark:
     return _watermark(wh, user)
 
 

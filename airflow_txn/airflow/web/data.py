@@ -1,6 +1,7 @@
 """What the plugin page shows, computed from a Warehouse: transaction summaries with their DAG run,
 one transaction's parts grouped by task and by table, the tables with their readable commit, and the
-watermark. Plain dicts of JSON types; imports neither FastAPI nor Airflow.
+watermark. Plain dicts of JSON types, each shaped by a TypedDict below (the JSON API's response types,
+built on airflow_txn/model/results.py); imports neither FastAPI nor Airflow.
 
 A transaction's DAG and run come from its label (`<dag_id>/<run_id>`, BeginTransactionOperator's
 default) and its DAG(s) also from its parts' staging keys (`<dag_id>/<task_id>/<map_index>`). The
@@ -10,21 +11,127 @@ listing keeps the DAGs a permission check allows in the catalog's query, before 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Literal, Protocol
+
+from typing_extensions import TypedDict  # pydantic (FastAPI's response types) needs this one before Python 3.12
 
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import TxnError
 from airflow_txn.model.csn import ROLLBACK_CSN
+from airflow_txn.model.results import (
+    CommitLogEntry,
+    IsolationName,
+    PartInfo,
+    TransactionInfo,
+    TransactionRecord,
+    TransactionState,
+)
 
 STATES = (ACTIVE, COMMITTED, ROLLED_BACK)
 MAX_LIMIT = 1000
 _DAG_ID = re.compile(r"^[\w.-]{1,250}$")  # Airflow's key pattern
 NO_KEY = "(no key)"
 
-SUMMARY_FIELDS = ("tid", "label", "state", "commit_in_progress", "isolation", "snapshot_csn", "commit_csn",
-                  "created_at", "ended_at", "lease_deadline", "failed_reason")
+PartStatus = Literal["staged", "committed", "withdrawn", "superseded", "removing", "removed"]
+
+
+class TaskRef(TypedDict):
+    """The task a staging key `<dag_id>/<task_id>/<map_index>` names."""
+
+    dag_id: str
+    task_id: str
+    map_index: int
+
+
+class TransactionSummary(TypedDict):
+    """A transaction as the listing shows it, with the DAG run its label names."""
+
+    tid: str
+    label: str | None
+    state: TransactionState
+    commit_in_progress: bool
+    isolation: IsolationName
+    snapshot_csn: int
+    commit_csn: int | None
+    created_at: float
+    ended_at: float | None
+    lease_deadline: float
+    failed_reason: str | None
+    dag_id: str | None
+    run_id: str | None
+
+
+class PagePart(PartInfo):
+    status: PartStatus
+
+
+class Counts(TypedDict):
+    """What a group of parts adds and removes."""
+
+    parts: int
+    statuses: dict[str, int]
+    """{PartStatus: how many parts}."""
+    rows_added: int
+    bytes_added: int
+    rows_removed: int
+
+
+class TaskGroup(Counts):
+    key: str
+    task: TaskRef | None
+    attempts: list[int]
+    tables: list[str]
+
+
+class TableGroup(Counts):
+    table: str
+    tasks: list[str]
+
+
+class TransactionDetail(TransactionSummary):
+    """One transaction with every part, grouped by task and by table."""
+
+    tables: list[str]
+    owner_dags: list[str]
+    parts: list[PagePart]
+    by_task: list[TaskGroup]
+    by_table: list[TableGroup]
+
+
+class TransactionView(TransactionDetail):
+    """TransactionDetail as one user sees it (GET /api/transactions/{tid}, the rollback's answer)."""
+
+    can_roll_back: bool
+    """Whether this user may roll it back now."""
+
+
+class TableRow(TypedDict):
+    table: str
+    last_commit_csn: int | None
+    readable_csn: int
+    pending_commit_csn: int | None
+    """A newer commit whose record is written but not applied yet."""
+
+
+class PageWatermark(TypedDict):
+    readable_csn: int
+    latest_commit: CommitLogEntry | None
+    unapplied_commits: int | None
+
+
+class TransactionList(TypedDict):
+    """GET /api/transactions."""
+
+    readable_csn: int
+    transactions: list[TransactionSummary]
+
+
+class TableList(TypedDict):
+    """GET /api/tables."""
+
+    tables: list[TableRow]
 
 
 def dag_run_of(label: str | None) -> tuple[str | None, str | None]:
@@ -37,7 +144,7 @@ def dag_run_of(label: str | None) -> tuple[str | None, str | None]:
     return dag_id, run_id
 
 
-def task_of(key: str | None) -> dict[str, Any] | None:
+def task_of(key: str | None) -> TaskRef | None:
     """{dag_id, task_id, map_index} of a task's staging key `<dag_id>/<task_id>/<map_index>`, else None."""
     if not key:
         return None
@@ -48,17 +155,20 @@ def task_of(key: str | None) -> dict[str, Any] | None:
         map_index = int(fields[2])
     except ValueError:
         return None
-    return {"dag_id": fields[0], "task_id": fields[1], "map_index": map_index}
+    return TaskRef(dag_id=fields[0], task_id=fields[1], map_index=map_index)
 
 
-def summary(row: Mapping[str, Any]) -> dict[str, Any]:
+def summary(row: TransactionRecord) -> TransactionSummary:
     """The listing fields of a transaction (a row of wh.transactions() or wh.transaction_info())."""
-    out = {field: row.get(field) for field in SUMMARY_FIELDS}
-    out["dag_id"], out["run_id"] = dag_run_of(row.get("label"))
-    return out
+    dag_id, run_id = dag_run_of(row["label"])
+    return TransactionSummary(
+        tid=row["tid"], label=row["label"], state=row["state"], commit_in_progress=row["commit_in_progress"],
+        isolation=row["isolation"], snapshot_csn=row["snapshot_csn"], commit_csn=row["commit_csn"],
+        created_at=row["created_at"], ended_at=row["ended_at"], lease_deadline=row["lease_deadline"],
+        failed_reason=row["failed_reason"], dag_id=dag_id, run_id=run_id)
 
 
-def part_status(part: Mapping[str, Any]) -> str:
+def part_status(part: PartInfo) -> PartStatus:
     """staged | committed | withdrawn (rolled back, or replaced by a retry) | superseded (overwritten in
     the same transaction) for a part it created; removing | removed for a part it deletes."""
     if part["role"] == "removed":
@@ -71,25 +181,25 @@ def part_status(part: Mapping[str, Any]) -> str:
     return "superseded" if part["removal_csn"] == creation else "committed"
 
 
-def _task_key(part: Mapping[str, Any]) -> str:
+def _task_key(part: PartInfo) -> str:
     key = part.get("removal_key") if part["role"] == "removed" else part.get("key")
     return str(key or part.get("key") or NO_KEY)
 
 
-def _counts(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def _counts(parts: Iterable[PagePart]) -> Counts:
     parts = list(parts)
     live = [p for p in parts if p["status"] in ("staged", "committed")]
     gone = [p for p in parts if p["status"] in ("removing", "removed")]
     statuses: dict[str, int] = {}
     for p in parts:
         statuses[p["status"]] = statuses.get(p["status"], 0) + 1
-    return {"parts": len(parts), "statuses": statuses, "rows_added": sum(int(p["rows"]) for p in live),
-            "bytes_added": sum(int(p["bytes"]) for p in live), "rows_removed": sum(int(p["rows"]) for p in gone)}
+    return Counts(parts=len(parts), statuses=statuses, rows_added=sum(int(p["rows"]) for p in live),
+                  bytes_added=sum(int(p["bytes"]) for p in live), rows_removed=sum(int(p["rows"]) for p in gone))
 
 
-def by_task(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_task(parts: Sequence[PagePart]) -> list[TaskGroup]:
     """The parts grouped by the staging key of the task that wrote them (created) or removed them."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[PagePart]] = {}
     for part in parts:
         groups.setdefault(_task_key(part), []).append(part)
     out = []
@@ -98,28 +208,28 @@ def by_task(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         attempts = sorted({int(a) for p in members
                            for a in [p.get("removal_attempt") if p["role"] == "removed" else p.get("attempt")]
                            if a is not None})
-        out.append({"key": key, "task": task_of(key), "attempts": attempts,
-                    "tables": sorted({p["table"] for p in members}), **_counts(members)})
+        out.append(TaskGroup(key=key, task=task_of(key), attempts=attempts,
+                             tables=sorted({p["table"] for p in members}), **_counts(members)))
     return out
 
 
-def by_table(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_table(parts: Sequence[PagePart]) -> list[TableGroup]:
     """The parts grouped by table."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[PagePart]] = {}
     for part in parts:
         groups.setdefault(part["table"], []).append(part)
-    return [{"table": table, "tasks": sorted({_task_key(p) for p in groups[table]}), **_counts(groups[table])}
+    return [TableGroup(table=table, tasks=sorted({_task_key(p) for p in groups[table]}), **_counts(groups[table]))
             for table in sorted(groups)]
 
 
-def detail(info: Mapping[str, Any]) -> dict[str, Any]:
+def detail(info: TransactionInfo) -> TransactionDetail:
     """One transaction (wh.transaction_info()) with every part, grouped by task and by table."""
-    parts = [{**p, "status": part_status(p)} for p in info["parts"]]
-    return {**summary(info), "tables": list(info["tables"]), "owner_dags": owner_dags(info),
-            "parts": parts, "by_task": by_task(parts), "by_table": by_table(parts)}
+    parts = [PagePart(**p, status=part_status(p)) for p in info["parts"]]
+    return TransactionDetail(**summary(info), tables=list(info["tables"]), owner_dags=owner_dags(info),
+                             parts=parts, by_task=by_task(parts), by_table=by_table(parts))
 
 
-def owner_dags(info: Mapping[str, Any]) -> list[str]:
+def owner_dags(info: TransactionInfo) -> list[str]:
     """The DAGs a transaction belongs to: its label's and its staging keys' (empty: no DAG known)."""
     dags = {dag_run_of(info.get("label"))[0]}
     for part in info.get("parts") or []:
@@ -174,7 +284,7 @@ def label_filter(wh: Warehouse, readable: DagAccess, dag_id: str | None, run_id:
 
 def list_transactions(wh: Warehouse, *, state: str | None = None, dag_id: str | None = None,
                       run_id: str | None = None, limit: int = 50, run_tids: Iterable[str] = (),
-                      readable: DagAccess | None = None) -> list[dict[str, Any]]:
+                      readable: DagAccess | None = None) -> list[TransactionSummary]:
     """The newest transactions first, optionally of one state, DAG or DAG run, of the DAGs `readable`
     allows (None: every DAG; one naming no DAG: `readable.on(None)`), filtered before the limit. `run_tids` are
     the tids the run's begin tasks pushed (found even when the label is not `<dag_id>/<run_id>`)."""
@@ -188,7 +298,7 @@ def list_transactions(wh: Warehouse, *, state: str | None = None, dag_id: str | 
     return rows
 
 
-def tables(wh: Warehouse, recent_commits: int = 50) -> list[dict[str, Any]]:
+def tables(wh: Warehouse, recent_commits: int = 50) -> list[TableRow]:
     """Each table with the CSN of its latest readable commit and, if any, a newer commit whose record
     is written but not applied yet (readable once applied)."""
     readable = wh.readable_csn()
@@ -197,16 +307,16 @@ def tables(wh: Warehouse, recent_commits: int = 50) -> list[dict[str, Any]]:
         if int(record["csn"]) > readable:
             for table in record["tables"]:
                 pending[table] = max(pending.get(table, 0), int(record["csn"]))
-    return [{"table": name, "last_commit_csn": wh.last_commit_csn(name), "readable_csn": readable,
-             "pending_commit_csn": pending.get(name)} for name in wh.tables()]
+    return [TableRow(table=name, last_commit_csn=wh.last_commit_csn(name), readable_csn=readable,
+                     pending_commit_csn=pending.get(name)) for name in wh.tables()]
 
 
-def watermark(wh: Warehouse, warehouse_wide: bool = True) -> dict[str, Any]:
+def watermark(wh: Warehouse, warehouse_wide: bool = True) -> PageWatermark:
     """The readable watermark and, `warehouse_wide`, the newest commit record (its tid and tables)
     and how many recent records are not applied (else None: they name any DAG's transaction)."""
     readable = wh.readable_csn()
     if not warehouse_wide:
-        return {"readable_csn": readable, "latest_commit": None, "unapplied_commits": None}
+        return PageWatermark(readable_csn=readable, latest_commit=None, unapplied_commits=None)
     log = wh.commit_log(limit=50)
-    return {"readable_csn": readable, "latest_commit": log[0] if log else None,
-            "unapplied_commits": sum(1 for r in log if int(r["csn"]) > readable)}
+    return PageWatermark(readable_csn=readable, latest_commit=log[0] if log else None,
+                         unapplied_commits=sum(1 for r in log if r["csn"] > readable))

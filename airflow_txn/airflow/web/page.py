@@ -8,7 +8,6 @@ Times are shown by pendulum as ISO 8601 with their zone. No build step."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import jinja2
 import pendulum
@@ -18,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from airflow_txn import __version__
+from airflow_txn.airflow.web.data import PageWatermark, TableRow, TransactionSummary, TransactionView
 from airflow_txn.model.csn import ROLLBACK_CSN
 
 PACKAGE = "airflow_txn.airflow.web"
@@ -33,7 +33,7 @@ def csn(value: int | None) -> int | str | None:
     return "rollback" if value == ROLLBACK_CSN else value
 
 
-def own_label(txn: Mapping[str, Any]) -> str:
+def own_label(txn: TransactionSummary) -> str:
     """The label, unless it only says `<dag_id>/<run_id>` (the DAG and run columns do)."""
     label = txn["label"]
     return "" if txn["dag_id"] and label == f"{txn['dag_id']}/{txn['run_id']}" else str(label or "")
@@ -52,10 +52,10 @@ TEMPLATES = Jinja2Templates(env=_environment())
 STATIC = StaticFiles(packages=[(PACKAGE, "static")])  # mounted at /static by app.py
 
 
-def index_page(request: Request, root: str, *, user: str, watermark: Mapping[str, Any],
-               tables: Sequence[Mapping[str, Any]] | None, conn_id: str, transactions: Sequence[Mapping[str, Any]],
-               filters: Mapping[str, Any], states: Sequence[str],
-               details: Sequence[tuple[Mapping[str, Any], bool]] = ()) -> HTMLResponse:
+def index_page(request: Request, root: str, *, user: str, watermark: PageWatermark,
+               tables: Sequence[TableRow] | None, conn_id: str, transactions: Sequence[TransactionSummary],
+               filters: Mapping[str, str | int | None], states: Sequence[str],
+               details: Sequence[tuple[TransactionView, bool]] = ()) -> HTMLResponse:
     """The transactions page; `details` (a DAG run's transactions, each with whether the user may roll
     it back) shown as cards when the filters name a run; `tables` None: the user may not see them."""
     return TEMPLATES.TemplateResponse(request, "index.html", {
@@ -63,8 +63,8 @@ def index_page(request: Request, root: str, *, user: str, watermark: Mapping[str
         "transactions": transactions, "filters": filters, "states": states, "details": details})
 
 
-def transaction_page(request: Request, root: str, *, user: str, watermark: Mapping[str, Any],
-                     detail: Mapping[str, Any], can_roll_back: bool) -> HTMLResponse:
+def transaction_page(request: Request, root: str, *, user: str, watermark: PageWatermark,
+                     detail: TransactionView, can_roll_back: bool) -> HTMLResponse:
     """One transaction's page: its card and every part."""
     return TEMPLATES.TemplateResponse(request, "transaction.html", {
         "root": root, "user": user, "watermark": watermark, "detail": detail, "can_roll_back": can_roll_back})
