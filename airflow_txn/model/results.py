@@ -169,29 +169,30 @@ class MergeOutcome(TypedDict):
     """status merged."""
 
 
-class CompactionReport(TypedDict):
-    table: str
-    groups: int
+class MergeTotals(TypedDict):
+    """What merges did, summed: over a table's groups (CompactionReport) or over tables (CompactionSummary)."""
+
     merged: int
     yielded: int
     parts_before: int
     parts_after: int
     bytes_before: int
     bytes_after: int
+
+
+class CompactionReport(MergeTotals):
+    table: str
+    groups: int
     tids: list[str]
     merges: list[MergeOutcome]
 
 
-class CompactionSummary(TypedDict):
+class CompactionSummary(MergeTotals):
+    """CompactOperator's XCom value: one report per table compacted, the tables skipped, the totals."""
+
     engine: str
     tables: dict[str, CompactionReport]
     skipped: list[str]
-    merged: int
-    yielded: int
-    parts_before: int
-    parts_after: int
-    bytes_before: int
-    bytes_after: int
 
 
 class RetentionInfo(TypedDict):
