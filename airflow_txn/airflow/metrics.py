@@ -1,7 +1,7 @@
 """The engine's metrics inside Airflow: a sink forwarding airflow_txn.telemetry.metrics to Airflow's stats.
 
 Airflow's `[metrics]` section decides where they end up (StatsD, Datadog, OpenTelemetry, or nowhere
-when none is enabled); the names are those of airflow_txn.telemetry.metrics (`airflow_txn.core.commit.latency_ms`,
+when none is enabled); the names are those of airflow_txn.telemetry.metrics (`airflow_txn.commit.latency_ms`,
 `airflow_txn.rollbacks`, `airflow_txn.conflicts`, `airflow_txn.watermark_lag`), plus Airflow's own
 `[metrics] statsd_prefix` when StatsD adds one. TxnHook installs the sink the first time it opens a
 warehouse in a process (operators, sensor, trigger, listener), unless `[airflow_txn] metrics` is

@@ -53,7 +53,7 @@ CONFIG: dict[str, Any] = {
                                      "transaction_group without an explicit lease_seconds: how long a "
                                      "transaction lives without a heartbeat before recovery rolls it back.",
                                      "float", str(DEFAULT_LEASE_SECONDS), "7200"),
-            "metrics": _option("Send the engine's metrics (airflow_txn.core.commit.latency_ms, "
+            "metrics": _option("Send the engine's metrics (airflow_txn.commit.latency_ms, "
                                "airflow_txn.rollbacks, airflow_txn.conflicts, airflow_txn.watermark_lag) "
                                "to Airflow's stats ([metrics] decides where they go).",
                                "boolean", "True", "False"),

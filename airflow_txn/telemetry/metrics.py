@@ -4,7 +4,7 @@ The core calls `incr`, `timing` and `gauge` with the names below; `set_sink(sink
 go (the Airflow layer installs one that forwards to Airflow's stats, hence StatsD or OpenTelemetry,
 whatever Airflow's `[metrics]` section configures). A sink that raises never fails the engine.
 
-    airflow_txn.core.commit.latency_ms   timing  commit() from its start until the commit is applied (ms)
+    airflow_txn.commit.latency_ms   timing  commit() from its start until the commit is applied (ms)
     airflow_txn.rollbacks           counter transactions rolled back (by anyone: caller, task, lease)
     airflow_txn.conflicts           counter serialization errors (write-write conflict, serializable
                                             validation) that doomed a transaction
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-COMMIT_LATENCY = "airflow_txn.core.commit.latency_ms"
+COMMIT_LATENCY = "airflow_txn.commit.latency_ms"
 ROLLBACKS = "airflow_txn.rollbacks"
 CONFLICTS = "airflow_txn.conflicts"
 WATERMARK_LAG = "airflow_txn.watermark_lag"

@@ -27,7 +27,8 @@ TABLE = "probe.events"
 # external log, or of an older airflow_txn, can die in between. The record step alone leaves that state.)
 DIE_AFTER_RECORD = """
 import os, signal, sys, pyarrow as pa
-from airflow_txn import Warehouse, commit
+from airflow_txn import Warehouse
+from airflow_txn.core import commit
 wh = Warehouse.open(catalog=sys.argv[1], root=sys.argv[2])
 t = wh.begin(label="dies after its commit record")
 t.append("probe.events", pa.table({"id": [1, 2, 3]}))

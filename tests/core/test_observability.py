@@ -226,3 +226,13 @@ def test_context_filter_and_bad_format() -> None:
     assert logs.event_message(record) == "plain line"
     with pytest.raises(ValueError, match="AIRFLOW_TXN_LOG_FORMAT must be one of"):
         logs.formatter("xml")
+
+
+def test_metric_names_are_the_published_ones() -> None:
+    """Dashboards and alerts key on these names (docs/OBSERVABILITY.md): moving a module must not rename
+    a metric (the layout move once turned airflow_txn.commit.latency_ms into airflow_txn.core.commit...)."""
+    published = {"airflow_txn.commit.latency_ms", "airflow_txn.rollbacks", "airflow_txn.conflicts",
+                 "airflow_txn.watermark_lag"}
+    assert {metrics.COMMIT_LATENCY, metrics.ROLLBACKS, metrics.CONFLICTS, metrics.WATERMARK_LAG} == published
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "OBSERVABILITY.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in docs for name in published)
