@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-from airflow_txn.errors import TxnError
+from airflow_txn.errors import InvalidArgumentError, TxnError
 from airflow_txn.oracle import registry as oracle_kinds
 
 ENV_CATALOG = "AIRFLOW_TXN_CATALOG"
@@ -22,6 +24,30 @@ MAX_LEASE_SECONDS = 7 * 24 * 3600.0
 """The longest lease a transaction may ask for: a crashed owner holds the vacuum horizon back at most
 this long (docs/CONCEPTS.md, Leases). Long work renews a shorter lease instead (keep_alive)."""
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
+
+
+_URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+"""A storage root of the form scheme://...: a URI, never a relative path (`s3://b/wh` is not ./s3:/b/wh)."""
+
+
+def root_path(root: str | os.PathLike[str]) -> Path:
+    """The local directory a storage root names: a path (`~` expanded, made absolute) or a `file://` URI.
+    Any other scheme is refused before anything is created: this release stores parts on a filesystem
+    every process mounts at the same path (docs/DEPLOYMENT.md), not on an object store."""
+    text = os.fspath(root)
+    uri = _URI.match(text)
+    if uri is None:
+        return Path(text).expanduser().absolute()
+    scheme = uri.group("scheme").lower()
+    if scheme != "file":
+        raise InvalidArgumentError(
+            f"storage root {text!r}: the {scheme}:// scheme is not supported; give a local or shared "
+            f"filesystem path (e.g. /mnt/warehouse) or a file:// URI")
+    parts = urlsplit(text)
+    if parts.netloc not in ("", "localhost"):
+        raise InvalidArgumentError(f"storage root {text!r}: a file:// URI names a path on this machine "
+                                   f"(file:///path), not on host {parts.netloc!r}")
+    return Path(unquote(parts.path)).absolute()
 
 
 def home_dir() -> Path:
@@ -45,7 +71,7 @@ class WarehouseConfig:
                 oracle: str | None = None, manifests: str | None = None) -> WarehouseConfig:
         """Explicit arguments first, then AIRFLOW_TXN_* variables, then the embedded defaults."""
         catalog_url = catalog or os.environ.get(ENV_CATALOG) or f"sqlite:///{home_dir() / 'catalog.db'}"
-        root_path = Path(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse").expanduser()
+        storage_root = root_path(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse")
         oracle_spec = (oracle or os.environ.get(ENV_ORACLE) or "sql").strip()
         oracle_kinds.kind_of(oracle_spec)  # a known kind; its options are checked when it is opened
         if "://" not in catalog_url:
@@ -54,4 +80,4 @@ class WarehouseConfig:
         if manifest_mode not in MANIFEST_MODES:
             raise TxnError(f"manifests must be one of {MANIFEST_MODES} (argument or ${ENV_MANIFESTS}), "
                            f"got {manifest_mode!r}")
-        return cls(catalog_url=catalog_url, root=root_path.absolute(), oracle=oracle_spec, manifests=manifest_mode)
+        return cls(catalog_url=catalog_url, root=storage_root, oracle=oracle_spec, manifests=manifest_mode)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from airflow_txn import Warehouse
 from airflow_txn.core.config import ENV_CATALOG, ENV_HOME, ENV_MANIFESTS, ENV_ORACLE, ENV_ROOT, WarehouseConfig
-from airflow_txn.errors import TxnError
+from airflow_txn.errors import InvalidArgumentError, TxnError
 
 
 @pytest.fixture(autouse=True)
@@ -63,3 +64,27 @@ def test_arguments_win_over_variables_and_variables_over_the_home(tmp_path: Path
 def test_bad_settings_are_refused_with_what_to_use(kwargs: dict[str, str], says: str) -> None:
     with pytest.raises(TxnError, match=says):
         WarehouseConfig.resolve(**kwargs)
+
+
+@pytest.mark.parametrize("root", ["s3://bucket/wh", "gs://bucket/wh", "abfs://container@account/wh",
+                                  "hdfs://namenode:8020/wh", "S3://bucket/wh"])
+def test_an_object_store_root_is_refused_not_taken_as_a_relative_path(
+        root: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`root="s3://bucket/wh"` used to become the LOCAL directory ./s3:/bucket/wh, silently. A scheme this
+    release cannot store to is an error naming it, before a catalog or a directory is created."""
+    monkeypatch.chdir(tmp_path)
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    with pytest.raises(InvalidArgumentError, match=r"storage root .*://.* scheme") as raised:
+        WarehouseConfig.resolve(catalog=catalog, root=root)
+    assert root.split("://")[0] in str(raised.value)
+    monkeypatch.setenv(ENV_ROOT, root)
+    with pytest.raises(InvalidArgumentError):
+        Warehouse.open(catalog=catalog)
+    assert list(tmp_path.iterdir()) == []  # no catalog file, no s3: directory
+
+
+def test_a_file_uri_root_is_the_local_path(tmp_path: Path) -> None:
+    config = WarehouseConfig.resolve(catalog="sqlite://", root=f"file://{tmp_path}/wh%20data")
+    assert config.root == tmp_path / "wh data"
+    with pytest.raises(InvalidArgumentError, match="file://"):
+        WarehouseConfig.resolve(catalog="sqlite://", root="file://otherhost/wh")
