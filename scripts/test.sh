@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, command 2: set up and run the whole check: ruff, mypy --strict, then the test suite
 # (fast unit tests first, then the tests against real PostgreSQL, multi-process and crash tests,
+# then the object-storage tests against a real S3-compatible server (SeaweedFS),
 # then the Spark tests on a local SparkSession, then the ZooKeeper oracle tests against real servers,
 # then the Airflow tests: real dag.test() runs of the example DAGs with Spark, on SQLite and PostgreSQL).
 # Starts the services it needs itself. Safe to run twice. Extra arguments go to pytest.
@@ -22,6 +23,10 @@ export AIRFLOW_TXN_TEST_PG
 log "ZooKeeper (Debian package, for the ZooKeeper oracle tests; servers are started by the fixtures)"
 "$VENV/bin/python" -c "from tests.harness.zookeeper import ensure_installed; ensure_installed()"
 export AIRFLOW_TXN_TEST_ZK=1
+
+log "SeaweedFS (S3-compatible server for the object-storage tests; servers are started by the fixtures)"
+"$VENV/bin/python" -c "from tests.harness.seaweedfs import ensure_installed; ensure_installed()"
+export AIRFLOW_TXN_TEST_S3=1
 
 log "Docker Compose v2 (validates docker/docker-compose.yml; no Docker engine needed)"
 bash "$REPO/scripts/ensure_compose.sh" >/dev/null
@@ -51,9 +56,11 @@ if [ $# -eq 0 ]; then
                  --ignore=tests/core/test_fuzz_bad_input.py --ignore=tests/zookeeper/test_processes.py)
 fi
 log "unit tests (no services)"
-run_pytest -m "not postgres and not slow and not spark and not zookeeper and not airflow" "${RELIABILITY[@]}" "$@"
+run_pytest -m "not postgres and not slow and not spark and not zookeeper and not airflow and not s3" "${RELIABILITY[@]}" "$@"
 log "tests against PostgreSQL, multi-process and crash tests"
-run_pytest -m "(postgres or slow) and not spark and not zookeeper and not airflow" "${RELIABILITY[@]}" "$@"
+run_pytest -m "(postgres or slow) and not spark and not zookeeper and not airflow and not s3" "${RELIABILITY[@]}" "$@"
+log "object store tests (one SeaweedFS S3 server for the phase)"
+run_pytest -m "s3 and not spark and not zookeeper and not airflow" "${RELIABILITY[@]}" "$@"
 log "Spark tests (one local SparkSession)"
 run_pytest -m "spark and not airflow" "$@"
 log "ZooKeeper oracle tests (the core suite on PostgreSQL + ZooKeeper, failures of real servers)"

