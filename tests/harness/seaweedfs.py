@@ -170,7 +170,8 @@ class S3Server:
         data.mkdir(parents=True, exist_ok=True)
         (self.workdir / "master.toml").write_text(MASTER_TOML)
         command = [
-            str(weed), "server", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}", "-master.telemetry=false",
+            # -logtostderr: else glog's files pile up in /tmp (weed.INFO, weed.*.log.*); all goes to LOG_FILE
+            str(weed), "-logtostderr", "server", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}", "-master.telemetry=false",
             "-volume.max=1000", "-master.volumeSizeLimitMB=256", "-volume.preStopSeconds=0",
             "-s3", f"-s3.config={self._write_identities()}", *self.ports.flags(),
         ]
