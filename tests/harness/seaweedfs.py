@@ -171,7 +171,8 @@ class S3Server:
         (self.workdir / "master.toml").write_text(MASTER_TOML)
         command = [
             # -logtostderr: else glog's files pile up in /tmp (weed.INFO, weed.*.log.*); all goes to LOG_FILE
-            str(weed), "-logtostderr", "server", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}", "-master.telemetry=false",
+            str(weed), "-logtostderr", "server", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}",
+            "-master.telemetry=false",
             "-volume.max=1000", "-master.volumeSizeLimitMB=256", "-volume.preStopSeconds=0",
             "-s3", f"-s3.config={self._write_identities()}", *self.ports.flags(),
         ]
