@@ -46,7 +46,7 @@ from airflow_txn.errors import MergedAwayError, SerializationError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import TableName
 from airflow_txn.model.partitioning import Partition, parse_partition_key
-from airflow_txn.storage.root import WrittenPart
+from airflow_txn.storage.root import WrittenPart, is_plain_part
 
 __all__ = [
     "ACTIVE", "COMMITTED", "DEFAULT_TARGET_FILE_BYTES", "ROLLED_BACK", "Isolation", "LabelFilter", "MergeTask",
@@ -79,12 +79,14 @@ class TableView:
 
 @dataclass(frozen=True, slots=True)
 class PartView:
-    """One part: an immutable directory of Parquet files holding rows of one partition (docs/CONCEPTS.md)."""
+    """One part: immutable Parquet files holding rows of one partition (docs/CONCEPTS.md): one plain file
+    (written by the core), or a directory of files (written by an engine)."""
 
     id: int
     partition_key: str
     path: str
-    """The part's directory, relative to TableView.location."""
+    """The directory the part's files lie in, relative to TableView.location (for a plain part file: its
+    partition's directory, which other parts share)."""
     files: tuple[str, ...]
     """The Parquet files in `path`: the table's columns minus the partition columns."""
     row_count: int
@@ -125,7 +127,11 @@ def _view(rt: Runtime, info: TableInfo) -> TableView:
 
 
 def _part(row: PartRow) -> PartView:
-    return PartView(row.id, row.partition_key, row.path, row.files, row.row_count, row.size_bytes,
+    directory, files = row.path, row.files
+    if is_plain_part(row.path):  # one plain file (D8): an engine reads `path / name` alike for both layouts
+        directory, _, name = row.path.rpartition("/")
+        files = (name,)
+    return PartView(row.id, row.partition_key, directory, files, row.row_count, row.size_bytes,
                     row.version.removal_tid)
 
 
@@ -292,7 +298,7 @@ class MergeTask:
         """A new write dir in the merge's partition; its sidecar names the merge, its sources and `engine`.
         The merged part is the WrittenPart of its files (path: WriteDir.relative)."""
         relative = self._rt.storage.new_write_dir(self._job.group.table.directory, self._job.group.partition,
-                                                  {**self._job.sidecar, "engine": engine})
+                                                  {**self._job.tags, "engine": engine})
         return WriteDir(relative, self.table.location / relative)
 
     def discard(self, write_dir: WriteDir) -> None:

@@ -8,8 +8,9 @@ Three steps, each usable alone (a Spark variant passes its own writer for step 2
             transaction already sees all of them. Bin-packed in (CSN, id) order up to target_file_bytes,
             at least min_parts per group.
   2. write  per group, a merge transaction row of its own (its lease kept alive meanwhile) and the
-            merged files in a new write dir, sidecar first (storage.py). A merge killed here leaves
-            a write dir of a dead transaction, which vacuum's orphan rule removes.
+            merged rows in a new part file whose footer names the merge (storage/root.py; an engine's
+            writer: a write dir, sidecar first). A merge killed here leaves an unregistered file of a
+            dead transaction, which vacuum's orphan rule removes.
   3. swap   ONE catalog transaction: compare-and-swap the removal of every source (NULL -> the merge),
             register the merged part, mark the merge committed. The merged part takes the CSN
             M = max(source CSNs) and every source the removal CSN M; no CSN is allocated and no commit
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -44,7 +46,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import LeaseExpiredError, StorageError, TransactionClosedError, TxnError
 from airflow_txn.model.partitioning import Partition, normalize_partitions, parse_partition_key, partition_key
 from airflow_txn.model.results import CompactionReport, MergeOutcome, MergeStatus, PartitionSpec
-from airflow_txn.storage.root import WrittenPart, write_dir_of
+from airflow_txn.storage.root import WrittenPart, footer_tags, stored_unit
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
@@ -92,16 +94,17 @@ class MergeJob:
     snapshot: int
 
     @property
-    def sidecar(self) -> dict[str, Any]:
-        """What the writer puts in the write dir's sidecar BEFORE any data file (storage.py)."""
+    def tags(self) -> dict[str, Any]:
+        """What the writer records of itself: in the part file's footer (the core's writer), or in its write
+        dir's sidecar BEFORE any data file (an engine's: adapter.MergeTask.new_write_dir)."""
         return {"tid": self.tid, "table": self.group.table.name.qualified, "key": None,
                 "partition": self.group.partition, "writer": "compaction",
                 "sources": [s.id for s in self.group.sources]}
 
 
 Writer = Callable[[Runtime, MergeJob], WrittenPart]
-"""Step 2: write the merged rows of `job.group.sources` into a new write dir of the table (sidecar
-first, naming job.tid) and return the part it holds. The rows must be exactly the sources' rows."""
+"""Step 2: write the merged rows of `job.group.sources` into a new part of the table (a part file whose
+footer names job.tid, or a write dir, sidecar first) and return it. The rows must be exactly the sources'."""
 
 
 class _Yield(Exception):
@@ -187,11 +190,10 @@ def write_arrow(rt: Runtime, job: MergeJob) -> WrittenPart:
     """The default writer: the sources' rows in (CSN, id) order into one Parquet file, read one
     source at a time (memory: about one row group), with the table's layout (no partition columns)."""
     info, partition = job.group.table, job.group.partition
-    relative = rt.storage.new_write_dir(info.directory, partition, job.sidecar)
-    target = rt.storage.table_dir(info.directory) / relative / "part-00000.parquet"
-    stored = pa.schema([f for f in info.schema if f.name not in partition])
-    rows = 0
-    try:
+    stored = pa.schema([f for f in info.schema if f.name not in partition], metadata=footer_tags(job.tags))
+
+    def write(target: Path) -> int:
+        rows = 0
         with pq.ParquetWriter(target, stored) as out:
             buffer: list[pa.Table] = []
             for source in job.group.sources:
@@ -203,11 +205,9 @@ def write_arrow(rt: Runtime, job: MergeJob) -> WrittenPart:
                     buffer = []
             if buffer:
                 out.write_table(pa.concat_tables(buffer).combine_chunks())
-        size = target.stat().st_size
-    except BaseException:
-        rt.storage.delete_write_dir(info.directory, relative)
-        raise
-    return WrittenPart(relative, ("part-00000.parquet",), rows, size)
+        return rows
+
+    return rt.storage.write_part_file(info.directory, partition, write)
 
 
 def _renewer(rt: Runtime, tid: str, lease_seconds: float) -> Callable[[], bool]:
@@ -282,7 +282,7 @@ def _abandon(rt: Runtime, job: MergeJob, written: WrittenPart | None) -> None:
     """A yielding merge: its transaction rolled back, then its files deleted (never registered)."""
     _roll_back_unless_committed(rt, job.tid)
     if written is not None:
-        rt.storage.delete_write_dir(job.group.table.directory, write_dir_of(written.path))
+        rt.storage.delete_write_dir(job.group.table.directory, stored_unit(written.path))
 
 
 def _roll_back_unless_committed(rt: Runtime, tid: str) -> None:

@@ -11,7 +11,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TransactionClosedError
 from airflow_txn.model.results import RecoveryReport
 from airflow_txn.oracle import ExternalLog
-from airflow_txn.storage.root import read_sidecar, write_dir_of
+from airflow_txn.storage.root import stored_unit, writer_tags
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
@@ -91,7 +91,7 @@ def _compact(rt: Runtime, external: ExternalLog) -> int:
 
 
 def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> tuple[int, list[str]]:
-    """How many write dirs are unregistered (vacuum removes them), and the files of visible parts that
+    """How many part files and write dirs are unregistered (vacuum removes them), and the files of visible parts that
     are gone (reported)."""
     orphans = 0
     missing: list[str] = []
@@ -100,13 +100,13 @@ def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> tuple[int
     for index, info in enumerate(tables):
         tick("check storage", index, len(tables))
         with rt.catalog.read() as conn:
-            registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
+            registered = {stored_unit(p) for p in part_records.registered_paths(conn, info.id)}
             visible = part_records.visible_parts(conn, info.id, None, watermark)
-        for relative, full in rt.storage.write_dirs(info.directory):
+        for relative, full in rt.storage.stored_parts(info.directory):
             if relative not in registered:
                 orphans += 1
-                sidecar = read_sidecar(full) or {}
-                log.debug("unregistered write dir %s", full, extra=logs.fields(sidecar.get("tid")))
+                log.debug("unregistered part file or write dir %s", full,
+                          extra=logs.fields((writer_tags(full) or {}).get("tid")))
         for part in visible:
             missing += rt.storage.missing_files(info.directory, part.path, part.files)
     tick("check storage", len(tables), len(tables))

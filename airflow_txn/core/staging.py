@@ -4,7 +4,7 @@ Every statement follows the same steps:
   1. validate everything the caller passed (nothing written yet; invariant 9)
   2. decide which parts it replaces (only parts holding affected rows) from the transaction's view
      AFTER compensating the key's earlier attempts (computed, not yet done), and compute the rows
-  3. write new part files (one part per partition), each write dir with its sidecar first
+  3. write new part files (one plain Parquet file per partition, its footer naming the transaction)
   4. ONE catalog transaction: check the transaction (an append to a table seen before checks it
      only here), fence off stale attempts, withdraw what earlier attempts staged under the key and
      what other keys built on it (invariant 7, retries.py), take removal locks (invariant 6),
@@ -233,12 +233,12 @@ def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
            removals: Sequence[int], scanned: Sequence[str] | None = None) -> int:
     written: list[tuple[Partition, WrittenPart]] = []
-    sidecar = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key}
+    tags = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key, "writer": "statement"}
     rt.storage.check_part_paths(info.directory, [partition for partition, _ in pieces])
     try:
         for partition, rows in pieces:
             written.append((partition, rt.storage.write_part(info.directory, partition, rows,
-                                                             {**sidecar, "partition": partition})))
+                                                             {**tags, "partition": partition})))
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
         if stmt.key is not None:
             crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)

@@ -12,11 +12,12 @@ mode, so no transaction can start from an older snapshot meanwhile.
 Order: horizons stored first (readers refuse older CSNs from then on), then manifests (those of CSNs
 below a horizon removed, kept ones rewritten if their part list changed, e.g. after a merge), then
 part files, each file before its catalog row (a crash in between leaves a row whose files are gone,
-which the next vacuum finishes), then orphan write dirs (their writer's lease judged by the catalog's
-clock), then the catalog history no snapshot, recovery or retry needs (`_purge_history`). `dry_run`
-reports the same counts and changes nothing (no rollback of expired transactions, no horizon stored,
-nothing deleted). One run at a time per warehouse (catalog/locks.py); a second one waits. Writers
-may create write dirs in a partition dir meanwhile: storage removes a partition dir only by rmdir
+which the next vacuum finishes), then orphans: part files and write dirs no part row names, found by
+listing each table's directory (their writer's lease judged by the catalog's clock, D8), then the
+catalog history no snapshot, recovery or retry needs (`_purge_history`). `dry_run` reports the same
+counts and changes nothing (no rollback of expired transactions, no horizon stored, nothing deleted).
+One run at a time per warehouse (catalog/locks.py); a second one waits. Writers may create part files
+and write dirs in a partition dir meanwhile: storage removes a partition dir only by rmdir
 (empty at that instant) and a writer re-creates one removed under it.
 """
 
@@ -50,14 +51,15 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.results import PurgedRows, VacuumReport
-from airflow_txn.storage.root import dir_age_seconds, read_sidecar, tree_size, write_dir_of
+from airflow_txn.storage.root import dir_age_seconds, stored_unit, tree_size, writer_tags
 from airflow_txn.telemetry import logs
 
 HISTORY_SECONDS = 24 * 3600.0
 """Rows of ended transactions and commit records stay at least this long, whatever the window: an Airflow
 retry (a commit or finalize task) looks its transaction up by tid after it ended."""
 ORPHAN_GRACE_SECONDS = 60.0
-"""Write dirs with no sidecar or an unknown tid are left this long at least (a writer may be starting)."""
+"""Write dirs with no sidecar, part files with no readable footer, and either naming an unknown tid are
+left this long at least (a writer may be starting, or still writing the file)."""
 CLOCK_MARGIN_SECONDS = 60.0
 """Merge sources stay while a transaction open now began less than this before the merge (clock skew)."""
 
@@ -121,7 +123,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
     removed, freed, kept = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
     orphans, orphan_bytes = _remove_orphans(rt, tables, window, dry_run, tick)
     purged = _purge_history(rt, h, tables, batch, dry_run, tick)
-    log.info("vacuum%s: %d part(s) and %d orphan write dir(s) removed, %d bytes freed (horizon CSN %d)",
+    log.info("vacuum%s: %d part(s) and %d orphan(s) removed, %d bytes freed (horizon CSN %d)",
              " (dry run)" if dry_run else "", removed, orphans, freed + orphan_bytes, h.global_horizon,
              extra=logs.fields(csn=h.global_horizon))
     return VacuumReport(
@@ -179,30 +181,39 @@ def _remove_orphans(rt: Runtime, tables: list[TableInfo], retention_seconds: flo
             if dry_run:
                 freed += tree_size(rt.storage.table_dir(info.directory) / relative)
             else:
-                freed += rt.storage.delete_write_dir(info.directory, relative)
+                freed += rt.storage.delete_part(info.directory, relative)
             count += 1
     tick("orphans", len(tables), len(tables))
     return count, freed
 
 
 def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -> list[str]:
-    """Write dirs whose writer can no longer register them; registration is checked LAST, after the
+    """Write dirs and plain part files whose writer can no longer register them. Only unregistered ones
+    are looked at (a footer or sidecar read each); registration is checked again LAST, after the
     writer's transaction was seen closed, so a registration cannot slip in between."""
+    registered = _registered_units(rt, info)
     candidates = []
-    for relative, full in rt.storage.write_dirs(info.directory):
-        tid = (read_sidecar(full) or {}).get("tid")
+    for relative, full in rt.storage.stored_parts(info.directory):
+        if relative in registered:
+            continue
+        tid = (writer_tags(full) or {}).get("tid")
         with rt.catalog.read() as conn:
             writer = txn_records.state_and_expiry(conn, str(tid))
-        if writer is None:
+        if writer is None:  # no readable footer or sidecar (a writer starting, a torn write), or a purged tid
             if dir_age_seconds(full) > max(retention_seconds, ORPHAN_GRACE_SECONDS):
                 candidates.append(relative)
         elif writer[0] != txn_records.ACTIVE or writer[1]:
             candidates.append(relative)
     if not candidates:
         return []
-    with rt.catalog.read() as conn:
-        registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
+    registered = _registered_units(rt, info)
     return [c for c in candidates if c not in registered]
+
+
+def _registered_units(rt: Runtime, info: TableInfo) -> set[str]:
+    """The write dirs and part files of `info` the catalog registers (storage.root.stored_unit)."""
+    with rt.catalog.read() as conn:
+        return {stored_unit(p) for p in part_records.registered_paths(conn, info.id)}
 
 
 # -- catalog history -------------------------------------------------------------------------------

@@ -1,12 +1,17 @@
-"""The storage root: part directories of Parquet files, their sidecars, reading them, finding orphans.
+"""The storage root: parts as Parquet files, reading and deleting them, listing what may be an orphan.
 
-Layout under the root:  <namespace>/<table>/[<col>=<value>/...]<write dir>/<files>
-A write dir is named `p-<32 hex>` (written by the core) or `w-<32 hex>` (written by Spark, holding
-`<col>=<value>` sub-directories, one part each). Part files never store the partition columns (the
-Hive/Spark layout): the catalog holds each part's partition values and readers add them back.
-Every write dir holds `_airflow_txn.json`, written
-before any data file, naming the transaction that wrote it, so storage alone can be reconciled
-with the catalog. Nothing here decides visibility: that is the catalog's job.
+Layout under the root (docs/DESIGN.md, decision D8):
+- a part the core writes (a statement, a merge) is ONE plain file, `<namespace>/<table>/[<col>=<value>/...]
+  p-<32 hex>.parquet`: no directory of its own, no sidecar, no rename. Its Parquet footer's key-value
+  metadata names the transaction that wrote it, the table and the key (`airflow_txn.tid`, ...: FOOTER_PREFIX).
+  The catalog row of such a part holds the file's path and its name as its only file.
+- a Spark write (and a warehouse written before D8, whose core parts were `p-<32 hex>` directories) uses a
+  write dir, `w-<32 hex>` (or `p-<32 hex>`), holding `_airflow_txn.json` (written before any data file,
+  naming the transaction) and the Parquet files, under `<col>=<value>` sub-directories for Spark; the
+  catalog row holds the part's directory and its file names. Both layouts are read and deleted here.
+Part files never store the partition columns (the Hive/Spark layout): the catalog holds each part's
+partition values and readers add them back. Storage alone can be reconciled with the catalog (footers,
+sidecars). Nothing here decides visibility: that is the catalog's job.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +38,13 @@ from airflow_txn.model.partitioning import partition_column, partition_path
 
 SIDECAR = "_airflow_txn.json"
 WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
+PART_FILE_RE = re.compile(r"p-[0-9a-f]{32}\.parquet")
+"""The name of a part the core writes as one plain file (D8)."""
+FOOTER_PREFIX = "airflow_txn."
+"""Prefix of the keys a core-written part file carries in its footer's key-value metadata."""
 _LOCAL_FS = pafs.LocalFileSystem()
-_LONGEST_PART_NAMES = (f"p-{'0' * 32}", "part-00000.parquet")
-"""The longest names a core write adds below a partition's directory: its write dir and its file."""
+_LONGEST_PART_NAMES = (f"p-{'0' * 32}.parquet",)
+"""The longest names a core write adds below a partition's directory: its file."""
 _DEFAULT_PATH_MAX = 4096
 _MKDIR_ATTEMPTS = 50
 """How often a writer creates its write dir again when a cleaner removed a partition dir above it meanwhile."""
@@ -47,7 +56,7 @@ FAULT_QUOTA_ENV = "AIRFLOW_TXN_FAULT_STORAGE_QUOTA"
 class WrittenPart:
     """Files one staging call wrote for one partition, not yet registered in the catalog."""
 
-    path: str  # part directory relative to the table directory
+    path: str  # relative to the table directory: the part file (D8), or the part directory (a write dir's)
     files: tuple[str, ...]
     row_count: int
     size_bytes: int
@@ -94,11 +103,8 @@ class Storage:
 
     def new_write_dir(self, table_directory: str, partition: Mapping[str, str | None], sidecar: dict[str, Any],
                       prefix: str = "p") -> str:
-        """Create an empty write dir holding only its sidecar; return its path relative to the table."""
-        return self._new_write_dir(table_directory, partition, sidecar, prefix)[0]
-
-    def _new_write_dir(self, table_directory: str, partition: Mapping[str, str | None], sidecar: dict[str, Any],
-                       prefix: str = "p") -> tuple[str, Path]:
+        """Create an empty write dir holding only its sidecar; return its path relative to the table (for
+        an engine writing several files: Spark; the core writes plain part files, write_part)."""
         relative = "/".join([*partition_path(partition), f"{prefix}-{uuid.uuid4().hex}"])
         target = self._under_table(table_directory, relative)[0]
         payload = {**sidecar, "created_at": time.time()}
@@ -109,26 +115,51 @@ class Storage:
         except OSError as exc:
             self.delete_write_dir(table_directory, relative)
             raise _write_error(f"could not create a write dir of {table_directory} under {target}", exc) from exc
-        return relative, target
+        return relative
 
     def write_part(self, table_directory: str, partition: Mapping[str, str | None], data: pa.Table,
-                   sidecar: dict[str, Any]) -> WrittenPart:
-        """Write one part (one Parquet file) into a new write dir; on failure remove what was written."""
-        relative, target = self._new_write_dir(table_directory, partition, sidecar)  # target checked there
+                   tags: Mapping[str, Any]) -> WrittenPart:
+        """Write one part as one plain Parquet file below the partition's directory, `tags` (tid, table,
+        key, ...) in its footer; on failure remove what was written."""
         stored = data.drop_columns([c for c in partition if c in data.column_names])
-        try:
+        stored = stored.replace_schema_metadata({**(stored.schema.metadata or {}), **footer_tags(tags)})
+
+        def write(target: Path) -> int:
             # the local filesystem handed over: pyarrow would otherwise infer it from the path on every call
-            pq.write_table(stored, str(target / "part-00000.parquet"), filesystem=_LOCAL_FS)
-            size = (target / "part-00000.parquet").stat().st_size
+            pq.write_table(stored, str(target), filesystem=_LOCAL_FS)
+            return int(data.num_rows)
+
+        return self.write_part_file(table_directory, partition, write)
+
+    def write_part_file(self, table_directory: str, partition: Mapping[str, str | None],
+                        write: Callable[[Path], int]) -> WrittenPart:
+        """A new part file `<partition dirs>/p-<32 hex>.parquet` written by `write(path)`, which returns the
+        rows it wrote and puts the writer's tags in the footer (footer_tags). On failure what was written
+        is removed (an OSError raised as StorageError)."""
+        name = f"p-{uuid.uuid4().hex}.parquet"
+        relative = "/".join([*partition_path(partition), name])
+        target = self._under_table(table_directory, relative)[0]
+        try:
+            for attempt in range(1, _MKDIR_ATTEMPTS + 1):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    rows = write(target)
+                    break
+                except FileNotFoundError:  # a cleaner removed the empty partition dir just made: again
+                    if attempt == _MKDIR_ATTEMPTS or target.exists():
+                        raise
+            size = target.stat().st_size
             _injected_disk_full(self.root)
-        except OSError as exc:
-            self.delete_write_dir(table_directory, relative)
-            raise _write_error(f"could not write a part of {table_directory} under {target}", exc) from exc
-        return WrittenPart(relative, ("part-00000.parquet",), data.num_rows, size)
+        except BaseException as exc:
+            self.delete_part(table_directory, relative)
+            if isinstance(exc, OSError):
+                raise _write_error(f"could not write a part of {table_directory} under {target}", exc) from exc
+            raise
+        return WrittenPart(relative, (name,), rows, size)
 
     def part_files(self, table_directory: str, path: str, files: Sequence[str]) -> list[Path]:
-        base, resolved_base = self._under_table(table_directory, path)
-        return [safe_join_resolved(base, resolved_base, name)[0] for name in files]
+        table_dir, resolved_table = self._table_dir(table_directory)
+        return [safe_join_resolved(table_dir, resolved_table, relative)[0] for relative in part_file_paths(path, files)]
 
     def missing_files(self, table_directory: str, path: str, files: Sequence[str]) -> list[str]:
         return [str(p) for p in self.part_files(table_directory, path, files) if not p.is_file()]
@@ -150,10 +181,16 @@ class Storage:
         return pa.concat_tables(pieces)
 
     def delete_part(self, table_directory: str, path: str) -> int:
-        """Delete a part's directory, its write dir once no part is left in it, and emptied partition
-        dirs; return the bytes freed. Missing files are fine (a crashed vacuum may have begun), and so
-        is a concurrent writer or cleaner (a partition dir a writer entered meanwhile is kept)."""
+        """Delete a part (its file, or its directory and its write dir once no part is left in it) and
+        emptied partition dirs; return the bytes freed. Missing files are fine (a crashed vacuum may have
+        begun), and so is a concurrent writer or cleaner (a partition dir a writer entered meanwhile is kept)."""
         table_dir = self.table_dir(table_directory)
+        if is_plain_part(path):
+            target = safe_join(table_dir, path)
+            freed = tree_size(target)
+            target.unlink(missing_ok=True)
+            _remove_empty_dirs(target.parent, table_dir)
+            return freed
         part_dir = safe_join(table_dir, path)
         write_dir = safe_join(table_dir, write_dir_of(path))
         freed = tree_size(part_dir)
@@ -164,15 +201,16 @@ class Storage:
         return freed
 
     def delete_write_dir(self, table_directory: str, relative: str) -> int:
-        """Delete an unregistered write dir (an orphan) and emptied partition dirs; return bytes freed."""
+        """Delete an unregistered write dir or part file (an orphan) and emptied partition dirs; return bytes freed."""
         return self.delete_part(table_directory, relative)
 
-    def write_dirs(self, table_directory: str) -> Iterator[tuple[str, Path]]:
-        """Every write dir under a table: (path relative to the table, absolute path)."""
+    def stored_parts(self, table_directory: str) -> Iterator[tuple[str, Path]]:
+        """What writers left under a table, registered or not: every write dir and every plain part file
+        outside them, as (path relative to the table, absolute path). Vacuum and recovery only: it lists."""
         table_dir = self.table_dir(table_directory)
         if not table_dir.is_dir():
             return
-        for current, dirs, _files in os.walk(table_dir):
+        for current, dirs, files in os.walk(table_dir):
             keep = []
             for name in dirs:
                 full = Path(current) / name
@@ -181,6 +219,10 @@ class Storage:
                 else:
                     keep.append(name)
             dirs[:] = keep
+            for name in files:
+                if PART_FILE_RE.fullmatch(name):
+                    full = Path(current) / name
+                    yield full.relative_to(table_dir).as_posix(), full
 
 
 def _make_write_dir(target: Path) -> None:
@@ -253,6 +295,47 @@ def write_dir_of(part_path: str) -> str:
     raise StorageError(f"part path {part_path!r} holds no write directory")
 
 
+def is_plain_part(path: str) -> bool:
+    """Whether a part path (relative to its table) is one plain part file (D8), not a part directory."""
+    return PART_FILE_RE.fullmatch(path.rpartition("/")[2]) is not None
+
+
+def part_file_paths(path: str, files: Sequence[str]) -> list[str]:
+    """The files of a part, relative to its table: a plain part is its own file; a part directory
+    holds `files`."""
+    if is_plain_part(path):
+        return [path]
+    return [f"{path}/{name}" for name in files]
+
+
+def stored_unit(path: str) -> str:
+    """What a registered part path keeps from being an orphan in `Storage.stored_parts`: the plain file
+    itself, or the write dir it lies in."""
+    return path if is_plain_part(path) else write_dir_of(path)
+
+
+def footer_tags(tags: Mapping[str, Any]) -> dict[str, str]:
+    """`tags` as the key-value metadata of a part file's footer: `airflow_txn.<name>`, values as JSON."""
+    return {f"{FOOTER_PREFIX}{name}": json.dumps(value, sort_keys=True) for name, value in tags.items()}
+
+
+def read_footer_tags(part_file: Path) -> dict[str, Any] | None:
+    """The tags a part file's footer names (footer_tags), or None when its footer cannot be read (a file
+    still being written, or torn) or names no transaction."""
+    try:
+        metadata = pq.read_metadata(part_file, filesystem=_LOCAL_FS).metadata or {}
+        tags = {key.decode()[len(FOOTER_PREFIX):]: json.loads(value) for key, value in metadata.items()
+                if key.startswith(FOOTER_PREFIX.encode())}
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return tags if "tid" in tags else None
+
+
+def writer_tags(stored: Path) -> dict[str, Any] | None:
+    """What names the writer of a `Storage.stored_parts` entry: a part file's footer, a write dir's sidecar."""
+    return read_footer_tags(stored) if stored.is_file() else read_sidecar(stored)
+
+
 def read_sidecar(write_dir: Path) -> dict[str, Any] | None:
     try:
         loaded: dict[str, Any] = json.loads((write_dir / SIDECAR).read_text())
@@ -269,7 +352,12 @@ def dir_age_seconds(path: Path) -> float:
 
 
 def tree_size(path: Path) -> int:
-    """Bytes of the files under `path` (files that vanish meanwhile count 0)."""
+    """Bytes of the file `path` or of the files under it (files that vanish meanwhile count 0)."""
+    if path.is_file():
+        try:
+            return path.stat().st_size
+        except OSError:
+            return 0
     total = 0
     for current, _dirs, files in os.walk(path):
         for name in files:

@@ -51,8 +51,8 @@ def test_a_host_whose_clock_runs_ahead_rolls_back_nothing_alive(
     assert recovered["rolled_back"] == []
     assert backlog["expired_transactions"] == 0
     assert vacuumed["orphan_dirs_removed"] == 0 and vacuumed["parts_removed"] == 0
-    assert (root / directory / in_progress.path).is_dir()
-    assert all(p.is_dir() for p in staged)
+    assert (root / directory / in_progress.path).is_file()
+    assert all(p.is_file() for p in staged)
     assert t.state == "active"
     t.append("sales.events", events([3], day=DAY))
     t.commit()

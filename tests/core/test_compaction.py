@@ -20,7 +20,7 @@ from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.core import compaction, staging
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SerializationError, SnapshotTooOldError, StorageError, TxnError
-from airflow_txn.storage.root import WrittenPart
+from airflow_txn.storage.root import WrittenPart, part_file_paths
 from tests.core.workers.procs import Spawn
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 
@@ -253,7 +253,7 @@ def test_serializable_transactions_do_not_see_merges_as_writes(wh: Warehouse) ->
 def _files_of(wh: Warehouse, root: Path, parts: list[PartRow]) -> set[Path]:
     with wh.runtime.catalog.read() as conn:
         directory = table_registry.get(conn, EVENTS_T).directory
-    return {root / directory / p.path / name for p in parts for name in p.files}
+    return {root / directory / f for p in parts for f in part_file_paths(p.path, p.files)}
 
 
 def test_sources_stay_while_a_transaction_older_than_the_merge_runs(wh: Warehouse, root: Path,

@@ -1,0 +1,164 @@
+"""Decision D8 for core-written parts: one plain Parquet file per part, its footer naming the writer; orphan
+files are found by listing the table against the catalog; a warehouse of the old layout (a `p-<hex>`
+directory with a sidecar per part) still reads, merges and vacuums."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_txn import Warehouse
+from airflow_txn.catalog import table_registry
+from airflow_txn.core.vacuum import ORPHAN_GRACE_SECONDS
+from airflow_txn.storage.root import SIDECAR, Storage, WrittenPart, read_footer_tags
+from tests.helpers import accounts, events, ids, make_tables, storage_files
+
+DAY = "2024-01-01"
+
+
+def _directory(wh: Warehouse, table: str) -> str:
+    with wh.runtime.catalog.read() as conn:
+        return table_registry.get(conn, table).directory
+
+
+def test_a_core_write_is_one_plain_file_whose_footer_names_its_writer(wh: Warehouse, root: Path) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([1, 2], day=DAY), key="load")
+        t.append("sales.accounts", accounts({1: 10}))
+    files = sorted(storage_files(root))
+    directory = _directory(wh, "sales.events")
+    assert len(files) == 2
+    assert not any(SIDECAR in f for f in files)
+    event_file = next(f for f in files if f.startswith(directory))
+    assert event_file.startswith(f"{directory}/day={DAY}/p-") and event_file.endswith(".parquet")
+    assert event_file.count("/") == directory.count("/") + 2  # <table>/<col>=<value>/<file>: no directory of its own
+    tags = read_footer_tags(root / event_file)
+    assert tags is not None
+    assert (tags["tid"], tags["table"], tags["key"], tags["writer"]) == (t.tid, "sales.events", "load", "statement")
+    assert tags["partition"] == {"day": DAY}
+    assert pq.read_table(root / event_file).column_names == ["id", "value"]  # no partition column stored
+    assert ids(wh.read("sales.events")) == [1, 2]
+
+
+def test_a_merge_writes_one_plain_file_naming_the_merge(wh: Warehouse, root: Path) -> None:
+    make_tables(wh)
+    for i in range(3):
+        with wh.begin() as t:
+            t.append("sales.events", events([i], day=DAY))
+    result = wh.compact("sales.events")
+    assert result["merged"] == 1
+    wh.vacuum(retention_seconds=0)
+    files = sorted(storage_files(root))
+    assert len(files) == 1 and files[0].endswith(".parquet")
+    tags = read_footer_tags(root / files[0])
+    assert tags is not None and tags["writer"] == "compaction" and tags["table"] == "sales.events"
+    assert ids(wh.read("sales.events")) == [0, 1, 2]
+
+
+def test_an_orphan_file_goes_only_once_its_writer_ended(wh: Warehouse, root: Path) -> None:
+    """A file written but never registered (its writer died before registering) stays while the writer may
+    still register it, is counted by recovery, and goes with the first vacuum after the writer ended."""
+    make_tables(wh)
+    directory = _directory(wh, "sales.events")
+    t = wh.begin()
+    t.append("sales.events", events([1], day=DAY))
+    stray = wh.runtime.storage.write_part(directory, {"day": DAY}, events([2], day=DAY),
+                                          {"tid": t.tid, "table": "sales.events", "key": None})
+    assert wh.recover()["orphan_dirs"] == 1
+    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 0  # alive: it may still register
+    assert (root / directory / stray.path).is_file()
+    t.commit()
+    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 1
+    assert not (root / directory / stray.path).exists()
+    assert ids(wh.read("sales.events")) == [1]
+
+
+def test_unclaimed_part_files_are_removed_after_the_grace_period(wh: Warehouse, root: Path) -> None:
+    """A torn file (no readable footer: still being written, or its writer died mid-write) and one naming
+    an unknown transaction stay for the grace period and the retention window, like such write dirs."""
+    make_tables(wh)
+    table_dir = root / _directory(wh, "sales.events")
+    torn = table_dir / f"day={DAY}" / f"p-{uuid.uuid4().hex}.parquet"
+    torn.parent.mkdir(parents=True)
+    torn.write_bytes(b"PAR1 half written")
+    unknown = wh.runtime.storage.write_part(_directory(wh, "sales.events"), {}, events([1], day=DAY),
+                                            {"tid": "no-such-transaction", "table": "sales.events"})
+    unknown_file = table_dir / unknown.path
+
+    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 0  # young: a writer may be writing
+    old = time.time() - 3 * ORPHAN_GRACE_SECONDS
+    for path in (torn, unknown_file):
+        os.utime(path, (old, old))
+    assert wh.vacuum(retention_seconds=10 * ORPHAN_GRACE_SECONDS)["orphan_dirs_removed"] == 0  # inside retention
+    assert torn.is_file() and unknown_file.is_file()
+    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 2
+    assert not torn.exists() and not unknown_file.exists()
+    assert list(table_dir.iterdir()) == []  # the emptied partition dir goes too
+
+
+def test_other_files_below_a_table_are_left_alone(wh: Warehouse, root: Path) -> None:
+    make_tables(wh)
+    table_dir = root / _directory(wh, "sales.events")
+    foreign = table_dir / f"day={DAY}" / "notes.parquet"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_bytes(b"not ours")
+    old = time.time() - 3 * ORPHAN_GRACE_SECONDS
+    os.utime(foreign, (old, old))
+    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 0
+    assert foreign.is_file()
+
+
+# -- a warehouse of the layout before D8 ----------------------------------------------------------------
+def _old_write_part(self: Storage, table_directory: str, partition: Mapping[str, str | None], data: pa.Table,
+                    sidecar: Mapping[str, Any]) -> WrittenPart:
+    """What Storage.write_part did before D8: a `p-<hex>` write dir, its sidecar, then `part-00000.parquet`."""
+    relative = self.new_write_dir(table_directory, partition, dict(sidecar))
+    target = self.table_dir(table_directory) / relative / "part-00000.parquet"
+    pq.write_table(data.drop_columns([c for c in partition if c in data.column_names]), target)
+    return WrittenPart(relative, ("part-00000.parquet",), data.num_rows, target.stat().st_size)
+
+
+def test_a_warehouse_of_the_old_layout_reads_merges_and_vacuums(
+        wh: Warehouse, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_tables(wh)
+    directory = _directory(wh, "sales.events")
+    with monkeypatch.context() as old_code:
+        old_code.setattr(Storage, "write_part", _old_write_part)
+        for i in range(3):
+            with wh.begin() as t:
+                t.append("sales.events", events([i], day=DAY))
+        dead = wh.begin()
+        dead.append("sales.events", events([9], day=DAY))  # staged, then rolled back: garbage
+        crashed = wh.begin()
+        orphan = wh.runtime.storage.write_part(directory, {"day": DAY}, events([8], day=DAY),
+                                               {"tid": crashed.tid, "table": "sales.events", "key": None})
+    old_files = storage_files(root)
+    assert sum(f.endswith(SIDECAR) for f in old_files) == 5
+    dead.rollback()
+    crashed.rollback()
+
+    assert ids(wh.read("sales.events")) == [0, 1, 2]
+    assert wh.recover()["orphan_dirs"] == 1
+    result = wh.vacuum(retention_seconds=0)
+    assert (result["parts_removed"], result["orphan_dirs_removed"]) == (1, 1)
+    assert not (root / directory / orphan.path).exists()
+    assert sum(f.endswith(SIDECAR) for f in storage_files(root)) == 3
+
+    with wh.begin() as t:  # new parts next to old ones
+        t.append("sales.events", events([3], day=DAY))
+    assert ids(wh.read("sales.events")) == [0, 1, 2, 3]
+    assert wh.compact("sales.events")["merged"] == 1  # old sources merged into a new plain file
+    wh.vacuum(retention_seconds=0)
+    files = storage_files(root)
+    assert len(files) == 1 and not any(SIDECAR in f for f in files)
+    assert ids(wh.read("sales.events")) == [0, 1, 2, 3]
+    assert list((root / directory).iterdir()) == [root / directory / f"day={DAY}"]
