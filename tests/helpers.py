@@ -10,6 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from airflow_txn import Warehouse
+from airflow_txn.catalog import part_records, table_registry
+from airflow_txn.storage.root import SIDECAR, is_plain_part, part_file_paths, stored_unit, write_dir_of, writer_tags
 
 EVENTS = pa.schema([("id", pa.int64()), ("day", pa.string()), ("value", pa.float64())])
 ACCOUNTS = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
@@ -34,6 +36,29 @@ def storage_files(root: Path) -> set[str]:
         for name in files:
             out.add(str(Path(current, name).relative_to(root)))
     return out
+
+
+def visible_part_files(wh: Warehouse) -> set[str]:
+    """The files of every part visible at the watermark, relative to the root (an old-layout or Spark part's
+    write dir sidecar included): after recovery and vacuum nothing else may stay."""
+    out: set[str] = set()
+    with wh.runtime.catalog.read() as conn:
+        for info in table_registry.all_tables(conn):
+            for part in part_records.visible_parts(conn, info.id, None, wh.readable_csn()):
+                out |= {f"{info.directory}/{relative}" for relative in part_file_paths(part.path, part.files)}
+                if not is_plain_part(part.path):
+                    out.add(f"{info.directory}/{write_dir_of(part.path)}/{SIDECAR}")
+    return out
+
+
+def unregistered_parts(wh: Warehouse, table: str) -> dict[str, dict[str, object]]:
+    """The part files and write dirs below `table` no part row names: {path relative to the table: the
+    writer's tags from its footer or sidecar ({} if unreadable)}."""
+    with wh.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, table)
+        registered = {stored_unit(p) for p in part_records.registered_paths(conn, info.id)}
+    return {relative: writer_tags(full) or {} for relative, full in wh.runtime.storage.stored_parts(info.directory)
+            if relative not in registered}
 
 
 def make_tables(wh: Warehouse) -> None:

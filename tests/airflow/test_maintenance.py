@@ -3,7 +3,6 @@ with many small parts (arrow and Spark engines, both catalogs), the vacuum's dry
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,7 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.catalog import part_records, table_registry
 from airflow_txn.catalog.part_records import PartRow
-from airflow_txn.storage.root import SIDECAR
+from airflow_txn.storage.root import writer_tags
 from tests.airflow.helpers import run_dag, task_states, xcom
 from tests.helpers import EVENTS, events, storage_files
 
@@ -88,8 +87,8 @@ def test_maintenance_dag_compacts_then_vacuums(dagbag: Any, spark: SparkSession,
         parts = _live(wh, table)
         assert sorted(str(p.partition["day"]) for p in parts) == list(DAYS), "one part per partition"
         for part in parts:
-            sidecar = json.loads((_table_dir(wh, table) / part.path / SIDECAR).read_text())
-            assert sidecar["writer"] == "compaction" and sidecar.get("engine", "arrow") == engine
+            tags = writer_tags(_table_dir(wh, table) / part.path) or {}  # the footer (arrow), the sidecar (spark)
+            assert tags["writer"] == "compaction" and tags.get("engine", "arrow") == engine
         assert _sorted(wh.read(table)) == before[table], f"{table} changed"
     assert wh.readable_csn() == watermark, "compaction commits nothing users can see"
 

@@ -14,9 +14,16 @@ from airflow_txn import Warehouse
 from airflow_txn.catalog import part_records, table_registry
 from airflow_txn.core import crashpoints
 from airflow_txn.errors import SnapshotTooOldError
-from airflow_txn.storage.root import SIDECAR, read_sidecar, write_dir_of
 from tests.core.workers.procs import Spawn
-from tests.helpers import accounts, events, ids, make_tables, storage_files
+from tests.helpers import (
+    accounts,
+    events,
+    ids,
+    make_tables,
+    storage_files,
+    unregistered_parts,
+    visible_part_files,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -61,25 +68,6 @@ def _merges(wh: Warehouse) -> list[dict[str, object]]:
     return [t for t in wh.transactions(limit=1000) if (t["label"] or "").startswith("compaction of")]
 
 
-def _expected_files(wh: Warehouse) -> set[str]:
-    """The data files and sidecars of every part visible at the watermark: nothing else may stay."""
-    out: set[str] = set()
-    with wh.runtime.catalog.read() as conn:
-        for info in table_registry.all_tables(conn):
-            for part in part_records.visible_parts(conn, info.id, None, wh.readable_csn()):
-                out |= {f"{info.directory}/{part.path}/{name}" for name in part.files}
-                out.add(f"{info.directory}/{write_dir_of(part.path)}/{SIDECAR}")
-    return out
-
-
-def _unregistered_merge_dirs(wh: Warehouse, root: Path) -> list[dict[str, object]]:
-    with wh.runtime.catalog.read() as conn:
-        info = table_registry.get(conn, EVENTS_T)
-        registered = {write_dir_of(p) for p in part_records.registered_paths(conn, info.id)}
-    return [read_sidecar(full) or {} for relative, full in wh.runtime.storage.write_dirs(info.directory)
-            if relative not in registered]
-
-
 @pytest.mark.parametrize("point", [crashpoints.COMPACT_AFTER_FILES, crashpoints.COMPACT_AFTER_SWAP])
 def test_a_compaction_killed_converges(point: str, wh: Warehouse, spawn: Spawn, root: Path) -> None:
     _small_parts(wh)
@@ -92,14 +80,14 @@ def test_a_compaction_killed_converges(point: str, wh: Warehouse, spawn: Spawn, 
     (merge,) = _merges(wh)
     if point == crashpoints.COMPACT_AFTER_FILES:
         assert merge["state"] == "active" and _parts_per_day(wh) == {DAYS[0]: 3, DAYS[1]: 3}
-        (orphan,) = _unregistered_merge_dirs(wh, root)
+        (orphan,) = list(unregistered_parts(wh, EVENTS_T).values())
         assert orphan["tid"] == merge["tid"] and orphan["writer"] == "compaction"
         with wh.begin() as t:  # the dead merge holds no lock: a user rewrites one of its sources at once
             assert t.delete(EVENTS_T, pc.field("id") == 1) == 1
         before = _history(wh)
     else:
         assert merge["state"] == "committed" and _parts_per_day(wh) == {DAYS[0]: 1, DAYS[1]: 3}
-        assert _unregistered_merge_dirs(wh, root) == []
+        assert list(unregistered_parts(wh, EVENTS_T).values()) == []
 
     time.sleep(max(0.0, float(str(merge["lease_deadline"])) - time.time()) + 0.05)
     report = wh.recover()
@@ -111,12 +99,12 @@ def test_a_compaction_killed_converges(point: str, wh: Warehouse, spawn: Spawn, 
 
     wh.vacuum(retention_seconds=0)
     assert wh.recover()["orphan_dirs"] == 0
-    assert storage_files(root) == _expected_files(wh), "orphan files after recover + vacuum"
+    assert storage_files(root) == visible_part_files(wh), "orphan files after recover + vacuum"
     _same_history(wh, before)
 
     result = wh.compact(EVENTS_T)  # compacting again finishes the job
     assert result["yielded"] == 0 and _parts_per_day(wh) == {DAYS[0]: 1, DAYS[1]: 1}
     _same_history(wh, before)
     wh.vacuum(retention_seconds=0)
-    assert storage_files(root) == _expected_files(wh)
+    assert storage_files(root) == visible_part_files(wh)
     assert ids(wh.read(EVENTS_T)) == before[max(before)][0]

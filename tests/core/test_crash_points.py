@@ -32,7 +32,6 @@ from airflow_txn.catalog import commit_log, part_records, schema, table_registry
 from airflow_txn.core import crashpoints
 from airflow_txn.errors import SerializationError, SnapshotTooOldError
 from airflow_txn.oracle.base import AbortDecidedError, LogEntry
-from airflow_txn.storage.root import SIDECAR, write_dir_of
 from tests import evidence
 from tests.core.workers.procs import Spawn
 from tests.core.workers.txn_worker import (
@@ -43,7 +42,7 @@ from tests.core.workers.txn_worker import (
     RETRY_IDS,
     RETRY_KEY,
 )
-from tests.helpers import accounts, events, ids, make_tables, storage_files
+from tests.helpers import accounts, events, ids, make_tables, storage_files, unregistered_parts, visible_part_files
 
 CHILD_TIMEOUT = 60.0
 PARENT_LEASE_SECONDS = 300.0  # the re-staging scenario's transaction outlives its killed attempt
@@ -198,16 +197,11 @@ def _catalog_row(wh: Warehouse, tid: str) -> tuple[txn_records.TxnRow, commit_lo
         return txn_records.fetch(conn, tid), commit_log.record_of(conn, tid)
 
 
-def _expected_files(wh: Warehouse) -> set[str]:
-    """The files of every part visible at the watermark (data files and their write dir's sidecar)."""
-    watermark = wh.readable_csn()
-    out: set[str] = set()
+def _unregistered(wh: Warehouse) -> list[str]:
+    """The part files and write dirs no part row names, in every table (a killed writer's)."""
     with wh.runtime.catalog.read() as conn:
-        for info in table_registry.all_tables(conn):
-            for part in part_records.visible_parts(conn, info.id, None, watermark):
-                out |= {f"{info.directory}/{part.path}/{name}" for name in part.files}
-                out.add(f"{info.directory}/{write_dir_of(part.path)}/{SIDECAR}")
-    return out
+        tables = [info.name.qualified for info in table_registry.all_tables(conn)]
+    return [f"{table}/{relative}" for table in tables for relative in unregistered_parts(wh, table)]
 
 
 def _run_to_crash(spawn: Spawn, point: str, scenario: str, *args: object) -> list[dict[str, Any]]:
@@ -263,8 +257,8 @@ def _check_retry_before(wh: Warehouse, tid: str, root: Path) -> None:
     mine = [p for p in _parts(wh) if p.version.creation_tid == tid]
     assert len(mine) == 2 and {p.stage_attempt for p in mine} == {1}, mine
     assert all(p.version.creation_csn is None and p.version.removal_tid is None for p in mine), mine
-    sidecars = [f for f in storage_files(root) if f.endswith(SIDECAR) and RETRY_DAYS[2] in f]
-    assert len(sidecars) == 1, f"expected the unregistered write dir of the killed attempt 2: {sidecars}"
+    orphans = [f for f in _unregistered(wh) if RETRY_DAYS[2] in f]
+    assert len(orphans) == 1, f"expected the unregistered part file of the killed attempt 2: {orphans}"
 
 
 def _check_before_recovery(wh: Warehouse, point: str, tid: str, said: list[dict[str, Any]], root: Path,
@@ -280,8 +274,8 @@ def _check_before_recovery(wh: Warehouse, point: str, tid: str, said: list[dict[
     created = [p for p in info["parts"] if p["role"] == "created"]
     if point == crashpoints.STAGE_AFTER_FILES:
         assert info["state"] == "active" and not info["parts"]
-        sidecars = [f for f in storage_files(root) if f.endswith(SIDECAR) and CRASH_DAY in f]
-        assert len(sidecars) == 1, f"expected the unregistered write dir of the killed append: {sidecars}"
+        orphans = [f for f in _unregistered(wh) if CRASH_DAY in f]
+        assert len(orphans) == 1, f"expected the unregistered part file of the killed append: {orphans}"
     elif point in (crashpoints.COMMIT_BEFORE_RECORD, crashpoints.COMMIT_MID_RECORD):
         assert info["state"] == "active" and record is None and len(created) == 2
         assert _last_csn(wh) == last_before, "a CSN was allocated (or mirrored) by a commit that has no record"
@@ -371,7 +365,7 @@ def _check_no_orphans(wh: Warehouse, root: Path) -> None:
     report = wh.vacuum(0)
     after_vacuum = wh.recover()
     assert after_vacuum["orphan_dirs"] == 0 and after_vacuum["missing_files"] == [], after_vacuum
-    assert storage_files(root) == _expected_files(wh), f"orphan or missing files after vacuum ({report})"
+    assert storage_files(root) == visible_part_files(wh), f"orphan or missing files after vacuum ({report})"
     assert _snapshot(wh) == before, "vacuum changed visible data"
     with wh.runtime.catalog.read() as conn:
         assert part_records.garbage(conn, wh.readable_csn(), 100) == [], "garbage part rows left behind"
