@@ -135,7 +135,9 @@ class Storage:
                         write: Callable[[Path], int]) -> WrittenPart:
         """A new part file `<partition dirs>/p-<32 hex>.parquet` written by `write(path)`, which returns the
         rows it wrote and puts the writer's tags in the footer (footer_tags). On failure what was written
-        is removed (an OSError raised as StorageError)."""
+        is removed (an OSError raised as StorageError). The stat after the write proves the file outlived
+        its writing: were a stalled write's torn file taken for an orphan (vacuum.ORPHAN_GRACE_SECONDS),
+        the write fails here, so no part is ever registered without its file."""
         name = f"p-{uuid.uuid4().hex}.parquet"
         relative = "/".join([*partition_path(partition), name])
         target = self._under_table(table_directory, relative)[0]

@@ -18,6 +18,7 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.catalog import table_registry
 from airflow_txn.core.vacuum import ORPHAN_GRACE_SECONDS
+from airflow_txn.errors import StorageError
 from airflow_txn.storage.root import SIDECAR, Storage, WrittenPart, read_footer_tags
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 
@@ -162,3 +163,25 @@ def test_a_warehouse_of_the_old_layout_reads_merges_and_vacuums(
     assert len(files) == 1 and not any(SIDECAR in f for f in files)
     assert ids(wh.read("sales.events")) == [0, 1, 2, 3]
     assert list((root / directory).iterdir()) == [root / directory / f"day={DAY}"]
+
+
+def test_a_file_removed_while_it_is_written_fails_the_write(
+        wh: Warehouse, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stalled writer's torn file taken for an orphan (past the grace period) makes its statement fail:
+    no part is registered without its file."""
+    make_tables(wh)
+    real_write = pq.write_table
+
+    def write_then_lose(table: pa.Table, where: str, **kwargs: Any) -> None:
+        real_write(table, where, **kwargs)
+        os.unlink(where)  # what vacuum does to an old torn file, while the writer still writes
+
+    monkeypatch.setattr("airflow_txn.storage.root.pq.write_table", write_then_lose)
+    t = wh.begin()
+    with pytest.raises(StorageError, match="could not write a part"):
+        t.append("sales.events", events([1], day=DAY))
+    monkeypatch.undo()
+    assert wh.transaction_info(t.tid)["parts"] == []  # nothing registered; the transaction can only roll back
+    t.rollback()
+    assert storage_files(root) == set()
+    assert ids(wh.read("sales.events")) == []
