@@ -207,7 +207,7 @@ def write_arrow(rt: Runtime, job: MergeJob) -> WrittenPart:
                 out.write_table(pa.concat_tables(buffer).combine_chunks())
         return rows
 
-    return rt.storage.write_part_file(info.directory, partition, write)
+    return rt.storage.write_part_file(info.directory, partition, job.tid, write)
 
 
 def _renewer(rt: Runtime, tid: str, lease_seconds: float) -> Callable[[], bool]:

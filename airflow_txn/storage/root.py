@@ -2,8 +2,9 @@
 
 Layout under the root (docs/DESIGN.md, decision D8):
 - a part the core writes (a statement, a merge) is ONE plain file, `<namespace>/<table>/[<col>=<value>/...]
-  p-<32 hex>.parquet`: no directory of its own, no sidecar, no rename. Its Parquet footer's key-value
-  metadata names the transaction that wrote it, the table and the key (`airflow_txn.tid`, ...: FOOTER_PREFIX).
+  p-<tid>-<32 hex>.parquet`: no directory of its own, no sidecar, no rename. Its Parquet footer's key-value
+  metadata names the transaction that wrote it, the table and the key (`airflow_txn.tid`, ...: FOOTER_PREFIX);
+  its name names the transaction too, before the footer is written (PART_FILE_RE).
   The catalog row of such a part holds the file's path and its name as its only file.
 - a Spark write (and a warehouse written before D8, whose core parts were `p-<32 hex>` directories) uses a
   write dir, `w-<32 hex>` (or `p-<32 hex>`), holding `_airflow_txn.json` (written before any data file,
@@ -38,12 +39,14 @@ from airflow_txn.model.partitioning import partition_column, partition_path
 
 SIDECAR = "_airflow_txn.json"
 WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
-PART_FILE_RE = re.compile(r"p-[0-9a-f]{32}\.parquet")
-"""The name of a part the core writes as one plain file (D8)."""
+PART_FILE_RE = re.compile(r"p-(?P<tid>\d{1,19}-\d{1,19}-[0-9a-f]{16})-[0-9a-f]{32}\.parquet")
+"""The name of a part the core writes as one plain file (D8): `p-<writer's tid>-<32 hex>.parquet`. The tid
+in the name names the writer while its footer cannot be read yet (a file being written), so vacuum never
+takes a live writer's unfinished file for an orphan (its lease protects it, as a sidecar did)."""
 FOOTER_PREFIX = "airflow_txn."
 """Prefix of the keys a core-written part file carries in its footer's key-value metadata."""
 _LOCAL_FS = pafs.LocalFileSystem()
-_LONGEST_PART_NAMES = (f"p-{'0' * 32}.parquet",)
+_LONGEST_PART_NAMES = (f"p-{'9' * 19}-{'9' * 19}-{'f' * 16}-{'0' * 32}.parquet",)
 """The longest names a core write adds below a partition's directory: its file."""
 _DEFAULT_PATH_MAX = 4096
 _MKDIR_ATTEMPTS = 50
@@ -129,16 +132,19 @@ class Storage:
             pq.write_table(stored, str(target), filesystem=_LOCAL_FS)
             return int(data.num_rows)
 
-        return self.write_part_file(table_directory, partition, write)
+        return self.write_part_file(table_directory, partition, str(tags["tid"]), write)
 
-    def write_part_file(self, table_directory: str, partition: Mapping[str, str | None],
+    def write_part_file(self, table_directory: str, partition: Mapping[str, str | None], tid: str,
                         write: Callable[[Path], int]) -> WrittenPart:
-        """A new part file `<partition dirs>/p-<32 hex>.parquet` written by `write(path)`, which returns the
-        rows it wrote and puts the writer's tags in the footer (footer_tags). On failure what was written
-        is removed (an OSError raised as StorageError). The stat after the write proves the file outlived
-        its writing: were a stalled write's torn file taken for an orphan (vacuum.ORPHAN_GRACE_SECONDS),
-        the write fails here, so no part is ever registered without its file."""
-        name = f"p-{uuid.uuid4().hex}.parquet"
+        """A new part file `<partition dirs>/p-<tid>-<32 hex>.parquet` of transaction `tid` (PART_FILE_RE),
+        written by `write(path)`, which returns the rows it wrote and puts the writer's tags in the footer
+        (footer_tags). On failure what was written is removed (an OSError raised as StorageError). The stat
+        after the write proves the file outlived its writing (were it removed meanwhile, say by a vacuum
+        that found its writer's transaction ended, the write fails here), so no part is ever registered
+        without its file."""
+        name = f"p-{tid}-{uuid.uuid4().hex}.parquet"
+        if PART_FILE_RE.fullmatch(name) is None:
+            raise ValueError(f"not a tid: {tid!r}")  # a bug of the caller: tids come from TidFactory
         relative = "/".join([*partition_path(partition), name])
         target = self._under_table(table_directory, relative)[0]
         try:
@@ -334,8 +340,12 @@ def read_footer_tags(part_file: Path) -> dict[str, Any] | None:
 
 
 def writer_tags(stored: Path) -> dict[str, Any] | None:
-    """What names the writer of a `Storage.stored_parts` entry: a part file's footer, a write dir's sidecar."""
-    return read_footer_tags(stored) if stored.is_file() else read_sidecar(stored)
+    """What names the writer of a `Storage.stored_parts` entry: a part file's footer (else, while it is
+    being written or if it is torn, the tid in its name), a write dir's sidecar."""
+    if not stored.is_file():
+        return read_sidecar(stored)
+    named = PART_FILE_RE.fullmatch(stored.name)
+    return read_footer_tags(stored) or (None if named is None else {"tid": named.group("tid")})
 
 
 def read_sidecar(write_dir: Path) -> dict[str, Any] | None:

@@ -138,7 +138,8 @@ def test_odd_partition_column_names_round_trip(wh: Warehouse, root: Path, tmp_pa
     assert wh.partition_by("ns.odd") == tuple(ODD_COLUMNS)
     depth = len(ODD_COLUMNS)
     for name in storage_files(root):
-        assert re.fullmatch(rf"ns/odd/([^/=]+=[^/=]+/){{{depth}}}p-[0-9a-f]{{32}}\.parquet", name), name
+        part_file = r"p-\d+-\d+-[0-9a-f]{16}-[0-9a-f]{32}\.parquet"  # p-<writer's tid>-<32 hex>
+        assert re.fullmatch(rf"ns/odd/([^/=]+=[^/=]+/){{{depth}}}{part_file}", name), name
     assert_confined(tmp_path, root, "ns/odd")
 
 

@@ -23,6 +23,8 @@ from airflow_txn.storage.root import SIDECAR, Storage, WrittenPart, read_footer_
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 
 DAY = "2024-01-01"
+UNKNOWN_TID = "1-999-0123456789abcdef"
+"""A well-formed tid no transaction has."""
 
 
 def _directory(wh: Warehouse, table: str) -> str:
@@ -88,11 +90,11 @@ def test_unclaimed_part_files_are_removed_after_the_grace_period(wh: Warehouse, 
     an unknown transaction stay for the grace period and the retention window, like such write dirs."""
     make_tables(wh)
     table_dir = root / _directory(wh, "sales.events")
-    torn = table_dir / f"day={DAY}" / f"p-{uuid.uuid4().hex}.parquet"
+    torn = table_dir / f"day={DAY}" / f"p-{UNKNOWN_TID}-{uuid.uuid4().hex}.parquet"
     torn.parent.mkdir(parents=True)
     torn.write_bytes(b"PAR1 half written")
     unknown = wh.runtime.storage.write_part(_directory(wh, "sales.events"), {}, events([1], day=DAY),
-                                            {"tid": "no-such-transaction", "table": "sales.events"})
+                                            {"tid": UNKNOWN_TID, "table": "sales.events"})
     unknown_file = table_dir / unknown.path
 
     assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 0  # young: a writer may be writing
@@ -106,16 +108,36 @@ def test_unclaimed_part_files_are_removed_after_the_grace_period(wh: Warehouse, 
     assert list(table_dir.iterdir()) == []  # the emptied partition dir goes too
 
 
+def test_a_live_writers_unfinished_file_is_kept_past_the_grace_period(wh: Warehouse, root: Path) -> None:
+    """A file still being written has no readable footer; the tid in its name protects it by its writer's
+    lease, however old it is (a slow writer), and it goes once the writer has ended."""
+    make_tables(wh)
+    t = wh.begin()
+    table_dir = root / _directory(wh, "sales.events")
+    unfinished = table_dir / f"day={DAY}" / f"p-{t.tid}-{uuid.uuid4().hex}.parquet"
+    unfinished.parent.mkdir(parents=True)
+    unfinished.write_bytes(b"PAR1 still being written")
+    old = time.time() - 3 * ORPHAN_GRACE_SECONDS
+    os.utime(unfinished, (old, old))
+    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 0
+    assert unfinished.is_file()
+    t.rollback()
+    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 1
+    assert not unfinished.exists()
+
+
 def test_other_files_below_a_table_are_left_alone(wh: Warehouse, root: Path) -> None:
     make_tables(wh)
     table_dir = root / _directory(wh, "sales.events")
     foreign = table_dir / f"day={DAY}" / "notes.parquet"
+    looks_like_a_part = table_dir / f"day={DAY}" / f"p-{uuid.uuid4().hex}.parquet"  # no tid in its name
     foreign.parent.mkdir(parents=True)
-    foreign.write_bytes(b"not ours")
     old = time.time() - 3 * ORPHAN_GRACE_SECONDS
-    os.utime(foreign, (old, old))
+    for path in (foreign, looks_like_a_part):
+        path.write_bytes(b"not ours")
+        os.utime(path, (old, old))
     assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 0
-    assert foreign.is_file()
+    assert foreign.is_file() and looks_like_a_part.is_file()
 
 
 # -- a warehouse of the layout before D8 ----------------------------------------------------------------
