@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog import part_records, table_registry
-from airflow_txn.storage.root import SIDECAR, is_plain_part, part_file_paths, stored_unit, write_dir_of, writer_tags
+from airflow_txn.core import recovery
+from airflow_txn.storage.root import SIDECAR, is_plain_part, part_file_paths, write_dir_of, writer_tags
 
 EVENTS = pa.schema([("id", pa.int64()), ("day", pa.string()), ("value", pa.float64())])
 ACCOUNTS = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
@@ -56,7 +57,7 @@ def unregistered_parts(wh: Warehouse, table: str) -> dict[str, dict[str, object]
     writer's tags from its footer or sidecar ({} if unreadable)}."""
     with wh.runtime.catalog.read() as conn:
         info = table_registry.get(conn, table)
-        registered = {stored_unit(p) for p in part_records.registered_paths(conn, info.id)}
+        registered = recovery.registered_units(conn, info.id)
     return {relative: writer_tags(full) or {} for relative, full in wh.runtime.storage.stored_parts(info.directory)
             if relative not in registered}
 

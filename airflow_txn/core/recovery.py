@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sqlalchemy import Connection
+
 from airflow_txn.catalog import commit_log, part_records, table_registry, txn_records
 from airflow_txn.core import apply, log_mirror, rollback
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TransactionClosedError
 from airflow_txn.model.results import RecoveryReport
 from airflow_txn.oracle import ExternalLog
-from airflow_txn.storage.root import stored_unit, writer_tags
+from airflow_txn.storage.root import stored_unit, writer_tid
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
@@ -90,6 +92,12 @@ def _compact(rt: Runtime, external: ExternalLog) -> int:
         return 0
 
 
+def registered_units(conn: Connection, table_id: int) -> set[str]:
+    """The write dirs and part files of a table the catalog registers (storage.root.stored_unit): what
+    `Storage.stored_parts` lists that is not an orphan."""
+    return {stored_unit(p) for p in part_records.registered_paths(conn, table_id)}
+
+
 def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> tuple[int, list[str]]:
     """How many part files and write dirs are unregistered (vacuum removes them), and the files of visible parts that
     are gone (reported)."""
@@ -100,13 +108,13 @@ def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> tuple[int
     for index, info in enumerate(tables):
         tick("check storage", index, len(tables))
         with rt.catalog.read() as conn:
-            registered = {stored_unit(p) for p in part_records.registered_paths(conn, info.id)}
+            registered = registered_units(conn, info.id)
             visible = part_records.visible_parts(conn, info.id, None, watermark)
         for relative, full in rt.storage.stored_parts(info.directory):
             if relative not in registered:
                 orphans += 1
                 log.debug("unregistered part file or write dir %s", full,
-                          extra=logs.fields((writer_tags(full) or {}).get("tid")))
+                          extra=logs.fields(writer_tid(full)))
         for part in visible:
             missing += rt.storage.missing_files(info.directory, part.path, part.files)
     tick("check storage", len(tables), len(tables))

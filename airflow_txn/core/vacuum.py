@@ -28,7 +28,6 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 from sqlalchemy import Connection
 
@@ -51,15 +50,15 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.results import PurgedRows, VacuumReport
-from airflow_txn.storage.root import dir_age_seconds, stored_unit, tree_size, writer_tags
+from airflow_txn.storage.root import dir_age_seconds, tree_size, writer_tid
 from airflow_txn.telemetry import logs
 
 HISTORY_SECONDS = 24 * 3600.0
 """Rows of ended transactions and commit records stay at least this long, whatever the window: an Airflow
 retry (a commit or finalize task) looks its transaction up by tid after it ended."""
 ORPHAN_GRACE_SECONDS = 60.0
-"""Write dirs with no sidecar, part files with no readable footer, and either naming an unknown tid are
-left this long at least (a writer may be starting, or still writing the file)."""
+"""Write dirs with no readable sidecar, and write dirs or part files whose writer the catalog does not know,
+are left this long at least (a writer may be starting)."""
 CLOCK_MARGIN_SECONDS = 60.0
 """Merge sources stay while a transaction open now began less than this before the merge (clock skew)."""
 
@@ -67,7 +66,6 @@ VACUUM_LOCK = "vacuum"
 """The maintenance lock a vacuum run holds (catalog/locks.py): a second run waits for the first."""
 
 Progress = Callable[[str, int, int], None]
-PurgedKind = Literal["read_set", "keys", "commit_log", "table_commits", "transactions"]
 
 log = logs.get_logger(__name__)
 
@@ -189,17 +187,17 @@ def _remove_orphans(rt: Runtime, tables: list[TableInfo], retention_seconds: flo
 
 def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -> list[str]:
     """Write dirs and plain part files whose writer can no longer register them. Only unregistered ones
-    are looked at (a footer or sidecar read each); registration is checked again LAST, after the
-    writer's transaction was seen closed, so a registration cannot slip in between."""
+    are looked at (their writer from a part file's name or a write dir's sidecar); registration is checked
+    again LAST, after the writer's transaction was seen closed, so a registration cannot slip in between."""
     registered = _registered_units(rt, info)
     candidates = []
     for relative, full in rt.storage.stored_parts(info.directory):
         if relative in registered:
             continue
-        tid = (writer_tags(full) or {}).get("tid")
+        tid = writer_tid(full)
         with rt.catalog.read() as conn:
-            writer = txn_records.state_and_expiry(conn, str(tid))
-        if writer is None:  # no readable footer or sidecar (a writer starting, a torn write), or a purged tid
+            writer = None if tid is None else txn_records.state_and_expiry(conn, tid)
+        if writer is None:  # no readable sidecar (a writer starting, a torn write), or an unknown or purged tid
             if dir_age_seconds(full) > max(retention_seconds, ORPHAN_GRACE_SECONDS):
                 candidates.append(relative)
         elif writer[0] != txn_records.ACTIVE or writer[1]:
@@ -213,7 +211,7 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
 def _registered_units(rt: Runtime, info: TableInfo) -> set[str]:
     """The write dirs and part files of `info` the catalog registers (storage.root.stored_unit)."""
     with rt.catalog.read() as conn:
-        return {stored_unit(p) for p in part_records.registered_paths(conn, info.id)}
+        return recovery.registered_units(conn, info.id)
 
 
 # -- catalog history -------------------------------------------------------------------------------

@@ -339,6 +339,17 @@ def read_footer_tags(part_file: Path) -> dict[str, Any] | None:
     return tags if "tid" in tags else None
 
 
+def writer_tid(stored: Path) -> str | None:
+    """The transaction that wrote a `Storage.stored_parts` entry, as vacuum and recovery judge it: a part
+    file's name says it (PART_FILE_RE; no read, and known before its footer exists), a write dir's
+    sidecar does (None: no readable sidecar)."""
+    if stored.is_file():
+        named = PART_FILE_RE.fullmatch(stored.name)
+        return None if named is None else named.group("tid")
+    tid = (read_sidecar(stored) or {}).get("tid")
+    return None if tid is None else str(tid)
+
+
 def writer_tags(stored: Path) -> dict[str, Any] | None:
     """What names the writer of a `Storage.stored_parts` entry: a part file's footer (else, while it is
     being written or if it is torn, the tid in its name), a write dir's sidecar."""
