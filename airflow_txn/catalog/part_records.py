@@ -282,10 +282,13 @@ def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequ
                     f"part {part_id} was replaced by another statement of transaction {tid} while this one "
                     "ran; nothing was staged: run the statement again"
                 )
-            raise SerializationError(
-                f"part {part_id} is being replaced or was removed by transaction {holder}; "
-                f"transaction {tid} conflicts and can only roll back"
-            )
+            raise conflict_error(part_id, str(holder), tid)
+
+
+def conflict_error(part_id: int, holder: str, tid: str) -> SerializationError:
+    """The write-write conflict of invariant 6: `holder` has the removal lock of a part `tid` wants."""
+    return SerializationError(f"part {part_id} is being replaced or was removed by transaction {holder}; "
+                              f"transaction {tid} conflicts and can only roll back")
 
 
 def tables_touched(conn: Connection, tid: str) -> list[int]:

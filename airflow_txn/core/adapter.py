@@ -42,7 +42,7 @@ from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import MergedAwayError, SerializationError, TxnError
+from airflow_txn.errors import MergedAwayError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import TableName
 from airflow_txn.model.partitioning import Partition, parse_partition_key
@@ -256,10 +256,7 @@ class Statement:
 def _check_unlocked(tid: str, parts: Sequence[PartView]) -> None:
     for part in parts:
         if part.locked_by is not None and part.locked_by != tid:
-            raise SerializationError(
-                f"part {part.id} is being replaced or was removed by transaction {part.locked_by}; "
-                f"transaction {tid} conflicts and can only roll back"
-            )
+            raise part_records.conflict_error(part.id, part.locked_by, tid)
 
 
 def _merged_away_of(fn: Callable[[], None]) -> MergedAwayError | None:
