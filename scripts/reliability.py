@@ -382,7 +382,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse(argv)
     pg_url = postgres_url()
-    env = {**knobs(args), "AIRFLOW_TXN_TEST_PG": pg_url, "AIRFLOW_TXN_TEST_ZK": "1"}
+    env = {**knobs(args), "AIRFLOW_TXN_TEST_PG": pg_url, "AIRFLOW_TXN_TEST_ZK": "1", "AIRFLOW_TXN_TEST_S3": "1"}
     chosen = [s for s in SUITES if s.name in args.suites.split(",")]
     command = "python scripts/reliability.py " + " ".join(shlex.quote(a) for a in argv if a) if argv else (
         "python scripts/reliability.py")

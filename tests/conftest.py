@@ -12,6 +12,12 @@ the worker processes it starts uses a fresh chroot on one real ZooKeeper server 
 (tests.harness.zookeeper).
 Set AIRFLOW_TXN_TEST_ZK (scripts/test.sh does) to make a ZooKeeper that cannot start fail, not skip.
 
+Core tests also run a fourth time, id `postgres-s3`: the PostgreSQL catalog with the storage root on a real
+S3-compatible server (`s3://<session bucket>/<fresh prefix>`), marked `s3`. That variant sets only the standard
+AWS_* variables (endpoint, region, credentials) for the test and its worker processes, as a user would. A test
+that needs a local root (it ages files with os.utime, makes directories, follows links) is marked `local_root`
+and is not run in that variant.
+
 Object-storage tests (marker `s3`) use `s3_server`: one real SeaweedFS S3 server for the session
 (tests.harness.seaweedfs). They skip unless AIRFLOW_TXN_TEST_S3 is set (scripts/test.sh sets it); with it
 set, a server that cannot start fails them.
@@ -34,9 +40,10 @@ if TYPE_CHECKING:
     from tests.harness.seaweedfs import S3Server
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
-BACKENDS = ["sqlite", "postgres", "postgres-zookeeper"]
+BACKENDS = ["sqlite", "postgres", "postgres-zookeeper", "postgres-s3"]
 ZK_BACKEND = "postgres-zookeeper"
-ZK_SUITES = ("tests/core/", "tests/history/")  # where the zookeeper variant of `catalog_url` runs
+S3_BACKEND = "postgres-s3"
+ZK_SUITES = ("tests/core/", "tests/history/")  # where the zookeeper and s3 variants of `catalog_url` run
 
 
 def pg_base_url() -> str:
@@ -63,11 +70,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         backend = callspec.params.get("catalog_url") if callspec is not None else None
         if backend == "postgres":
             item.add_marker(pytest.mark.postgres)
-        elif backend == ZK_BACKEND:
-            if not item.nodeid.startswith(ZK_SUITES):
+        elif backend in (ZK_BACKEND, S3_BACKEND):
+            if not item.nodeid.startswith(ZK_SUITES) or (
+                    backend == S3_BACKEND and item.get_closest_marker("local_root") is not None):
                 dropped.append(item)
                 continue
-            item.add_marker(pytest.mark.zookeeper)
+            item.add_marker(pytest.mark.zookeeper if backend == ZK_BACKEND else pytest.mark.s3)
         keep.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -129,6 +137,22 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         pytest.fail(f"SeaweedFS cannot start: {exc}")
 
 
+@pytest.fixture(scope="session")
+def s3_bucket(s3_server: S3Server) -> str:
+    """One bucket for the session's S3-rooted warehouses (each test takes a fresh prefix in it)."""
+    return s3_server.bucket()
+
+
+@pytest.fixture
+def s3_root(s3_server: S3Server, s3_bucket: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh `s3://` root on the session's server, its settings in the standard AWS_* variables only (for
+    this test and the worker processes it starts)."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AIRFLOW_TXN_STORAGE_OPTIONS", raising=False)
+    return f"s3://{s3_bucket}/t_{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture
 def zk_oracle(zookeeper_hosts: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """A ZooKeeper oracle spec with a chroot of its own, set as AIRFLOW_TXN_ORACLE for this test."""
@@ -139,7 +163,7 @@ def zk_oracle(zookeeper_hosts: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture(params=BACKENDS)
 def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param in ("postgres", ZK_BACKEND):
+    if request.param in ("postgres", ZK_BACKEND, S3_BACKEND):
         url: str = request.getfixturevalue("pg_schema_url")
         if request.param == ZK_BACKEND:
             request.getfixturevalue("zk_oracle")
@@ -148,7 +172,11 @@ def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """The storage root: a local directory, or in the `postgres-s3` variant an s3:// URI (s3_root)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("catalog_url") == S3_BACKEND:
+        return str(request.getfixturevalue("s3_root"))
     return tmp_path / "warehouse"
 
 

@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog import part_records, table_registry
 from airflow_txn.core import recovery
-from airflow_txn.storage.root import SIDECAR, is_plain_part, part_file_paths, write_dir_of, writer_tags
+from airflow_txn.storage.location import normalize_root, resolve
+from airflow_txn.storage.root import SIDECAR, is_plain_part, part_file_paths, write_dir_of
 
 EVENTS = pa.schema([("id", pa.int64()), ("day", pa.string()), ("value", pa.float64())])
 ACCOUNTS = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
@@ -30,13 +32,62 @@ def ids(table: pa.Table) -> list[int]:
     return sorted(table.column("id").to_pylist())
 
 
-def storage_files(root: Path) -> set[str]:
-    """Every file below the storage root, relative to it."""
+def storage_files(root: Path | str) -> set[str]:
+    """Every file below the storage root (a local path, or an s3:// URI: its objects), relative to it."""
+    if isinstance(root, str) and "://" in root:
+        where = resolve(normalize_root(root), {})
+        listed = where.filesystem.get_file_info(pafs.FileSelector(where.base, recursive=True, allow_not_found=True))
+        return {info.path[len(where.base) + 1:] for info in listed if info.type == pafs.FileType.File}
     out = set()
     for current, _dirs, files in os.walk(root):
         for name in files:
             out.add(str(Path(current, name).relative_to(root)))
     return out
+
+
+def _object_root(root: Path | str) -> tuple[pafs.FileSystem, str] | None:
+    """(filesystem, base) of an s3:// root; None for a local one."""
+    if isinstance(root, str) and "://" in root:
+        where = resolve(normalize_root(root), {})
+        return where.filesystem, where.base
+    return None
+
+
+def stored_stats(root: Path | str) -> dict[str, tuple[int, int]]:
+    """Every file below the root (local or s3://) with its size and modification time in ns."""
+    remote = _object_root(root)
+    if remote is None:
+        return {name: ((st := (Path(root) / name).stat()).st_size, st.st_mtime_ns) for name in storage_files(root)}
+    fs, base = remote
+    listed = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    return {info.path[len(base) + 1:]: (int(info.size or 0), int(info.mtime_ns or 0))
+            for info in listed if info.type == pafs.FileType.File}
+
+
+def stored_exists(root: Path | str, relative: str) -> bool:
+    """Whether a file `relative` to the root (local or s3://) exists."""
+    remote = _object_root(root)
+    if remote is None:
+        return (Path(root) / relative).is_file()
+    fs, base = remote
+    return bool(fs.get_file_info(f"{base}/{relative}").type == pafs.FileType.File)
+
+
+def stored_size(root: Path | str, relative: str) -> int:
+    """The size of a file `relative` to the root (local or s3://)."""
+    return stored_stats(root)[relative][0] if _object_root(root) else (Path(root) / relative).stat().st_size
+
+
+def partition_dirs(wh: Warehouse, directory: str) -> set[str]:
+    """What lies directly below a table directory: on a local root its entries (an emptied directory
+    included); on an object store the prefixes below which some object lies. (pyarrow leaves a zero-byte
+    "directory" marker object where a delete emptied a prefix: docs/DESIGN.md, "Storage on object stores".)"""
+    storage = wh.runtime.storage
+    if storage.local is not None:
+        return {name for name, _is_file, _mtime in storage.root_entries(directory)}
+    base = storage.path(directory)
+    listed = storage.fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    return {info.path[len(base) + 1:].split("/")[0] for info in listed if info.type == pafs.FileType.File}
 
 
 def visible_part_files(wh: Warehouse) -> set[str]:
@@ -58,8 +109,19 @@ def unregistered_parts(wh: Warehouse, table: str) -> dict[str, dict[str, object]
     with wh.runtime.catalog.read() as conn:
         info = table_registry.get(conn, table)
         registered = recovery.registered_units(conn, info.id)
-    return {relative: writer_tags(full) or {} for relative, full in wh.runtime.storage.stored_parts(info.directory)
-            if relative not in registered}
+    storage = wh.runtime.storage
+    return {entry.relative: storage.writer_tags(entry) or {} for entry in storage.stored_parts(info.directory)
+            if entry.relative not in registered}
+
+
+def part_writer_tags(wh: Warehouse, table: str, part_path: str) -> dict[str, object]:
+    """What names the writer of a registered part: a plain file's footer, a write dir's sidecar ({} if unreadable)."""
+    with wh.runtime.catalog.read() as conn:
+        directory = table_registry.get(conn, table).directory
+    storage = wh.runtime.storage
+    if is_plain_part(part_path):
+        return storage.read_footer_tags(storage.path(directory, part_path)) or {}
+    return storage.read_sidecar(storage.path(directory, write_dir_of(part_path))) or {}
 
 
 def make_tables(wh: Warehouse) -> None:

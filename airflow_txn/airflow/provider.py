@@ -43,9 +43,16 @@ CONFIG: dict[str, Any] = {
             "catalog": _option("SQLAlchemy URL of the catalog database, used when the connection's extra "
                                "sets no `catalog` (empty: AIRFLOW_TXN_CATALOG, else a SQLite file).",
                                "string", "", "postgresql+psycopg://airflow:airflow@postgres/airflow_txn"),
-            "root": _option("Storage root directory of the Parquet files; on a cluster a shared filesystem "
-                            "mounted at the same path everywhere (empty: AIRFLOW_TXN_ROOT, else "
-                            "~/.airflow_txn/warehouse).", "string", "", "/data/warehouse"),
+            "root": _option("Storage root of the Parquet files: a directory (on a cluster a shared filesystem "
+                            "mounted at the same path everywhere) or an object store, s3://bucket/prefix "
+                            "(empty: AIRFLOW_TXN_ROOT, else ~/.airflow_txn/warehouse).", "string", "",
+                            "s3://my-bucket/warehouse"),
+            "storage_options": {**_option(
+                "S3 settings of an s3:// root as a JSON object: endpoint_url, region, access_key_id, "
+                "secret_access_key, session_token, force_virtual_addressing (empty: "
+                "AIRFLOW_TXN_STORAGE_OPTIONS, else the standard AWS_* variables and ~/.aws files).",
+                "string", "", '{"endpoint_url": "http://seaweedfs:8333", "region": "us-east-1"}'),
+                "sensitive": True},
             "oracle": _option("CSN oracle: 'sql' (the catalog's own counter) or "
                               "'zookeeper://host:port[,host:port...]/chroot' (empty: AIRFLOW_TXN_ORACLE, "
                               "else sql).", "string", "", "zookeeper://zk1:2181,zk2:2181,zk3:2181/airflow_txn"),
@@ -89,12 +96,17 @@ def get_provider_info() -> dict[str, Any]:
                             "(empty: [airflow_txn] catalog, AIRFLOW_TXN_CATALOG or the embedded SQLite file)",
                             "schema": {"type": ["string", "null"]}},
                 "root": {"label": "Storage root", "description":
-                         "Directory of the Parquet files (empty: [airflow_txn] root, AIRFLOW_TXN_ROOT or "
-                         "~/.airflow_txn/warehouse)",
+                         "Directory of the Parquet files, or s3://bucket/prefix (empty: [airflow_txn] root, "
+                         "AIRFLOW_TXN_ROOT or ~/.airflow_txn/warehouse)",
                          "schema": {"type": ["string", "null"]}},
                 "oracle": {"label": "CSN oracle", "description":
                            "'sql' (default) or 'zookeeper://host:port[,host:port]/chroot'",
                            "schema": {"type": ["string", "null"], "default": "sql"}},
+                "storage_options": {"label": "Storage options", "description":
+                                    "For an s3:// root: a JSON object of endpoint_url, region, access_key_id, "
+                                    "secret_access_key, ... (empty: [airflow_txn] storage_options, "
+                                    "AIRFLOW_TXN_STORAGE_OPTIONS or the AWS_* environment)",
+                                    "schema": {"type": ["string", "null"]}},
             },
             "ui-field-behaviour": {
                 "hidden-fields": ["host", "schema", "login", "password", "port"],

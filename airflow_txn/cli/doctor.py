@@ -29,6 +29,7 @@ from airflow_txn.model.results import CheckStatus, DoctorCheck, DoctorReport
 from airflow_txn.model.tid import TidFactory
 from airflow_txn.oracle import CsnOracle
 from airflow_txn.oracle import registry as oracle_kinds
+from airflow_txn.storage import location
 from airflow_txn.storage.root import Storage
 
 OK: Final = "ok"
@@ -68,7 +69,7 @@ def diagnose(catalog: str | None, root: str | None, oracle: str | None, timeout:
                                   f"oracle {config.oracle}")]
     catalog_checks = check_catalog(config.catalog_url, timeout)
     checks += catalog_checks
-    checks += check_root(config.root)
+    checks += check_root(config.root) if location.scheme_of(config.root) == "file" else check_object_store(config)
     if any(c.status == FAIL for c in catalog_checks):
         needs = "needs a working catalog"
         return [*checks, Check("oracle", SKIP, needs), Check("recovery", SKIP, needs)]
@@ -127,8 +128,40 @@ def _version_check(version: str | None, revision: str | None) -> Check:
 
 
 # -- storage root ------------------------------------------------------------------------------------------
-def check_root(root: Path) -> list[Check]:
+def check_object_store(config: WarehouseConfig) -> list[Check]:
+    """An object-store root: its settings resolve, its bucket exists and is reachable, an object can be written,
+    read back and deleted below the root; the source of the credentials is named (never their values)."""
+    try:
+        where = config.location()
+        storage = Storage(where)
+    except TxnError as exc:
+        return [Check("storage root", FAIL, str(exc), "fix storage_options / the AWS_* variables")]
+    try:
+        storage.ensure()
+    except TxnError as exc:
+        return [Check("storage root", FAIL, str(exc),
+                      "check the endpoint, the bucket name and the credentials (see docs/DEPLOYMENT.md)")]
+    checks = [Check("storage root", OK, f"{where.uri}: bucket reachable; {where.credentials}")]
+    probe = f".airflow_txn-doctor-{uuid.uuid4().hex}"
+    try:
+        storage.write_root_file(probe, b"airflow_txn")
+        if storage.read_root_file(probe) != b"airflow_txn":
+            checks.append(Check("write probe", FAIL, f"an object written below {where.uri} read back different",
+                                "check the object store"))
+        else:
+            checks.append(Check("write probe", OK, "wrote, read back and deleted an object"))
+    except (OSError, TxnError) as exc:
+        checks.append(Check("write probe", FAIL, f"cannot write below {where.uri}: {_first_line(exc)}",
+                            "give these credentials read/write/delete/list access to the bucket's prefix"))
+    finally:
+        with suppress(OSError, TxnError):
+            where.filesystem.delete_file(where.path(probe))
+    return checks
+
+
+def check_root(root: str | Path) -> list[Check]:
     """Exists and is a directory; a file (and a directory) can be created and deleted in it; free space."""
+    root = Path(root)
     hint = "run `airflow-txn init`, or point --root / AIRFLOW_TXN_ROOT at the warehouse's root"
     if not root.exists():
         return [Check("storage root", FAIL, f"{root} does not exist", hint)]
@@ -199,7 +232,7 @@ def check_recovery(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracle 
     """Warn when recovery has work: expired transactions, unfinished rollbacks, unapplied records."""
     if oracle is None:
         return Check("recovery", SKIP, "needs a reachable oracle")
-    runtime = Runtime(catalog, oracle, Storage(config.root), TidFactory())
+    runtime = Runtime(catalog, oracle, Storage(config.location()), TidFactory())
     try:
         backlog = overview.recovery_backlog(runtime)
     except (TxnError, SQLAlchemyError) as exc:

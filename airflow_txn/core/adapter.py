@@ -42,7 +42,7 @@ from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import MergedAwayError, TxnError
+from airflow_txn.errors import MergedAwayError, StorageError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import TableName
 from airflow_txn.model.partitioning import Partition, parse_partition_key
@@ -123,6 +123,14 @@ class WriteDir:
 
 
 def _view(rt: Runtime, info: TableInfo) -> TableView:
+    if rt.storage.local is None:
+        raise StorageError(
+            f"table {info.name.qualified}: its warehouse root {rt.storage.uri} is an object store, and an engine "
+            "that opens files by path (airflow_txn.spark in this release, through Spark's Hadoop filesystem) needs a "
+            "root every executor mounts. Use a local or shared filesystem root for Spark jobs; object-store roots "
+            "are written and read with the core API (Transaction.append, Warehouse.read) here, and from Spark with "
+            "the data source of the next release (df.write.format(\"airflow_txn\"), "
+            "spark.read.format(\"airflow_txn\")).")
     return TableView(info.name, info.schema, info.partition_by, rt.storage.table_dir(info.directory).resolve(), info)
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -192,9 +191,9 @@ def write_arrow(rt: Runtime, job: MergeJob) -> WrittenPart:
     info, partition = job.group.table, job.group.partition
     stored = pa.schema([f for f in info.schema if f.name not in partition], metadata=footer_tags(job.tags))
 
-    def write(target: Path) -> int:
+    def write(sink: pa.NativeFile) -> int:
         rows = 0
-        with pq.ParquetWriter(target, stored) as out:
+        with pq.ParquetWriter(sink, stored) as out:
             buffer: list[pa.Table] = []
             for source in job.group.sources:
                 piece = rt.storage.read_part(info.directory, source.path, source.files, info.schema, partition)

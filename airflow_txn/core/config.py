@@ -1,21 +1,24 @@
-"""Warehouse configuration: one frozen dataclass, its defaults, and the only place env vars are read."""
+"""Warehouse configuration: one frozen dataclass, its defaults, and the only place AIRFLOW_TXN_* variables are
+read (an S3 root also reads the standard AWS_* variables, storage/location.py, as every AWS client does)."""
 
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from airflow_txn.errors import InvalidArgumentError, TxnError
+from airflow_txn.errors import TxnError
 from airflow_txn.oracle import registry as oracle_kinds
+from airflow_txn.storage import location
 
 ENV_CATALOG = "AIRFLOW_TXN_CATALOG"
 ENV_ROOT = "AIRFLOW_TXN_ROOT"
 ENV_ORACLE = "AIRFLOW_TXN_ORACLE"
 ENV_HOME = "AIRFLOW_TXN_HOME"
 ENV_MANIFESTS = "AIRFLOW_TXN_MANIFESTS"
+ENV_STORAGE_OPTIONS = "AIRFLOW_TXN_STORAGE_OPTIONS"
+"""S3 settings as a JSON object (storage/location.S3_OPTIONS) when none are passed."""
 MANIFEST_MODES = ("off", "on-commit")
 """off: manifests only on request (Warehouse.write_manifest); on-commit: also after every commit."""
 
@@ -26,28 +29,11 @@ this long (docs/CONCEPTS.md, Leases). Long work renews a shorter lease instead (
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 
 
-_URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
-"""A storage root of the form scheme://...: a URI, never a relative path (`s3://b/wh` is not ./s3:/b/wh)."""
-
-
-def root_path(root: str | os.PathLike[str]) -> Path:
-    """The local directory a storage root names: a path (`~` expanded, made absolute) or a `file://` URI.
-    Any other scheme is refused before anything is created: this release stores parts on a filesystem
-    every process mounts at the same path (docs/DEPLOYMENT.md), not on an object store."""
-    text = os.fspath(root)
-    uri = _URI.match(text)
-    if uri is None:
-        return Path(text).expanduser().absolute()
-    scheme = uri.group("scheme").lower()
-    if scheme != "file":
-        raise InvalidArgumentError(
-            f"storage root {text!r}: the {scheme}:// scheme is not supported; give a local or shared "
-            f"filesystem path (e.g. /mnt/warehouse) or a file:// URI")
-    parts = urlsplit(text)
-    if parts.netloc not in ("", "localhost"):
-        raise InvalidArgumentError(f"storage root {text!r}: a file:// URI names a path on this machine "
-                                   f"(file:///path), not on host {parts.netloc!r}")
-    return Path(unquote(parts.path)).absolute()
+def root_uri(root: str | os.PathLike[str]) -> str:
+    """The storage root as the configuration keeps it (storage/location.normalize_root): an absolute local
+    path, or an object store's `scheme://bucket/prefix`. An unsupported scheme is refused before anything is
+    created (`s3://b/wh` is never a relative path)."""
+    return location.normalize_root(root)
 
 
 def home_dir() -> Path:
@@ -62,16 +48,27 @@ class WarehouseConfig:
     """Where a warehouse lives: catalog URL, storage root and CSN oracle."""
 
     catalog_url: str
-    root: Path
+    root: str
+    """An absolute local path, or `scheme://bucket/prefix` (storage/location.py)."""
     oracle: str = "sql"
     manifests: str = "off"
+    storage_options: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    """S3 settings (storage/location.S3_OPTIONS); may hold secrets, so never shown."""
 
     @classmethod
     def resolve(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
-                oracle: str | None = None, manifests: str | None = None) -> WarehouseConfig:
+                oracle: str | None = None, manifests: str | None = None,
+                storage_options: Mapping[str, str | bool] | str | None = None) -> WarehouseConfig:
         """Explicit arguments first, then AIRFLOW_TXN_* variables, then the embedded defaults."""
         catalog_url = catalog or os.environ.get(ENV_CATALOG) or f"sqlite:///{home_dir() / 'catalog.db'}"
-        storage_root = root_path(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse")
+        storage_root = root_uri(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse")
+        local = location.scheme_of(storage_root) == "file"
+        if storage_options is None:
+            options = location.parse_storage_options(os.environ.get(ENV_STORAGE_OPTIONS), f"${ENV_STORAGE_OPTIONS}")
+            if local:  # settings of the environment's object store; this warehouse does not use one
+                options = {}
+        else:
+            options = location.parse_storage_options(storage_options, "storage_options")
         oracle_spec = (oracle or os.environ.get(ENV_ORACLE) or "sql").strip()
         oracle_kinds.kind_of(oracle_spec)  # a known kind; its options are checked when it is opened
         if "://" not in catalog_url:
@@ -80,4 +77,9 @@ class WarehouseConfig:
         if manifest_mode not in MANIFEST_MODES:
             raise TxnError(f"manifests must be one of {MANIFEST_MODES} (argument or ${ENV_MANIFESTS}), "
                            f"got {manifest_mode!r}")
-        return cls(catalog_url=catalog_url, root=storage_root, oracle=oracle_spec, manifests=manifest_mode)
+        return cls(catalog_url=catalog_url, root=storage_root, oracle=oracle_spec, manifests=manifest_mode,
+                   storage_options=options)
+
+    def location(self) -> location.Location:
+        """The storage root resolved to a filesystem (for an object store: its client, no request yet)."""
+        return location.resolve(self.root, self.storage_options)

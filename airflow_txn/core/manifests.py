@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 from airflow_txn.catalog import commit_log, part_records, table_registry
 from airflow_txn.catalog.table_registry import TableInfo
@@ -32,9 +29,9 @@ VERSION = 1
 INDEX = "index.json"
 
 
-def csn_dir(root: Path, csn: int) -> Path:
-    """The directory holding the manifests of snapshot `csn`."""
-    return root / MANIFEST_DIR / f"csn-{csn}"
+def csn_dir(csn: int) -> str:
+    """The directory (prefix) holding the manifests of snapshot `csn`, relative to the storage root."""
+    return f"{MANIFEST_DIR}/csn-{csn}"
 
 
 def manifest_name(info: TableInfo) -> str:
@@ -46,13 +43,11 @@ def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.Pa
     entries: list[ManifestPart] = []
     file_count = 0
     for part in parts:
-        files = []
-        for file_path in rt.storage.part_files(info.directory, part.path, part.files):
-            try:
-                size = file_path.stat().st_size
-            except OSError as exc:
-                raise StorageError(f"part file {file_path} is missing or unreadable: {exc}") from exc
-            files.append(ManifestFile(path=str(file_path.resolve()), size_bytes=size))
+        try:
+            found = rt.storage.part_uris(info.directory, part.path, part.files)
+        except OSError as exc:
+            raise StorageError(f"a file of part {part.id} of {info.name.qualified} is unreadable: {exc}") from exc
+        files = [ManifestFile(path=uri, size_bytes=size) for uri, size in found]
         file_count += len(files)
         entries.append(ManifestPart(
             id=part.id, partition=dict(part.partition), row_count=part.row_count,
@@ -77,33 +72,32 @@ def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) 
         infos = sorted({i.id: i for i in infos}.values(), key=lambda i: i.name.qualified)
         listed = [(info, part_records.visible_parts(conn, info.id, None, csn)) for info in infos]
     manifests = [table_manifest(rt, info, parts, csn) for info, parts in listed]
-    target = csn_dir(rt.storage.root, csn)
-    target.mkdir(parents=True, exist_ok=True)
+    target = csn_dir(csn)
     written: dict[str, str] = {}
     for info, manifest in zip(infos, manifests, strict=True):
-        written[info.name.qualified] = str(_write_json(target / manifest_name(info), manifest))
+        written[info.name.qualified] = _write_json(rt, f"{target}/{manifest_name(info)}", manifest)
     index = ManifestIndex(
         format=FORMAT, version=VERSION, csn=csn,
         tables=[ManifestIndexEntry(table=m["table"], manifest=manifest_name(i), row_count=m["row_count"],
                                    file_count=m["file_count"]) for i, m in zip(infos, manifests, strict=True)],
     )
-    index_path = _write_json(target / INDEX, index)  # last: a complete index names complete manifests
-    return ManifestReport(csn=csn, directory=str(target.resolve()), index=str(index_path), tables=written)
+    index_path = _write_json(rt, f"{target}/{INDEX}", index)  # last: a complete index names complete manifests
+    return ManifestReport(csn=csn, directory=index_path.rpartition("/")[0], index=index_path, tables=written)
 
 
-def indexed_tables(directory: Path) -> list[str] | None:
-    """The tables the index of a manifest directory lists; None without a readable index."""
+def indexed_tables(rt: Runtime, directory: str) -> list[str] | None:
+    """The tables the index of a manifest directory (csn_dir) lists; None without a readable index."""
     try:
-        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
+        index = json.loads(rt.storage.read_root_file(f"{directory}/{INDEX}") or b"")
         return [str(entry["table"]) for entry in index["tables"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def listed_part_ids(directory: Path, info: TableInfo) -> set[int] | None:
+def listed_part_ids(rt: Runtime, directory: str, info: TableInfo) -> set[int] | None:
     """The part ids one table's manifest in `directory` lists; None if it is missing or unreadable."""
     try:
-        manifest = json.loads((directory / manifest_name(info)).read_text(encoding="utf-8"))
+        manifest = json.loads(rt.storage.read_root_file(f"{directory}/{manifest_name(info)}") or b"")
         return {int(part["id"]) for part in manifest["parts"]}
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -129,17 +123,10 @@ def write_on_commit(rt: Runtime, tid: str, csn: int) -> ManifestReport | None:
         return None
 
 
-def _write_json(path: Path, payload: TableManifest | ManifestIndex) -> Path:
-    """Write atomically: a temporary file in the same directory, fsynced, then os.replace."""
+def _write_json(rt: Runtime, relative: str, payload: TableManifest | ManifestIndex) -> str:
+    """Write a manifest file whole (Storage.write_root_file: replaced atomically, or one PUT); its URI."""
     text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path.resolve()
+        return rt.storage.write_root_file(relative, text.encode("utf-8"))
+    except OSError as exc:
+        raise StorageError(f"could not write manifest {relative}: {exc}") from exc

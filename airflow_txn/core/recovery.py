@@ -13,7 +13,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TransactionClosedError
 from airflow_txn.model.results import RecoveryReport
 from airflow_txn.oracle import ExternalLog
-from airflow_txn.storage.root import stored_unit, writer_tid
+from airflow_txn.storage.root import stored_unit
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
@@ -110,11 +110,11 @@ def _reconcile_storage(rt: Runtime, watermark: int, tick: Progress) -> tuple[int
         with rt.catalog.read() as conn:
             registered = registered_units(conn, info.id)
             visible = part_records.visible_parts(conn, info.id, None, watermark)
-        for relative, full in rt.storage.stored_parts(info.directory):
-            if relative not in registered:
+        for entry in rt.storage.stored_parts(info.directory):
+            if entry.relative not in registered:
                 orphans += 1
-                log.debug("unregistered part file or write dir %s", full,
-                          extra=logs.fields(writer_tid(full)))
+                log.debug("unregistered part file or write dir %s", entry.path,
+                          extra=logs.fields(rt.storage.writer_tid(entry)))
         for part in visible:
             missing += rt.storage.missing_files(info.directory, part.path, part.files)
     tick("check storage", len(tables), len(tables))

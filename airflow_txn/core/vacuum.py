@@ -24,10 +24,8 @@ and write dirs in a partition dir meanwhile: storage removes a partition dir onl
 from __future__ import annotations
 
 import functools
-import shutil
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from sqlalchemy import Connection
 
@@ -50,7 +48,6 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.results import PurgedRows, VacuumReport
-from airflow_txn.storage.root import dir_age_seconds, tree_size, writer_tid
 from airflow_txn.telemetry import logs
 
 HISTORY_SECONDS = 24 * 3600.0
@@ -155,7 +152,7 @@ def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], bat
                 parts = compaction_records.garbage(conn, info.id, h.of(info.id), after, None if dry_run else batch)
             if dry_run:
                 removed += len(parts)
-                freed += sum(tree_size(rt.storage.table_dir(info.directory) / p.path) for p in parts)
+                freed += sum(rt.storage.size_of(info.directory, p.path) for p in parts)
                 break
             if not parts:
                 break
@@ -177,7 +174,7 @@ def _remove_orphans(rt: Runtime, tables: list[TableInfo], retention_seconds: flo
         tick("orphans", index, len(tables))
         for relative in _orphan_candidates(rt, info, retention_seconds):
             if dry_run:
-                freed += tree_size(rt.storage.table_dir(info.directory) / relative)
+                freed += rt.storage.size_of(info.directory, relative)
             else:
                 freed += rt.storage.delete_part(info.directory, relative)
             count += 1
@@ -191,17 +188,17 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
     again LAST, after the writer's transaction was seen closed, so a registration cannot slip in between."""
     registered = _registered_units(rt, info)
     candidates = []
-    for relative, full in rt.storage.stored_parts(info.directory):
-        if relative in registered:
+    for entry in rt.storage.stored_parts(info.directory):
+        if entry.relative in registered:
             continue
-        tid = writer_tid(full)
+        tid = rt.storage.writer_tid(entry)
         with rt.catalog.read() as conn:
             writer = None if tid is None else txn_records.state_and_expiry(conn, tid)
         if writer is None:  # no readable sidecar (a writer starting, a torn write), or an unknown or purged tid
-            if dir_age_seconds(full) > max(retention_seconds, ORPHAN_GRACE_SECONDS):
-                candidates.append(relative)
+            if entry.age_seconds() > max(retention_seconds, ORPHAN_GRACE_SECONDS):
+                candidates.append(entry.relative)
         elif writer[0] != txn_records.ACTIVE or writer[1]:
-            candidates.append(relative)
+            candidates.append(entry.relative)
     if not candidates:
         return []
     registered = _registered_units(rt, info)
@@ -284,13 +281,14 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
                     tick: Progress) -> tuple[int, int]:
     """Remove manifest dirs of a CSN below the horizon of a table they list (its files may go now);
     rewrite kept ones whose part list no longer matches the catalog (a merge swapped parts out)."""
-    base = rt.storage.root / manifests.MANIFEST_DIR
-    if not base.is_dir():
+    entries = rt.storage.root_entries(manifests.MANIFEST_DIR)
+    if not entries:
         return 0, 0
     by_name = {t.name.qualified: t for t in tables}
     with rt.catalog.read() as conn:  # only merges rewrite what a snapshot's manifest lists
         last_merge = compaction_records.last_merge_times(conn)
-    dirs = sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("csn-"))
+    dirs = sorted(f"{manifests.MANIFEST_DIR}/{name}" for name, is_file, _ in entries
+                  if not is_file and name.startswith("csn-"))
     removed = refreshed = 0
     for index, directory in enumerate(dirs):
         tick("manifests", index, len(dirs))
@@ -300,44 +298,51 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
         if verdict == "remove":
             removed += 1
             if not dry_run:
-                shutil.rmtree(directory, ignore_errors=True)
+                rt.storage.delete_root_tree(directory)
         else:
             refreshed += 1
             if not dry_run:
-                manifests.write_manifests(rt, int(directory.name[4:]), sorted(_listed(directory) or []))
+                manifests.write_manifests(rt, _csn_of(directory) or 0, sorted(_listed(rt, directory) or []))
     tick("manifests", len(dirs), len(dirs))
     return removed, refreshed
 
 
 def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], last_merge: dict[int, float],
-                      directory: Path) -> str | None:
+                      directory: str) -> str | None:
     """"remove", "refresh" or None (keep as it is). A table's manifest written after its last merge
     (by more than the clock margin) is current; others are compared with the catalog."""
-    try:
-        csn = int(directory.name[4:])
-    except ValueError:
+    csn = _csn_of(directory)
+    if csn is None:
         return None
-    listed = _listed(directory)
+    listed = _listed(rt, directory)
+    written = {name: mtime for name, _, mtime in rt.storage.root_entries(directory)}
     if listed is None:  # no index: a writer died before its last file (or is writing it now)
-        return "remove" if dir_age_seconds(directory) > ORPHAN_GRACE_SECONDS else None
+        newest = max((m for m in written.values() if m is not None), default=None)
+        return "remove" if newest is None or time.time() - newest > ORPHAN_GRACE_SECONDS else None
     infos = [by_name.get(name) for name in listed]
     if any(info is None or csn < h.of(info.id) for info in infos):
         return "remove"
     for info in infos:
         assert info is not None
-        try:
-            written_at = (directory / manifests.manifest_name(info)).stat().st_mtime
-        except OSError:
+        written_at = written.get(manifests.manifest_name(info))
+        if written_at is None:
             return "refresh"
         merged_at = last_merge.get(info.id)
         if merged_at is None or written_at > merged_at + CLOCK_MARGIN_SECONDS:
             continue
         with rt.catalog.read() as conn:
             current = {p.id for p in part_records.visible_parts(conn, info.id, None, csn)}
-        if current != manifests.listed_part_ids(directory, info):
+        if current != manifests.listed_part_ids(rt, directory, info):
             return "refresh"
     return None
 
 
-def _listed(directory: Path) -> list[str] | None:
-    return manifests.indexed_tables(directory)
+def _listed(rt: Runtime, directory: str) -> list[str] | None:
+    return manifests.indexed_tables(rt, directory)
+
+
+def _csn_of(directory: str) -> int | None:
+    try:
+        return int(directory.rpartition("/")[2][len("csn-"):])
+    except ValueError:
+        return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,18 +59,21 @@ class Warehouse:
 
     @classmethod
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
-             oracle: str | None = None, manifests: str | None = None) -> Warehouse:
+             oracle: str | None = None, manifests: str | None = None,
+             storage_options: Mapping[str, str | bool] | str | None = None) -> Warehouse:
         """Open (creating if needed) the warehouse; arguments override AIRFLOW_TXN_* and the defaults.
+        `root` may be an object store (`s3://bucket/prefix`, whose bucket must exist); `storage_options`
+        its settings (endpoint_url, region, access_key_id, ...: docs/DEPLOYMENT.md), else the AWS_* environment.
         manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md)."""
-        config = WarehouseConfig.resolve(catalog, root, oracle, manifests)
+        config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options)
+        storage = Storage(config.location())  # settings and bucket checked before the catalog is touched
+        storage.ensure()
         cat = Catalog(config.catalog_url)
         try:
             cat.initialize()
         except BaseException:  # e.g. a catalog of a newer schema version: close its connections
             cat.dispose()
             raise
-        storage = Storage(config.root)
-        storage.ensure()
         runtime = Runtime(cat, make_oracle(config.oracle, cat), storage, TidFactory())
         return cls(config, runtime)
 

@@ -97,6 +97,16 @@ def check_path_length(path: Path, limit: int) -> None:
             "with its final NUL, PATH_MAX): use fewer or shorter partition values, or a shorter storage root")
 
 
+def check_components(*components: str) -> None:
+    """Refuse a relative path component that could leave its base: empty, absolute, `.`/`..`, a NUL or a
+    backslash. All an object store's keys need (no links there); local paths also go through safe_join."""
+    for component in components:
+        if not component or "\x00" in component or component.startswith("/") or "\\" in component:
+            raise InvalidNameError(f"unsafe path component {component!r}")
+        if any(piece in {"..", "."} for piece in component.split("/")):
+            raise InvalidNameError(f"unsafe path component {component!r}")
+
+
 def safe_join(base: Path, *components: str) -> Path:
     """Join components under base; refuse anything that would resolve outside base."""
     return safe_join_resolved(base, base.resolve(), *components)[0]
@@ -105,11 +115,7 @@ def safe_join(base: Path, *components: str) -> Path:
 def safe_join_resolved(base: Path, resolved_base: Path, *components: str) -> tuple[Path, Path]:
     """`safe_join` for a caller that already holds `resolved_base` (= base.resolve(), e.g. cached for a
     table directory): the same checks, one realpath instead of two. Returns (path, path resolved)."""
-    for component in components:
-        if not component or "\x00" in component or component.startswith("/") or "\\" in component:
-            raise InvalidNameError(f"unsafe path component {component!r}")
-        if any(piece in {"..", "."} for piece in component.split("/")):
-            raise InvalidNameError(f"unsafe path component {component!r}")
+    check_components(*components)
     path = base.joinpath(*components)
     resolved = _resolved_without_links(resolved_base, components)
     if resolved is None:  # a symbolic link below base: resolve it and check where it leads

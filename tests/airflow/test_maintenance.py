@@ -12,9 +12,8 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.catalog import part_records, table_registry
 from airflow_txn.catalog.part_records import PartRow
-from airflow_txn.storage.root import writer_tags
 from tests.airflow.helpers import run_dag, task_states, xcom
-from tests.helpers import EVENTS, events, storage_files
+from tests.helpers import EVENTS, events, part_writer_tags, storage_files
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,11 +46,6 @@ def _live(wh: Warehouse, table: str) -> list[PartRow]:
     with wh.runtime.catalog.read() as conn:
         info = table_registry.get(conn, table)
         return part_records.visible_parts(conn, info.id, None, wh.readable_csn())
-
-
-def _table_dir(wh: Warehouse, table: str) -> Path:
-    with wh.runtime.catalog.read() as conn:
-        return wh.runtime.storage.table_dir(table_registry.get(conn, table).directory)
 
 
 def _sorted(table: pa.Table) -> pa.Table:
@@ -87,7 +81,7 @@ def test_maintenance_dag_compacts_then_vacuums(dagbag: Any, spark: SparkSession,
         parts = _live(wh, table)
         assert sorted(str(p.partition["day"]) for p in parts) == list(DAYS), "one part per partition"
         for part in parts:
-            tags = writer_tags(_table_dir(wh, table) / part.path) or {}  # the footer (arrow), the sidecar (spark)
+            tags = part_writer_tags(wh, table, part.path)  # the footer (arrow), the sidecar (spark)
             assert tags["writer"] == "compaction" and tags.get("engine", "arrow") == engine
         assert _sorted(wh.read(table)) == before[table], f"{table} changed"
     assert wh.readable_csn() == watermark, "compaction commits nothing users can see"

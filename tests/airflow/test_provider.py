@@ -47,7 +47,8 @@ def test_provider_info_validates_against_airflows_schema() -> None:
         for name in names:
             assert importlib.util.find_spec(name) is not None, f"{kind} module {name} does not exist"
     options = info["config"]["airflow_txn"]["options"]
-    assert set(options) == {"conn_id", "catalog", "root", "oracle", "lease_seconds", "metrics"}
+    assert set(options) == {"conn_id", "catalog", "root", "storage_options", "oracle", "lease_seconds", "metrics"}
+    assert options["storage_options"]["sensitive"] is True  # Airflow hides it (config list, the UI)
     assert {o["type"] for o in options.values()} <= {"string", "float", "boolean"}
 
 
@@ -125,11 +126,25 @@ def test_config_section_fills_what_the_connection_leaves_empty(monkeypatch: pyte
     monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__CATALOG", f"sqlite:///{tmp_path}/airflow_cfg.db")
     monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__ROOT", str(tmp_path / "cfg_root"))
     assert config_from_extra({}).catalog_url == f"sqlite:///{tmp_path}/airflow_cfg.db"  # [airflow_txn] > env
-    assert config_from_extra({}).root == tmp_path / "cfg_root"
+    assert config_from_extra({}).root == str(tmp_path / "cfg_root")
     explicit = config_from_extra({"catalog": f"sqlite:///{tmp_path}/conn.db"})
     assert explicit.catalog_url == f"sqlite:///{tmp_path}/conn.db"  # the connection wins
     monkeypatch.delenv("AIRFLOW__AIRFLOW_TXN__CATALOG")
     assert config_from_extra({}).catalog_url == f"sqlite:///{tmp_path}/env.db"
+
+
+def test_storage_options_come_from_the_extra_else_the_config_section_taken_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    section = {"endpoint_url": "http://from-config:8333", "region": "eu-west-1"}
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__STORAGE_OPTIONS", json.dumps(section))
+    monkeypatch.setenv("AIRFLOW_TXN_STORAGE_OPTIONS", json.dumps({"region": "from-env"}))
+    root = {"root": "s3://bucket/wh"}
+    assert dict(config_from_extra(root).storage_options) == section  # [airflow_txn] > the environment
+    extra = {"endpoint_url": "http://from-extra:8333"}
+    assert dict(config_from_extra({**root, "storage_options": extra}).storage_options) == extra  # whole, unmerged
+    assert dict(config_from_extra({**root, "storage_options": json.dumps(extra)}).storage_options) == extra
+    with pytest.raises(TxnError, match=r"unknown storage option\(s\) \['endpoint'\]"):
+        config_from_extra({**root, "storage_options": {"endpoint": "x"}})
 
 
 def test_lease_seconds_option(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.airflow
 
 def test_connection_extra_names_the_warehouse(tmp_path: Path) -> None:
     cfg = config_from_extra({"catalog": f"sqlite:///{tmp_path}/c.db", "root": str(tmp_path / "wh"), "oracle": "sql"})
-    assert cfg.catalog_url == f"sqlite:///{tmp_path}/c.db" and cfg.root == tmp_path / "wh"
+    assert cfg.catalog_url == f"sqlite:///{tmp_path}/c.db" and cfg.root == str(tmp_path / "wh")
     prefixed = config_from_extra({"extra__airflow_txn__catalog": "sqlite:////x/c.db", "extra__airflow_txn__root": ""})
     assert prefixed.catalog_url == "sqlite:////x/c.db"  # as the connection form stores it
     with pytest.raises(TxnError, match="unknown field"):

@@ -6,6 +6,7 @@ conflicts and merges."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,9 +15,9 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.core import adapter
-from airflow_txn.errors import SerializationError, TransactionClosedError, TxnError
+from airflow_txn.errors import SerializationError, StorageError, TransactionClosedError, TxnError
 from airflow_txn.model.partitioning import normalize_partitions
-from tests.helpers import events, ids, make_tables
+from tests.helpers import events, ids, make_tables, storage_files
 
 EVENTS = "sales.events"
 
@@ -43,6 +44,7 @@ def engine_write(stmt: adapter.Statement, rows: pa.Table, removals: Sequence[int
     return sum(part.row_count for _, part in written)
 
 
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
 def test_an_engines_files_become_the_statements_parts(wh: Warehouse) -> None:
     make_tables(wh)
     with wh.begin() as t:
@@ -59,6 +61,7 @@ def test_an_engines_files_become_the_statements_parts(wh: Warehouse) -> None:
     assert (plan.table.location / part.path / part.files[0]).is_file()
 
 
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
 def test_a_keyed_statement_replaces_what_its_key_staged_before(wh: Warehouse) -> None:
     make_tables(wh)
     with wh.begin() as t:
@@ -69,6 +72,7 @@ def test_a_keyed_statement_replaces_what_its_key_staged_before(wh: Warehouse) ->
     assert ids(wh.read(EVENTS)) == [3]
 
 
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
 def test_a_part_another_transaction_replaces_is_a_conflict_that_fails_the_transaction(wh: Warehouse) -> None:
     make_tables(wh)
     with wh.begin() as seed:
@@ -87,6 +91,7 @@ def test_a_part_another_transaction_replaces_is_a_conflict_that_fails_the_transa
     assert ids(wh.read(EVENTS)) == [2]
 
 
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
 def test_an_overwrite_through_the_adapter_records_what_it_scanned(wh: Warehouse) -> None:
     make_tables(wh)
     with wh.begin() as seed:
@@ -103,6 +108,7 @@ def test_an_overwrite_through_the_adapter_records_what_it_scanned(wh: Warehouse)
         t.commit()
 
 
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
 def test_plan_read_takes_a_csn_or_a_transaction(wh: Warehouse) -> None:
     make_tables(wh)
     with wh.begin() as t:
@@ -115,6 +121,7 @@ def test_plan_read_takes_a_csn_or_a_transaction(wh: Warehouse) -> None:
         adapter.plan_read(wh, EVENTS, csn=csn + 100)
 
 
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
 def test_a_merge_writer_writes_each_merge_for_compact(wh: Warehouse) -> None:
     make_tables(wh)
     for i in range(3):
@@ -135,3 +142,35 @@ def test_a_merge_writer_writes_each_merge_for_compact(wh: Warehouse) -> None:
     assert result["merged"] == 1 and len(seen[0].sources) == 3 and seen[0].partition == {"day": "2024-01-01"}
     assert ids(wh.read(EVENTS)) == [0, 1, 2]
     assert len(adapter.plan_read(wh, EVENTS).parts) == 1
+
+
+
+@pytest.mark.s3
+def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: str, tmp_path: Path) -> None:
+    """An engine's write dirs are local paths: on an s3:// root open_statement (and plan_read, and a merge
+    writer's compaction) refuses with a StorageError naming the way there (the Spark data source), before
+    anything is staged; the transaction stays usable through the core API."""
+    with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'catalog.db'}", root=s3_root) as wh:
+        make_tables(wh)
+        for i in range(2):
+            with wh.begin() as seed:
+                seed.append(EVENTS, events([i]))
+        files = storage_files(s3_root)
+        t = wh.begin()
+        with pytest.raises(StorageError, match="object store") as refused:
+            adapter.open_statement(t, EVENTS, key="task-a")
+        assert 'format("airflow_txn")' in str(refused.value)
+        assert wh.transaction_info(t.tid)["parts"] == [] and storage_files(s3_root) == files  # nothing staged
+        with pytest.raises(StorageError, match="object store"):
+            adapter.plan_read(wh, EVENTS)
+
+        def write(task: adapter.MergeTask) -> adapter.WrittenPart:
+            raise AssertionError("the merge writer ran on an object-store root")
+
+        with pytest.raises(StorageError, match="object store"):
+            wh.compact(EVENTS, writer=adapter.merge_writer(write))
+        assert storage_files(s3_root) == files
+        assert t.state == "active"  # the refusal did not fail the transaction
+        t.append(EVENTS, events([2]), key="task-a")
+        t.commit()
+        assert ids(wh.read(EVENTS)) == [0, 1, 2]

@@ -22,7 +22,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SerializationError, SnapshotTooOldError, StorageError, TxnError
 from airflow_txn.storage.root import WrittenPart, part_file_paths
 from tests.core.workers.procs import Spawn
-from tests.helpers import accounts, events, ids, make_tables, storage_files
+from tests.helpers import accounts, events, ids, make_tables, storage_files, stored_exists, stored_size
 
 EVENTS_T, ACCOUNTS_T = "sales.events", "sales.accounts"
 DAYS = ("2024-01-01", "2024-01-02", "2024-01-03")
@@ -66,12 +66,12 @@ def _live(wh: Warehouse, table: str, partition: dict[str, str] | None = None) ->
     return [p for p in parts if partition is None or p.partition == partition]
 
 
-def _parquet_files(root: Path) -> set[str]:
+def _parquet_files(root: Path | str) -> set[str]:
     return {f for f in storage_files(root) if f.endswith(".parquet")}
 
 
-def _bytes(root: Path, files: set[str]) -> int:
-    return sum((root / f).stat().st_size for f in files)
+def _bytes(root: Path | str, files: set[str]) -> int:
+    return sum(stored_size(root, f) for f in files)
 
 
 def _catalog_state(wh: Warehouse) -> tuple[Any, ...]:
@@ -133,7 +133,7 @@ def test_merged_part_takes_the_largest_source_csn_and_sources_are_removed_at_it(
 
 
 # -- yielding and user transactions -------------------------------------------------------------------
-def test_a_user_transaction_locking_a_source_mid_merge_wins(wh: Warehouse, root: Path) -> None:
+def test_a_user_transaction_locking_a_source_mid_merge_wins(wh: Warehouse, root: Path | str) -> None:
     _backfill(wh)
     user = wh.begin(label="user")
 
@@ -214,7 +214,7 @@ def test_two_merges_of_the_same_parts_the_second_yields(wh: Warehouse) -> None:
     assert len(wh.read(EVENTS_T)) == 12
 
 
-def test_a_writer_that_loses_rows_is_refused_and_changes_nothing(wh: Warehouse, root: Path) -> None:
+def test_a_writer_that_loses_rows_is_refused_and_changes_nothing(wh: Warehouse, root: Path | str) -> None:
     _backfill(wh, appends=2)
     before, state = _history(wh), _catalog_state(wh)[0]
 
@@ -250,13 +250,14 @@ def test_serializable_transactions_do_not_see_merges_as_writes(wh: Warehouse) ->
 
 
 # -- vacuum and the sources ---------------------------------------------------------------------------
-def _files_of(wh: Warehouse, root: Path, parts: list[PartRow]) -> set[Path]:
+def _files_of(wh: Warehouse, parts: list[PartRow]) -> set[str]:
+    """The files of `parts` of sales.events, relative to the root."""
     with wh.runtime.catalog.read() as conn:
         directory = table_registry.get(conn, EVENTS_T).directory
-    return {root / directory / f for p in parts for f in part_file_paths(p.path, p.files)}
+    return {f"{directory}/{f}" for p in parts for f in part_file_paths(p.path, p.files)}
 
 
-def test_sources_stay_while_a_transaction_older_than_the_merge_runs(wh: Warehouse, root: Path,
+def test_sources_stay_while_a_transaction_older_than_the_merge_runs(wh: Warehouse, root: Path | str,
                                                                     open_wh: Callable[[], Warehouse]) -> None:
     _backfill(wh)
     sources = _live(wh, EVENTS_T)
@@ -266,16 +267,16 @@ def test_sources_stay_while_a_transaction_older_than_the_merge_runs(wh: Warehous
     wh.compact(EVENTS_T)
     result = wh.vacuum(retention_seconds=0)
     assert result["merge_sources_kept"] == len(sources) and result["parts_removed"] == 0
-    assert all(f.is_file() for f in _files_of(wh, root, sources))
+    assert all(stored_exists(root, f) for f in _files_of(wh, sources))
     assert _sorted(old_reader.read(EVENTS_T)) == expected
     old_reader.commit()
     result = wh.vacuum(retention_seconds=0)
     assert result["parts_removed"] == len(sources) and result["merge_sources_kept"] == 0
-    assert not any(f.exists() for f in _files_of(wh, root, sources))
+    assert not _files_of(wh, sources) & storage_files(root)
     assert _sorted(wh.read(EVENTS_T)) == expected
 
 
-def test_sources_stay_for_the_retention_window_after_the_merge(wh: Warehouse, root: Path) -> None:
+def test_sources_stay_for_the_retention_window_after_the_merge(wh: Warehouse, root: Path | str) -> None:
     window = 2.0
     _backfill(wh, appends=2)
     sources = _live(wh, EVENTS_T)
@@ -284,14 +285,14 @@ def test_sources_stay_for_the_retention_window_after_the_merge(wh: Warehouse, ro
     result = wh.vacuum(retention_seconds=window)
     assert result["horizon"] == wh.readable_csn(), "the sources' removal CSN is inside the horizon"
     assert result["merge_sources_kept"] == len(sources) and result["parts_removed"] == 0
-    assert all(f.is_file() for f in _files_of(wh, root, sources))
+    assert all(stored_exists(root, f) for f in _files_of(wh, sources))
     time.sleep(window + 0.2)
     result = wh.vacuum(retention_seconds=window)
     assert result["parts_removed"] == len(sources)
-    assert not any(f.exists() for f in _files_of(wh, root, sources))
+    assert not _files_of(wh, sources) & storage_files(root)
 
 
-def test_compaction_and_vacuum_shrink_part_count_and_storage(wh: Warehouse, root: Path) -> None:
+def test_compaction_and_vacuum_shrink_part_count_and_storage(wh: Warehouse, root: Path | str) -> None:
     _backfill(wh, appends=6)
     before = _history(wh)
     files_before = _parquet_files(root)
@@ -358,7 +359,7 @@ def test_progress_is_reported(wh: Warehouse) -> None:
     ({"partitions": [{"day": "2099-12-31"}]}, "no visible parts"),
     ({"table": ACCOUNTS_T, "partitions": [{"day": DAYS[0]}]}, "not partitioned"),
 ])
-def test_bad_input_is_refused_and_changes_nothing(wh: Warehouse, root: Path, kwargs: dict[str, Any],
+def test_bad_input_is_refused_and_changes_nothing(wh: Warehouse, root: Path | str, kwargs: dict[str, Any],
                                                   message: str) -> None:
     _backfill(wh, appends=2)
     state, files = _catalog_state(wh), storage_files(root)
@@ -370,23 +371,38 @@ def test_bad_input_is_refused_and_changes_nothing(wh: Warehouse, root: Path, kwa
 
 
 # -- manifests on every commit ---------------------------------------------------------------------------
-def _manifest_dirs(root: Path) -> dict[int, Path]:
-    base = root / ".manifests"
-    return {int(p.name[4:]): p for p in base.iterdir()} if base.is_dir() else {}
+def _manifest_dirs(wh: Warehouse) -> dict[int, str]:
+    """{CSN: its manifests' directory (prefix), relative to the root}."""
+    entries = wh.runtime.storage.root_entries(".manifests")
+    return {int(name[4:]): f".manifests/{name}" for name, _is_file, _mtime in entries}
 
 
-def _manifest_parts(directory: Path, table: str) -> set[int]:
-    body = json.loads((directory / f"{table}.json").read_text())
-    return {int(p["id"]) for p in body["parts"]}
+def _manifest(wh: Warehouse, directory: str, name: str) -> Any:
+    """A manifest file's JSON (None if there is no such file)."""
+    content = wh.runtime.storage.read_root_file(f"{directory}/{name}")
+    return None if content is None else json.loads(content)
 
 
-def test_manifests_on_commit_are_written_kept_current_and_removed_by_vacuum(catalog_url: str, root: Path) -> None:
+def _manifest_parts(wh: Warehouse, directory: str, table: str) -> set[int]:
+    return {int(p["id"]) for p in _manifest(wh, directory, f"{table}.json")["parts"]}
+
+
+def _manifest_file_exists(wh: Warehouse, root: Path | str, uri: str) -> bool:
+    """Whether a file a manifest names (a local path, or a URI below an object-store root) exists."""
+    storage = wh.runtime.storage
+    if storage.local is not None:
+        return Path(uri).is_file()
+    assert uri.startswith(f"{storage.uri}/"), uri
+    return stored_exists(root, uri[len(storage.uri) + 1:])
+
+
+def test_manifests_on_commit_are_written_kept_current_and_removed_by_vacuum(catalog_url: str, root: Path | str) -> None:
     with Warehouse.open(catalog=catalog_url, root=str(root), manifests="on-commit") as wh:
         _backfill(wh, appends=3)
         commits = sorted(r["csn"] for r in wh.commit_log(limit=100))
-        dirs = _manifest_dirs(root)
+        dirs = _manifest_dirs(wh)
         assert sorted(dirs) == commits
-        index = json.loads((dirs[commits[-1]] / "index.json").read_text())
+        index = _manifest(wh, dirs[commits[-1]], "index.json")
         assert [e["table"] for e in index["tables"]] == [ACCOUNTS_T, EVENTS_T]
         with wh.begin() as t:  # a read-only commit has no record, so no manifest
             t.read(EVENTS_T)
@@ -396,23 +412,23 @@ def test_manifests_on_commit_are_written_kept_current_and_removed_by_vacuum(cata
         with wh.begin() as t:
             t.append(ACCOUNTS_T, accounts({50: 5}))
         last = wh.readable_csn()
-        assert sorted(_manifest_dirs(root)) == [*commits, last]
-        assert [e["table"] for e in json.loads((_manifest_dirs(root)[last] / "index.json").read_text())["tables"]] \
-            == [ACCOUNTS_T]
+        assert sorted(_manifest_dirs(wh)) == [*commits, last]
+        assert [e["table"] for e in _manifest(wh, _manifest_dirs(wh)[last], "index.json")["tables"]] == [ACCOUNTS_T]
 
         wh.compact(EVENTS_T)
         result = wh.vacuum(retention_seconds=3600)  # no CSN is old enough: the manifests after a merge are rewritten
         assert result["manifests_removed"] == 0 and result["manifests_refreshed"] == 1  # the last events manifest
-        for csn, directory in _manifest_dirs(root).items():
-            if (directory / f"{EVENTS_T}.json").is_file():
+        for csn, directory in _manifest_dirs(wh).items():
+            if _manifest(wh, directory, f"{EVENTS_T}.json") is not None:
                 expected = {p.id for p in _visible_at(wh, EVENTS_T, csn)}
-                assert _manifest_parts(directory, EVENTS_T) == expected
+                assert _manifest_parts(wh, directory, EVENTS_T) == expected
 
         result = wh.vacuum(retention_seconds=0)
         assert result["manifests_removed"] == len(commits)
-        assert sorted(_manifest_dirs(root)) == [last]
-        body = json.loads((_manifest_dirs(root)[last] / f"{ACCOUNTS_T}.json").read_text())
-        assert all(Path(f["path"]).is_file() for p in body["parts"] for f in p["files"])
+        assert wh.vacuum(retention_seconds=0)["manifests_removed"] == 0  # what was removed is gone, not found again
+        assert sorted(_manifest_dirs(wh)) == [last]
+        body = _manifest(wh, _manifest_dirs(wh)[last], f"{ACCOUNTS_T}.json")
+        assert all(_manifest_file_exists(wh, root, f["path"]) for p in body["parts"] for f in p["files"])
 
 
 def _visible_at(wh: Warehouse, table: str, csn: int) -> list[PartRow]:
@@ -420,18 +436,19 @@ def _visible_at(wh: Warehouse, table: str, csn: int) -> list[PartRow]:
         return part_records.visible_parts(conn, table_registry.get(conn, table).id, None, csn)
 
 
-def test_manifest_mode_from_the_environment(catalog_url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_manifest_mode_from_the_environment(catalog_url: str, root: Path | str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_TXN_MANIFESTS", "on-commit")
     with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
         assert wh.config.manifests == "on-commit"
         make_tables(wh)
         with wh.begin() as t:
             t.append(ACCOUNTS_T, accounts({1: 1}))
-        assert list(_manifest_dirs(root)) == [wh.readable_csn()]
+        assert list(_manifest_dirs(wh)) == [wh.readable_csn()]
     with Warehouse.open(catalog=catalog_url, root=str(root), manifests="off") as wh:
         with wh.begin() as t:
             t.append(ACCOUNTS_T, accounts({2: 2}))
-        assert len(_manifest_dirs(root)) == 1
+        assert len(_manifest_dirs(wh)) == 1
     monkeypatch.setenv("AIRFLOW_TXN_MANIFESTS", "always")
     with pytest.raises(TxnError, match="manifests must be one of"):
         Warehouse.open(catalog=catalog_url, root=str(root))
@@ -461,7 +478,7 @@ def test_a_reader_process_at_old_snapshots_sees_the_same_rows_during_compaction(
 
 # -- row locks (PostgreSQL): a merge never waits for a user, a user waits for a swap in flight ----------
 @pytest.mark.postgres
-def test_a_merge_yields_at_once_to_a_user_statement_holding_a_source(pg_schema_url: str, root: Path) -> None:
+def test_a_merge_yields_at_once_to_a_user_statement_holding_a_source(pg_schema_url: str, root: Path | str) -> None:
     with Warehouse.open(catalog=pg_schema_url, root=str(root)) as wh:
         _backfill(wh, appends=2)
         (group, *_) = compaction.plan(wh.runtime, EVENTS_T)
@@ -478,7 +495,7 @@ def test_a_merge_yields_at_once_to_a_user_statement_holding_a_source(pg_schema_u
 
 @pytest.mark.postgres
 def test_a_user_statement_waits_for_a_swap_in_flight_and_is_redirected(
-        pg_schema_url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        pg_schema_url: str, root: Path | str, monkeypatch: pytest.MonkeyPatch) -> None:
     with Warehouse.open(catalog=pg_schema_url, root=str(root)) as wh:
         _backfill(wh, appends=2)
         (group, *_) = compaction.plan(wh.runtime, EVENTS_T)

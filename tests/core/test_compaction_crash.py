@@ -69,7 +69,7 @@ def _merges(wh: Warehouse) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("point", [crashpoints.COMPACT_AFTER_FILES, crashpoints.COMPACT_AFTER_SWAP])
-def test_a_compaction_killed_converges(point: str, wh: Warehouse, spawn: Spawn, root: Path) -> None:
+def test_a_compaction_killed_converges(point: str, wh: Warehouse, spawn: Spawn, root: Path | str) -> None:
     _small_parts(wh)
     before = _history(wh)
     child = spawn("crash", "compact", crash_at=point)

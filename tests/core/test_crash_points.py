@@ -84,6 +84,8 @@ COMBINATIONS = [
     pytest.param("postgres", id="postgres-sql", marks=pytest.mark.postgres),
     pytest.param("sqlite-zookeeper", id="sqlite-zookeeper", marks=pytest.mark.zookeeper),
     pytest.param("postgres-zookeeper", id="postgres-zookeeper", marks=pytest.mark.zookeeper),
+    # the PostgreSQL catalog with the storage root on the session's S3 server (the `root` fixture's s3:// URI)
+    pytest.param("postgres-s3", id="postgres-s3", marks=pytest.mark.s3),
 ]
 
 _cells: list[tuple[str, bool]] = []  # (cell, passed) of this run, for the count printed at the end
@@ -91,9 +93,10 @@ _cells: list[tuple[str, bool]] = []  # (cell, passed) of this run, for the count
 
 @pytest.fixture(params=COMBINATIONS)
 def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Overrides tests/conftest.py's: both catalogs with both oracles (the `wh` and `spawn` fixtures use it)."""
-    catalog, _, oracle = str(request.param).partition("-")
-    if oracle == "zookeeper":
+    """Overrides tests/conftest.py's: both catalogs with both oracles, and PostgreSQL with an s3:// root (the
+    `root` fixture sees the id postgres-s3); the `wh` and `spawn` fixtures use it."""
+    catalog, _, variant = str(request.param).partition("-")
+    if variant == "zookeeper":
         request.getfixturevalue("zk_oracle")  # AIRFLOW_TXN_ORACLE for this test and its workers
     if catalog == "postgres":
         url: str = request.getfixturevalue("pg_schema_url")
@@ -249,7 +252,7 @@ def _check_compact_before(wh: Warehouse, point: str, parts_before: dict[str, int
         assert _parts_per_day(wh) == {**parts_before, "2024-01-01": 1}, (parts_before, _parts_per_day(wh))
 
 
-def _check_retry_before(wh: Warehouse, tid: str, root: Path) -> None:
+def _check_retry_before(wh: Warehouse, tid: str, root: Path | str) -> None:
     """The killed attempt 2 changed nothing in the catalog: attempt 1 is still staged, uncompensated
     (for stage.retry_mid_register: its compensation died with the catalog transaction)."""
     row, record = _catalog_row(wh, tid)
@@ -261,7 +264,7 @@ def _check_retry_before(wh: Warehouse, tid: str, root: Path) -> None:
     assert len(orphans) == 1, f"expected the unregistered part file of the killed attempt 2: {orphans}"
 
 
-def _check_before_recovery(wh: Warehouse, point: str, tid: str, said: list[dict[str, Any]], root: Path,
+def _check_before_recovery(wh: Warehouse, point: str, tid: str, said: list[dict[str, Any]], root: Path | str,
                            last_before: int) -> None:
     """The crash left exactly the half-done state its point names (so the test is not vacuous)."""
     if point in RETRY_POINTS:
@@ -360,7 +363,7 @@ def _check_outcome(wh: Warehouse, point: str, tid: str, committed: bool, before:
                 external.append(LogEntry(tid, (EVENTS_T,), time.time()))
 
 
-def _check_no_orphans(wh: Warehouse, root: Path) -> None:
+def _check_no_orphans(wh: Warehouse, root: Path | str) -> None:
     before = _snapshot(wh)
     report = wh.vacuum(0)
     after_vacuum = wh.recover()
@@ -389,7 +392,7 @@ def _prepare(wh: Warehouse, scenario: Scenario) -> None:
         _small_parts(wh)
 
 
-def _check_crashed(wh: Warehouse, point: str, scenario: Scenario, said: list[dict[str, Any]], root: Path,
+def _check_crashed(wh: Warehouse, point: str, scenario: Scenario, said: list[dict[str, Any]], root: Path | str,
                    last_before: int, parts_before: dict[str, int]) -> str | None:
     """The state the kill left (before recovery); waits for the leases recovery must see expired.
     Returns the killed transaction's tid (None for maintenance)."""
@@ -432,7 +435,7 @@ def _check_lock_released(wh: Warehouse) -> None:
     assert ids(wh.read(ACCOUNTS_T).filter(pc.field("balance") == 5)) == [1]
 
 
-def _cell(point: str, wh: Warehouse, spawn: Spawn, root: Path) -> dict[str, Any]:
+def _cell(point: str, wh: Warehouse, spawn: Spawn, root: Path | str) -> dict[str, Any]:
     """One cell; returns what it saw, for the evidence record."""
     scenario = SCENARIOS[point]
     _prepare(wh, scenario)
@@ -463,9 +466,10 @@ def _cell(point: str, wh: Warehouse, spawn: Spawn, root: Path) -> dict[str, Any]
 @pytest.mark.slow
 @pytest.mark.parametrize("round_", range(SOAK_ROUNDS), ids=lambda r: f"r{r}")
 @pytest.mark.parametrize("point", crashpoints.ALL)
-def test_crash_matrix_cell(point: str, round_: int, wh: Warehouse, spawn: Spawn, root: Path) -> None:
+def test_crash_matrix_cell(point: str, round_: int, wh: Warehouse, spawn: Spawn, root: Path | str) -> None:
     catalog = "postgres" if wh.runtime.catalog.dialect == "postgresql" else wh.runtime.catalog.dialect
-    case = f"{point}|{catalog}|{wh.runtime.oracle.name}"
+    storage = "" if wh.runtime.storage.local is not None else f"|{wh.runtime.storage.location.scheme}"
+    case = f"{point}|{catalog}|{wh.runtime.oracle.name}{storage}"
     started = time.monotonic()
     try:
         assert point in SCENARIOS, f"crash point {point} has no scenario in the crash matrix: add one"

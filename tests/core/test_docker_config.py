@@ -25,11 +25,14 @@ from airflow_txn.oracle.zookeeper_spec import ZooKeeperSpec
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker" / "docker-compose.yml"
-WAREHOUSE = "/data/warehouse"
+WAREHOUSE = "/data/warehouse"  # the shared volume's path: the root with WAREHOUSE_ROOT=/data/warehouse
+S3_ROOT = "s3://airflow-txn/warehouse"  # the default root: bucket airflow-txn on the seaweedfs service
 AIRFLOW_SERVICES = ["airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                     "airflow-triggerer"]
 SPARK_SERVICES = ["spark-master", "spark-worker-1", "spark-worker-2"]
 ZK_SERVICES = ["zk1", "zk2", "zk3"]
+S3_SERVICES = ["seaweedfs", "s3-bucket"]
+ONE_SHOT = {"airflow-init", "s3-bucket"}
 
 
 def _works(cmd: list[str]) -> bool:
@@ -62,8 +65,11 @@ def compose() -> list[str]:
 
 def run_compose(compose: list[str], *args: str,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*compose, "-f", str(COMPOSE_FILE), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+    """The file as it ships: no docker/.env (a local choice, e.g. WAREHOUSE_ROOT) and no WAREHOUSE_ROOT
+    inherited from the caller's environment, unless `env` sets it."""
+    inherited = {k: v for k, v in os.environ.items() if k != "WAREHOUSE_ROOT"}
+    return subprocess.run([*compose, "-f", str(COMPOSE_FILE), "--env-file", os.devnull, *args], capture_output=True,
+                          text=True, timeout=60, env={**inherited, **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -90,12 +96,14 @@ def test_compose_refuses_a_broken_file(compose: list[str], tmp_path: Path) -> No
 
 
 def test_every_service_of_the_stack_is_there(stack: dict[str, Any]) -> None:
-    assert set(stack["services"]) == {"postgres", *ZK_SERVICES, *SPARK_SERVICES, *AIRFLOW_SERVICES}
-    long_running = [name for name in stack["services"] if name != "airflow-init"]
+    assert set(stack["services"]) == {"postgres", *S3_SERVICES, *ZK_SERVICES, *SPARK_SERVICES, *AIRFLOW_SERVICES}
+    long_running = [name for name in stack["services"] if name not in ONE_SHOT]
     assert [n for n in long_running if "healthcheck" not in stack["services"][n]] == []
+    assert {stack["services"][n]["restart"] for n in ONE_SHOT} == {"no"}
 
 
 def test_airflow_and_spark_share_the_warehouse_volume(stack: dict[str, Any]) -> None:
+    """The volume stays mounted everywhere: with WAREHOUSE_ROOT=/data/warehouse it is the root (Spark DAGs)."""
     for name in [*AIRFLOW_SERVICES, *SPARK_SERVICES]:
         mounts = {(v["source"], v["target"]) for v in stack["services"][name]["volumes"]}
         assert ("warehouse", WAREHOUSE) in mounts, name
@@ -107,14 +115,15 @@ def test_warehouse_settings_point_at_the_stack(stack: dict[str, Any]) -> None:
     services = stack["services"]
     for name in AIRFLOW_SERVICES:
         env = services[name]["environment"]
-        assert env["AIRFLOW_TXN_ROOT"] == WAREHOUSE
+        assert env["AIRFLOW_TXN_ROOT"] == S3_ROOT
         catalog = urlsplit(env["AIRFLOW_TXN_CATALOG"])
         assert catalog.scheme == "postgresql+psycopg" and catalog.hostname == "postgres"
         assert catalog.path == "/airflow_txn"
         spec = ZooKeeperSpec.parse(env["AIRFLOW_TXN_ORACLE"])
         assert sorted(h.split(":")[0] for h in spec.hosts.split(",")) == ZK_SERVICES
         conn = json.loads(env["AIRFLOW_CONN_AIRFLOW_TXN_DEFAULT"])
-        assert conn["conn_type"] == "airflow_txn" and set(conn["extra"]) <= {"catalog", "root", "oracle", "spark_conf"}
+        assert conn["conn_type"] == "airflow_txn" and set(conn["extra"]) <= {"catalog", "root", "oracle",
+                                                                             "storage_options", "spark_conf"}
         spark_conf = conn["extra"]["spark_conf"]
         assert spark_conf["spark.master"] == "spark://spark-master:7077"
         assert spark_conf["spark.driver.host"] == "airflow-scheduler"  # LocalExecutor: drivers run there
@@ -122,6 +131,46 @@ def test_warehouse_settings_point_at_the_stack(stack: dict[str, Any]) -> None:
     init_sql = (REPO / "docker" / "postgres" / "init-databases.sql").read_text()
     assert re.search(r"CREATE DATABASE airflow_txn\b", init_sql)
     assert services["postgres"]["environment"]["POSTGRES_DB"] == "airflow"
+
+
+def test_the_object_store_holds_the_root(stack: dict[str, Any]) -> None:
+    """Every Airflow service reaches seaweedfs's S3 gateway with an identity the gateway knows, and the
+    one-shot s3-bucket service, with the same settings, creates the root's bucket before airflow-init."""
+    services = stack["services"]
+    seaweedfs = services["seaweedfs"]
+    command = seaweedfs["command"]
+    assert command[0] == "server" and "-s3" in command and "-s3.config=/etc/seaweedfs/s3.json" in command
+    assert "-ip=seaweedfs" in command
+    mounts = {v["target"]: v["source"] for v in seaweedfs["volumes"]}
+    assert mounts["/data"] == "seaweedfs-data"
+    assert Path(mounts["/etc/seaweedfs/s3.json"]) == REPO / "docker" / "seaweedfs" / "s3.json"
+    identities = json.loads((REPO / "docker" / "seaweedfs" / "s3.json").read_text())["identities"]
+    keys = {(c["accessKey"], c["secretKey"]) for i in identities for c in i["credentials"]}
+    for name in [*AIRFLOW_SERVICES, "s3-bucket"]:
+        env = services[name]["environment"]
+        root = urlsplit(env["AIRFLOW_TXN_ROOT"])
+        assert (root.scheme, root.netloc, root.path) == ("s3", "airflow-txn", "/warehouse"), name
+        options = json.loads(env["AIRFLOW_TXN_STORAGE_OPTIONS"])
+        assert set(options) == {"endpoint_url", "region", "access_key_id", "secret_access_key"}, name
+        endpoint = urlsplit(options["endpoint_url"])
+        assert (endpoint.scheme, endpoint.hostname, endpoint.port) == ("http", "seaweedfs", 8333), name
+        assert (options["access_key_id"], options["secret_access_key"]) in keys, name
+    assert services["s3-bucket"]["image"] == "airflow-txn:local"  # pyarrow's S3 client makes the bucket
+    assert services["s3-bucket"]["depends_on"]["seaweedfs"]["condition"] == "service_healthy"
+    init = services["airflow-init"]["depends_on"]
+    assert init["s3-bucket"]["condition"] == "service_completed_successfully"
+    for name in AIRFLOW_SERVICES:
+        assert services[name]["depends_on"]["seaweedfs"]["condition"] == "service_healthy", name
+
+
+def test_the_shared_volume_can_be_the_root(compose: list[str]) -> None:
+    """WAREHOUSE_ROOT=/data/warehouse: the layout the Spark DAGs need in this release (every executor mounts
+    the root); the bucket service then has nothing to do."""
+    result = run_compose(compose, "config", "--format", "json", env={"WAREHOUSE_ROOT": WAREHOUSE})
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    for name in [*AIRFLOW_SERVICES, "s3-bucket"]:
+        assert services[name]["environment"]["AIRFLOW_TXN_ROOT"] == WAREHOUSE, name
 
 
 def test_zookeeper_is_a_three_node_ensemble(stack: dict[str, Any]) -> None:
@@ -137,8 +186,8 @@ def test_zookeeper_is_a_three_node_ensemble(stack: dict[str, Any]) -> None:
 def test_start_order(stack: dict[str, Any]) -> None:
     services = stack["services"]
     init = services["airflow-init"]["depends_on"]
-    assert {n: init[n]["condition"] for n in ("postgres", *ZK_SERVICES)} == dict.fromkeys(
-        ("postgres", *ZK_SERVICES), "service_healthy")
+    assert {n: init[n]["condition"] for n in ("postgres", "seaweedfs", *ZK_SERVICES)} == dict.fromkeys(
+        ("postgres", "seaweedfs", *ZK_SERVICES), "service_healthy")
     for name in AIRFLOW_SERVICES[1:]:
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
     assert {"spark-worker-1", "spark-worker-2"} <= set(services["airflow-scheduler"]["depends_on"])

@@ -28,7 +28,7 @@ from airflow_txn.errors import (
     TxnError,
 )
 from airflow_txn.model.csn import ROLLBACK_CSN
-from tests.helpers import ACCOUNTS, EVENTS, accounts, events, ids, make_tables, storage_files
+from tests.helpers import ACCOUNTS, EVENTS, accounts, events, ids, make_tables, stored_stats
 
 STRICT = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
 YEARLY = pa.schema([("year", pa.int64()), ("amount", pa.float64())])
@@ -48,16 +48,12 @@ def catalog_rows(wh: Warehouse, skip: tuple[str, ...] = ()) -> dict[str, list[tu
     return out
 
 
-def files_state(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file below the root with its size and modification time (so a rewrite shows too)."""
-    out = {}
-    for name in storage_files(root):
-        st = (root / name).stat()
-        out[name] = (st.st_size, st.st_mtime_ns)
-    return out
+def files_state(root: Path | str) -> dict[str, tuple[int, int]]:
+    """Every file below the root (local or s3://) with its size and modification time (so a rewrite shows too)."""
+    return stored_stats(root)
 
 
-def state(wh: Warehouse, root: Path, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def state(wh: Warehouse, root: Path | str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """What a rejected write must leave alone: every catalog row and every file (name, size, mtime).
 
     Together they determine every read at every snapshot (visibility is a function of the part
@@ -71,13 +67,13 @@ def table_contents(wh: Warehouse) -> dict[str, list[dict[str, Any]]]:
     return {name: wh.read(name).to_pylist() for name in wh.tables()}
 
 
-def rejected(wh: Warehouse, root: Path, error: type[BaseException], call: Callable[[], object],
+def rejected(wh: Warehouse, root: Path | str, error: type[BaseException], call: Callable[[], object],
              match: str | None = None, skip: tuple[str, ...] = ()) -> BaseException:
     """Run `call`, expect `error` (message matching), and check the warehouse is exactly as before."""
     return rejected_all(wh, root, error, [call], match, skip)[0]
 
 
-def rejected_all(wh: Warehouse, root: Path, error: type[BaseException], calls: list[Callable[[], object]],
+def rejected_all(wh: Warehouse, root: Path | str, error: type[BaseException], calls: list[Callable[[], object]],
                  match: str | None = None, skip: tuple[str, ...] = ()) -> list[BaseException]:
     """`rejected` for several calls, comparing the state once around all of them (cheaper)."""
     before = state(wh, root, skip)

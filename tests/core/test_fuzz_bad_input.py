@@ -137,6 +137,7 @@ partition_values = st.one_of(
 )
 
 
+@pytest.mark.local_root  # resolves paths and follows links below a local table directory (keys on S3: test_names)
 @FUZZ
 @example(values=["/", "..", ".", "=", "a=b", "\x00", "", "x" * 5000, "a/../../b", "\u00e9\U0001f600", None])
 @example(values=["%2F", "/"])  # an encoded form and the value it encodes must stay distinct
@@ -171,6 +172,7 @@ def test_fuzz_partition_values(seeded: Warehouse, root: Path, values: list[str |
             assert resolved.is_relative_to(table_dir), f"{resolved} is outside {table_dir}"
 
 
+@pytest.mark.local_root  # checks the files below a local table directory, resolved
 @settings(FUZZ, max_examples=30)
 @example(a="/", b="%2F")
 @example(a="..", b=".")

@@ -244,7 +244,7 @@ def test_scenario3_concurrent_reader_thread_sees_all_or_nothing(wh: Warehouse,
 
 
 # -- scenario 4: a failed update rolls everything back ---------------------------------------------
-def test_scenario4_io_error_in_third_table_rolls_back_all(wh: Warehouse, root: Path,
+def test_scenario4_io_error_in_third_table_rolls_back_all(wh: Warehouse, root: Path | str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     seeded = _setup(wh)
     before = _state(wh)
@@ -257,12 +257,13 @@ def test_scenario4_io_error_in_third_table_rolls_back_all(wh: Warehouse, root: P
             raise StorageError("simulated I/O error writing db.t3")
         return real_write(table_directory, partition, data, sidecar)
 
-    monkeypatch.setattr(storage, "write_part", failing_write)
-    with pytest.raises(StorageError, match="simulated"), wh.begin(label="w1") as t:
-        t.append("db.t1", accounts({4: 400}))
-        t.update("db.t2", pc.field("id") == 2, {"balance": 0})
-        t.update("db.t3", pc.field("id") == 3, {"balance": 0})
-    monkeypatch.undo()
+    # monkeypatch.context, not monkeypatch.undo(): that would also unset the AWS_* variables of an s3:// root
+    with monkeypatch.context() as patch:
+        patch.setattr(storage, "write_part", failing_write)
+        with pytest.raises(StorageError, match="simulated"), wh.begin(label="w1") as t:
+            t.append("db.t1", accounts({4: 400}))
+            t.update("db.t2", pc.field("id") == 2, {"balance": 0})
+            t.update("db.t3", pc.field("id") == 3, {"balance": 0})
 
     assert t.state == "rolled_back"
     assert wh.readable_csn() == seeded  # nothing committed
@@ -299,10 +300,9 @@ def test_scenario4_failed_statement_allows_only_rollback(wh: Warehouse, monkeypa
     t = wh.begin()
     t.append("db.t1", accounts({4: 400}))
     t.update("db.t2", pc.field("id") == 1, {"balance": 1})
-    monkeypatch.setattr(storage, "read_part", failing_read)
-    with pytest.raises(OSError, match="simulated"):
+    with monkeypatch.context() as patch, pytest.raises(OSError, match="simulated"):
+        patch.setattr(storage, "read_part", failing_read)
         t.update("db.t3", pc.field("id") == 3, {"balance": 0})
-    monkeypatch.undo()
     with pytest.raises(TransactionClosedError):
         t.commit()
     assert _state(wh) == before and wh.readable_csn() == seeded

@@ -40,7 +40,7 @@ def test_parse_table_name_rejects(name: object) -> None:
 BAD_COLUMN_NAMES = ["a/b", "a=b", "..", ".", "", "nul\x00", "a\\b"]
 
 
-def test_bad_table_and_column_names_create_nothing(wh: Warehouse, root: Path) -> None:
+def test_bad_table_and_column_names_create_nothing(wh: Warehouse, root: Path | str) -> None:
     for name in BAD_TABLE_NAMES:
         with pytest.raises(InvalidNameError, match=r"namespace\.table"):
             wh.create_table(name, ACCOUNTS)  # type: ignore[arg-type]
@@ -50,7 +50,10 @@ def test_bad_table_and_column_names_create_nothing(wh: Warehouse, root: Path) ->
             with pytest.raises(InvalidNameError, match="invalid column name"):
                 wh.create_table("ns.t", schema, partition_by=partition_by)
     assert wh.tables() == []
-    assert list(root.iterdir()) == []  # not even an empty directory
+    if isinstance(root, str):  # an object store: no object at all
+        assert storage_files(root) == set()
+    else:
+        assert list(root.iterdir()) == []  # not even an empty directory
     # The catalog's own tables are intact (no name reached SQL as text).
     wh.create_table("a.b", ACCOUNTS)
     with wh.begin() as t:
@@ -77,9 +80,17 @@ def _by_n(table: pa.Table) -> dict[int, str | None]:
     return {row["n"]: row["key"] for row in table.to_pylist()}
 
 
-def assert_confined(tmp: Path, root: Path, table_dir: str) -> None:
+def assert_confined(tmp: Path, root: Path | str, table_dir: str) -> None:
     """Every file and directory under the root lies inside `table_dir` (or is one of its ancestors),
-    every path component is a sane length, and nothing was created next to the root."""
+    every path component is a sane length, and nothing was created next to the root (on an object store:
+    every object's key lies below the table's prefix, with no `.`/`..` component)."""
+    if isinstance(root, str):
+        for name in storage_files(root):
+            pieces = name.split("/")
+            assert name.startswith(f"{table_dir}/") and not {".", "..", ""} & set(pieces), name
+            assert all(len(piece.encode()) <= 255 for piece in pieces), name
+        assert {p.name for p in tmp.iterdir()} <= {"catalog.db", "catalog.db-wal", "catalog.db-shm"}
+        return
     inside = (root / table_dir).resolve()
     for current, dirs, files in os.walk(root):
         for name in dirs + files:
@@ -93,7 +104,7 @@ def assert_confined(tmp: Path, root: Path, table_dir: str) -> None:
     assert {p.name for p in tmp.iterdir()} <= {"warehouse", "catalog.db", "catalog.db-wal", "catalog.db-shm"}
 
 
-def test_partition_values_round_trip_and_stay_in_the_table(wh: Warehouse, root: Path, tmp_path: Path) -> None:
+def test_partition_values_round_trip_and_stay_in_the_table(wh: Warehouse, root: Path | str, tmp_path: Path) -> None:
     wh.create_table("ns.t", SCHEMA, partition_by=["key"])
     expected = dict(enumerate(TRICKY_VALUES))
     with wh.begin() as t:
@@ -110,7 +121,7 @@ def test_partition_values_round_trip_and_stay_in_the_table(wh: Warehouse, root: 
         assert _by_n(wh.read("ns.t", filter=where)) == {n: v for n, v in expected.items() if v == value}
 
 
-def test_overwrite_of_tricky_partitions_touches_only_them(wh: Warehouse, root: Path, tmp_path: Path) -> None:
+def test_overwrite_of_tricky_partitions_touches_only_them(wh: Warehouse, root: Path | str, tmp_path: Path) -> None:
     targets: list[str | None] = ["", "..", "a/b", None, "x" * 5000, "nul\x00byte"]
     wh.create_table("ns.t", SCHEMA, partition_by=["key"])
     with wh.begin() as t:
@@ -127,7 +138,7 @@ def test_overwrite_of_tricky_partitions_touches_only_them(wh: Warehouse, root: P
 ODD_COLUMNS = ["día", "a.b", "a b", "%", "...", ".a", "DROP TABLE x;--", "列"]
 
 
-def test_odd_partition_column_names_round_trip(wh: Warehouse, root: Path, tmp_path: Path) -> None:
+def test_odd_partition_column_names_round_trip(wh: Warehouse, root: Path | str, tmp_path: Path) -> None:
     schema = pa.schema([*[(c, pa.string()) for c in ODD_COLUMNS], ("n", pa.int64())])
     wh.create_table("ns.odd", schema, partition_by=ODD_COLUMNS)
     rows = pa.table({**{c: ["../v", f"{c}/x"] for c in ODD_COLUMNS}, "n": [1, 2]}, schema=schema)
@@ -143,7 +154,7 @@ def test_odd_partition_column_names_round_trip(wh: Warehouse, root: Path, tmp_pa
     assert_confined(tmp_path, root, "ns/odd")
 
 
-def test_typed_partition_values_round_trip(wh: Warehouse, root: Path, tmp_path: Path) -> None:
+def test_typed_partition_values_round_trip(wh: Warehouse, root: Path | str, tmp_path: Path) -> None:
     import datetime as dt
 
     schema = pa.schema([("i", pa.int64()), ("d", pa.date32()), ("b", pa.bool_()), ("v", pa.string())])

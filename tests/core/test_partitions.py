@@ -12,7 +12,7 @@ import pytest
 
 from airflow_txn import Transaction, Warehouse
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
-from tests.helpers import EVENTS, events, ids, storage_files
+from tests.helpers import EVENTS, events, ids, partition_dirs, storage_files
 
 TYPED = pa.schema([("id", pa.int64()), ("d", pa.date32()), ("n", pa.int32()), ("v", pa.string())])
 
@@ -41,7 +41,7 @@ def events_wh(wh: Warehouse) -> Warehouse:
     return wh
 
 
-def test_one_part_per_partition_value_per_staging_call(wh: Warehouse, root: Path) -> None:
+def test_one_part_per_partition_value_per_staging_call(wh: Warehouse, root: Path | str) -> None:
     wh.create_table("sales.events", EVENTS, partition_by=["day"])
     wh.create_table("sales.flat", EVENTS)
     t = wh.begin()
@@ -87,7 +87,7 @@ def test_overwrite_listed_partition_without_rows_empties_it(events_wh: Warehouse
 
 
 def test_rows_outside_listed_partitions_are_rejected_and_nothing_changes(events_wh: Warehouse,
-                                                                         root: Path) -> None:
+                                                                         root: Path | str) -> None:
     wh = events_wh
     t = wh.begin()
     t.append("sales.events", events([9], day="2024-01-04"))
@@ -110,7 +110,7 @@ def test_rows_outside_listed_partitions_are_rejected_and_nothing_changes(events_
                                                 "2024-01-03": [4, 5, 6], "2024-01-04": [9]}
 
 
-def test_malformed_partition_lists_are_rejected(events_wh: Warehouse, root: Path) -> None:
+def test_malformed_partition_lists_are_rejected(events_wh: Warehouse, root: Path | str) -> None:
     wh = events_wh
     t = wh.begin()
     files_before = storage_files(root)
@@ -133,7 +133,7 @@ def test_malformed_partition_lists_are_rejected(events_wh: Warehouse, root: Path
     assert ids(wh.read("sales.events")) == [1, 2, 3, 4, 5, 6]
 
 
-def test_update_of_a_partition_column_moves_rows(events_wh: Warehouse, root: Path) -> None:
+def test_update_of_a_partition_column_moves_rows(events_wh: Warehouse, root: Path | str) -> None:
     wh = events_wh
     t = wh.begin()
     t.update("sales.events", pc.field("id").isin([2, 3]), {"day": "2024-01-03", "value": 9.0})
@@ -153,7 +153,7 @@ def test_update_of_a_partition_column_moves_rows(events_wh: Warehouse, root: Pat
     assert reader.read("sales.events", partitions=[{"day": "2024-01-02"}]).num_rows == 0
     reader.rollback()
     wh.vacuum(retention_seconds=0)  # the emptied partition's directory goes away
-    assert not (root / "sales" / "events" / "day=2024-01-02").exists()
+    assert "day=2024-01-02" not in partition_dirs(wh, "sales/events")
 
 
 def test_update_with_an_expression_on_the_partition_column(wh: Warehouse) -> None:
@@ -169,7 +169,7 @@ def test_update_with_an_expression_on_the_partition_column(wh: Warehouse) -> Non
     assert sorted(p["partition"]["n"] for p in _created(wh, t)) == ["11"]
 
 
-def test_date_and_int_partition_columns_round_trip(wh: Warehouse, root: Path) -> None:
+def test_date_and_int_partition_columns_round_trip(wh: Warehouse, root: Path | str) -> None:
     wh.create_table("lab.typed", TYPED, partition_by=["d", "n"])
     data = pa.table({
         "id": [1, 2, 3, 4, 5],

@@ -12,7 +12,13 @@ import pytest
 
 import airflow_txn.spark as txn_spark
 from airflow_txn import Warehouse
-from airflow_txn.errors import SchemaMismatchError, SerializationError, SnapshotTooOldError, TransactionClosedError
+from airflow_txn.errors import (
+    SchemaMismatchError,
+    SerializationError,
+    SnapshotTooOldError,
+    StorageError,
+    TransactionClosedError,
+)
 from tests.helpers import ACCOUNTS, accounts, events, ids, make_tables, storage_files
 from tests.spark.helpers import events_df, frame, rows_of
 
@@ -240,3 +246,23 @@ def test_spark_timestamps_outside_the_nanosecond_range_read_back_in_the_core(spa
         assert txn_spark.write(df, t, "t.times") == 3
     got = swh.read("t.times").sort_by("id").column("ts").to_pylist()
     assert got == far
+
+
+@pytest.mark.s3
+def test_an_object_store_root_is_refused_by_the_spark_layer_naming_the_data_source(
+        spark: SparkSession, s3_root: str, tmp_path: Path) -> None:
+    """Spark's Hadoop filesystem here cannot reach an s3:// root (no hadoop-aws): writes and reads through
+    airflow_txn.spark are refused before anything is staged, the error naming the coming data source; the
+    transaction stays usable and the core API writes and reads the same tables."""
+    with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=s3_root) as wh:
+        make_tables(wh)
+        t = wh.begin()
+        for call in (lambda: txn_spark.write(events_df(spark, [1]), t, "sales.events"),
+                     lambda: txn_spark.read(spark, wh, "sales.events")):
+            with pytest.raises(StorageError, match=r'object store.*format\("airflow_txn"\)'):
+                call()
+        assert wh.transaction_info(t.tid)["parts"] == []
+        assert storage_files(s3_root) == set()
+        t.append("sales.events", events([1]))
+        t.commit()
+        assert ids(wh.read("sales.events")) == [1]

@@ -1,7 +1,8 @@
 """TxnHook: the warehouse named by an Airflow connection of type `airflow_txn`.
 
-The connection's extra holds `{"catalog": URL, "root": path, "oracle": "sql" | "zookeeper://..."}`
-(and optionally `"spark_conf": {...}` for SparkTransactionOperator). A field the connection does not
+The connection's extra holds `{"catalog": URL, "root": path or s3://bucket/prefix, "oracle": "sql" |
+"zookeeper://...", "storage_options": {...}}` (S3 settings, taken whole: storage/location.S3_OPTIONS; optionally
+`"spark_conf": {...}` for SparkTransactionOperator). A field the connection does not
 set (or a missing connection) falls back to the `[airflow_txn]` section of Airflow's configuration
 (`AIRFLOW__AIRFLOW_TXN__CATALOG`, ...), then to the AIRFLOW_TXN_* variables and the embedded defaults
 (airflow_txn.core.config). The first hook of a process also installs the metrics sink (airflow/metrics.py).
@@ -59,12 +60,13 @@ def _field(extra: Mapping[str, Any], name: str) -> Any:
 def config_from_extra(extra: Mapping[str, Any]) -> WarehouseConfig:
     """The warehouse configuration an `airflow_txn` connection's extra describes (missing fields:
     Airflow's `[airflow_txn]` options, then the AIRFLOW_TXN_* environment and the embedded defaults)."""
-    unknown = sorted(k for k in extra if k not in (*EXTRA_FIELDS, "spark_conf") and not k.startswith("extra__"))
+    known = (*EXTRA_FIELDS, "storage_options", "spark_conf")
+    unknown = sorted(k for k in extra if k not in known and not k.startswith("extra__"))
     if unknown:
-        raise TxnError(f"unknown field(s) {unknown} in the airflow_txn connection's extra; "
-                       f"use {list(EXTRA_FIELDS)} and spark_conf")
+        raise TxnError(f"unknown field(s) {unknown} in the airflow_txn connection's extra; use {list(known)}")
     catalog, root, oracle = (_field(extra, name) or config_option(name) for name in EXTRA_FIELDS)
-    return WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle)
+    options = _field(extra, "storage_options") or config_option("storage_options")  # None: the environment's
+    return WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options)
 
 
 def spark_conf_from_extra(extra: Mapping[str, Any]) -> dict[str, str]:
@@ -123,7 +125,8 @@ class TxnHook(BaseHook):
     def get_conn(self) -> Warehouse:
         """Open the warehouse; the caller closes it (or use `warehouse()`)."""
         cfg = self.config()
-        return Warehouse.open(catalog=cfg.catalog_url, root=cfg.root, oracle=cfg.oracle)
+        return Warehouse.open(catalog=cfg.catalog_url, root=cfg.root, oracle=cfg.oracle,
+                              storage_options=dict(cfg.storage_options))
 
     @contextmanager
     def warehouse(self) -> Iterator[Warehouse]:

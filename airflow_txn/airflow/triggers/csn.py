@@ -63,7 +63,8 @@ class CommitCSNTrigger(BaseTrigger):
     async def _wait(self) -> int:
         config = config_from_extra(await TxnHook(conn_id=self.conn_id).aextra())
         watch = _Watch.of((config.catalog_url, str(config.root), config.oracle))
-        wh = await asyncio.to_thread(Warehouse.open, config.catalog_url, config.root, config.oracle)
+        wh = await asyncio.to_thread(Warehouse.open, config.catalog_url, config.root, config.oracle,
+                                     storage_options=dict(config.storage_options))
         try:
             while True:
                 seen = watch.value

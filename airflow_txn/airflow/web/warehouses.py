@@ -24,7 +24,8 @@ class Warehouses:
         with self._lock:
             wh = self._open.get(config)
             if wh is None:
-                wh = Warehouse.open(catalog=config.catalog_url, root=config.root, oracle=config.oracle)
+                wh = Warehouse.open(catalog=config.catalog_url, root=config.root, oracle=config.oracle,
+                                    storage_options=dict(config.storage_options))
                 log.info("airflow_txn page: opened %r (kept for this process)", wh)
                 self._open[config] = wh
             return wh
