@@ -1,10 +1,12 @@
-"""Staging writes inside a transaction: append, overwrite, delete, update.
+"""Staging writes inside a transaction: append (to one table, or to several in one statement), overwrite,
+delete, update.
 
 Every statement follows the same steps:
   1. validate everything the caller passed (nothing written yet; invariant 9)
   2. decide which parts it replaces (only parts holding affected rows) from the transaction's view
      AFTER compensating the key's earlier attempts (computed, not yet done), and compute the rows
-  3. write new part files (one plain Parquet file per partition, its footer naming the transaction)
+  3. write new part files (one plain Parquet file per partition, its footer naming the transaction; a
+     statement's files are written side by side, so on an object store their PUTs overlap)
   4. ONE catalog transaction: check the transaction (an append to a table seen before checks it
      only here), fence off stale attempts, withdraw what earlier attempts staged under the key and
      what other keys built on it (invariant 7, retries.py), take removal locks (invariant 6),
@@ -36,7 +38,7 @@ from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import crashpoints, retries
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError, SchemaMismatchError
 from airflow_txn.model.partitioning import (
     WHOLE_TABLE,
     Partition,
@@ -141,6 +143,20 @@ def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
     return _stage(rt, stmt, info, pieces, removals=[])
 
 
+def append_many(rt: Runtime, stmt: Statement, tables: object) -> dict[str, int]:
+    """Append to several tables in one statement: {table: data} -> {table: rows staged}. Every table's data is
+    checked before any file is written; the files are written side by side and registered at once."""
+    if not isinstance(tables, Mapping) or not tables:
+        raise InvalidArgumentError("append_many takes a non-empty dict {table name: pyarrow.Table}, "
+                                   f"got {type(tables).__name__}{' (empty)' if isinstance(tables, Mapping) else ''}")
+    plans: list[_Planned] = []
+    for table, data in tables.items():
+        info = load_table(rt, stmt, table, check_transaction=False)
+        rows = _conformed(data, info)
+        plans.append(_Planned(info, [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]))
+    return dict(zip(tables, _stage_all(rt, stmt, plans), strict=True))
+
+
 def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
               partitions: Sequence[Mapping[str, Any]] | None) -> int:
     info = load_table(rt, stmt, table)
@@ -209,11 +225,27 @@ def _rewrite_once(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.E
     return matched
 
 
+@dataclass(frozen=True, slots=True)
+class TableWrite:
+    """What one statement does to one table: the parts it wrote, the parts it replaces, what it scanned."""
+
+    info: TableInfo
+    written: Sequence[tuple[Partition, WrittenPart]]
+    removals: Sequence[int] = ()
+    scanned: Sequence[str] | None = None
+    """The partition keys the statement chose its removals from (WHOLE_TABLE: all of them; None: none, an append)."""
+
+
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
                      written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int],
                      scanned: Sequence[str] | None = None) -> None:
-    """Step 4, also used by writers that produce the files themselves (Spark). `scanned`: the partition
-    keys the statement chose its removals from (WHOLE_TABLE: all of them; None: none, an append)."""
+    """Step 4 for one table, also used by writers that produce the files themselves (Spark)."""
+    register_all(rt, stmt, [TableWrite(info, written, removals, scanned)])
+
+
+def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> None:
+    """Step 4 for a statement writing one table or several (append_many), in ONE catalog transaction: the
+    key's earlier attempts are withdrawn once, before any of the statement's own parts is registered."""
     def body(conn: Connection) -> None:
         txn_records.lock_usable(conn, rt.catalog, stmt.tid)
         if stmt.key is not None:
@@ -221,33 +253,55 @@ def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
             retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
             retries.ran_again(conn, stmt.tid, stmt.key)
             crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
-        # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
-        locked = compaction_records.follow_merges(conn, removals, rt.catalog)
-        part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt)
-        part_records.register(conn, info.id, stmt.tid, stmt.key, written, stmt.attempt)
-        retries.record(conn, stmt.tid, stmt.key, stmt.attempt, info.id, scanned)
+        for write in writes:
+            # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
+            locked = compaction_records.follow_merges(conn, write.removals, rt.catalog)
+            part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt)
+            part_records.register(conn, write.info.id, stmt.tid, stmt.key, write.written, stmt.attempt)
+            retries.record(conn, stmt.tid, stmt.key, stmt.attempt, write.info.id, write.scanned)
 
-    rt.catalog.write_retrying(body, f"registering a write to {info.name.qualified}")
+    names = ", ".join(dict.fromkeys(write.info.name.qualified for write in writes))
+    rt.catalog.write_retrying(body, f"registering a write to {names}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A statement's new rows for one table, split by partition (steps 1-2 done, nothing written yet)."""
+
+    info: TableInfo
+    pieces: Sequence[tuple[Partition, pa.Table]]
+    removals: Sequence[int] = ()
+    scanned: Sequence[str] | None = None
 
 
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
            removals: Sequence[int], scanned: Sequence[str] | None = None) -> int:
-    written: list[tuple[Partition, WrittenPart]] = []
-    tags = {"tid": stmt.tid, "table": info.name.qualified, "key": stmt.key, "writer": "statement"}
-    rt.storage.check_part_paths(info.directory, [partition for partition, _ in pieces])
+    return _stage_all(rt, stmt, [_Planned(info, pieces, removals, scanned)])[0]
+
+
+def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[int]:
+    """Steps 3-4 for every table of a statement: all part files written side by side (on an object store,
+    the PUTs overlap), then registered in one catalog transaction. Returns the rows staged per plan."""
+    for plan in plans:  # every path checked before the first file is written
+        rt.storage.check_part_paths(plan.info.directory, [partition for partition, _ in plan.pieces])
+    jobs = [(plan.info.directory, partition, rows,
+             {"tid": stmt.tid, "table": plan.info.name.qualified, "key": stmt.key, "writer": "statement",
+              "partition": partition})
+            for plan in plans for partition, rows in plan.pieces]
+    files = rt.storage.write_parts(jobs)
     try:
-        for partition, rows in pieces:
-            written.append((partition, rt.storage.write_part(info.directory, partition, rows,
-                                                             {**tags, "partition": partition})))
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
         if stmt.key is not None:
             crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)
-        register_written(rt, stmt, info, written, removals, scanned)
+        done = iter(files)
+        writes = [TableWrite(plan.info, [(partition, next(done)) for partition, _ in plan.pieces],
+                             plan.removals, plan.scanned) for plan in plans]
+        register_all(rt, stmt, writes)
     except BaseException:
-        for _, part in written:
-            rt.storage.delete_part(info.directory, part.path)
+        for (directory, *_), part in zip(jobs, files, strict=True):
+            rt.storage.delete_part(directory, part.path)
         raise
-    return sum(part.row_count for _, part in written)
+    return [sum(part.row_count for _, part in write.written) for write in writes]
 
 
 def _check_predicate(where: object, info: TableInfo) -> pc.Expression:

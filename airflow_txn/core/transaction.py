@@ -127,6 +127,17 @@ class Transaction:
         stmt = statement_of(self, key)
         return run_statement(self, f"append to {table}", lambda: staging.append(self._rt, stmt, table, data))
 
+    def append_many(self, tables: Mapping[str, pa.Table], key: str | None = None) -> dict[str, int]:
+        """Append to several tables in ONE statement, {table: data}; returns {table: rows staged}.
+
+        Every table's data is checked before anything is written (one bad table stages nothing), the part
+        files are written side by side (on an object store the uploads overlap: the statement waits for
+        the slowest, not their sum) and registered in one catalog transaction. Under a key it is one
+        statement: a retry under the same key replaces all of it."""
+        stmt = statement_of(self, key)
+        what = "append to " + (", ".join(map(str, tables)) if isinstance(tables, Mapping) else "several tables")
+        return run_statement(self, what, lambda: staging.append_many(self._rt, stmt, tables))
+
     def overwrite(self, table: str, data: pa.Table, partitions: PartitionSpec | None = None,
                   key: str | None = None) -> int:
         """Replace the whole table (partitions=None) or only the listed partitions with `data`."""

@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ import pyarrow.parquet as pq
 from airflow_txn.errors import InvalidNameError, StorageError
 from airflow_txn.model.names import check_components, check_path_length, safe_join, safe_join_resolved
 from airflow_txn.model.partitioning import partition_column, partition_path
+from airflow_txn.storage import side_by_side
 from airflow_txn.storage.location import Location, normalize_root, resolve
 
 SIDECAR = "_airflow_txn.json"
@@ -60,6 +62,8 @@ _OBJECT_KEY_MAX = 1024
 """The longest object key S3 (and GCS, ADLS) accepts, in bytes."""
 _MKDIR_ATTEMPTS = 50
 """How often a writer creates its write dir again when a cleaner removed a partition dir above it meanwhile."""
+PartJob = tuple[str, Mapping[str, str | None], pa.Table, Mapping[str, Any]]
+"""What write_part takes: (table directory, partition, rows, footer tags)."""
 PartWrite = Callable[[pa.NativeFile], int]
 """Writes a part's Parquet bytes into the stream it is given (its footer naming the writer, footer_tags) and
 returns the rows written."""
@@ -205,6 +209,19 @@ class Storage:
             return int(data.num_rows)
 
         return self.write_part_file(table_directory, partition, str(tags["tid"]), write)
+
+    def write_parts(self, jobs: Sequence[PartJob]) -> list[WrittenPart]:
+        """write_part for each job, side by side on an object store (side_by_side.py), all or nothing: when
+        one fails, the others are waited for and their files removed, then the first error is raised."""
+        outcomes = side_by_side.run_settled([partial(self.write_part, *job) for job in jobs],
+                                            parallel=self.local is None)
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        if failed:
+            for (table_directory, *_), outcome in zip(jobs, outcomes, strict=True):
+                if isinstance(outcome, WrittenPart):
+                    self.delete_part(table_directory, outcome.path)
+            raise failed[0]
+        return [o for o in outcomes if isinstance(o, WrittenPart)]
 
     def write_part_file(self, table_directory: str, partition: Mapping[str, str | None], tid: str,
                         write: PartWrite) -> WrittenPart:

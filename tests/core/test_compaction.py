@@ -162,7 +162,7 @@ def test_a_statement_that_chose_sources_before_the_swap_is_redirected(
         wh: Warehouse, monkeypatch: pytest.MonkeyPatch, statement: str) -> None:
     """The user statement lists the parts, a merge swaps them out, then the statement registers."""
     _backfill(wh)
-    original = staging.register_written
+    original = staging.register_all
     merges: list[dict[str, Any]] = []
 
     def interleaved(rt: Runtime, *args: Any, **kwargs: Any) -> None:
@@ -170,7 +170,7 @@ def test_a_statement_that_chose_sources_before_the_swap_is_redirected(
             merges.append(compaction.compact(rt, EVENTS_T))
         original(rt, *args, **kwargs)
 
-    monkeypatch.setattr(staging, "register_written", interleaved)
+    monkeypatch.setattr(staging, "register_all", interleaved)
     day0 = {"day": DAYS[0]}
     with wh.begin() as t:
         if statement == "overwrite":
@@ -500,7 +500,7 @@ def test_a_user_statement_waits_for_a_swap_in_flight_and_is_redirected(
         _backfill(wh, appends=2)
         (group, *_) = compaction.plan(wh.runtime, EVENTS_T)
         user_ready, swap_holding = threading.Event(), threading.Event()
-        original_register, original_swap = staging.register_written, compaction_records.swap
+        original_register, original_swap = staging.register_all, compaction_records.swap
 
         def register(rt: Runtime, *args: Any, **kwargs: Any) -> None:
             user_ready.set()  # the statement chose its parts; let the merge swap them now
@@ -513,7 +513,7 @@ def test_a_user_statement_waits_for_a_swap_in_flight_and_is_redirected(
             time.sleep(0.5)
             return result
 
-        monkeypatch.setattr(staging, "register_written", register)
+        monkeypatch.setattr(staging, "register_all", register)
         monkeypatch.setattr(compaction_records, "swap", swap)
         user = wh.begin()
         deleted: list[int] = []
