@@ -152,24 +152,23 @@ def visible_totals(conn: Connection, table_id: int, snapshot: int) -> tuple[int,
 _INSERT = insert(schema.parts)
 
 
-def register(conn: Connection, table_id: int, tid: str, key: str | None,
-             written: Sequence[tuple[Partition, WrittenPart]], attempt: int | None = None) -> None:
-    if not written:
-        return
+def register(conn: Connection, tid: str, key: str | None,
+             written: Sequence[tuple[int, Sequence[tuple[Partition, WrittenPart]]]],
+             attempt: int | None = None) -> None:
+    """Insert a statement's new parts, [(table id, [(partition, written part)])], with one INSERT."""
     now = time.time()
-    conn.execute(
-        _INSERT,
-        [
-            {
-                "table_id": table_id, "partition_key": partition_key(partition), "path": part.path,
-                "files": json.dumps(list(part.files)), "row_count": part.row_count, "size_bytes": part.size_bytes,
-                "creation_tid": tid, "creation_csn": None, "removal_tid": None, "removal_csn": None,
-                "stage_key": key, "stage_attempt": attempt, "removal_key": None, "removal_attempt": None,
-                "created_at": now,
-            }
-            for partition, part in written
-        ],
-    )
+    rows = [
+        {
+            "table_id": table_id, "partition_key": partition_key(partition), "path": part.path,
+            "files": json.dumps(list(part.files)), "row_count": part.row_count, "size_bytes": part.size_bytes,
+            "creation_tid": tid, "creation_csn": None, "removal_tid": None, "removal_csn": None,
+            "stage_key": key, "stage_attempt": attempt, "removal_key": None, "removal_attempt": None,
+            "created_at": now,
+        }
+        for table_id, parts in written for partition, part in parts
+    ]
+    if rows:
+        conn.execute(_INSERT, rows)
 
 
 def _older(column: Any, attempt: int | None) -> ColumnElement[bool]:

@@ -257,8 +257,8 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
             # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
             locked = compaction_records.follow_merges(conn, write.removals, rt.catalog)
             part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt)
-            part_records.register(conn, write.info.id, stmt.tid, stmt.key, write.written, stmt.attempt)
             retries.record(conn, stmt.tid, stmt.key, stmt.attempt, write.info.id, write.scanned)
+        part_records.register(conn, stmt.tid, stmt.key, [(w.info.id, w.written) for w in writes], stmt.attempt)
 
     names = ", ".join(dict.fromkeys(write.info.name.qualified for write in writes))
     rt.catalog.write_retrying(body, f"registering a write to {names}")
