@@ -1,7 +1,8 @@
 """B1: commit latency of one transaction appending 1,000 rows to each of 3 tables, SQLite catalog.
 
-airflow_txn  `with wh.begin() as t: t.append(...) x 3` (begin to the end of commit: three parts
-             written and registered, one commit record, applied and readable)
+airflow_txn  `with wh.begin() as t: t.append_many({3 tables})` (begin to the end of commit: three parts
+             written and registered by one statement, one commit record, applied and readable)
+airflow_txn, 3 appends   the same transaction as three statements, `t.append(...)` x 3 (reported)
 floor        3 pyarrow Parquet files + one SQLite transaction recording them, by hand
 delta-rs     `write_deltalake(mode="append")` of ONE table (delta-rs has no multi-table commit)
 pyiceberg    `table.append()` to ONE table of a SqlCatalog on SQLite
@@ -27,12 +28,17 @@ TARGET_DELTA = 0.2
 PROTOCOL = "protocol minimum (by hand)"
 PROTOCOL_CORE = "protocol minimum (SQLAlchemy Core)"
 PROBE = "file creation probe"
-# What airflow_txn reaches against the two targets it cannot meet (NOTES says why), on the development
-# machine across quiet and loaded runs; --quick fails past twice these, so CI still catches a regression.
+OURS_EACH = "airflow_txn, 3 appends"
+"""The same transaction written as three statements (t.append per table): each registers on its own."""
+EACH_MEASURE = "the same transaction as 3 statements (t.append x 3)"
+# What airflow_txn reaches against its two targets (the floor's cannot be met, NOTES says why; delta-rs's is
+# met in full runs), on the development machine across quiet and loaded runs; --quick fails past twice
+# these, so CI still catches a regression.
 # Against delta-rs --quick reaches more (0.58 in CI) than a full run (0.26-0.33): its 15 commits leave
 # delta-rs a short log to replay, where the full run's 63 leave a longer one.
 REACHED = {_bench.FLOOR: 5.0, _bench.DELTA: 0.6}
 CPU: dict[str, list[float]] = {}  # CPU seconds per repetition, by contender (load hurts wall time more)
+STAGING = "append_many (3 tables)"
 SPLIT: list[dict[str, float]] = []  # airflow_txn's phases, one entry per transaction timed
 
 
@@ -59,7 +65,8 @@ def run(quick: bool) -> list[dict[str, Any]]:
         finally:
             for close in closers:
                 close()
-    return _rows(samples, skipped) + _split_rows(split, work) + [_probe_row(samples.pop(PROBE))]
+    return (_rows(samples, skipped) + _each_rows(samples, skipped) + _split_rows(split, work)
+            + [_probe_row(samples.pop(PROBE))])
 
 
 def _with_cpu(name: str, fn: Any) -> Any:
@@ -86,8 +93,7 @@ def catalog_work(wh: Warehouse) -> str:
     event.listen(engine, "before_cursor_execute", count)
     try:
         with wh.begin(label="b1-count") as t:
-            for name in TABLES:
-                t.append(name, make_data(10))
+            t.append_many({name: make_data(10) for name in TABLES})
     finally:
         event.remove(engine, "before_cursor_execute", count)
     return f"{counts['statements']} SQL statements in {counts['transactions']} catalog transactions"
@@ -101,10 +107,23 @@ NOTE = {_bench.FLOOR: "3 Parquet files + 1 SQLite transaction",
 
 def _split_rows(split: list[dict[str, float]], work: str) -> list[dict[str, Any]]:
     measure = "where airflow_txn's time goes (the same transactions, by phase)"
-    notes = {"begin": "transaction row (before any file)", "3 appends": "3 x (check, write part files, register)",
-             "commit": f"check files, commit record, apply per table; whole transaction: {work}"}
+    notes = {"begin": "transaction row (before any file)",
+             STAGING: "check 3 tables' data, write 3 part files, register them in one catalog transaction",
+             "commit": f"commit record, apply per table; whole transaction: {work}"}
     return [_bench.result(ROW, measure, phase, [entry[phase] for entry in split], note=notes[phase])
-            for phase in ("begin", "3 appends", "commit")]
+            for phase in ("begin", STAGING, "commit")]
+
+
+def _each_rows(samples: dict[str, list[float]], skipped: dict[str, str]) -> list[dict[str, Any]]:
+    """The transaction as three statements, against delta-rs (reported; the target is held by one statement)."""
+    each = samples.pop(OURS_EACH)
+    rows = [_bench.result(ROW, EACH_MEASURE, OURS_EACH, each,
+                          note=f"3 catalog transactions to stage; {_cpu(OURS_EACH, len(each))}")]
+    if _bench.DELTA in samples and _bench.DELTA not in skipped:
+        rows.append(_bench.result(ROW, EACH_MEASURE, _bench.DELTA, samples[_bench.DELTA],
+                                  ratio=_bench.ratio(each, samples[_bench.DELTA]), ratio_of=f"{OURS_EACH} / this",
+                                  note=NOTE[_bench.DELTA]))
+    return rows
 
 
 def _probe_row(seconds: list[float]) -> dict[str, Any]:
@@ -130,19 +149,27 @@ def _contenders(base: Path, data: pa.Table, wh: Warehouse) -> tuple[dict[str, An
         start = time.perf_counter()
         t = wh.begin(label="b1")
         begun = time.perf_counter()
-        for name in TABLES:
-            t.append(name, data)
+        t.append_many({name: data for name in TABLES})
         staged = time.perf_counter()
         t.commit()
         end = time.perf_counter()
-        SPLIT.append({"begin": begun - start, "3 appends": staged - begun, "commit": end - staged})
+        SPLIT.append({"begin": begun - start, STAGING: staged - begun, "commit": end - staged})
         return end - start
+
+    def ours_each() -> float:
+        start = time.perf_counter()
+        t = wh.begin(label="b1-each")
+        for name in TABLES:
+            t.append(name, data)
+        t.commit()
+        return time.perf_counter() - start
 
     floor = _peers.Floor(base / "floor")
     minimum = _peers.ProtocolMinimum(base / "minimum")
     minimum_core = _peers.ProtocolMinimumCore(base / "minimum-core")
     contenders: dict[str, Any] = {
         _bench.OURS: ours,
+        OURS_EACH: ours_each,
         _bench.FLOOR: lambda: _bench.timed(lambda: floor.commit({n: data for n in TABLES})),
         PROTOCOL: lambda: _bench.timed(lambda: minimum.commit({n: data for n in TABLES})),
         PROTOCOL_CORE: lambda: _bench.timed(lambda: minimum_core.commit({n: data for n in TABLES})),
@@ -162,6 +189,10 @@ def _contenders(base: Path, data: pa.Table, wh: Warehouse) -> tuple[dict[str, An
     return contenders, [wh.close, floor.close, minimum.close, minimum_core.close], skipped
 
 
+def _cpu(name: str, n: int) -> str:
+    return f"CPU {_bench.median_ms(CPU[name][-n:]):.2f} ms" if CPU.get(name) else ""
+
+
 def _rows(samples: dict[str, list[float]], skipped: dict[str, str]) -> list[dict[str, Any]]:
     ours = samples[_bench.OURS]
     of = "airflow_txn / this"
@@ -170,9 +201,9 @@ def _rows(samples: dict[str, list[float]], skipped: dict[str, str]) -> list[dict
     n = len(ours)
 
     def cpu(name: str) -> str:
-        return f"CPU {_bench.median_ms(CPU[name][-n:]):.2f} ms" if CPU.get(name) else ""
+        return _cpu(name, n)
 
-    rows = [_bench.result(ROW, MEASURE, _bench.OURS, ours, note=cpu(_bench.OURS))]
+    rows = [_bench.result(ROW, MEASURE, _bench.OURS, ours, note=f"one statement, t.append_many; {cpu(_bench.OURS)}")]
     for name in (_bench.FLOOR, PROTOCOL, PROTOCOL_CORE, _bench.DELTA, _bench.ICEBERG):
         if name in skipped:
             rows.append(_bench.not_run(ROW, MEASURE, name, skipped[name], target=targets.get(name)))
@@ -185,6 +216,20 @@ def _rows(samples: dict[str, list[float]], skipped: dict[str, str]) -> list[dict
 
 
 NOTES = """\
+**Now (2026-11-27): <= 0.2x delta-rs met; <= 1.5x the floor still not.** Since D8 a part is one Parquet
+file (no directory, no sidecar) and since D11 the transaction stages its three tables in ONE statement
+(`t.append_many`): begin, one registering catalog transaction (one INSERT for all its parts), commit:
+16 SQL statements in 4 catalog transactions, from 19 in 6. Three full runs that day (load < 1):
+airflow_txn 3.91 / 4.42 / 4.00 ms against delta-rs 22.1 / 22.4 / 21.8 ms: **0.177 / 0.198 / 0.184x**.
+The same transaction as three `t.append` statements: 0.173 / 0.196 / 0.188x. Interleaved with delta-rs
+(whose worker threads share the two cores) the two forms are within noise of each other; in a loop of
+their own, alternating, one statement takes 2.7 ms and three take 3.5 ms (two catalog transactions
+fewer; a local root writes the files one after the other either way, D11). Against the floor: 2.6-3.2x;
+the floor's 1 SQLite transaction and 3 files against our protocol's begin, registration and commit,
+through SQLAlchemy Core, stay the reasons below ("cannot be met by any implementation of this protocol
+on this stack"). The history below is kept as measured at the time: its
+"directory + sidecar per part" is the layout before D8.
+
 **Engine fix: a connection pool for the SQLite catalog** (`airflow_txn/catalog/database.py`). The
 profile (pyinstrument, 50 transactions) showed most of a commit in `Engine.connect`: the catalog
 used `NullPool`, so each of the ~12 catalog transactions of this row opened a new SQLite connection
