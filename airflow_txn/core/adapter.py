@@ -3,6 +3,8 @@ may call on the core besides the public handles. docs/ARCHITECTURE.md, "The adap
 how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it.
 
     table_view(wh, table)                           TableView: name, Arrow schema, partition columns, location
+    stored_table(wh, table)                         StoredTable: the same for an engine writing and reading
+                                                    through the root's pyarrow filesystem (any root), picklable
     plan_read(wh, table, csn=, txn=, partitions=)   ReadPlan: exactly the parts (PartView) a read sees; a
                                                     transaction's read is recorded as its isolation asks
     open_statement(txn, table, key=, what=)         Statement: a write whose files an external engine writes:
@@ -42,17 +44,26 @@ from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import MergedAwayError, StorageError, TxnError
+from airflow_txn.errors import MergedAwayError, SchemaMismatchError, StorageError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import TableName
-from airflow_txn.model.partitioning import Partition, parse_partition_key
-from airflow_txn.storage.root import WrittenPart, is_plain_part
+from airflow_txn.model.partitioning import (
+    Partition,
+    check_partition_values,
+    parse_partition_key,
+    partition_key,
+    split_by_partition,
+)
+from airflow_txn.model.schema_check import conform
+from airflow_txn.storage import location
+from airflow_txn.storage.root import Storage, WrittenPart, is_plain_part, new_statement_id
 
 __all__ = [
     "ACTIVE", "COMMITTED", "DEFAULT_TARGET_FILE_BYTES", "ROLLED_BACK", "Isolation", "LabelFilter", "MergeTask",
-    "MergeWrite", "MergedAwayError", "PartView", "Progress", "ReadPlan", "Statement", "TableView", "WriteDir",
-    "Writer", "WrittenPart",
-    "check_csn", "check_lease_seconds", "merge_writer", "open_statement", "plan_read", "table_view",
+    "MergeWrite", "MergedAwayError", "PartView", "Progress", "ReadPlan", "Statement", "StoredTable", "TableView",
+    "WriteDir", "Writer", "WrittenPart",
+    "check_csn", "check_lease_seconds", "merge_writer", "new_statement_id", "open_root", "open_statement",
+    "plan_read", "stored_table", "table_view",
 ]
 
 T = TypeVar("T")
@@ -101,14 +112,98 @@ class PartView:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredTable:
+    """A table as an engine sees it that writes and reads its files through the root's own filesystem
+    (`pyarrow.fs`: local disk or object store; the Spark data source): no path an engine opens itself. It
+    pickles (a Spark driver hands it to its executors), and each process opens the root once (open_root)."""
+
+    name: str
+    """The qualified name, `namespace.table`."""
+    schema: pa.Schema
+    partition_by: tuple[str, ...]
+    directory: str
+    """The table's directory below the root (as the catalog keeps it)."""
+    root: str
+    """The storage root's URI (WarehouseConfig.root)."""
+    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """The root's settings as the warehouse was opened with (may hold secrets: never shown)."""
+
+    def conformed(self, data: pa.Table) -> pa.Table:
+        """`data` (an engine's batch, whose Arrow types may differ in storage only: large_string for string,
+        a timestamp's zone) as exactly the table's schema, checked as a core append checks it
+        (SchemaMismatchError: a null in a non-nullable column, a partition value with no canonical text)."""
+        if data.schema != self.schema and data.schema.names == self.schema.names:
+            try:
+                data = data.cast(pa.schema([f.with_nullable(True) for f in self.schema]), safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise SchemaMismatchError(f"rows for {self.name} do not fit its schema: {exc}") from exc
+        rows = conform(data, self.schema, self.name)
+        check_partition_values(rows, self.partition_by, self.name)
+        return rows
+
+    def write_parts(self, rows: pa.Table, tags: Mapping[str, Any]) -> list[tuple[str, WrittenPart]]:
+        """Write conformed `rows` as one plain part file per partition (D8), `tags` (tid, key, writer, and the
+        statement id from new_statement_id, which starts each file's name) and the table in each footer:
+        [(partition key, written part)]. On failure none of them is left."""
+        root = open_root(self.root, self.storage_options)
+        pieces = [(p, t) for p, t in split_by_partition(rows, self.partition_by) if t.num_rows]
+        root.check_part_paths(self.directory, [p for p, _ in pieces])
+        written = root.write_parts([(self.directory, p, t, {**tags, "table": self.name, "partition": p})
+                                    for p, t in pieces])
+        return [(partition_key(p), part) for (p, _), part in zip(pieces, written, strict=True)]
+
+    def read_part(self, part: PartView) -> pa.Table:
+        """A part's rows as exactly the table's schema, partition columns restored."""
+        path, files = part.path, part.files
+        if len(files) == 1 and is_plain_part(files[0]):
+            path = f"{path}/{files[0]}" if path else files[0]
+        return open_root(self.root, self.storage_options).read_part(self.directory, path, files, self.schema,
+                                                                      part.partition)
+
+    def delete_parts(self, paths: Sequence[str]) -> None:
+        """Delete parts written for a statement that will not register them (a failed or aborted write)."""
+        root = open_root(self.root, self.storage_options)
+        for path in paths:
+            root.delete_part(self.directory, path)
+
+    def delete_statement_files(self, tid: str, statement: str) -> int:
+        """Delete every part file of statement `statement` (write_parts' tags) of `tid`, found by listing the
+        table: after a failed statement whose tasks ran elsewhere (a task may not have reported what it wrote).
+        Only for a statement that will never register. Returns the number of files deleted."""
+        found = open_root(self.root, self.storage_options).statement_files(self.directory, tid, statement)
+        self.delete_parts(found)
+        return len(found)
+
+
+_ROOTS: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
+
+
+def open_root(root: str, storage_options: Mapping[str, str]) -> Storage:
+    """The storage root `root` with its settings, opened once per process (an executor reads many parts)."""
+    key = (root, tuple(sorted(storage_options.items())))
+    found = _ROOTS.get(key)
+    if found is None:
+        found = _ROOTS[key] = Storage(location.resolve(root, storage_options))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
 class ReadPlan:
     """What one read sees (plan_read): the table and exactly the parts visible at `snapshot`."""
 
-    table: TableView
+    stored: StoredTable
     parts: tuple[PartView, ...]
     snapshot: int
     tid: str | None
     """The reading transaction (whose own staged parts are included); None: a committed snapshot."""
+    _rt: Runtime = field(repr=False, compare=False)
+    _info: TableInfo = field(repr=False, compare=False)
+
+    @property
+    def table(self) -> TableView:
+        """The table with its local directory, for an engine that opens files by path (StorageError on an
+        object-store root: read `stored` through the root's filesystem instead)."""
+        return _view(self._rt, self._info)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +220,18 @@ class WriteDir:
 def _view(rt: Runtime, info: TableInfo) -> TableView:
     if rt.storage.local is None:
         raise StorageError(
-            f"table {info.name.qualified}: its warehouse root {rt.storage.uri} is an object store, and an engine "
-            "that opens files by path (airflow_txn.spark in this release, through Spark's Hadoop filesystem) needs a "
-            "root every executor mounts. Use a local or shared filesystem root for Spark jobs; object-store roots "
-            "are written and read with the core API (Transaction.append, Warehouse.read) here, and from Spark with "
-            "the data source of the next release (df.write.format(\"airflow_txn\"), "
-            "spark.read.format(\"airflow_txn\")).")
+            f"table {info.name.qualified}: its warehouse root {rt.storage.uri} is an object store, which Spark's "
+            "native Parquet path (Hadoop's filesystem, by path) cannot reach here. Write and read it through the "
+            "data source: airflow_txn.spark.write/read(..., via=\"datasource\") (what via=\"auto\" picks for an "
+            "object-store root), or df.write.format(\"airflow_txn\") / spark.read.format(\"airflow_txn\"). "
+            "Copy-on-write delete/update and compaction with Spark on such a root are not built yet: use "
+            "Transaction.delete/update and Warehouse.compact.")
     return TableView(info.name, info.schema, info.partition_by, rt.storage.table_dir(info.directory).resolve(), info)
+
+
+def _stored(wh: Warehouse, info: TableInfo) -> StoredTable:
+    return StoredTable(info.name.qualified, info.schema, info.partition_by, info.directory, wh.config.root,
+                       dict(wh.config.storage_options))
 
 
 def _part(row: PartRow) -> PartView:
@@ -148,6 +248,12 @@ def table_view(wh: Warehouse, table: str) -> TableView:
     """The table `table` (TableNotFoundError if there is none)."""
     with wh.runtime.catalog.read() as conn:
         return _view(wh.runtime, table_registry.get(conn, table))
+
+
+def stored_table(wh: Warehouse, table: str) -> StoredTable:
+    """The table `table` for an engine writing through the root's filesystem (TableNotFoundError if none)."""
+    with wh.runtime.catalog.read() as conn:
+        return _stored(wh, table_registry.get(conn, table))
 
 
 def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
@@ -173,7 +279,7 @@ def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transactio
         tid, snapshot = None, reading.snapshot_for(rt, csn, [info.name.qualified])
     with rt.catalog.read() as conn:
         rows = part_records.visible_parts(conn, info.id, tid, snapshot, keys)
-    return ReadPlan(_view(rt, info), tuple(_part(r) for r in rows), snapshot, tid)
+    return ReadPlan(_stored(wh, info), tuple(_part(r) for r in rows), snapshot, tid, rt, info)
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
@@ -198,14 +304,29 @@ class Statement:
     def __init__(self, txn: Transaction, stmt: staging.Statement, info: TableInfo, what: str) -> None:
         self.txn = txn
         self.what = what
-        self.table = _view(txn.warehouse.runtime, info)
+        self.stored = _stored(txn.warehouse, info)
+        """The table for an engine writing through the root's filesystem (StoredTable.write_parts)."""
         self._stmt = stmt
         self._info = info
         self._rt = txn.warehouse.runtime
 
     @property
+    def table(self) -> TableView:
+        """The table with its local directory, for an engine that writes files by path into a write dir
+        (StorageError on an object-store root: write through `stored` instead)."""
+        return _view(self._rt, self._info)
+
+    @property
     def key(self) -> str | None:
         return self._stmt.key
+
+    @property
+    def attempt(self) -> int | None:
+        return self._stmt.attempt
+
+    def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
+        """TableView.partition_keys, on any root."""
+        return self._info.partition_keys(partitions)
 
     def run(self, fn: Callable[[], T]) -> T:
         """`fn()` under the transaction's failure rules (an engine step that belongs to the statement)."""

@@ -5,6 +5,7 @@
     txn_spark.read(spark, wh, "shop.orders", csn=42)                # the table at CSN 42
     txn_spark.delete(spark, t, "shop.orders", "amount < 0")         # copy-on-write, affected parts only
     txn_spark.compact(spark, wh, "shop.orders")                     # wh.compact with Spark writing the merges
+    txn_spark.register(spark)      # df.write.format("airflow_txn") / spark.read.format("airflow_txn")
 
 Importing this package is cheap and loads no PySpark; the first use of a name below does, and
 without PySpark it raises an ImportError that says what to install.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow_txn.spark.compaction import compact
     from airflow_txn.spark.cow import delete, update
+    from airflow_txn.spark.datasource import register
     from airflow_txn.spark.reader import read
     from airflow_txn.spark.types import to_arrow_schema, to_spark_schema
     from airflow_txn.spark.writer import write
@@ -26,13 +28,14 @@ _EXPORTS = {
     "compact": "airflow_txn.spark.compaction",
     "write": "airflow_txn.spark.writer",
     "read": "airflow_txn.spark.reader",
+    "register": "airflow_txn.spark.datasource",
     "delete": "airflow_txn.spark.cow",
     "update": "airflow_txn.spark.cow",
     "to_arrow_schema": "airflow_txn.spark.types",
     "to_spark_schema": "airflow_txn.spark.types",
 }
 
-__all__ = ["compact", "delete", "read", "to_arrow_schema", "to_spark_schema", "update", "write"]
+__all__ = ["compact", "delete", "read", "register", "to_arrow_schema", "to_spark_schema", "update", "write"]
 
 
 def require_pyspark() -> None:

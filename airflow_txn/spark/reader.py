@@ -9,17 +9,21 @@ from airflow_txn.core.adapter import plan_read
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.model.results import PartitionSpec
+from airflow_txn.spark import via as via_module
 from airflow_txn.spark.frames import parts_frame
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
-         partitions: PartitionSpec | None = None) -> DataFrame:
+         partitions: PartitionSpec | None = None, via: str = "auto") -> DataFrame:
     """The rows of `table` visible at snapshot `csn` (None: the readable watermark), or to `txn`.
 
     The DataFrame scans exactly the visible parts' files, with the partition columns restored; filters
     on data columns are pushed into the Parquet reader. `partitions=[{col: value}, ...]` reads only
     those partitions (pruned on the driver). The files are read when an action runs: keep `csn`
-    inside the retention window (or the transaction open) until then.
+    inside the retention window (or the transaction open) until then. `via`: as for airflow_txn.spark.write
+    ("datasource" reads through the "airflow_txn" data source: any root, Spark Connect).
     """
+    if via_module.choose(spark, wh, via) == via_module.DATASOURCE:
+        return via_module.read(spark, wh, table, csn, txn, partitions)
     plan = plan_read(wh, table, csn, txn, partitions)
     return parts_frame(spark, plan.table, plan.parts)

@@ -30,6 +30,7 @@ from airflow_txn.errors import InvalidNameError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE, Partition, parse_partition_key, partition_key
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import layout
+from airflow_txn.spark import via as via_module
 from airflow_txn.spark.types import same_storage, to_spark_type
 
 MODES = ("append", "overwrite")
@@ -38,17 +39,22 @@ _GUARD_RE = re.compile(re.escape(_GUARD) + r"(null|empty)#(\d+)")
 
 
 def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
-          partitions: PartitionSpec | None = None, key: str | None = None) -> int:
+          partitions: PartitionSpec | None = None, key: str | None = None, via: str = "auto") -> int:
     """Stage `df` in `table` within `txn`; returns the number of rows staged.
 
     mode="append" adds parts (never conflicts); mode="overwrite" replaces the whole table, or only
     the listed `partitions` (then every row must belong to one of them). `key` defaults to the
-    transaction's default key (a retried task replaces what its failed try staged).
+    transaction's default key (a retried task replaces what its failed try staged). `via`: "native"
+    (Spark's Parquet writer; the root must be a path every executor reaches), "datasource" (the
+    "airflow_txn" data source: any root, Spark Connect) or "auto" (the data source for an object-store
+    root or a Spark Connect session; via.py).
     """
     if mode not in MODES:
         raise InvalidNameError(f"mode must be one of {MODES}, got {mode!r}")
     if partitions is not None and mode != "overwrite":
         raise InvalidNameError("partitions=... only goes with mode='overwrite'")
+    if via_module.choose(df.sparkSession, txn.warehouse, via) == via_module.DATASOURCE:
+        return via_module.write(df, txn, table, mode, partitions, key)
     stmt = open_statement(txn, table, key, what=f"spark {mode} of {table}")
     info = stmt.table
     frame = conform(df, info)

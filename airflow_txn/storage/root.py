@@ -49,6 +49,8 @@ from airflow_txn.storage.location import Location, normalize_root, resolve
 
 SIDECAR = "_airflow_txn.json"
 WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
+STATEMENT_RE = re.compile(r"[0-9a-f]{0,16}")
+"""A statement id as a part file's name may begin its hex digits with (new_statement_id); "" for none."""
 PART_FILE_RE = re.compile(r"p-(?P<tid>\d{1,19}-\d{1,19}-[0-9a-f]{16})-[0-9a-f]{32}\.parquet")
 """The name of a part the core writes as one plain file (D8): `p-<writer's tid>-<32 hex>.parquet`. The tid
 in the name names the writer while its footer cannot be read yet (a file being written), so vacuum never
@@ -208,7 +210,8 @@ class Storage:
             pq.write_table(stored, sink)
             return int(data.num_rows)
 
-        return self.write_part_file(table_directory, partition, str(tags["tid"]), write)
+        return self.write_part_file(table_directory, partition, str(tags["tid"]), write,
+                                    statement=str(tags.get("statement") or ""))
 
     def write_parts(self, jobs: Sequence[PartJob]) -> list[WrittenPart]:
         """write_part for each job, side by side on an object store (side_by_side.py), all or nothing: when
@@ -224,16 +227,20 @@ class Storage:
         return [o for o in outcomes if isinstance(o, WrittenPart)]
 
     def write_part_file(self, table_directory: str, partition: Mapping[str, str | None], tid: str,
-                        write: PartWrite) -> WrittenPart:
+                        write: PartWrite, statement: str = "") -> WrittenPart:
         """A new part file `<partition dirs>/p-<tid>-<32 hex>.parquet` of transaction `tid` (PART_FILE_RE),
         written by `write(stream)`, which returns the rows it wrote and puts the writer's tags in the footer
-        (footer_tags). On an object store this is ONE PUT, when the stream is closed; the size is the bytes
-        written. On failure what was written is removed (an OSError raised as StorageError).
-        On a local root, the stat after the write proves the file outlived its writing (had a cleaner
-        unlinked it meanwhile, say a vacuum that found its writer's lease over, the writes went to a deleted
-        inode and the write fails here), so no part is ever registered without its file. An object store
-        needs no such check: an object exists only once its PUT completed, after any earlier DELETE."""
-        name = f"p-{tid}-{uuid.uuid4().hex}.parquet"
+        (footer_tags). `statement` (new_statement_id) starts the 32 hex digits, so that the files of one
+        statement written by many processes (Spark tasks) can be found again by name (statement_files). On an
+        object store this is ONE PUT, when the stream is closed; the size is the bytes written. On failure what
+        was written is removed (an OSError raised as StorageError). On a local root, the stat after the write
+        proves the file outlived its writing (had a cleaner unlinked it meanwhile, say a vacuum that found its
+        writer's lease over, the writes went to a deleted inode and the write fails here), so no part is ever
+        registered without its file. An object store needs no such check: an object exists only once its PUT
+        completed, after any earlier DELETE."""
+        if STATEMENT_RE.fullmatch(statement) is None:
+            raise ValueError(f"not a statement id: {statement!r}")  # a bug of the caller: see new_statement_id
+        name = f"p-{tid}-{statement}{uuid.uuid4().hex[len(statement):]}.parquet"
         if PART_FILE_RE.fullmatch(name) is None:
             raise ValueError(f"not a tid: {tid!r}")  # a bug of the caller: tids come from TidFactory
         relative = "/".join([*partition_path(partition), name])
@@ -372,6 +379,15 @@ class Storage:
             return int(info.size or 0)
         found = self.fs.get_file_info(pafs.FileSelector(target, recursive=True, allow_not_found=True))
         return sum(int(i.size or 0) for i in found if i.type == pafs.FileType.File)
+
+    def statement_files(self, table_directory: str, tid: str, statement: str) -> list[str]:
+        """The part files of statement `statement` of `tid` below the table (paths relative to it): one LIST,
+        for cleaning up after a statement whose writers ran elsewhere failed (never on the commit path)."""
+        if STATEMENT_RE.fullmatch(statement) is None or not statement:
+            raise ValueError(f"not a statement id: {statement!r}")
+        start = f"p-{tid}-{statement}"
+        return [entry.relative for entry in self.stored_parts(table_directory)
+                if entry.is_file and entry.relative.rsplit("/", 1)[-1].startswith(start)]
 
     def stored_parts(self, table_directory: str) -> Iterator[StoredEntry]:
         """What writers left under a table, registered or not: every write dir and every plain part file
@@ -575,6 +591,11 @@ def _injected_disk_full(root: Path) -> None:
     quota = os.environ.get(FAULT_QUOTA_ENV)
     if quota is not None and tree_size(root) > int(quota):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def new_statement_id() -> str:
+    """A fresh statement id (16 hex digits) for Storage.write_part_file's `statement`."""
+    return uuid.uuid4().hex[:16]
 
 
 def write_dir_of(part_path: str) -> str:

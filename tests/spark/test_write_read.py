@@ -249,17 +249,17 @@ def test_spark_timestamps_outside_the_nanosecond_range_read_back_in_the_core(spa
 
 
 @pytest.mark.s3
-def test_an_object_store_root_is_refused_by_the_spark_layer_naming_the_data_source(
+def test_the_native_path_on_an_object_store_root_is_refused_naming_the_data_source(
         spark: SparkSession, s3_root: str, tmp_path: Path) -> None:
-    """Spark's Hadoop filesystem here cannot reach an s3:// root (no hadoop-aws): writes and reads through
-    airflow_txn.spark are refused before anything is staged, the error naming the coming data source; the
-    transaction stays usable and the core API writes and reads the same tables."""
+    """Spark's Hadoop filesystem here cannot reach an s3:// root (no hadoop-aws): asked for the native path,
+    airflow_txn.spark refuses before anything is staged, the error naming the data source (what via="auto"
+    takes there, tests/spark/test_datasource.py); the transaction stays usable."""
     with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=s3_root) as wh:
         make_tables(wh)
         t = wh.begin()
-        for call in (lambda: txn_spark.write(events_df(spark, [1]), t, "sales.events"),
-                     lambda: txn_spark.read(spark, wh, "sales.events")):
-            with pytest.raises(StorageError, match=r'object store.*format\("airflow_txn"\)'):
+        for call in (lambda: txn_spark.write(events_df(spark, [1]), t, "sales.events", via="native"),
+                     lambda: txn_spark.read(spark, wh, "sales.events", via="native")):
+            with pytest.raises(StorageError, match=r'object store.*via="datasource"'):
                 call()
         assert wh.transaction_info(t.tid)["parts"] == []
         assert storage_files(s3_root) == set()

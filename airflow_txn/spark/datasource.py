@@ -1,0 +1,383 @@
+"""The Spark data source "airflow_txn" (Spark 4's Python Data Source API): a transaction's writes and exact
+snapshots through `df.write.format(...)` / `spark.read.format(...)`, with no Hadoop connector, so on any root
+(local disk or object store) and through Spark Connect alike.
+
+    airflow_txn.spark.register(spark)                       # once per session (idempotent)
+    df.write.format("airflow_txn").option("tid", tid).mode("append").save("shop.orders")
+    spark.read.format("airflow_txn").option("csn", 42).load("shop.orders")   # or option("tid", ...)
+
+Writing: the driver checks the transaction, the table and the DataFrame's schema when the write is planned
+(nothing written on a mismatch); each Spark task conforms its Arrow batches to the table (the core's own
+checks) and writes one plain Parquet file per partition straight to the root through `pyarrow.fs` (one PUT
+each on an object store, its footer naming the transaction); the driver's `commit` registers every task's
+files as the statement's parts in ONE catalog transaction (the core's statement rules: keys, attempts,
+removal locks). A failed task deletes its own files; a failed job's files are deleted by `abort`, a failed
+registration's by `commit`; a driver that dies leaves orphans named after the transaction, which vacuum
+removes once its lease is over.
+
+Reading: one Spark partition per visible part, read through the root's filesystem with the partition
+columns restored (typed as the table declares them). Filters on partition columns prune parts on the
+driver; Spark evaluates every filter again on the rows, so pruning never decides a result.
+
+Options: `tid` (required to write; to read a transaction's own view), `csn`, `key` and `attempt` (the
+staging key; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the
+partitions a read keeps), `statement` (16 hex digits starting the names of the statement's files, so a
+failed statement's files can be found and deleted; default: a fresh one), and where
+the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`, `storage.<setting>` (endpoint_url,
+region, access_key_id, secret_access_key, ...); without them the Spark side's own AIRFLOW_TXN_* and AWS_*
+environment applies. Spark's default `spark.redaction.regex` hides options whose names hold "secret",
+"password" or "access key" from its UI and logs; airflow_txn.spark.write/read pass the warehouse's own
+settings this way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+from sqlalchemy.engine import make_url
+
+from airflow_txn.core.adapter import (
+    PartView,
+    Statement,
+    StoredTable,
+    WrittenPart,
+    new_statement_id,
+    open_statement,
+    plan_read,
+    stored_table,
+)
+from airflow_txn.core.transaction import Transaction
+from airflow_txn.core.warehouse import Warehouse
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError, SchemaMismatchError
+from airflow_txn.model.partitioning import WHOLE_TABLE, parse_partition_key, value_to_text
+from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
+
+NAME = "airflow_txn"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+STORAGE_PREFIX = "storage."
+SPILL_BYTES = 128 * 1024 * 1024
+"""A task writes a partition's rows once it holds this many bytes of them (more parts, bounded memory)."""
+_WAREHOUSE_OPTIONS = ("catalog", "catalog_password", "root", "oracle")
+
+
+def register(spark: SparkSession) -> None:
+    """Register the data source "airflow_txn" with `spark` (a local session or Spark Connect); idempotent.
+    Also turns on Python data source filter pushdown (`spark.sql.python.filterPushdown.enabled`), which the
+    reader's partition pruning needs; a session that set it to false keeps it and reads without pruning."""
+    if spark.conf.get(PUSHDOWN_CONF, None) is None:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+    spark.dataSource.register(AirflowTxnDataSource)
+
+
+def warehouse_options(wh: Warehouse) -> dict[str, str]:
+    """The options that open `wh` on the Spark side: catalog (its password apart), root, oracle, settings."""
+    url = make_url(wh.config.catalog_url)
+    options = {"catalog": url.set(password=None).render_as_string(hide_password=False) if url.password else
+               wh.config.catalog_url, "root": wh.config.root, "oracle": wh.config.oracle}
+    if url.password:
+        options["catalog_password"] = str(url.password)
+    options.update({STORAGE_PREFIX + k: str(v) for k, v in wh.config.storage_options.items()})
+    return options
+
+
+_OPEN: dict[tuple[tuple[str, str], ...], Warehouse] = {}
+
+
+def _warehouse(options: Mapping[str, str]) -> Warehouse:
+    """The warehouse the options name (else the Spark side's environment), opened once per Python worker."""
+    chosen = {k: str(v) for k, v in options.items() if k in _WAREHOUSE_OPTIONS or k.startswith(STORAGE_PREFIX)}
+    key = tuple(sorted(chosen.items()))
+    found = _OPEN.get(key)
+    if found is None:
+        catalog = chosen.get("catalog")
+        if catalog and chosen.get("catalog_password"):
+            catalog = make_url(catalog).set(password=chosen["catalog_password"]).render_as_string(hide_password=False)
+        storage = {k[len(STORAGE_PREFIX):]: v for k, v in chosen.items() if k.startswith(STORAGE_PREFIX)}
+        found = _OPEN[key] = Warehouse.open(catalog=catalog or None, root=chosen.get("root") or None,
+                                            oracle=chosen.get("oracle") or None, storage_options=storage or None)
+    return found
+
+
+def _table_name(options: Mapping[str, str]) -> str:
+    table = options.get("path")
+    if not table:
+        raise InvalidNameError('name the table: .save("namespace.table") / .load("namespace.table")')
+    return str(table)
+
+
+def _transaction(wh: Warehouse, options: Mapping[str, str]) -> Transaction:
+    """The transaction of option `tid`, staging under option `key` (and `attempt`) when given."""
+    txn = wh.attach(str(options["tid"]))
+    key = options.get("key")
+    if key:
+        attempt = options.get("attempt")
+        txn.use_key(str(key), _integer(attempt, "attempt") if attempt else None)
+    return txn
+
+
+def _integer(value: object, name: str) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        raise InvalidArgumentError(f"option {name!r} must be a whole number, got {value!r}") from None
+
+
+class AirflowTxnDataSource(DataSource):
+    """`format("airflow_txn")`: the table named by `.save(...)`/`.load(...)` of the warehouse in the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        return to_spark_schema(stored_table(_warehouse(self.options), _table_name(self.options)).schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return _Writer(dict(self.options), schema, overwrite)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        plan = _plan_read(dict(self.options))
+        return _PruningReader(plan) if _pushdown_on() else _Reader(plan)
+
+
+# -- writing ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _TaskParts(WriterCommitMessage):
+    """What one Spark task wrote: [(partition key, written part)]."""
+
+    parts: tuple[tuple[str, WrittenPart], ...]
+
+
+@dataclass(frozen=True)
+class _WritePlan:
+    """The statement as planned on the driver (picklable: every task gets it)."""
+
+    options: dict[str, str]
+    table: StoredTable
+    tags: dict[str, Any]
+    removals: tuple[int, ...]
+    scanned: tuple[str, ...] | None
+    listed: tuple[str, ...] | None
+    """The partition keys an overwrite of listed partitions may write (None: any)."""
+
+
+class _Writer(DataSourceArrowWriter):
+    def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
+        if not options.get("tid"):
+            raise InvalidNameError('writing needs the transaction: .option("tid", t.tid)')
+        wh = _warehouse(options)
+        table = _table_name(options)
+        txn = _transaction(wh, options)
+        mode = "overwrite" if overwrite else "append"
+        stmt = open_statement(txn, table, what=f"spark {mode} of {table} (data source)")
+        stored = stmt.stored
+        check_schema(schema, stored)
+        listed = _listed(options.get("partitions"), stmt, overwrite)
+        removals: list[int] = []
+        if overwrite:
+            victims = stmt.visible_parts(listed)
+            stmt.check_replaceable(victims)
+            removals = [p.id for p in victims]
+        statement = options.get("statement") or new_statement_id()
+        tags = {"tid": txn.tid, "key": stmt.key, "writer": "spark-datasource", "statement": statement}
+        self.plan = _WritePlan(options, stored, tags, tuple(removals),
+                               tuple(listed or [WHOLE_TABLE]) if overwrite else None,
+                               None if listed is None else tuple(listed))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskParts:
+        """One Spark task: its rows, conformed, as plain part files (deleted again if the task fails)."""
+        table = self.plan.table
+        written: list[tuple[str, WrittenPart]] = []
+        buffered: list[pa.RecordBatch] = []
+        size = 0
+        try:
+            for batch in iterator:
+                buffered.append(batch)
+                size += batch.nbytes
+                if size >= SPILL_BYTES:
+                    written += self._write(pa.Table.from_batches(buffered))
+                    buffered, size = [], 0
+            if buffered:
+                written += self._write(pa.Table.from_batches(buffered))
+        except BaseException:
+            table.delete_parts([part.path for _, part in written])
+            raise
+        return _TaskParts(tuple(written))
+
+    def _write(self, rows: pa.Table) -> list[tuple[str, WrittenPart]]:
+        conformed = self.plan.table.conformed(rows)
+        written = self.plan.table.write_parts(conformed, self.plan.tags)
+        stray = [k for k, _ in written if self.plan.listed is not None and k not in self.plan.listed]
+        if stray:
+            self.plan.table.delete_parts([part.path for _, part in written])
+            raise SchemaMismatchError(
+                f"overwrite of {self.plan.table.name} lists partitions "
+                f"{[parse_partition_key(k) for k in self.plan.listed or ()]} but the DataFrame also holds rows of "
+                f"{parse_partition_key(stray[0])}; nothing was staged")
+        return written
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """On the driver: every task's parts registered as the statement's, in one catalog transaction."""
+        written = [(parse_partition_key(k), part) for m in messages if isinstance(m, _TaskParts) for k, part in m.parts]
+        try:
+            wh = _warehouse(self.plan.options)
+            txn = _transaction(wh, self.plan.options)
+            stmt = open_statement(txn, self.plan.table.name, what=f"spark write of {self.plan.table.name} (commit)")
+            stmt.register(written, list(self.plan.removals), list(self.plan.scanned) if self.plan.scanned else None)
+            if self.plan.scanned is not None:
+                stmt.record_read_set(None if self.plan.listed is None else list(self.plan.listed))
+        except BaseException:
+            self.plan.table.delete_parts([part.path for _, part in written])
+            raise
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """The job failed: delete what its tasks wrote (a failed task deleted its own; a task that finished
+        may not have reported it yet, so the statement's files are also found by name)."""
+        self.plan.table.delete_parts([part.path for m in messages if isinstance(m, _TaskParts) for _, part in m.parts])
+        self.plan.table.delete_statement_files(str(self.plan.tags["tid"]), str(self.plan.tags["statement"]))
+
+
+def check_schema(schema: StructType, table: StoredTable) -> None:
+    """SchemaMismatchError listing every difference between the DataFrame's columns and the table's."""
+    got = {f.name: f for f in schema.fields}
+    names = [f.name for f in schema.fields]
+    problems = []
+    if names != list(table.schema.names):
+        missing = [n for n in table.schema.names if n not in got]
+        extra = [n for n in names if n not in table.schema.names]
+        if missing:
+            problems.append(f"missing column(s) {missing}")
+        if extra:
+            problems.append(f"unknown column(s) {extra}")
+        if not missing and not extra:
+            problems.append(f"columns in the order {names}, the table's is {list(table.schema.names)} "
+                            "(select them in the table's order)")
+    for field in table.schema:
+        spark_field = got.get(field.name)
+        if spark_field is not None and not same_storage(spark_field.dataType, field.type):
+            problems.append(f"column {field.name!r} is {spark_field.dataType.simpleString()}, the table has "
+                            f"{field.type} ({to_spark_type(field.type).simpleString()} in Spark)")
+    if problems:
+        raise SchemaMismatchError(f"DataFrame does not match the schema of {table.name}: " + "; ".join(problems))
+
+
+def _listed(value: str | None, stmt: Statement, overwrite: bool) -> list[str] | None:
+    """The partition keys of option `partitions` (a JSON list of {column: value}), checked against the table."""
+    if value is None:
+        return None
+    if not overwrite:
+        raise InvalidNameError("option 'partitions' only goes with mode('overwrite')")
+    return stmt.partition_keys(_json_list(value, "partitions"))
+
+
+def _json_list(value: str, name: str) -> list[Any]:
+    try:
+        found = json.loads(value)
+    except ValueError as exc:
+        raise InvalidNameError(f"option {name!r} must be a JSON list of {{column: value}}: {exc}") from None
+    if not isinstance(found, list):
+        raise InvalidNameError(f"option {name!r} must be a JSON list of {{column: value}}, got {value!r}")
+    return found
+
+
+# -- reading ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _PartToRead(InputPartition):
+    part: PartView
+
+
+@dataclass
+class _ReadPlan:
+    table: StoredTable
+    parts: list[PartView]
+
+
+def _plan_read(options: dict[str, str]) -> _ReadPlan:
+    wh = _warehouse(options)
+    table = _table_name(options)
+    if options.get("tid") and options.get("csn"):
+        raise InvalidNameError("read either a transaction's own view (tid) or a committed snapshot (csn), not both")
+    txn = _transaction(wh, {"tid": options["tid"]}) if options.get("tid") else None
+    csn = _integer(options["csn"], "csn") if options.get("csn") else None
+    partitions = _json_list(options["partitions"], "partitions") if options.get("partitions") else None
+    plan = plan_read(wh, table, csn=csn, txn=txn, partitions=partitions)
+    return _ReadPlan(plan.stored, list(plan.parts))
+
+
+def _pushdown_on() -> bool:
+    """Whether the session lets a Python data source push filters (asking for it otherwise is an error)."""
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return True
+    return str(session.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, plan: _ReadPlan) -> None:
+        self.plan = plan
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [_PartToRead(part) for part in self.plan.parts]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _PartToRead)
+        rows = self.plan.table.read_part(partition.part)
+        # Spark checks each batch against the declared schema, nullability included
+        yield from rows.cast(self.plan.table.schema).to_batches()
+
+
+class _PruningReader(_Reader):
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        """Prune parts by the filters on partition columns; every filter is still evaluated by Spark."""
+        columns = set(self.plan.table.partition_by)
+        for condition in filters:
+            attribute: tuple[str, ...] = getattr(condition, "attribute", ())  # every filter class has one
+            if len(attribute) == 1 and attribute[0] in columns:
+                arrow_type = self.plan.table.schema.field(attribute[0]).type
+                self.plan.parts = [p for p in self.plan.parts if _may_hold(p, attribute[0], condition, arrow_type)]
+            yield condition
+
+
+def _may_hold(part: PartView, column: str, condition: Filter, arrow_type: pa.DataType) -> bool:
+    """False only when no row of `part` can satisfy `condition` (a filter on partition column `column`)."""
+    text = part.partition.get(column)
+    if isinstance(condition, IsNull):
+        return text is None
+    if isinstance(condition, IsNotNull):
+        return text is not None
+    if isinstance(condition, EqualTo):
+        wanted = _as_text(condition.value, arrow_type)
+        return wanted is None or wanted == text
+    if isinstance(condition, In):
+        values = [_as_text(v, arrow_type) for v in condition.value]
+        return None in values or text in values
+    return True
+
+
+def _as_text(value: object, arrow_type: pa.DataType) -> str | None:
+    """A filter's literal as the partition value's canonical text, when the literal has the column's own
+    type; None where unsure (then nothing is pruned)."""
+    exact = ((pa.types.is_boolean(arrow_type) and isinstance(value, bool))
+             or (pa.types.is_integer(arrow_type) and isinstance(value, int) and not isinstance(value, bool))
+             or ((pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)) and isinstance(value, str))
+             or (pa.types.is_date32(arrow_type) and isinstance(value, dt.date) and not isinstance(value, dt.datetime)))
+    return value_to_text(value) if exact else None

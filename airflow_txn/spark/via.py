@@ -1,0 +1,127 @@
+"""Which way airflow_txn.spark.write/read go, and the client side of the data-source way.
+
+    native       Spark's own Parquet writer and reader, through Hadoop's filesystem: the root must be a path
+                 every executor reaches (a local or shared filesystem); fastest where it works
+    datasource   the "airflow_txn" data source (datasource.py): files written and read through pyarrow.fs on
+                 the executors, so any root (s3://, gs://, ...) and Spark Connect, with no Hadoop connector
+    auto         (default) datasource for an object-store root or a Spark Connect session, else native
+
+The data-source way checks everything it can in this process before Spark runs anything (the transaction,
+the table, the DataFrame's schema: typed errors, nothing staged), passes the warehouse's settings as options,
+keeps the transaction's lease alive while the job runs, and turns an airflow_txn error raised on the Spark side
+back into its own type.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import DataFrame, SparkSession
+
+from airflow_txn import errors
+from airflow_txn.core.adapter import new_statement_id, open_statement, stored_table
+from airflow_txn.core.transaction import Transaction
+from airflow_txn.core.warehouse import Warehouse
+from airflow_txn.errors import InvalidNameError, TxnError
+from airflow_txn.model.results import PartitionSpec
+from airflow_txn.spark import datasource
+
+NATIVE, DATASOURCE, AUTO = "native", "datasource", "auto"
+WAYS = (AUTO, NATIVE, DATASOURCE)
+_OUR_ERROR = re.compile(r"airflow_txn\.errors\.(\w+): (.*)")
+
+
+def choose(spark: SparkSession, wh: Warehouse, via: str) -> str:
+    """NATIVE or DATASOURCE for `via` (InvalidNameError for anything but WAYS)."""
+    if via not in WAYS:
+        raise InvalidNameError(f"via must be one of {WAYS}, got {via!r}")
+    if via != AUTO:
+        return via
+    return DATASOURCE if is_connect(spark) or "://" in wh.config.root else NATIVE
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def write(df: DataFrame, txn: Transaction, table: str, mode: str, partitions: PartitionSpec | None,
+          key: str | None) -> int:
+    """airflow_txn.spark.write through the data source; returns the rows staged."""
+    stmt = open_statement(txn, table, key, what=f"spark {mode} of {table}")  # the transaction may write
+    datasource.check_schema(df.schema, stmt.stored)
+    if partitions is not None:
+        stmt.partition_keys(partitions)  # checked against the table here, again on the Spark side
+    statement = new_statement_id()
+    options = {**datasource.warehouse_options(txn.warehouse), "tid": txn.tid, "statement": statement}
+    if stmt.key is not None:
+        options["key"] = stmt.key
+        if stmt.attempt is not None:
+            options["attempt"] = str(stmt.attempt)
+    if partitions is not None:
+        options["partitions"] = json.dumps([dict(p) for p in partitions], default=str)
+    datasource.register(df.sparkSession)
+    before = _created(txn, stmt.stored.name)
+    try:
+        with txn.keep_alive(), ours_raised():
+            df.write.format(datasource.NAME).options(**options).mode(mode).save(stmt.stored.name)
+    except BaseException:
+        if not _registered(txn, stmt.stored.name, before):  # a task still finishing after abort() listed
+            stmt.stored.delete_statement_files(txn.tid, statement)
+        raise
+    return sum(rows for path, rows in _created(txn, stmt.stored.name).items() if path not in before)
+
+
+def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: Transaction | None,
+         partitions: PartitionSpec | None) -> DataFrame:
+    """airflow_txn.spark.read through the data source, at a snapshot fixed now (the watermark when no csn/txn)."""
+    if txn is not None and csn is not None:
+        raise TxnError("pass either csn (a committed snapshot) or txn (a transaction's own view), not both")
+    stored = stored_table(wh, table)  # TableNotFoundError here, not inside a Spark job
+    options = datasource.warehouse_options(wh)
+    if txn is not None:
+        options["tid"] = txn.tid
+    else:
+        options["csn"] = str(csn if csn is not None else wh.readable_csn())
+    if partitions is not None:
+        options["partitions"] = json.dumps([dict(p) for p in partitions], default=str)
+    datasource.register(spark)
+    with ours_raised():
+        frame = spark.read.format(datasource.NAME).options(**options).load(stored.name)
+    return frame
+
+
+def _registered(txn: Transaction, table: str, before: dict[str, int]) -> bool:
+    """Whether the statement registered parts after all (the failure came after its commit)."""
+    try:
+        return any(path not in before for path in _created(txn, table))
+    except TxnError:
+        return True  # cannot tell: leave the files to vacuum, which judges them by the catalog
+
+
+def _created(txn: Transaction, table: str) -> dict[str, int]:
+    """{path: rows} of the parts `txn` has staged in `table` so far."""
+    info = txn.warehouse.transaction_info(txn.tid)
+    return {p["path"]: int(p["rows"]) for p in info["parts"] if p["role"] == "created" and p["table"] == table}
+
+
+@contextmanager
+def ours_raised() -> Iterator[None]:
+    """Re-raise an airflow_txn error that the Spark side raised (inside a Spark exception) as its own type."""
+    try:
+        yield
+    except TxnError:
+        raise
+    except Exception as exc:
+        found = _OUR_ERROR.findall(str(exc))
+        error = getattr(errors, found[-1][0], None) if found else None
+        if not (isinstance(error, type) and issubclass(error, TxnError)):
+            raise
+        try:
+            ours = error(found[-1][1].strip())
+        except TypeError:  # an error class that needs more than its message
+            raise exc from None
+        raise ours from exc

@@ -1,0 +1,156 @@
+"""The "airflow_txn" Spark data source: format("airflow_txn") writes and reads, and airflow_txn.spark.write/read
+through it (via="datasource", what via="auto" picks for an object-store root), on a local root and on a real
+S3 server (SeaweedFS). Spark here is the session's local[2]; the Spark Connect runs are the next step."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pytest
+
+import airflow_txn.spark as txn_spark
+from airflow_txn import Warehouse
+from airflow_txn.errors import InvalidNameError, SchemaMismatchError, TableNotFoundError
+from airflow_txn.spark.datasource import warehouse_options
+from tests.core.test_errors import state
+from tests.helpers import ACCOUNTS, EVENTS, events, ids, make_tables, storage_files
+from tests.spark.helpers import events_df, frame, rows_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tests.harness.seaweedfs import S3Server
+
+pytestmark = pytest.mark.spark
+KEY = "dag=etl/task=load/map=0"
+
+
+def _days(spark: SparkSession, rows: dict[str, list[int]]) -> DataFrame:
+    return frame(spark, EVENTS, [(i, day, float(i)) for day, found in rows.items() for i in found])
+
+
+@pytest.fixture(params=["local", "s3"])
+def dwh(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
+    """A warehouse on a local root, or on the session's S3 server with its settings passed explicitly (the
+    Spark workers started before the test, so only options reach them, not this process's environment)."""
+    if request.param == "local":
+        wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=str(tmp_path / "warehouse"))
+    else:
+        request.applymarker(pytest.mark.s3)
+        s3: S3Server = request.getfixturevalue("s3_server")
+        bucket: str = request.getfixturevalue("s3_bucket")
+        for name, value in s3.env().items():  # for this process's own looks at the bucket (storage_files)
+            monkeypatch.setenv(name, value)
+        options = {"endpoint_url": s3.endpoint, "region": "us-east-1", "access_key_id": s3.access_key,
+                   "secret_access_key": s3.secret_key}
+        wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=f"s3://{bucket}/t_{uuid.uuid4().hex[:12]}",
+                            storage_options=options)
+    make_tables(wh)
+    yield wh
+    wh.close()
+
+
+def test_format_writes_and_reads_a_snapshot(spark: SparkSession, dwh: Warehouse) -> None:
+    txn_spark.register(spark)
+    txn_spark.register(spark)  # idempotent
+    options = warehouse_options(dwh)
+    t = dwh.begin()
+    _days(spark, {"2024-01-01": [1, 2], "2024-01-02": [3]}).write.format("airflow_txn").options(**options) \
+        .option("tid", t.tid).mode("append").save("sales.events")
+    parts = dwh.transaction_info(t.tid)["parts"]
+    assert {p["partition"]["day"] for p in parts} == {"2024-01-01", "2024-01-02"}  # a part per task and partition
+    assert all(p["path"].rsplit("/", 1)[-1].startswith(f"p-{t.tid}-") for p in parts)  # plain files (D8)
+    assert ids(dwh.read("sales.events")) == []  # staged, not visible
+    own = spark.read.format("airflow_txn").options(**options).option("tid", t.tid).load("sales.events")
+    assert sorted(r.id for r in own.collect()) == [1, 2, 3]
+    csn = t.commit()
+    with dwh.begin() as later:
+        later.append("sales.events", events([9]))
+    at_csn = spark.read.format("airflow_txn").options(**options).option("csn", csn).load("sales.events")
+    assert rows_of(at_csn) == [(1, "2024-01-01", 1.0), (2, "2024-01-01", 2.0), (3, "2024-01-02", 3.0)]
+    assert at_csn.schema["day"].dataType.simpleString() == "string"  # the partition column, typed
+    latest = spark.read.format("airflow_txn").options(**options).load("sales.events")
+    assert sorted(r.id for r in latest.collect()) == [1, 2, 3, 9]
+
+
+def test_a_filter_on_the_partition_column_reads_only_its_parts(spark: SparkSession, dwh: Warehouse) -> None:
+    with dwh.begin() as t:
+        txn_spark.write(_days(spark, {"2024-01-01": [1], "2024-01-02": [2], "2024-01-03": [3]}), t, "sales.events",
+                        via="datasource")
+    df = txn_spark.read(spark, dwh, "sales.events", via="datasource")
+    assert df.rdd.getNumPartitions() == 3
+    one_day = df.filter("day = '2024-01-02'")
+    assert one_day.rdd.getNumPartitions() == 1
+    assert rows_of(one_day) == [(2, "2024-01-02", 2.0)]
+    assert rows_of(df.filter("day in ('2024-01-01', '2024-01-03') and id > 1")) == [(3, "2024-01-03", 3.0)]
+
+
+def test_write_through_the_data_source_appends_overwrites_and_retries(spark: SparkSession, dwh: Warehouse) -> None:
+    with dwh.begin() as t:
+        assert txn_spark.write(_days(spark, {"2024-01-01": [1, 2], "2024-01-02": [3]}), t, "sales.events",
+                               via="datasource") == 3
+        assert txn_spark.write(frame(spark, ACCOUNTS, [(1, 10)]), t, "sales.accounts", via="datasource") == 1
+    t = dwh.begin()
+    day2 = [{"day": "2024-01-02"}]
+    assert txn_spark.write(_days(spark, {"2024-01-02": [7]}), t, "sales.events", mode="overwrite",
+                           partitions=day2, key=KEY, via="datasource") == 1
+    # the task is retried: its second try replaces the first (invariant 7), nothing doubles
+    assert txn_spark.write(_days(spark, {"2024-01-02": [7, 8]}), t, "sales.events", mode="overwrite",
+                           partitions=day2, key=KEY, via="datasource") == 2
+    assert txn_spark.write(frame(spark, ACCOUNTS, [(5, 50)]), t, "sales.accounts", mode="overwrite",
+                           via="datasource") == 1
+    t.commit()
+    assert sorted(ids(dwh.read("sales.events"))) == [1, 2, 7, 8]
+    assert ids(dwh.read("sales.accounts")) == [5]
+    back = txn_spark.read(spark, dwh, "sales.events", via="datasource", partitions=[{"day": "2024-01-01"}])
+    assert sorted(r.id for r in back.collect()) == [1, 2]
+
+
+def test_bad_input_is_refused_before_anything_is_staged(spark: SparkSession, dwh: Warehouse) -> None:
+    """Typed errors, raised in this process (not as a Spark exception); catalog and storage as they were; the
+    transaction still usable."""
+    dwh.create_table("sales.strict", pa.schema([("id", pa.int64()), pa.field("balance", pa.int64(), nullable=False)]))
+    with dwh.begin() as t:
+        t.append("sales.events", events([1]))
+    t = dwh.begin()
+    before = state(dwh, dwh.config.root)
+    with pytest.raises(SchemaMismatchError, match="missing column"):
+        txn_spark.write(spark.createDataFrame([(1,)], "id long"), t, "sales.events", via="datasource")
+    with pytest.raises(TableNotFoundError):
+        txn_spark.write(events_df(spark, [2]), t, "sales.nope", via="datasource")
+    with pytest.raises(SchemaMismatchError, match="null"):  # found by a Spark task: its files deleted
+        txn_spark.write(spark.createDataFrame([(1, 5), (2, None)], "id long, balance long"), t, "sales.strict",
+                        via="datasource")
+    with pytest.raises(SchemaMismatchError, match="also holds rows of"):  # rows outside the listed partitions
+        txn_spark.write(_days(spark, {"2024-01-01": [2], "2024-01-05": [3]}), t, "sales.events", mode="overwrite",
+                        partitions=[{"day": "2024-01-01"}], via="datasource")
+    with pytest.raises(InvalidNameError, match="via must be one of"):
+        txn_spark.write(events_df(spark, [2]), t, "sales.events", via="hadoop")
+    assert state(dwh, dwh.config.root) == before
+    assert t.state == "active"
+    txn_spark.write(events_df(spark, [2]), t, "sales.events", via="datasource")
+    t.commit()
+    assert sorted(ids(dwh.read("sales.events"))) == [1, 2]
+
+
+def test_auto_takes_the_data_source_on_an_object_store_root(spark: SparkSession, dwh: Warehouse) -> None:
+    with dwh.begin() as t:
+        assert txn_spark.write(events_df(spark, [1, 2]), t, "sales.events") == 2
+    assert sorted(r.id for r in txn_spark.read(spark, dwh, "sales.events").collect()) == [1, 2]
+    files = storage_files(dwh.config.root)
+    if "://" in dwh.config.root:  # the data source: plain part files, no write dir, no sidecar
+        assert all(Path(f).name.startswith("p-") and Path(f).suffix == ".parquet" for f in files), files
+    else:  # Spark's native writer: a write dir with its sidecar
+        assert any(f.endswith("_airflow_txn.json") for f in files), files
+
+
+def test_writing_needs_a_transaction(spark: SparkSession, dwh: Warehouse) -> None:
+    txn_spark.register(spark)
+    with pytest.raises(Exception, match="writing needs the transaction"):
+        events_df(spark, [1]).write.format("airflow_txn").options(**warehouse_options(dwh)).mode("append") \
+            .save("sales.events")
+    assert ids(dwh.read("sales.events")) == []
