@@ -9,7 +9,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 git_status() { git -C "$REPO" status --porcelain 2>/dev/null || true; }
 STATUS_BEFORE="$(git_status)"
-ensure_venv "dev,spark,zookeeper,airflow,bench"
+ensure_venv "dev,spark,spark-connect,zookeeper,airflow,bench"
 cd "$REPO"
 
 log "Java (for Spark)"

@@ -44,7 +44,7 @@ def require_pyspark() -> None:
         importlib.import_module("pyspark.sql")
     except ImportError as exc:
         raise ImportError(
-            "airflow_txn.spark needs PySpark (4.0 or later): pip install 'airflow-txn[spark]'"
+            "airflow_txn.spark needs PySpark (4.1 or later): pip install 'airflow-txn[spark]'"
         ) from exc
 
 

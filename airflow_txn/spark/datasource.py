@@ -16,8 +16,8 @@ registration's by `commit`; a driver that dies leaves orphans named after the tr
 removes once its lease is over.
 
 Reading: one Spark partition per visible part, read through the root's filesystem with the partition
-columns restored (typed as the table declares them). Filters on partition columns prune parts on the
-driver; Spark evaluates every filter again on the rows, so pruning never decides a result.
+columns restored (typed as the table declares them). Option `partitions` prunes parts on the driver;
+Spark's own filters are evaluated by Spark on the rows (why not pushed down here: _Reader).
 
 Options: `tid` (required to write; to read a transaction's own view), `csn`, `key` and `attempt` (the
 staging key; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the
@@ -32,7 +32,6 @@ settings this way.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,12 +43,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    EqualTo,
-    Filter,
-    In,
     InputPartition,
-    IsNotNull,
-    IsNull,
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
@@ -68,11 +62,10 @@ from airflow_txn.core.adapter import (
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, SchemaMismatchError
-from airflow_txn.model.partitioning import WHOLE_TABLE, parse_partition_key, value_to_text
+from airflow_txn.model.partitioning import WHOLE_TABLE, parse_partition_key
 from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
 
 NAME = "airflow_txn"
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 STORAGE_PREFIX = "storage."
 SPILL_BYTES = 128 * 1024 * 1024
 """A task writes a partition's rows once it holds this many bytes of them (more parts, bounded memory)."""
@@ -80,11 +73,7 @@ _WAREHOUSE_OPTIONS = ("catalog", "catalog_password", "root", "oracle")
 
 
 def register(spark: SparkSession) -> None:
-    """Register the data source "airflow_txn" with `spark` (a local session or Spark Connect); idempotent.
-    Also turns on Python data source filter pushdown (`spark.sql.python.filterPushdown.enabled`), which the
-    reader's partition pruning needs; a session that set it to false keeps it and reads without pruning."""
-    if spark.conf.get(PUSHDOWN_CONF, None) is None:
-        spark.conf.set(PUSHDOWN_CONF, "true")
+    """Register the data source "airflow_txn" with `spark` (a local session or Spark Connect); idempotent."""
     spark.dataSource.register(AirflowTxnDataSource)
 
 
@@ -155,8 +144,7 @@ class AirflowTxnDataSource(DataSource):
         return _Writer(dict(self.options), schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        plan = _plan_read(dict(self.options))
-        return _PruningReader(plan) if _pushdown_on() else _Reader(plan)
+        return _Reader(_plan_read(dict(self.options)))
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
@@ -323,15 +311,13 @@ def _plan_read(options: dict[str, str]) -> _ReadPlan:
     return _ReadPlan(plan.stored, list(plan.parts))
 
 
-def _pushdown_on() -> bool:
-    """Whether the session lets a Python data source push filters (asking for it otherwise is an error)."""
-    session = SparkSession.getActiveSession()
-    if session is None:
-        return True
-    return str(session.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
-
-
 class _Reader(DataSourceReader):
+    """No pushFilters, on purpose: Spark 4.3 keeps what a filter pushdown planned on the data source object
+    that every scan of one DataFrame shares, so a filtered query's pruned part list leaked into later queries
+    of the unfiltered DataFrame (its count fell from 3 to 1, locally and through Spark Connect; fixed in
+    Spark's main branch, where the read info stays with each scan). Spark filters the rows itself; option
+    `partitions` prunes parts on the driver."""
+
     def __init__(self, plan: _ReadPlan) -> None:
         self.plan = plan
 
@@ -339,45 +325,8 @@ class _Reader(DataSourceReader):
         return [_PartToRead(part) for part in self.plan.parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, _PartToRead)
+        if not isinstance(partition, _PartToRead):  # Spark reads one empty partition when there are none
+            return
         rows = self.plan.table.read_part(partition.part)
         # Spark checks each batch against the declared schema, nullability included
         yield from rows.cast(self.plan.table.schema).to_batches()
-
-
-class _PruningReader(_Reader):
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        """Prune parts by the filters on partition columns; every filter is still evaluated by Spark."""
-        columns = set(self.plan.table.partition_by)
-        for condition in filters:
-            attribute: tuple[str, ...] = getattr(condition, "attribute", ())  # every filter class has one
-            if len(attribute) == 1 and attribute[0] in columns:
-                arrow_type = self.plan.table.schema.field(attribute[0]).type
-                self.plan.parts = [p for p in self.plan.parts if _may_hold(p, attribute[0], condition, arrow_type)]
-            yield condition
-
-
-def _may_hold(part: PartView, column: str, condition: Filter, arrow_type: pa.DataType) -> bool:
-    """False only when no row of `part` can satisfy `condition` (a filter on partition column `column`)."""
-    text = part.partition.get(column)
-    if isinstance(condition, IsNull):
-        return text is None
-    if isinstance(condition, IsNotNull):
-        return text is not None
-    if isinstance(condition, EqualTo):
-        wanted = _as_text(condition.value, arrow_type)
-        return wanted is None or wanted == text
-    if isinstance(condition, In):
-        values = [_as_text(v, arrow_type) for v in condition.value]
-        return None in values or text in values
-    return True
-
-
-def _as_text(value: object, arrow_type: pa.DataType) -> str | None:
-    """A filter's literal as the partition value's canonical text, when the literal has the column's own
-    type; None where unsure (then nothing is pruned)."""
-    exact = ((pa.types.is_boolean(arrow_type) and isinstance(value, bool))
-             or (pa.types.is_integer(arrow_type) and isinstance(value, int) and not isinstance(value, bool))
-             or ((pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)) and isinstance(value, str))
-             or (pa.types.is_date32(arrow_type) and isinstance(value, dt.date) and not isinstance(value, dt.datetime)))
-    return value_to_text(value) if exact else None

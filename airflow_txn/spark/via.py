@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_txn import errors
-from airflow_txn.core.adapter import new_statement_id, open_statement, stored_table
+from airflow_txn.core.adapter import StoredTable, new_statement_id, open_statement, stored_table
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidNameError, TxnError
@@ -69,8 +70,8 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str, partitions: Pa
         with txn.keep_alive(), ours_raised():
             df.write.format(datasource.NAME).options(**options).mode(mode).save(stmt.stored.name)
     except BaseException:
-        if not _registered(txn, stmt.stored.name, before):  # a task still finishing after abort() listed
-            stmt.stored.delete_statement_files(txn.tid, statement)
+        if not _registered(txn, stmt.stored.name, before):
+            _sweep(stmt.stored, txn.tid, statement)
         raise
     return sum(rows for path, rows in _created(txn, stmt.stored.name).items() if path not in before)
 
@@ -92,6 +93,20 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: T
     with ours_raised():
         frame = spark.read.format(datasource.NAME).options(**options).load(stored.name)
     return frame
+
+
+SWEEP_PAUSE_S = 0.5
+SWEEP_ROUNDS = 6
+
+
+def _sweep(table: StoredTable, tid: str, statement: str) -> None:
+    """Delete the failed statement's files. Spark reports a failed job without waiting for its other tasks,
+    which may still be writing: list again after a pause until a round after one finds nothing (3 s at most;
+    what a task writes later still is an orphan of the transaction, which vacuum removes)."""
+    for round_ in range(SWEEP_ROUNDS):
+        if not table.delete_statement_files(tid, statement) and round_ > 0:
+            return
+        time.sleep(SWEEP_PAUSE_S)
 
 
 def _registered(txn: Transaction, table: str, before: dict[str, int]) -> bool:

@@ -1,7 +1,8 @@
 """One local SparkSession for the whole run (local[2], UI off, few shuffle partitions), and a
 warehouse on SQLite for the Spark tests that do not need to run on both catalogs.
 
-Tests here are marked `spark`; scripts/test.sh runs them in their own phase. SPARK_LOCAL_IP is set
+Tests here are marked `spark`; scripts/test.sh runs them in their own phase. `connect_spark` is a Spark Connect
+session on a real server started once for the run; `any_spark` runs a test on both. SPARK_LOCAL_IP is set
 to 127.0.0.1 unless the environment says otherwise; no package is downloaded (no spark.jars.packages).
 """
 
@@ -41,6 +42,31 @@ def spark() -> Iterator[SparkSession]:
     # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
     # logging's handlers are closed ("--- Logging error ---"); it has nothing left worth saying
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def connect_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """A Spark Connect session on a real Spark Connect server started for the run (tests.harness.spark_connect):
+    no JVM in this process. It is made with the Connect session's own builder, so pyspark does not switch this
+    process to Connect mode (the classic `spark` session's tests keep working beside it)."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from tests.harness.spark_connect import SparkConnectUnavailable, server
+
+    try:
+        with server(tmp_path_factory.mktemp("spark-connect")) as connect:
+            session = ConnectSession.builder.remote(connect.url).getOrCreate()
+            yield session
+            session.stop()
+    except SparkConnectUnavailable as exc:
+        pytest.fail(f"the Spark Connect server cannot start: {exc}")
+
+
+@pytest.fixture(params=["local", "connect"])
+def any_spark(request: pytest.FixtureRequest) -> SparkSession:
+    """The local SparkSession, then a Spark Connect session: tests taking it run through both."""
+    session: SparkSession = request.getfixturevalue("spark" if request.param == "local" else "connect_spark")
+    return session
 
 
 @pytest.fixture
