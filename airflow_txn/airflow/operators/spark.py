@@ -10,16 +10,26 @@ The callable gets the SparkSession, a `txn` attached to the transaction whose wr
 (dag_id, task_id, map_index) with the try number as attempt (a retry replaces what its failed try
 staged; a zombie try is refused), and the task context plus `op_kwargs` as keyword arguments (only
 those it names, unless it takes **kwargs). The lease is renewed while the callable runs.
+
+Where Spark runs: a local SparkSession in the task's process (the default, `local[*]`), a cluster's
+master (`spark_conf={"spark.master": "spark://host:7077"}`, or an Airflow connection of type `spark`
+named by `spark_conn_id`), or a running Spark Connect server, which spares the task a JVM of its own
+(`remote="sc://host:15002"`, `spark_conf={"spark.remote": ...}`, or a connection of type
+`spark_connect`, as the Spark provider's `@task.pyspark` takes it). Through Spark Connect the callable's
+airflow_txn.spark writes and reads go through the "airflow_txn" data source, whose driver side runs in
+the Spark Connect server: that server must reach the catalog, the oracle and the storage root
+(docs/DEPLOYMENT.md). Killing the task (`on_kill`) interrupts the Spark jobs it started (by tag).
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_txn.airflow.operators.base import TxnBaseOperator, require_tid, run_ids, task_key
-from airflow_txn.airflow.version_compat import AirflowFailException, Context
+from airflow_txn.airflow.version_compat import AirflowFailException, BaseHook, Context
 from airflow_txn.core.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -30,22 +40,71 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",  # progress bars garble task logs
 }
+REMOTE_DEFAULT_CONF: Mapping[str, str] = {"spark.sql.session.timeZone": "UTC"}
+"""A Spark Connect session's defaults: only session settings (a server refuses static ones, spark.master
+above all: CANNOT_CONFIGURE_SPARK_CONNECT_MASTER)."""
+_NOT_FOR_REMOTE = ("spark.master", "spark.remote")
 
 
-def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflow_txn") -> SparkSession:
-    """The process's SparkSession, created with `conf` (over DEFAULT_SPARK_CONF) if none runs yet.
+def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflow_txn",
+                  remote: str | None = None) -> SparkSession:
+    """The process's SparkSession, created with `conf` (over DEFAULT_SPARK_CONF) if none runs yet; a Spark
+    Connect session when `remote` (or `conf["spark.remote"]`) names a server (`sc://host:port`).
 
     An existing session is reused (its static settings cannot change; runtime ones are applied).
     """
     from airflow_txn.spark import require_pyspark
 
     require_pyspark()
+    url = remote or (conf or {}).get("spark.remote")
+    if url:
+        return _connect_session(str(url), {k: v for k, v in (conf or {}).items() if k not in _NOT_FOR_REMOTE},
+                                app_name)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     for key, value in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
         builder = builder.config(key, str(value))
     return builder.getOrCreate()
+
+
+def _connect_session(url: str, conf: Mapping[str, str], app_name: str) -> SparkSession:
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as exc:
+        raise ImportError(f"attaching to the Spark Connect server {url} needs PySpark's Connect client: "
+                          f"pip install 'airflow-txn[spark-connect]' ({exc})") from exc
+    # what pyspark's own builder does for a remote session: pyspark.sql.functions then build Connect columns
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    builder = ConnectSession.builder.remote(url).appName(app_name)
+    for key, value in {**REMOTE_DEFAULT_CONF, **conf}.items():
+        builder = builder.config(key, str(value))
+    return cast("SparkSession", builder.getOrCreate())  # the same API, by duck typing
+
+
+def _is_connect(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def spark_target_of(conn_type: str, host: str | None, port: int | None, login: str | None, password: str | None,
+                    extra: Mapping[str, Any]) -> dict[str, str]:
+    """Spark settings for an Airflow connection of the Spark provider's types: `spark_connect` (a Spark Connect
+    server: spark.remote `sc://host:port/;user_id=..;token=..;use_ssl=true`) or `spark` (a master URL)."""
+    if conn_type == "spark_connect":
+        server = (host or "").removeprefix("sc://").rstrip("/")
+        if not server:
+            raise ValueError("a spark_connect connection needs a host")
+        url = f"sc://{server}" if ":" in server else f"sc://{server}:{port or 15002}"
+        ssl = "true" if str(extra.get("use_ssl", "")).lower() in ("1", "true") else None
+        params = [f"{name}={value}" for name, value in (("user_id", login), ("token", password), ("use_ssl", ssl))
+                  if value]
+        return {"spark.remote": url + ("/;" + ";".join(params) if params else "")}
+    if conn_type == "spark":
+        master = host or "local[*]"
+        if port and "://" in master and master.count(":") == 1:
+            master = f"{master}:{port}"
+        return {"spark.master": master}
+    raise ValueError(f"connection type {conn_type!r} is not a Spark connection (spark_connect or spark)")
 
 
 def call_with_context(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -67,16 +126,20 @@ class SparkTransactionOperator(TxnBaseOperator):
     :param op_kwargs: extra keyword arguments (templated; the usual target of `.expand()`).
     :param spark_conf: Spark settings over DEFAULT_SPARK_CONF and the connection's `spark_conf`,
         used when this process has no SparkSession yet.
+    :param remote: a Spark Connect server (`sc://host:15002`) to attach to instead of starting Spark here.
+    :param spark_conn_id: an Airflow connection of type `spark_connect` (a Spark Connect server) or `spark`
+        (a master URL), as the Spark provider defines them; `remote` and `spark_conf` win over it.
     :param conn_id: the airflow_txn connection.
     """
 
-    template_fields: Sequence[str] = ("tid", "op_args", "op_kwargs", "spark_conf", "conn_id")
+    template_fields: Sequence[str] = ("tid", "op_args", "op_kwargs", "spark_conf", "remote", "spark_conn_id",
+                                      "conn_id")
     template_fields_renderers = {"op_kwargs": "py", "spark_conf": "json"}
     ui_color = "#f5c49b"
 
     def __init__(self, *, tid: Any, python_callable: Callable[..., Any], op_args: Sequence[Any] | None = None,
                  op_kwargs: Mapping[str, Any] | None = None, spark_conf: Mapping[str, str] | None = None,
-                 **kwargs: Any) -> None:
+                 remote: str | None = None, spark_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not callable(python_callable):
             raise TypeError(f"{self.task_id}: python_callable must be callable, got {python_callable!r}")
@@ -85,6 +148,9 @@ class SparkTransactionOperator(TxnBaseOperator):
         self.op_args = list(op_args or [])
         self.op_kwargs = dict(op_kwargs or {})
         self.spark_conf = dict(spark_conf or {})
+        self.remote = remote
+        self.spark_conn_id = spark_conn_id
+        self._running: tuple[SparkSession, str] | None = None  # the session and the tag of this try's jobs
 
     def execute(self, context: Context) -> Any:
         tid = require_tid(self.tid, self.task_id)
@@ -100,15 +166,41 @@ class SparkTransactionOperator(TxnBaseOperator):
                 undone = txn.compensate(attempt=try_number)
                 if undone:
                     self.log.info("replaced %d part(s) staged by earlier tries of %s", undone, key)
-                spark = spark_session({**hook.spark_conf(), **self.spark_conf}, app_name=f"{dag_id}.{task_id}")
-                self.log.info("running %s in transaction %s (key %s, attempt %d)",
-                              getattr(self.python_callable, "__name__", "the callable"), tid, key, try_number)
+                conf = {**self._connection_conf(), **hook.spark_conf(), **self.spark_conf}
+                spark = spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None)
+                tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
+                spark.addTag(tag)
+                self._running = (spark, tag)
+                self.log.info("running %s in transaction %s (key %s, attempt %d) on %s",
+                              getattr(self.python_callable, "__name__", "the callable"), tid, key, try_number,
+                              "Spark Connect" if _is_connect(spark) else "a local SparkSession")
                 try:
                     return call_with_context(self.python_callable, [spark, txn, *self.op_args],
                                              {**context, **self.op_kwargs})
                 except BaseException:
                     self._withdraw(txn, try_number)
                     raise
+                finally:
+                    self._running = None
+                    spark.removeTag(tag)
+                    if _is_connect(spark):  # its gRPC channel's threads would keep the task's process alive
+                        spark.stop()
+
+    def _connection_conf(self) -> dict[str, str]:
+        """Spark settings from `spark_conn_id` (none without it)."""
+        if not self.spark_conn_id:
+            return {}
+        conn = BaseHook.get_connection(self.spark_conn_id)
+        return spark_target_of(str(conn.conn_type), conn.host, conn.port, conn.login, conn.password,
+                               conn.extra_dejson)
+
+    def on_kill(self) -> None:
+        """The task is being killed: interrupt the Spark jobs this try started (locally or on the server)."""
+        running = self._running
+        if running is not None:
+            spark, tag = running
+            self.log.info("interrupting the Spark jobs tagged %s", tag)
+            spark.interruptTag(tag)
 
     def _withdraw(self, txn: Transaction, try_number: int) -> None:
         """Undo at once what this failed try staged, so sibling tasks stop seeing it (a retry would too)."""
