@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow_txn.spark.compaction import compact
     from airflow_txn.spark.cow import delete, update
-    from airflow_txn.spark.datasource import register
+    from airflow_txn.spark.datasource import register, warehouse_options
     from airflow_txn.spark.reader import read
     from airflow_txn.spark.types import to_arrow_schema, to_spark_schema
     from airflow_txn.spark.writer import write
@@ -29,13 +29,15 @@ _EXPORTS = {
     "write": "airflow_txn.spark.writer",
     "read": "airflow_txn.spark.reader",
     "register": "airflow_txn.spark.datasource",
+    "warehouse_options": "airflow_txn.spark.datasource",
     "delete": "airflow_txn.spark.cow",
     "update": "airflow_txn.spark.cow",
     "to_arrow_schema": "airflow_txn.spark.types",
     "to_spark_schema": "airflow_txn.spark.types",
 }
 
-__all__ = ["compact", "delete", "read", "register", "to_arrow_schema", "to_spark_schema", "update", "write"]
+__all__ = ["compact", "delete", "read", "register", "to_arrow_schema", "to_spark_schema", "update",
+           "warehouse_options", "write"]
 
 
 def require_pyspark() -> None:

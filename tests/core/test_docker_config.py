@@ -29,7 +29,7 @@ WAREHOUSE = "/data/warehouse"  # the shared volume's path: the root with WAREHOU
 S3_ROOT = "s3://airflow-txn/warehouse"  # the default root: bucket airflow-txn on the seaweedfs service
 AIRFLOW_SERVICES = ["airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                     "airflow-triggerer"]
-SPARK_SERVICES = ["spark-master", "spark-worker-1", "spark-worker-2"]
+SPARK_SERVICES = ["spark-master", "spark-worker-1", "spark-worker-2", "spark-connect"]
 ZK_SERVICES = ["zk1", "zk2", "zk3"]
 S3_SERVICES = ["seaweedfs", "s3-bucket"]
 ONE_SHOT = {"airflow-init", "s3-bucket"}
@@ -125,8 +125,8 @@ def test_warehouse_settings_point_at_the_stack(stack: dict[str, Any]) -> None:
         assert conn["conn_type"] == "airflow_txn" and set(conn["extra"]) <= {"catalog", "root", "oracle",
                                                                              "storage_options", "spark_conf"}
         spark_conf = conn["extra"]["spark_conf"]
-        assert spark_conf["spark.master"] == "spark://spark-master:7077"
-        assert spark_conf["spark.driver.host"] == "airflow-scheduler"  # LocalExecutor: drivers run there
+        assert spark_conf["spark.remote"] == "sc://spark-connect:15002"  # the tasks attach: no driver of theirs
+        assert not {k for k in spark_conf if k in ("spark.master", "spark.driver.host")}  # works on any executor
         assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     init_sql = (REPO / "docker" / "postgres" / "init-databases.sql").read_text()
     assert re.search(r"CREATE DATABASE airflow_txn\b", init_sql)
@@ -146,7 +146,7 @@ def test_the_object_store_holds_the_root(stack: dict[str, Any]) -> None:
     assert Path(mounts["/etc/seaweedfs/s3.json"]) == REPO / "docker" / "seaweedfs" / "s3.json"
     identities = json.loads((REPO / "docker" / "seaweedfs" / "s3.json").read_text())["identities"]
     keys = {(c["accessKey"], c["secretKey"]) for i in identities for c in i["credentials"]}
-    for name in [*AIRFLOW_SERVICES, "s3-bucket"]:
+    for name in [*AIRFLOW_SERVICES, "s3-bucket", "spark-connect"]:  # the data source opens it in spark-connect
         env = services[name]["environment"]
         root = urlsplit(env["AIRFLOW_TXN_ROOT"])
         assert (root.scheme, root.netloc, root.path) == ("s3", "airflow-txn", "/warehouse"), name
@@ -190,8 +190,9 @@ def test_start_order(stack: dict[str, Any]) -> None:
         ("postgres", "seaweedfs", *ZK_SERVICES), "service_healthy")
     for name in AIRFLOW_SERVICES[1:]:
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
-    assert {"spark-worker-1", "spark-worker-2"} <= set(services["airflow-scheduler"]["depends_on"])
-    for worker in SPARK_SERVICES[1:]:
+    assert services["airflow-scheduler"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"
+    assert {"spark-worker-1", "spark-worker-2", "airflow-init"} <= set(services["spark-connect"]["depends_on"])
+    for worker in ("spark-worker-1", "spark-worker-2"):
         assert services[worker]["depends_on"]["spark-master"]["condition"] == "service_healthy"
 
 
