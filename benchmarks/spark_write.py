@@ -76,6 +76,8 @@ class Contenders:
         self.wh.create_table(self.table, to_arrow_schema(df.schema), partition_by=partition_by)
         self.runs = 0
         self.split: list[dict[str, float]] = []
+        self.datasource_table = self.table + "_ds"
+        self.wh.create_table(self.datasource_table, to_arrow_schema(df.schema), partition_by=partition_by)
 
     def plain(self) -> float:
         self.runs += 1
@@ -114,6 +116,18 @@ class Contenders:
         return end - start
 
 
+    def datasource(self) -> float:
+        """The same write through the airflow_txn data source (via="datasource": Python workers write the
+        part files through pyarrow.fs, the driver registers them), + commit."""
+        import airflow_txn.spark as txn_spark
+
+        start = time.perf_counter()
+        t = self.wh.begin(label="benchmark-datasource")
+        txn_spark.write(self.df, t, self.datasource_table, via="datasource")
+        t.commit()
+        return time.perf_counter() - start
+
+
 def run(rows: int, reps: int) -> dict[str, Any]:
     spark = _spark()
     df = _frame(spark, rows)
@@ -122,17 +136,18 @@ def run(rows: int, reps: int) -> dict[str, Any]:
     try:
         for name, partition_by in (("unpartitioned", []), ("partitioned by day (8 partitions)", ["day"])):
             c = Contenders(df, work / name.split()[0], partition_by)
-            c.plain(), c.transactional()  # warm-up
+            c.plain(), c.transactional(), c.datasource()  # warm-up
             c.split.clear()
-            plain: list[float] = []
-            txn: list[float] = []
+            times: dict[str, list[float]] = {"plain": [], "txn": [], "datasource": []}
+            fns = {"plain": c.plain, "txn": c.transactional, "datasource": c.datasource}
             for rep in range(reps):
-                order = (c.plain, c.transactional) if rep % 2 == 0 else (c.transactional, c.plain)
-                for fn in order:
-                    (plain if fn == c.plain else txn).append(fn())
-                print(f"{name} rep {rep + 1}: plain {plain[-1]:.3f}s  txn {txn[-1]:.3f}s", flush=True)
+                order = list(fns)[rep % 3:] + list(fns)[:rep % 3]  # who goes first rotates
+                for key in order:
+                    times[key].append(fns[key]())
+                print(f"{name} rep {rep + 1}: " + "  ".join(f"{k} {v[-1]:.3f}s" for k, v in times.items()),
+                      flush=True)
             split = {k: statistics.median(s[k] for s in c.split) for k in c.split[0]}
-            results[name] = {"plain": plain, "txn": txn, "split": split}
+            results[name] = {**times, "split": split}
             c.wh.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
