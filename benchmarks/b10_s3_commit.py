@@ -313,10 +313,10 @@ retried at the next version, and all 25 commits landed (version 24, 25,000 rows)
 - airflow_txn: exactly 3 PUT object per commit (one per part, `allow_delayed_open`: a small object is one
   PUT, not a 3-request multipart upload), no LIST, COPY, DELETE, HEAD or multipart; the catalog is SQLite.
 
-**Target (<= 0.3x delta-rs): met by one statement, `t.append_many` (D11), since 2026-11-27.** Four full
-runs that day (load < 1): airflow_txn 14.5 / 11.8 / 12.5 / 12.6 ms against delta-rs 47.5 / 46.0 / 46.0 /
-45.5 ms, so **0.305 / 0.256 / 0.272 / 0.277x** (the 0.305 run came right after a B1 run); the same
-transaction as three `t.append` statements: 16.7 / 15.4 / 15.0 / 15.3 ms, 0.352 / 0.336 / 0.327 / 0.335x.
+**Target (<= 0.3x delta-rs): met by one statement, `t.append_many` (D11), since 2026-11-27.** Five full
+runs that day (load < 1): **0.305 / 0.256 / 0.272 / 0.263 / 0.277x** (the 0.305 run came right after a B1
+run; the table above is the last), airflow_txn 11.8-14.5 ms against delta-rs 45.5-47.5 ms; the same
+transaction as three `t.append` statements: 0.327-0.352x (15.0-16.7 ms).
 Before D11 every airflow_txn transaction was three statements, each seeing its PUT complete before
 registering its part, so three PUTs ran one after the other (0.32-0.36x in the runs of 2026-11-25). One
 statement writes its parts side by side (storage/side_by_side.py) and registers them in one catalog

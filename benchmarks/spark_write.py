@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _spark() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the data source's workers import airflow_txn
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("airflow_txn-benchmark")

@@ -132,6 +132,8 @@ class StoredTable:
         """`data` (an engine's batch, whose Arrow types may differ in storage only: large_string for string,
         a timestamp's zone) as exactly the table's schema, checked as a core append checks it
         (SchemaMismatchError: a null in a non-nullable column, a partition value with no canonical text)."""
+        if data.schema.names != self.schema.names and sorted(data.schema.names) == sorted(self.schema.names):
+            data = data.select(self.schema.names)  # the table's column order
         if data.schema != self.schema and data.schema.names == self.schema.names:
             try:
                 data = data.cast(pa.schema([f.with_nullable(True) for f in self.schema]), safe=True)

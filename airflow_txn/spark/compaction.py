@@ -115,7 +115,11 @@ def output_files(source_bytes: int, target_file_bytes: int) -> int:
 
 @contextmanager
 def _described(spark: SparkSession, text: str) -> Iterator[None]:
-    """The Spark jobs run inside carry `text` as their description in Spark's UI."""
+    """The Spark jobs run inside carry `text` as their description in Spark's UI (a classic session's; a Spark
+    Connect session has no job description to set: its jobs are found by the session's tags)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        yield
+        return
     context = spark.sparkContext
     previous = context.getLocalProperty(JOB_DESCRIPTION)
     context.setLocalProperty(JOB_DESCRIPTION, text)

@@ -63,7 +63,7 @@ from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE, parse_partition_key
-from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
+from airflow_txn.spark.types import check_frame_schema, to_spark_schema
 
 NAME = "airflow_txn"
 STORAGE_PREFIX = "storage."
@@ -246,26 +246,7 @@ class _Writer(DataSourceArrowWriter):
 
 def check_schema(schema: StructType, table: StoredTable) -> None:
     """SchemaMismatchError listing every difference between the DataFrame's columns and the table's."""
-    got = {f.name: f for f in schema.fields}
-    names = [f.name for f in schema.fields]
-    problems = []
-    if names != list(table.schema.names):
-        missing = [n for n in table.schema.names if n not in got]
-        extra = [n for n in names if n not in table.schema.names]
-        if missing:
-            problems.append(f"missing column(s) {missing}")
-        if extra:
-            problems.append(f"unknown column(s) {extra}")
-        if not missing and not extra:
-            problems.append(f"columns in the order {names}, the table's is {list(table.schema.names)} "
-                            "(select them in the table's order)")
-    for field in table.schema:
-        spark_field = got.get(field.name)
-        if spark_field is not None and not same_storage(spark_field.dataType, field.type):
-            problems.append(f"column {field.name!r} is {spark_field.dataType.simpleString()}, the table has "
-                            f"{field.type} ({to_spark_type(field.type).simpleString()} in Spark)")
-    if problems:
-        raise SchemaMismatchError(f"DataFrame does not match the schema of {table.name}: " + "; ".join(problems))
+    check_frame_schema(schema, table.schema, table.name)
 
 
 def _listed(value: str | None, stmt: Statement, overwrite: bool) -> list[str] | None:

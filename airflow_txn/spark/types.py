@@ -106,6 +106,36 @@ def to_arrow_schema(spark_schema: T.StructType) -> pa.Schema:
     return pa.schema(fields)
 
 
+def check_frame_schema(spark_schema: T.StructType, arrow_schema: pa.Schema, table: str) -> None:
+    """SchemaMismatchError listing every difference between a DataFrame's columns and the table's (in any
+    order: writers select the table's order), before anything is written."""
+    got = {f.name: f for f in spark_schema.fields}
+    names = [f.name for f in spark_schema.fields]
+    problems = []
+    missing = [n for n in arrow_schema.names if n not in got]
+    extra = [n for n in names if n not in arrow_schema.names]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if extra:
+        problems.append(f"unknown column(s) {extra}")
+    if len(set(names)) != len(names):
+        problems.append(f"duplicate column names in {names}")
+    for field in arrow_schema:
+        spark_field = got.get(field.name)
+        if spark_field is not None and not same_storage(spark_field.dataType, field.type):
+            problems.append(f"column {field.name!r} is {spark_field.dataType.simpleString()}, "
+                            f"the table has {field.type} ({_spark_name(field.type)} in Spark)")
+    if problems:
+        raise SchemaMismatchError(f"DataFrame does not match the schema of {table}: " + "; ".join(problems))
+
+
+def _spark_name(arrow_type: pa.DataType) -> str:
+    try:
+        return str(to_spark_type(arrow_type).simpleString())
+    except SchemaMismatchError:
+        return "no type"
+
+
 def same_storage(spark_type: T.DataType, arrow_type: pa.DataType) -> bool:
     """Whether Spark writes `spark_type` as values a column of `arrow_type` reads back unchanged.
 

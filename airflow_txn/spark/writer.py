@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -31,7 +30,7 @@ from airflow_txn.model.partitioning import WHOLE_TABLE, Partition, parse_partiti
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark import via as via_module
-from airflow_txn.spark.types import same_storage, to_spark_type
+from airflow_txn.spark.types import check_frame_schema
 
 MODES = ("append", "overwrite")
 _GUARD = "airflow_txn refused a row: "
@@ -74,35 +73,13 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
 def conform(df: DataFrame, info: TableView) -> DataFrame:
     """`df`'s columns in the table's order, checked against the table (SchemaMismatchError listing
     every difference, before anything is written) and guarded against values the table refuses."""
+    check_frame_schema(df.schema, info.schema, str(info.name))
     got = {f.name: f for f in df.schema.fields}
     names = [f.name for f in df.schema.fields]
-    problems = []
-    missing = [n for n in info.schema.names if n not in got]
-    extra = [n for n in names if n not in info.schema.names]
-    if missing:
-        problems.append(f"missing column(s) {missing}")
-    if extra:
-        problems.append(f"unknown column(s) {extra}")
-    if len(set(names)) != len(names):
-        problems.append(f"duplicate column names in {names}")
-    for field in info.schema:
-        spark_field = got.get(field.name)
-        if spark_field is not None and not same_storage(spark_field.dataType, field.type):
-            problems.append(f"column {field.name!r} is {spark_field.dataType.simpleString()}, "
-                            f"the table has {field.type} ({_spark_name(field.type)} in Spark)")
-    if problems:
-        raise SchemaMismatchError(f"DataFrame does not match the schema of {info.name}: " + "; ".join(problems))
     projection = _guarded_projection(info, {name: got[name].nullable for name in info.schema.names})
     if projection == [quote(n) for n in names]:
         return df  # already in the table's order, nothing to guard: no extra projection at all
     return df.selectExpr(*projection)
-
-
-def _spark_name(arrow_type: Any) -> str:
-    try:
-        return str(to_spark_type(arrow_type).simpleString())
-    except SchemaMismatchError:
-        return "no type"
 
 
 def quote(name: str) -> str:
