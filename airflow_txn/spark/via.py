@@ -65,15 +65,14 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str, partitions: Pa
     if partitions is not None:
         options["partitions"] = json.dumps([dict(p) for p in partitions], default=str)
     datasource.register(df.sparkSession)
-    before = _created(txn, stmt.stored.name)
     try:
         with txn.keep_alive(), ours_raised():
             df.write.format(datasource.NAME).options(**options).mode(mode).save(stmt.stored.name)
     except BaseException:
-        if not _registered(txn, stmt.stored.name, before):
+        if not _registered(txn, stmt.stored.name, statement):
             _sweep(stmt.stored, txn.tid, statement)
         raise
-    return sum(rows for path, rows in _created(txn, stmt.stored.name).items() if path not in before)
+    return sum(_staged(txn, stmt.stored.name, statement).values())
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: Transaction | None,
@@ -96,31 +95,39 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: T
 
 
 SWEEP_PAUSE_S = 0.5
-SWEEP_ROUNDS = 6
+SWEEP_MIN_S = 3.0
+SWEEP_MAX_S = 10.0
 
 
 def _sweep(table: StoredTable, tid: str, statement: str) -> None:
     """Delete the failed statement's files. Spark reports a failed job without waiting for its other tasks,
-    which may still be writing: list again after a pause until a round after one finds nothing (3 s at most;
-    what a task writes later still is an orphan of the transaction, which vacuum removes)."""
-    for round_ in range(SWEEP_ROUNDS):
-        if not table.delete_statement_files(tid, statement) and round_ > 0:
+    which may still be writing (a task whose Python worker was still starting finishes seconds later): list
+    again every SWEEP_PAUSE_S for at least SWEEP_MIN_S, and on until a round finds nothing (SWEEP_MAX_S at
+    most). What a task writes later still is an orphan of the transaction, which vacuum removes."""
+    start = time.monotonic()
+    while True:
+        found = table.delete_statement_files(tid, statement)
+        waited = time.monotonic() - start
+        if waited >= SWEEP_MAX_S or (waited >= SWEEP_MIN_S and not found):
             return
         time.sleep(SWEEP_PAUSE_S)
 
 
-def _registered(txn: Transaction, table: str, before: dict[str, int]) -> bool:
+def _registered(txn: Transaction, table: str, statement: str) -> bool:
     """Whether the statement registered parts after all (the failure came after its commit)."""
     try:
-        return any(path not in before for path in _created(txn, table))
+        return bool(_staged(txn, table, statement))
     except TxnError:
         return True  # cannot tell: leave the files to vacuum, which judges them by the catalog
 
 
-def _created(txn: Transaction, table: str) -> dict[str, int]:
-    """{path: rows} of the parts `txn` has staged in `table` so far."""
+def _staged(txn: Transaction, table: str, statement: str) -> dict[str, int]:
+    """{path: rows} of the parts statement `statement` registered in `table` (their file names start with
+    its id; other statements of the transaction, say other tasks writing the same table, do not count)."""
+    mark = f"p-{txn.tid}-{statement}"
     info = txn.warehouse.transaction_info(txn.tid)
-    return {p["path"]: int(p["rows"]) for p in info["parts"] if p["role"] == "created" and p["table"] == table}
+    return {p["path"]: int(p["rows"]) for p in info["parts"]
+            if p["role"] == "created" and p["table"] == table and p["path"].rsplit("/", 1)[-1].startswith(mark)}
 
 
 @contextmanager
