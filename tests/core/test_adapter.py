@@ -147,9 +147,10 @@ def test_a_merge_writer_writes_each_merge_for_compact(wh: Warehouse) -> None:
 
 @pytest.mark.s3
 def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: str, tmp_path: Path) -> None:
-    """An engine's write dirs are local paths: on an s3:// root open_statement (and plan_read, and a merge
-    writer's compaction) refuses with a StorageError naming the way there (the Spark data source), before
-    anything is staged; the transaction stays usable through the core API."""
+    """An engine's write dirs are local paths: on an s3:// root a statement's and a read plan's `table` (the
+    local directory), and a merge writer's compaction, refuse with a StorageError naming the way there (the
+    Spark data source, which writes through `stored`), before anything is staged; the transaction stays usable
+    through the core API."""
     with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'catalog.db'}", root=s3_root) as wh:
         make_tables(wh)
         for i in range(2):
@@ -157,12 +158,16 @@ def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: s
                 seed.append(EVENTS, events([i]))
         files = storage_files(s3_root)
         t = wh.begin()
+        stmt = adapter.open_statement(t, EVENTS, key="task-a")
+        assert stmt.stored.root == s3_root and stmt.stored.name == EVENTS  # the way through pyarrow.fs
         with pytest.raises(StorageError, match="object store") as refused:
-            adapter.open_statement(t, EVENTS, key="task-a")
-        assert 'format("airflow_txn")' in str(refused.value)
+            _ = stmt.table
+        assert 'format("airflow_txn")' in str(refused.value) and 'via="datasource"' in str(refused.value)
         assert wh.transaction_info(t.tid)["parts"] == [] and storage_files(s3_root) == files  # nothing staged
+        plan = adapter.plan_read(wh, EVENTS)
+        assert len(plan.parts) == 2 and plan.stored.root == s3_root
         with pytest.raises(StorageError, match="object store"):
-            adapter.plan_read(wh, EVENTS)
+            _ = plan.table
 
         def write(task: adapter.MergeTask) -> adapter.WrittenPart:
             raise AssertionError("the merge writer ran on an object-store root")
