@@ -42,6 +42,7 @@ from airflow_txn.model.results import CompactionReport, PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark.frames import _literal
 from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
+from airflow_txn.spark.via import is_connect
 from airflow_txn.spark.writer import spark_path
 
 JOB_DESCRIPTION = "spark.job.description"
@@ -117,7 +118,7 @@ def output_files(source_bytes: int, target_file_bytes: int) -> int:
 def _described(spark: SparkSession, text: str) -> Iterator[None]:
     """The Spark jobs run inside carry `text` as their description in Spark's UI (a classic session's; a Spark
     Connect session has no job description to set: its jobs are found by the session's tags)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(spark):
         yield
         return
     context = spark.sparkContext

@@ -83,7 +83,9 @@ def _connect_session(url: str, conf: Mapping[str, str], app_name: str) -> SparkS
 
 
 def _is_connect(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
+    from airflow_txn.spark.via import is_connect  # loads pyspark: only once a session exists
+
+    return is_connect(spark)
 
 
 def spark_target_of(conn_type: str, host: str | None, port: int | None, login: str | None, password: str | None,
