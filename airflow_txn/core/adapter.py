@@ -168,6 +168,13 @@ class StoredTable:
         for path in paths:
             root.delete_part(self.directory, path)
 
+    def statement_parts(self, tid: str, statement: str) -> list[WrittenPart]:
+        """The part files statement `statement` (write_parts' tags) of `tid` wrote, found by listing the table,
+        each with its rows from its footer: what an engine whose tasks ran elsewhere wrote for a merge."""
+        root = open_root(self.root, self.storage_options)
+        found = root.statement_files(self.directory, tid, statement)
+        return [root.written_part(self.directory, path) for path in found]
+
     def delete_statement_files(self, tid: str, statement: str) -> int:
         """Delete every part file of statement `statement` (write_parts' tags) of `tid`, found by listing the
         table: after a failed statement whose tasks ran elsewhere (a task may not have reported what it wrote).
@@ -225,9 +232,8 @@ def _view(rt: Runtime, info: TableInfo) -> TableView:
             f"table {info.name.qualified}: its warehouse root {rt.storage.uri} is an object store, which Spark's "
             "native Parquet path (Hadoop's filesystem, by path) cannot reach here. Write and read it through the "
             "data source: airflow_txn.spark.write/read(..., via=\"datasource\") (what via=\"auto\" picks for an "
-            "object-store root), or df.write.format(\"airflow_txn\") / spark.read.format(\"airflow_txn\"). "
-            "Copy-on-write delete/update and compaction with Spark on such a root are not built yet: use "
-            "Transaction.delete/update and Warehouse.compact.")
+            "object-store root), or df.write.format(\"airflow_txn\") / spark.read.format(\"airflow_txn\"); "
+            "airflow_txn.spark.delete/update/compact take via= alike.")
     return TableView(info.name, info.schema, info.partition_by, rt.storage.table_dir(info.directory).resolve(), info)
 
 
@@ -407,15 +413,38 @@ class MergeTask:
 
     tid: str
     """The merge's own transaction."""
-    table: TableView
+    name: str
+    """The table's qualified name (stored_table(wh, name): the table for an engine writing through the root's
+    filesystem, on any root)."""
     partition_key: str
     sources: tuple[PartView, ...]
     _job: MergeJob = field(repr=False, compare=False)
     _rt: Runtime = field(repr=False, compare=False)
 
     @property
+    def table(self) -> TableView:
+        """The table with its local directory, for an engine writing by path into new_write_dir
+        (StorageError on an object-store root: write through `stored` instead)."""
+        return _view(self._rt, self._job.group.table)
+
+    @property
     def partition(self) -> Partition:
         return parse_partition_key(self.partition_key)
+
+    @property
+    def snapshot(self) -> int:
+        """The merge's snapshot: every source is visible at it (a committed read of the sources)."""
+        return self._job.snapshot
+
+    @property
+    def tags(self) -> dict[str, Any]:
+        """What the merged part's writer records of itself (its footer or its write dir's sidecar)."""
+        return dict(self._job.tags)
+
+    @property
+    def rows(self) -> int:
+        """The sources' rows: exactly what the merged part must hold."""
+        return self._job.group.rows
 
     @property
     def size_bytes(self) -> int:
@@ -445,7 +474,7 @@ def merge_writer(write: MergeWrite) -> Writer:
 
     def writer(rt: Runtime, job: MergeJob) -> WrittenPart:
         group = job.group
-        task = MergeTask(job.tid, _view(rt, group.table), group.partition_key,
+        task = MergeTask(job.tid, group.table.name.qualified, group.partition_key,
                          tuple(_part(s) for s in group.sources), job, rt)
         return write(task)
 

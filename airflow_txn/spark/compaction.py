@@ -14,6 +14,12 @@ like the core's write dirs: `<col>=<value>/p-<32 hex>/<Spark's part files>`, tim
 microseconds (not Spark's default INT96, which the core's pyarrow reader misreads outside 1677-2262).
 The row count Spark wrote is read back from the Parquet footers; the swap refuses a part whose
 count differs. Spark reaches the core through adapter.merge_writer (the hook wh.compact takes).
+
+That is the native way. Where the executors cannot reach the root by path (an object store, Spark Connect:
+`via`), the "airflow_txn" data source reads exactly the sources (option `parts`, at the merge's snapshot) and
+one Spark task writes their rows as ONE plain part file of the merge through pyarrow.fs (option `merge`: its
+footer names the merge, nothing registers it); the client finds it by its statement id and the core swaps it
+in the same way (via.write_merge).
 """
 
 from __future__ import annotations
@@ -24,22 +30,24 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from airflow_txn.core.adapter import (
     DEFAULT_TARGET_FILE_BYTES,
     MergeTask,
     Progress,
+    StoredTable,
     TableView,
     Writer,
     WrittenPart,
     merge_writer,
-    table_view,
+    stored_table,
 )
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import SchemaMismatchError
 from airflow_txn.model.results import CompactionReport, PartitionSpec
 from airflow_txn.spark import layout
+from airflow_txn.spark import via as via_module
 from airflow_txn.spark.frames import _literal
 from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
 from airflow_txn.spark.via import is_connect
@@ -54,18 +62,31 @@ TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 
 def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: PartitionSpec | None = None,
             target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
-            progress: Progress | None = None) -> CompactionReport:
+            progress: Progress | None = None, via: str = "auto") -> CompactionReport:
     """`wh.compact(...)` with Spark writing each merged part; returns the same CompactionReport.
 
+    `via` as for airflow_txn.spark.write: "native" (Spark reads the sources' files and writes the merged part
+    into a write dir by path: the root must be a path every executor reaches), "datasource" (the "airflow_txn"
+    data source reads the sources and one Spark task writes the merged part as one plain file through
+    pyarrow.fs: any root, Spark Connect), "auto" (the data source for an object-store root or Spark Connect).
     Refuses (before any merge begins) a table with a column Spark cannot write back unchanged
     (e.g. a timestamp in seconds or nanoseconds, an unsigned integer): compact it with `wh.compact`.
     """
-    check_writable(table_view(wh, table))
-    return wh.compact(table, partitions, target_file_bytes, min_parts, progress,
-                      writer=spark_writer(spark, target_file_bytes))
+    way = via_module.choose(spark, wh, via)
+    check_writable(stored_table(wh, table))
+    if way == via_module.DATASOURCE:
+        writer = merge_writer(lambda task: via_module.write_merge(_sources(spark, wh, task), wh, task))
+    else:
+        writer = spark_writer(spark, target_file_bytes)
+    return wh.compact(table, partitions, target_file_bytes, min_parts, progress, writer=writer)
 
 
-def check_writable(info: TableView) -> None:
+def _sources(spark: SparkSession, wh: Warehouse, task: MergeTask) -> DataFrame:
+    """The rows of the merge's sources, read through the data source at the merge's snapshot."""
+    return via_module.read(spark, wh, task.name, task.snapshot, None, None, parts=[s.id for s in task.sources])
+
+
+def check_writable(info: TableView | StoredTable) -> None:
     """SchemaMismatchError naming the first data column whose values Spark would not write back unchanged."""
     for field in info.schema:
         if field.name in info.partition_by:

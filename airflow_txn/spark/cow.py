@@ -15,7 +15,8 @@ MERGE_RETRIES runs, and the transaction never notices.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -23,30 +24,33 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_txn.core.adapter import Statement, TableView, open_statement
+from airflow_txn.core.adapter import PartView, Statement, StoredTable, open_statement
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE
-from airflow_txn.spark.frames import PART_ID, parts_frame
-from airflow_txn.spark.types import to_spark_schema, to_spark_type
+from airflow_txn.spark import via as via_module
+from airflow_txn.spark.frames import parts_frame
+from airflow_txn.spark.types import PART_ID, to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, conform, stage_frame
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
 
 
-def delete(spark: SparkSession, txn: Transaction, table: str, where: Column | str, key: str | None = None) -> int:
-    """Delete the rows matching `where` (a Column or a SQL condition); returns the number deleted."""
-    return _rewrite(spark, txn, table, where, None, key)
+def delete(spark: SparkSession, txn: Transaction, table: str, where: Column | str, key: str | None = None,
+           via: str = "auto") -> int:
+    """Delete the rows matching `where` (a Column or a SQL condition); returns the number deleted. `via` as
+    for airflow_txn.spark.write (the data source on an object-store root or Spark Connect)."""
+    return _rewrite(spark, txn, table, where, None, key, via)
 
 
 def update(spark: SparkSession, txn: Transaction, table: str, where: Column | str, set: Mapping[str, object],
-           key: str | None = None) -> int:
+           key: str | None = None, via: str = "auto") -> int:
     """Set columns (to Columns or Python values, cast to the column's type) in the rows matching
-    `where`; returns the number of rows updated."""
+    `where`; returns the number of rows updated. `via` as for delete."""
     if not isinstance(set, Mapping) or not set:
         raise InvalidNameError("set must be a non-empty dict {column: value or Column}")
-    return _rewrite(spark, txn, table, where, set, key)
+    return _rewrite(spark, txn, table, where, set, key, via)
 
 
 MERGE_RETRIES = 3
@@ -55,26 +59,58 @@ jobs ran (each run costs two Spark jobs); after the last the statement fails as 
 
 
 def _rewrite(spark: SparkSession, txn: Transaction, table: str, where: Column | str,
-             assignments: Mapping[str, Any] | None, key: str | None) -> int:
+             assignments: Mapping[str, Any] | None, key: str | None, via: str) -> int:
+    way = via_module.choose(spark, txn.warehouse, via)
     verb = "delete in" if assignments is None else "update of"
     stmt = open_statement(txn, table, key, what=f"spark {verb} {table}")
-    info = stmt.table
+    info = stmt.stored
+    if PART_ID in info.schema.names:
+        raise SchemaMismatchError(f"{info.name} has a column named {PART_ID!r}, which Spark's copy-on-write uses "
+                                  "for itself: use Transaction.delete/update")
     condition = _condition(spark, info, where)
     setters = None if assignments is None else _setters(spark, info, assignments)
     what = stmt.what
     matched = F.coalesce(condition, F.lit(False))
+    run = _Run(spark, stmt, key, way)
     # a background merge may swap out parts this statement chose while its jobs run: the snapshot's
     # rows are the same, now in the merged part, so the statement runs again on a fresh choice
     for attempt in range(1, MERGE_RETRIES):
         try:
-            return _rewrite_once(spark, stmt, matched, setters)
+            return _rewrite_once(run, matched, setters)
         except MergedAwayError as exc:
             log.info("%s runs again (%d of %d runs done): %s", what, attempt, MERGE_RETRIES, exc)
     try:
-        return _rewrite_once(spark, stmt, matched, setters)
+        return _rewrite_once(run, matched, setters)
     except MergedAwayError as exc:
         cause = exc
     return stmt.run(lambda: _give_up(what, cause))
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Where a statement's jobs read and write: Spark's own Parquet scan and writer by path (NATIVE), or the
+    "airflow_txn" data source (DATASOURCE: any root, Spark Connect; via.py)."""
+
+    spark: SparkSession
+    stmt: Statement
+    key: str | None
+    way: str
+
+    def parts(self, parts: Sequence[PartView], with_part_id: bool = False) -> DataFrame:
+        """The rows of exactly `parts` (MergedAwayError, when the job runs, if one is gone from the view)."""
+        if self.way == via_module.NATIVE:
+            return parts_frame(self.spark, self.stmt.table, parts, with_part_id=with_part_id)
+        return via_module.read(self.spark, self.stmt.txn.warehouse, self.stmt.stored.name, None, self.stmt.txn,
+                               None, parts=[p.id for p in parts], part_id=with_part_id)
+
+    def stage(self, changed: DataFrame, replaced: Sequence[PartView]) -> None:
+        """Stage `changed` as the statement's parts in place of `replaced`, in one registration."""
+        if self.way == via_module.NATIVE:
+            stage_frame(self.stmt, conform(changed, self.stmt.table), [p.id for p in replaced], choose_again=True,
+                        scanned=[WHOLE_TABLE])
+            return
+        via_module.write(changed, self.stmt.txn, self.stmt.stored.name, "append", None, self.key,
+                         replaces=[p.id for p in replaced])
 
 
 def _give_up(what: str, cause: MergedAwayError) -> int:
@@ -85,35 +121,33 @@ def _give_up(what: str, cause: MergedAwayError) -> int:
     ) from cause
 
 
-def _rewrite_once(spark: SparkSession, stmt: Statement, matched: Column,
-                  setters: Mapping[str, Column] | None) -> int:
+def _rewrite_once(run: _Run, matched: Column, setters: Mapping[str, Column] | None) -> int:
     """One run: choose the parts holding matches (job 1), rewrite them (job 2), register. Raises
     MergedAwayError, the transaction still usable, when a merge took some chosen parts meanwhile."""
-    info = stmt.table
+    stmt = run.stmt
     parts = stmt.visible_parts()
     counts = {
         int(row[PART_ID]): int(row["count"])
-        for row in parts_frame(spark, info, parts, with_part_id=True)
-        .where(matched).groupBy(PART_ID).count().collect()
-    }
+        for row in run.parts(parts, with_part_id=True).where(matched).groupBy(PART_ID).count().collect()
+    } if parts else {}
     affected = [p for p in parts if p.id in counts]
     stmt.check_replaceable(affected)
     if not affected:  # nothing to rewrite; registering nothing still replaces the key's earlier attempts
         stmt.register([], [], [WHOLE_TABLE])
         stmt.record_read_set(None)
         return 0
-    rows = parts_frame(spark, info, affected)
+    rows = run.parts(affected)
     if setters is None:
         changed = rows.where(~matched)
     else:
         changed = rows.select(*[F.when(matched, setters[n]).otherwise(column_of(n)).alias(n) if n in setters
-                                else column_of(n) for n in info.schema.names])
-    stage_frame(stmt, conform(changed, info), [p.id for p in affected], choose_again=True, scanned=[WHOLE_TABLE])
+                                else column_of(n) for n in stmt.stored.schema.names])
+    run.stage(changed, affected)
     stmt.record_read_set(None)
     return sum(counts.values())
 
 
-def _condition(spark: SparkSession, info: TableView, where: object) -> Column:
+def _condition(spark: SparkSession, info: StoredTable, where: object) -> Column:
     """`where` as a Column, checked to be a boolean over the table's columns (before anything runs)."""
     if isinstance(where, str):
         where = F.expr(where)
@@ -128,7 +162,7 @@ def _condition(spark: SparkSession, info: TableView, where: object) -> Column:
     return where
 
 
-def _setters(spark: SparkSession, info: TableView, assignments: Mapping[str, Any]) -> dict[str, Column]:
+def _setters(spark: SparkSession, info: StoredTable, assignments: Mapping[str, Any]) -> dict[str, Column]:
     setters: dict[str, Column] = {}
     empty = _empty_frame(spark, info)
     for name, value in assignments.items():
@@ -146,7 +180,7 @@ def _setters(spark: SparkSession, info: TableView, assignments: Mapping[str, Any
     return setters
 
 
-def _empty_frame(spark: SparkSession, info: TableView) -> DataFrame:
+def _empty_frame(spark: SparkSession, info: StoredTable) -> DataFrame:
     return spark.createDataFrame([], to_spark_schema(info.schema))
 
 

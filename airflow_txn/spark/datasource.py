@@ -19,15 +19,19 @@ Reading: one Spark partition per visible part, read through the root's filesyste
 columns restored (typed as the table declares them). Option `partitions` prunes parts on the driver;
 Spark's own filters are evaluated by Spark on the rows (why not pushed down here: _Reader).
 
-Options: `tid` (required to write; to read a transaction's own view), `csn`, `key` and `attempt` (the
-staging key; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the
-partitions a read keeps), `statement` (16 hex digits starting the names of the statement's files, so a
-failed statement's files can be found and deleted; default: a fresh one), and where
-the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`, `storage.<setting>` (endpoint_url,
-region, access_key_id, secret_access_key, ...); without them the Spark side's own AIRFLOW_TXN_* and AWS_*
-environment applies. Spark's default `spark.redaction.regex` hides options whose names hold "secret",
-"password" or "access key" from its UI and logs; airflow_txn.spark.write/read pass the warehouse's own
-settings this way.
+Options: `tid` (required to write; to read a transaction's own view), `csn`, `key` and `attempt` (the staging
+key; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the partitions
+a read keeps), `statement` (16 hex digits starting the names of the statement's files, so a failed statement's
+files can be found and deleted; default: a fresh one); for copy-on-write and compaction (cow.py,
+compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError if one left the
+view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID), `replaces` (JSON
+list of part ids an append replaces: a rewrite, checked to be still visible to the statement), `merge` (a
+merge's footer tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in;
+nothing is registered here); and where the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`,
+`storage.<setting>` (endpoint_url, region, access_key_id, secret_access_key, ...); without them the Spark
+side's own AIRFLOW_TXN_* and AWS_* environment applies. Spark's default `spark.redaction.regex` hides options
+whose names hold "secret", "password" or "access key" from its UI and logs; airflow_txn.spark.write/read pass
+the warehouse's own settings this way.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StructType
 from sqlalchemy.engine import make_url
 
 from airflow_txn.core.adapter import (
@@ -55,15 +59,16 @@ from airflow_txn.core.adapter import (
     StoredTable,
     WrittenPart,
     new_statement_id,
+    open_root,
     open_statement,
     plan_read,
     stored_table,
 )
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError, SchemaMismatchError
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE, parse_partition_key
-from airflow_txn.spark.types import check_frame_schema, to_spark_schema
+from airflow_txn.spark.types import PART_ID, check_frame_schema, to_spark_schema
 
 NAME = "airflow_txn"
 STORAGE_PREFIX = "storage."
@@ -123,6 +128,27 @@ def _transaction(wh: Warehouse, options: Mapping[str, str]) -> Transaction:
     return txn
 
 
+def _flag(options: Mapping[str, str], name: str) -> bool:
+    value = str(options.get(name) or "false").lower()
+    if value not in ("true", "false"):
+        raise InvalidNameError(f"option {name!r} must be true or false, got {options.get(name)!r}")
+    return value == "true"
+
+
+def _part_ids(options: Mapping[str, str], name: str) -> list[int] | None:
+    """Option `name` as a list of part ids (a JSON list of whole numbers), None when not given."""
+    value = options.get(name)
+    if value is None:
+        return None
+    try:
+        found = json.loads(value)
+    except ValueError:
+        found = None
+    if not isinstance(found, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in found):
+        raise InvalidNameError(f"option {name!r} must be a JSON list of part ids, got {value!r}")
+    return [int(i) for i in found]
+
+
 def _integer(value: object, name: str) -> int:
     try:
         return int(str(value))
@@ -138,9 +164,14 @@ class AirflowTxnDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        return to_spark_schema(stored_table(_warehouse(self.options), _table_name(self.options)).schema)
+        schema = to_spark_schema(stored_table(_warehouse(self.options), _table_name(self.options)).schema)
+        if _flag(self.options, "part_id"):
+            schema = schema.add(PART_ID, LongType(), nullable=False)
+        return schema
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        if self.options.get("merge"):
+            return _MergeWriter(dict(self.options), schema)
         return _Writer(dict(self.options), schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -166,6 +197,9 @@ class _WritePlan:
     scanned: tuple[str, ...] | None
     listed: tuple[str, ...] | None
     """The partition keys an overwrite of listed partitions may write (None: any)."""
+    rewrite: bool = False
+    """A copy-on-write rewrite (option `replaces`): a merge that took some of the removals meanwhile leaves
+    the transaction usable (MergedAwayError: the client chooses its parts again)."""
 
 
 class _Writer(DataSourceArrowWriter):
@@ -180,16 +214,23 @@ class _Writer(DataSourceArrowWriter):
         stored = stmt.stored
         check_schema(schema, stored)
         listed = _listed(options.get("partitions"), stmt, overwrite)
+        replaces = _part_ids(options, "replaces")
         removals: list[int] = []
+        scanned: tuple[str, ...] | None = None
         if overwrite:
+            if replaces is not None:
+                raise InvalidNameError("option 'replaces' goes with mode('append'): the rewrite replaces those parts")
             victims = stmt.visible_parts(listed)
             stmt.check_replaceable(victims)
             removals = [p.id for p in victims]
+            scanned = tuple(listed or [WHOLE_TABLE])
+        elif replaces is not None:  # a copy-on-write rewrite of parts the client chose from the whole table
+            stmt.check_replaceable(_chosen(stmt, replaces))
+            removals, scanned = replaces, (WHOLE_TABLE,)
         statement = options.get("statement") or new_statement_id()
         tags = {"tid": txn.tid, "key": stmt.key, "writer": "spark-datasource", "statement": statement}
-        self.plan = _WritePlan(options, stored, tags, tuple(removals),
-                               tuple(listed or [WHOLE_TABLE]) if overwrite else None,
-                               None if listed is None else tuple(listed))
+        self.plan = _WritePlan(options, stored, tags, tuple(removals), scanned,
+                               None if listed is None else tuple(listed), replaces is not None)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskParts:
         """One Spark task: its rows, conformed, as plain part files (deleted again if the task fails)."""
@@ -230,7 +271,8 @@ class _Writer(DataSourceArrowWriter):
             wh = _warehouse(self.plan.options)
             txn = _transaction(wh, self.plan.options)
             stmt = open_statement(txn, self.plan.table.name, what=f"spark write of {self.plan.table.name} (commit)")
-            stmt.register(written, list(self.plan.removals), list(self.plan.scanned) if self.plan.scanned else None)
+            stmt.register(written, list(self.plan.removals), list(self.plan.scanned) if self.plan.scanned else None,
+                          choose_again=self.plan.rewrite)
             if self.plan.scanned is not None:
                 stmt.record_read_set(None if self.plan.listed is None else list(self.plan.listed))
         except BaseException:
@@ -242,6 +284,43 @@ class _Writer(DataSourceArrowWriter):
         may not have reported it yet, so the statement's files are also found by name)."""
         self.plan.table.delete_parts([part.path for m in messages if isinstance(m, _TaskParts) for _, part in m.parts])
         self.plan.table.delete_statement_files(str(self.plan.tags["tid"]), str(self.plan.tags["statement"]))
+
+
+def _chosen(stmt: Statement, ids: Sequence[int]) -> list[PartView]:
+    """The parts `ids` among those the statement sees; MergedAwayError (the transaction stays usable) when one
+    is no longer there: a background merge combined it with others since it was chosen."""
+    visible = {p.id: p for p in stmt.visible_parts()}
+    gone = [i for i in ids if i not in visible]
+    if gone:
+        raise MergedAwayError(f"part {gone[0]} of {stmt.stored.name} is no longer visible to the statement (a "
+                              "background merge combined it with others): choose the parts again")
+    return [visible[i] for i in ids]
+
+
+class _MergeWriter(DataSourceArrowWriter):
+    """Option `merge` (the merge's footer tags, JSON: compaction through the data source): the one Spark task
+    of a coalesced frame writes all its rows as ONE plain part file of the merge, which nothing registers here:
+    the client finds it by the statement id and hands it to the core's swap (compaction.py)."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        stored = stored_table(_warehouse(options), _table_name(options))
+        check_schema(schema, stored)
+        try:
+            tags = json.loads(options["merge"])
+        except ValueError as exc:
+            raise InvalidNameError(f"option 'merge' must be the merge's tags as JSON: {exc}") from None
+        if not isinstance(tags, dict) or not tags.get("tid") or not options.get("statement"):
+            raise InvalidNameError("option 'merge' needs the merge's tags (with its tid) and option 'statement'")
+        self.table = stored
+        self.tags = {**tags, "statement": str(options["statement"])}
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        batches = list(iterator)
+        rows = self.table.conformed(pa.Table.from_batches(batches) if batches else self.table.schema.empty_table())
+        partition = {str(k): None if v is None else str(v) for k, v in dict(self.tags.get("partition") or {}).items()}
+        open_root(self.table.root, self.table.storage_options).write_part(self.table.directory, partition, rows,
+                                                                         {**self.tags, "table": self.table.name})
+        return WriterCommitMessage()
 
 
 def check_schema(schema: StructType, table: StoredTable) -> None:
@@ -278,6 +357,8 @@ class _PartToRead(InputPartition):
 class _ReadPlan:
     table: StoredTable
     parts: list[PartView]
+    part_id: bool = False
+    """Each row also carries its part's id (column PART_ID): what a copy-on-write statement counts by."""
 
 
 def _plan_read(options: dict[str, str]) -> _ReadPlan:
@@ -288,8 +369,17 @@ def _plan_read(options: dict[str, str]) -> _ReadPlan:
     txn = _transaction(wh, {"tid": options["tid"]}) if options.get("tid") else None
     csn = _integer(options["csn"], "csn") if options.get("csn") else None
     partitions = _json_list(options["partitions"], "partitions") if options.get("partitions") else None
+    only = _part_ids(options, "parts")
     plan = plan_read(wh, table, csn=csn, txn=txn, partitions=partitions)
-    return _ReadPlan(plan.stored, list(plan.parts))
+    parts = list(plan.parts)
+    if only is not None:  # exactly the parts a statement or a merge chose
+        seen = {p.id: p for p in parts}
+        gone = [i for i in only if i not in seen]
+        if gone:
+            raise MergedAwayError(f"part {gone[0]} of {table} is not visible in this read (a background merge "
+                                  "combined it with others since it was chosen): choose the parts again")
+        parts = [seen[i] for i in only]
+    return _ReadPlan(plan.stored, parts, _flag(options, "part_id"))
 
 
 class _Reader(DataSourceReader):
@@ -308,6 +398,9 @@ class _Reader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, _PartToRead):  # Spark reads one empty partition when there are none
             return
-        rows = self.plan.table.read_part(partition.part)
+        rows = self.plan.table.read_part(partition.part).cast(self.plan.table.schema)
+        if self.plan.part_id:
+            ids = pa.array([partition.part.id] * rows.num_rows, pa.int64())
+            rows = rows.append_column(pa.field(PART_ID, pa.int64(), nullable=False), ids)
         # Spark checks each batch against the declared schema, nullability included
-        yield from rows.cast(self.plan.table.schema).to_batches()
+        yield from rows.to_batches()

@@ -30,10 +30,9 @@ from pyspark.sql import types as T
 
 from airflow_txn.core.adapter import PartView, TableView
 from airflow_txn.model.partitioning import partition_column
-from airflow_txn.spark.types import to_spark_schema, to_spark_type
+from airflow_txn.spark.types import PART_ID, to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, spark_path
 
-PART_ID = "__airflow_txn_part"
 _FILE = "__airflow_txn_file"
 _GLOB = re.compile(r"([{}\[\]*?\\])")
 _URI_PATH = frozenset(string.ascii_letters + string.digits + "-_.!~*'():@&=+$,;/")

@@ -16,6 +16,10 @@ from pyspark.sql import types as T
 
 from airflow_txn.errors import SchemaMismatchError
 
+PART_ID = "__airflow_txn_part"
+"""The column a read adds when asked for each row's part id (a copy-on-write statement's first job counts the
+matching rows by it). A table with a column of this name cannot be rewritten by Spark (cow.py refuses it)."""
+
 _SIMPLE_TO_SPARK: list[tuple[Callable[[pa.DataType], bool], Callable[[], T.DataType]]] = [
     (pa.types.is_boolean, T.BooleanType),
     (lambda t: t == pa.int8(), T.ByteType),

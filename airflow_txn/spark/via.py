@@ -17,16 +17,23 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_txn import errors
-from airflow_txn.core.adapter import StoredTable, new_statement_id, open_statement, stored_table
+from airflow_txn.core.adapter import (
+    MergeTask,
+    StoredTable,
+    WrittenPart,
+    new_statement_id,
+    open_statement,
+    stored_table,
+)
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidNameError, TxnError
+from airflow_txn.errors import InvalidNameError, StorageError, TxnError
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import datasource
 
@@ -50,8 +57,9 @@ def is_connect(spark: SparkSession) -> bool:
 
 
 def write(df: DataFrame, txn: Transaction, table: str, mode: str, partitions: PartitionSpec | None,
-          key: str | None) -> int:
-    """airflow_txn.spark.write through the data source; returns the rows staged."""
+          key: str | None, replaces: Sequence[int] | None = None) -> int:
+    """airflow_txn.spark.write through the data source; returns the rows staged. `replaces`: the parts a
+    copy-on-write rewrite replaces (mode "append"; cow.py), MergedAwayError when a background merge took one."""
     stmt = open_statement(txn, table, key, what=f"spark {mode} of {table}")  # the transaction may write
     datasource.check_schema(df.schema, stmt.stored)
     if partitions is not None:
@@ -64,6 +72,8 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str, partitions: Pa
             options["attempt"] = str(stmt.attempt)
     if partitions is not None:
         options["partitions"] = json.dumps([dict(p) for p in partitions], default=str)
+    if replaces is not None:
+        options["replaces"] = json.dumps(list(replaces))
     datasource.register(df.sparkSession)
     try:
         with txn.keep_alive(), ours_raised():
@@ -76,8 +86,10 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str, partitions: Pa
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: Transaction | None,
-         partitions: PartitionSpec | None) -> DataFrame:
-    """airflow_txn.spark.read through the data source, at a snapshot fixed now (the watermark when no csn/txn)."""
+         partitions: PartitionSpec | None, parts: Sequence[int] | None = None, part_id: bool = False) -> DataFrame:
+    """airflow_txn.spark.read through the data source, at a snapshot fixed now (the watermark when no csn/txn).
+    `parts`: exactly these parts of that view (MergedAwayError, when the query runs, if one is gone);
+    `part_id`: each row also carries its part's id (column types.PART_ID)."""
     if txn is not None and csn is not None:
         raise TxnError("pass either csn (a committed snapshot) or txn (a transaction's own view), not both")
     stored = stored_table(wh, table)  # TableNotFoundError here, not inside a Spark job
@@ -88,10 +100,35 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: T
         options["csn"] = str(csn if csn is not None else wh.readable_csn())
     if partitions is not None:
         options["partitions"] = json.dumps([dict(p) for p in partitions], default=str)
+    if parts is not None:
+        options["parts"] = json.dumps(list(parts))
+    if part_id:
+        options["part_id"] = "true"
     datasource.register(spark)
     with ours_raised():
         frame = spark.read.format(datasource.NAME).options(**options).load(stored.name)
     return frame
+
+
+def write_merge(frame: DataFrame, wh: Warehouse, task: MergeTask) -> WrittenPart:
+    """One merge of compaction through the data source: `frame` (the sources' rows) written by one Spark task as
+    ONE plain part file of the merge, found again by its statement id; the core then swaps it in. On a failure
+    the statement's files are deleted (the core rolls the merge back)."""
+    stored = stored_table(wh, task.name)
+    statement = new_statement_id()
+    options = {**datasource.warehouse_options(wh), "merge": json.dumps(task.tags, default=str),
+               "statement": statement}
+    datasource.register(frame.sparkSession)
+    try:
+        with ours_raised():
+            frame.coalesce(1).write.format(datasource.NAME).options(**options).mode("append").save(stored.name)
+        written = stored.statement_parts(task.tid, statement)
+        if len(written) != 1:
+            raise StorageError(f"the merge {task.tid} of {stored.name} left {len(written)} part files instead of one")
+    except BaseException:
+        _sweep(stored, task.tid, statement)
+        raise
+    return written[0]
 
 
 SWEEP_PAUSE_S = 0.5

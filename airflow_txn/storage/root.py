@@ -389,6 +389,18 @@ class Storage:
         return [entry.relative for entry in self.stored_parts(table_directory)
                 if entry.is_file and entry.relative.rsplit("/", 1)[-1].startswith(start)]
 
+    def written_part(self, table_directory: str, relative: str) -> WrittenPart:
+        """A plain part file another process wrote (statement_files), as the WrittenPart its writer would have
+        returned: its size, and its rows from its footer (a StorageError when it is gone or unreadable)."""
+        path = self.path(table_directory, relative)
+        try:
+            info = self.fs.get_file_info(path)
+            rows = pq.read_metadata(path, filesystem=self.fs).num_rows
+        except (OSError, pa.ArrowException) as exc:
+            raise StorageError(f"cannot read the footer of part file {self.location.uri_of(self._relative(path))}: "
+                               f"{exc}") from exc
+        return WrittenPart(relative, (relative.rsplit("/", 1)[-1],), int(rows), int(info.size or 0))
+
     def stored_parts(self, table_directory: str) -> Iterator[StoredEntry]:
         """What writers left under a table, registered or not: every write dir and every plain part file
         outside them. Vacuum and recovery only: it lists (one LIST of the table's prefix on an object store)."""

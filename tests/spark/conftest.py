@@ -64,7 +64,11 @@ def connect_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
 
 @pytest.fixture(params=["local", "connect"])
 def any_spark(request: pytest.FixtureRequest) -> SparkSession:
-    """The local SparkSession, then a Spark Connect session: tests taking it run through both."""
+    """The local SparkSession, then a Spark Connect session: tests taking it run through both. With the Connect
+    session this process is in Connect mode for the test, as SparkSession.builder.remote() leaves it (so
+    pyspark.sql.functions makes Connect columns)."""
+    if request.param == "connect":
+        request.getfixturevalue("monkeypatch").setenv("SPARK_CONNECT_MODE_ENABLED", "1")
     session: SparkSession = request.getfixturevalue("spark" if request.param == "local" else "connect_spark")
     return session
 

@@ -1,5 +1,7 @@
 """Copy-on-write delete and update run by Spark: only the parts holding matching rows are rewritten,
-concurrent rewrites of a part conflict, and bad conditions or values are refused up front."""
+concurrent rewrites of a part conflict, and bad conditions or values are refused up front; on both ways
+(`via`): Spark's own Parquet scan and writer, and the "airflow_txn" data source (test_datasource.py runs it on
+S3 and through Spark Connect too)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.staging import Statement
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import SchemaMismatchError, SerializationError, TransactionClosedError
+from airflow_txn.spark import cow
 from airflow_txn.spark.cow import MERGE_RETRIES
 from tests.helpers import events, ids, make_tables
 from tests.spark.helpers import rows_of
@@ -28,6 +31,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(params=["native", "datasource"])
+def via(request: pytest.FixtureRequest) -> str:
+    way: str = request.param
+    return way
 
 
 def _three_parts(wh: Warehouse) -> dict[int, str]:
@@ -46,29 +55,30 @@ def _rewritten(wh: Warehouse, tid: str) -> tuple[list[str], list[str]]:
             sorted(str(p["partition"]["day"]) for p in parts if p["role"] == "created"))
 
 
-def test_delete_rewrites_only_the_parts_holding_matches(spark: SparkSession, swh: Warehouse) -> None:
+def test_delete_rewrites_only_the_parts_holding_matches(spark: SparkSession, swh: Warehouse, via: str) -> None:
     from pyspark.sql import functions as F
 
     paths = _three_parts(swh)
     with swh.begin() as t:
-        assert txn_spark.delete(spark, t, "sales.events", F.col("id").isin(2, 5)) == 2
+        assert txn_spark.delete(spark, t, "sales.events", F.col("id").isin(2, 5), via=via) == 2
     removed, created = _rewritten(swh, t.tid)
     assert removed == sorted([paths[0], paths[2]]) and created == ["2024-01-01", "2024-01-02"]
     assert ids(swh.read("sales.events")) == [1, 3, 4]
     with swh.begin() as t:  # a whole part deleted: nothing is written in its place
-        assert txn_spark.delete(spark, t, "sales.events", "day = '2024-01-02'") == 1
-        assert txn_spark.delete(spark, t, "sales.events", "id > 100") == 0
+        assert txn_spark.delete(spark, t, "sales.events", "day = '2024-01-02'", via=via) == 1
+        assert txn_spark.delete(spark, t, "sales.events", "id > 100", via=via) == 0
     assert _rewritten(swh, t.tid)[1] == []
     assert ids(swh.read("sales.events")) == [1, 3]
 
 
-def test_update_sets_values_and_moves_rows_between_partitions(spark: SparkSession, swh: Warehouse) -> None:
+def test_update_sets_values_and_moves_rows_between_partitions(spark: SparkSession, swh: Warehouse,
+                                                             via: str) -> None:
     from pyspark.sql import functions as F
 
     paths = _three_parts(swh)
     with swh.begin() as t:
         assert txn_spark.update(spark, t, "sales.events", "id = 3",
-                                {"value": F.col("value") * 10, "day": "2024-01-02"}) == 1
+                                {"value": F.col("value") * 10, "day": "2024-01-02"}, via=via) == 1
         assert rows_of(txn_spark.read(spark, swh, "sales.events", txn=t).where("id = 3")) == [(3, "2024-01-02", 10.0)]
     assert _rewritten(swh, t.tid) == ([paths[1]], ["2024-01-02"])
     assert rows_of(txn_spark.read(spark, swh, "sales.events")) == [
@@ -76,7 +86,7 @@ def test_update_sets_values_and_moves_rows_between_partitions(spark: SparkSessio
         (5, "2024-01-02", 2.0)]
 
 
-def test_bad_conditions_and_values_are_refused_before_any_job(spark: SparkSession, swh: Warehouse) -> None:
+def test_bad_conditions_and_values_are_refused_before_any_job(spark: SparkSession, swh: Warehouse, via: str) -> None:
     from pyspark.sql import functions as F
 
     strict = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
@@ -85,29 +95,29 @@ def test_bad_conditions_and_values_are_refused_before_any_job(spark: SparkSessio
         t.append("ns.strict", pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=strict))
     t = swh.begin()
     with pytest.raises(SchemaMismatchError, match="cannot evaluate"):
-        txn_spark.delete(spark, t, "ns.strict", "nope = 1")
+        txn_spark.delete(spark, t, "ns.strict", "nope = 1", via=via)
     with pytest.raises(SchemaMismatchError, match="not boolean"):
-        txn_spark.delete(spark, t, "ns.strict", "id + 1")
+        txn_spark.delete(spark, t, "ns.strict", "id + 1", via=via)
     with pytest.raises(SchemaMismatchError, match="unknown column"):
-        txn_spark.update(spark, t, "ns.strict", "id = 1", {"nope": 1})
+        txn_spark.update(spark, t, "ns.strict", "id = 1", {"nope": 1}, via=via)
     with pytest.raises(SchemaMismatchError, match="cannot be set to None"):
-        txn_spark.update(spark, t, "ns.strict", "id = 1", {"id": None})
+        txn_spark.update(spark, t, "ns.strict", "id = 1", {"id": None}, via=via)
     with pytest.raises(SchemaMismatchError, match="not nullable"):  # a null computed by the job itself
-        txn_spark.update(spark, t, "ns.strict", "id = 1", {"id": F.expr("CAST(NULL AS BIGINT)")})
+        txn_spark.update(spark, t, "ns.strict", "id = 1", {"id": F.expr("CAST(NULL AS BIGINT)")}, via=via)
     assert swh.transaction_info(t.tid)["parts"] == [] and t.state == "active"
     t.commit()
     assert swh.read("ns.strict").num_rows == 2
 
 
-def test_concurrent_rewrites_of_one_part_conflict(spark: SparkSession, swh: Warehouse) -> None:
+def test_concurrent_rewrites_of_one_part_conflict(spark: SparkSession, swh: Warehouse, via: str) -> None:
     _three_parts(swh)
     first, second = swh.begin(), swh.begin()
-    txn_spark.delete(spark, first, "sales.events", "id = 1")
-    txn_spark.delete(spark, second, "sales.events", "id = 4")  # another part: no conflict
+    txn_spark.delete(spark, first, "sales.events", "id = 1", via=via)
+    txn_spark.delete(spark, second, "sales.events", "id = 4", via=via)  # another part: no conflict
     with pytest.raises(SerializationError):
-        txn_spark.update(spark, second, "sales.events", "id = 2", {"value": 0.0})
+        txn_spark.update(spark, second, "sales.events", "id = 2", {"value": 0.0}, via=via)
     with pytest.raises(TransactionClosedError):  # the loser can only roll back
-        txn_spark.delete(spark, second, "sales.events", "id = 5")
+        txn_spark.delete(spark, second, "sales.events", "id = 5", via=via)
     second.rollback()
     first.commit()
     assert ids(swh.read("sales.events")) == [2, 3, 4, 5]
@@ -115,11 +125,11 @@ def test_concurrent_rewrites_of_one_part_conflict(spark: SparkSession, swh: Ware
 
 # -- a background merge swapping out chosen parts while the statement's Spark jobs run ---------------
 
-def _statement(spark: SparkSession, t: Transaction, kind: str) -> int:
+def _statement(spark: SparkSession, t: Transaction, kind: str, via: str = "native") -> int:
     """Rows 3 (day 1's second part) and 4 (day 2's only part): two chosen parts."""
     if kind == "delete":
-        return txn_spark.delete(spark, t, "sales.events", "id IN (3, 4)")
-    return txn_spark.update(spark, t, "sales.events", "id IN (3, 4)", {"value": 9.0})
+        return txn_spark.delete(spark, t, "sales.events", "id IN (3, 4)", via=via)
+    return txn_spark.update(spark, t, "sales.events", "id IN (3, 4)", {"value": 9.0}, via=via)
 
 
 @pytest.mark.parametrize("kind", ["delete", "update"])
@@ -158,6 +168,35 @@ def test_a_merge_of_some_chosen_parts_mid_statement_makes_it_run_again(
     assert merged in chosen[1] and len(set(chosen[0]) & set(chosen[1])) == 1  # day 2's part chosen both times
     assert rows_of(txn_spark.read(spark, swh, "sales.events")) == expected
     assert swh.recover()["orphan_dirs"] == 0  # the first run's write dir was deleted
+
+
+@pytest.mark.parametrize("kind", ["delete", "update"])
+def test_a_merge_while_the_data_source_rewrites_makes_the_statement_run_again(
+        spark: SparkSession, swh: Warehouse, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Through the data source the registration runs on the Spark side, so the merge comes between the
+    statement's choice and its write job: the writer finds a chosen part merged away before writing anything,
+    the client gets MergedAwayError (its own type) and the statement runs again on the merged part."""
+    _three_parts(swh)
+    original = cow._Run.stage
+    merges: list[dict[str, Any]] = []
+    replaced: list[list[int]] = []
+
+    def interleaved(run: cow._Run, changed: Any, parts: Any) -> None:
+        replaced.append(sorted(p.id for p in parts))
+        if not merges:
+            merges.append(swh.compact("sales.events"))
+        original(run, changed, parts)
+
+    monkeypatch.setattr(cow._Run, "stage", interleaved)
+    with swh.begin() as t:
+        assert _statement(spark, t, kind, via="datasource") == 2
+    assert merges[0]["merged"] == 1 and len(replaced) == 2
+    assert merges[0]["merges"][0]["part"] in replaced[1]
+    got = rows_of(txn_spark.read(spark, swh, "sales.events"))
+    changed = [] if kind == "delete" else [(3, "2024-01-01", 9.0), (4, "2024-01-02", 9.0)]
+    assert got == sorted([(1, "2024-01-01", 1.0), (2, "2024-01-01", 1.0), *changed, (5, "2024-01-02", 2.0)])
+    swh.vacuum(retention_seconds=0)
+    assert swh.recover()["orphan_dirs"] == 0
 
 
 def test_a_statement_merged_away_on_every_run_fails_clearly_after_the_last(

@@ -198,3 +198,63 @@ def test_writing_needs_a_transaction(any_spark: SparkSession, dwh: Warehouse) ->
         events_df(any_spark, [1]).write.format("airflow_txn").options(**warehouse_options(dwh)).mode("append") \
             .save("sales.events")
     assert ids(dwh.read("sales.events")) == []
+
+
+# -- copy-on-write and compaction through the data source (any root, Spark Connect) --------------------------------
+def _three_commits(wh: Warehouse) -> list[int]:
+    """Three committed appends (ids 1-2 and 3 on day 1, 4-5 on day 2): the CSNs."""
+    csns = []
+    for rows, day in (([1, 2], "2024-01-01"), ([3], "2024-01-01"), ([4, 5], "2024-01-02")):
+        with wh.begin() as t:
+            t.append("sales.events", events(rows, day=day))
+        csns.append(wh.transaction_info(t.tid)["commit_csn"])
+    return csns
+
+
+def test_delete_and_update_rewrite_only_the_parts_holding_matches(any_spark: SparkSession, dwh: Warehouse) -> None:
+    from pyspark.sql import functions as F
+
+    _three_commits(dwh)
+    with dwh.begin() as t:
+        assert txn_spark.delete(any_spark, t, "sales.events", F.col("id").isin(2, 5), via="datasource") == 2
+        assert txn_spark.update(any_spark, t, "sales.events", "id = 3", {"value": F.col("value") * 10,
+                                                                         "day": "2024-01-02"}, via="datasource") == 1
+        assert txn_spark.delete(any_spark, t, "sales.events", "id > 100", via="datasource") == 0
+        own = txn_spark.read(any_spark, dwh, "sales.events", txn=t, via="datasource")
+        assert rows_of(own) == [(1, "2024-01-01", 1.0), (3, "2024-01-02", 10.0), (4, "2024-01-02", 1.0)]
+    parts = dwh.transaction_info(t.tid)["parts"]
+    removed = [p for p in parts if p["role"] == "removed"]
+    assert len(removed) == 3  # day 1's two parts and day 2's, never a part without a match
+    assert all(p["path"].rsplit("/", 1)[-1].startswith(f"p-{t.tid}-") for p in parts if p["role"] == "created")
+    assert rows_of(txn_spark.read(any_spark, dwh, "sales.events", via="datasource")) == [
+        (1, "2024-01-01", 1.0), (3, "2024-01-02", 10.0), (4, "2024-01-02", 1.0)]
+
+
+def test_copy_on_write_refuses_bad_input_before_any_job(any_spark: SparkSession, dwh: Warehouse) -> None:
+    _three_commits(dwh)
+    t = dwh.begin()
+    before = state(dwh, dwh.config.root)
+    with pytest.raises(SchemaMismatchError, match="cannot evaluate"):
+        txn_spark.delete(any_spark, t, "sales.events", "nope = 1", via="datasource")
+    with pytest.raises(SchemaMismatchError, match="unknown column"):
+        txn_spark.update(any_spark, t, "sales.events", "id = 1", {"nope": 1}, via="datasource")
+    assert state(dwh, dwh.config.root) == before and t.state == "active"
+    t.rollback()
+
+
+def test_spark_compaction_through_the_data_source_keeps_every_snapshot(any_spark: SparkSession,
+                                                                       dwh: Warehouse) -> None:
+    """Day 1's two parts become one plain part file named after the merge; every snapshot reads what it read."""
+    csns = _three_commits(dwh)
+    before = {csn: rows_of(txn_spark.read(any_spark, dwh, "sales.events", csn=csn, via="datasource")) for csn in csns}
+    report = txn_spark.compact(any_spark, dwh, "sales.events", via="datasource")
+    assert report["merged"] == 1 and report["parts_before"] == 3 and report["parts_after"] == 2
+    [merge] = report["merges"]
+    merged = [p for p in dwh.transaction_info(merge["tid"])["parts"] if p["role"] == "created"]
+    assert [p["path"].rsplit("/", 1)[-1].startswith(f"p-{merge['tid']}-") for p in merged] == [True]
+    assert merged[0]["rows"] == 3
+    for csn, rows in before.items():
+        assert rows_of(txn_spark.read(any_spark, dwh, "sales.events", csn=csn, via="datasource")) == rows
+    assert rows_of(txn_spark.read(any_spark, dwh, "sales.events", via="datasource")) == before[csns[-1]]
+    dwh.vacuum(retention_seconds=0)  # the merge left nothing unregistered behind
+    assert sorted(ids(dwh.read("sales.events"))) == [1, 2, 3, 4, 5]
