@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.Abort:
         click.echo("interrupted", err=True)
         return exit_codes.INTERRUPTED
-    except exit_codes.HANDLED as exc:
+    except exit_codes.handled() as exc:
         return _fail(str(exc) or type(exc).__name__, type(exc).__name__, exit_codes.for_error(exc),
                      settings.json_output)
     return result if isinstance(result, int) else exit_codes.OK

@@ -11,21 +11,21 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from airflow_txn import Warehouse
-from airflow_txn.catalog import Catalog
-from airflow_txn.cli import doctor as doctor_checks
 from airflow_txn.cli import exit_codes, render
-from airflow_txn.cli.progress import ProgressBars
 from airflow_txn.cli.times import duration_option
-from airflow_txn.core.bounds import INT64_MAX
-from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.errors import OracleUnavailableError
-from airflow_txn.model.csn import PREHISTORIC_CSN
-from airflow_txn.model.results import InitResult, ReadResult, RollbackResult
+from airflow_txn.model.csn import INT64_MAX, PREHISTORIC_CSN
+
+if TYPE_CHECKING:
+    from airflow_txn.cli.progress import ProgressBars
+    from airflow_txn.core.warehouse import Warehouse
+
+# The engine (SQLAlchemy, pyarrow, the catalog) is imported by the commands that use it, not here: `--help`
+# and a usage error answer at once (docs/CLI.md, "Startup").
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -46,6 +46,8 @@ class Settings:
 
     def open(self) -> Warehouse:
         """Open the warehouse (creating catalog and root if needed); closed when the command ends."""
+        from airflow_txn.core.warehouse import Warehouse
+
         wh = Warehouse.open(catalog=self.catalog, root=self.root, oracle=self.oracle)
         click.get_current_context().call_on_close(wh.close)
         return wh
@@ -59,6 +61,8 @@ class Settings:
         return exit_codes.OK
 
     def progress(self) -> ProgressBars:
+        from airflow_txn.cli.progress import ProgressBars
+
         return ProgressBars(render.stderr_console(), enabled=not self.quiet)
 
 
@@ -123,6 +127,9 @@ def cli() -> None:
 @click.pass_obj
 def init(settings: Settings) -> int:
     """Create the catalog, the storage root (and the ZooKeeper log) if needed; safe to run again."""
+    from airflow_txn.cli import doctor as doctor_checks
+    from airflow_txn.model.results import InitResult
+
     wh = settings.open()
     marks = wh.watermark_info()
     if "oracle_error" in marks:
@@ -137,6 +144,10 @@ def init(settings: Settings) -> int:
 @click.pass_obj
 def upgrade(settings: Settings) -> int:
     """Migrate the catalog's schema to this airflow_txn's (Alembic revisions); safe to run again."""
+    from airflow_txn.catalog import Catalog
+    from airflow_txn.cli import doctor as doctor_checks
+    from airflow_txn.core.config import WarehouseConfig
+
     catalog = Catalog(WarehouseConfig.resolve(settings.catalog, settings.root, settings.oracle).catalog_url)
     click.get_current_context().call_on_close(catalog.dispose)
     done = catalog.upgrade()
@@ -163,6 +174,8 @@ def tables(settings: Settings) -> int:
 @click.pass_obj
 def read(settings: Settings, table: str, csn: int | None, limit: int) -> int:
     """Rows of TABLE at a snapshot."""
+    from airflow_txn.model.results import ReadResult
+
     wh = settings.open()
     snapshot = wh.readable_csn() if csn is None else csn
     data = wh.read(table, csn=snapshot)
@@ -205,6 +218,8 @@ def show(settings: Settings, tid: str) -> int:
 @click.pass_obj
 def rollback(settings: Settings, tid: str) -> int:
     """Roll back an active transaction (its staged parts never become visible)."""
+    from airflow_txn.model.results import RollbackResult
+
     wh = settings.open()
     wh.attach(tid).rollback()
     return settings.emit(RollbackResult(tid=tid, state=wh.transaction_info(tid)["state"]), render.mapping)
@@ -335,6 +350,8 @@ def manifest(settings: Settings, csn: int | None, tables_: Sequence[str]) -> int
 @click.pass_obj
 def doctor(settings: Settings, timeout: float) -> int:
     """Check catalog, oracle, storage root, disk space and recovery backlog (exit 4 if a check fails)."""
+    from airflow_txn.cli import doctor as doctor_checks
+
     report = doctor_checks.run(settings.catalog, settings.root, settings.oracle, timeout)
     settings.emit(report, render.doctor)
     if report["ok"]:

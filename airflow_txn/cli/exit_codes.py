@@ -3,8 +3,6 @@ error maps to which."""
 
 from __future__ import annotations
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from airflow_txn.errors import (
     InvalidArgumentError,
     InvalidNameError,
@@ -35,10 +33,15 @@ def for_error(exc: BaseException) -> int:
         return NOT_FOUND
     if isinstance(exc, InvalidNameError | InvalidArgumentError):
         return USAGE
-    if isinstance(exc, TxnError | SQLAlchemyError | OSError):
+    if isinstance(exc, handled()):
         return ERROR
     raise TypeError(f"no exit code for {type(exc).__name__}")  # pragma: no cover - callers pass only these
 
 
-HANDLED = (TxnError, SQLAlchemyError, OSError)
-"""The errors `main` turns into `error: ...` and an exit code; anything else is a bug and shows its traceback."""
+def handled() -> tuple[type[BaseException], ...]:
+    """The errors `main` turns into `error: ...` and an exit code; anything else is a bug and shows its traceback.
+    A function, so that SQLAlchemy is imported only once an error is being handled (a command that fails
+    has loaded it already), never by `--help`."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (TxnError, SQLAlchemyError, OSError)

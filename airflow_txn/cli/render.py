@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rich import box
 from rich.console import Console
@@ -18,16 +18,18 @@ from rich.table import Table
 from rich.text import Text
 
 from airflow_txn.cli import times
-from airflow_txn.model.results import (
-    CommitLogEntry,
-    CompactionReport,
-    DoctorReport,
-    PartInfo,
-    ReadResult,
-    TableStats,
-    TransactionInfo,
-    TransactionRecord,
-)
+
+if TYPE_CHECKING:  # only annotations: the result types load pyarrow, which printing a help never needs
+    from airflow_txn.model.results import (
+        CommitLogEntry,
+        CompactionReport,
+        DoctorReport,
+        PartInfo,
+        ReadResult,
+        TableStats,
+        TransactionInfo,
+        TransactionRecord,
+    )
 
 T = TypeVar("T")
 Renderer = Callable[[Console, T], None]

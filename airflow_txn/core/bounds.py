@@ -13,9 +13,7 @@ from typing import SupportsIndex, TypeGuard
 
 from airflow_txn.core.config import MAX_LEASE_SECONDS
 from airflow_txn.errors import InvalidArgumentError
-
-INT64_MAX = 2**63 - 1
-"""The largest value of a signed 64-bit catalog column."""
+from airflow_txn.model.csn import INT64_MAX
 
 
 def catalog_int(value: object, what: str, minimum: int = 0) -> int:

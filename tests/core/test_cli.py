@@ -422,3 +422,25 @@ def test_console_script(wh: Warehouse, opts: list[str]) -> None:
     assert json.loads(done.stdout)["readable_csn"] == 2
     bad = subprocess.run([str(script), *opts, "show", "nope"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == exit_codes.USAGE and bad.stdout == "" and bad.stderr.startswith("error: malformed tid")
+
+
+HEAVY = ("sqlalchemy", "pyarrow", "pandas", "numpy", "airflow_txn.catalog", "airflow_txn.core.warehouse")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list", "--help"], ["list", "--nope"]])
+def test_help_and_usage_errors_load_no_engine(args: list[str]) -> None:
+    """`--help` and a usage error answer before SQLAlchemy, pyarrow or the catalog are imported (what made
+    `airflow-txn --help` take over a second): the commands import the engine when they run."""
+    code = ("import sys; from airflow_txn.cli import main; code = main(sys.argv[1:]); "
+            f"print([m for m in {HEAVY!r} if m in sys.modules]); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode in (exit_codes.OK, exit_codes.USAGE), done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+def test_the_package_root_loads_its_names_on_first_use() -> None:
+    code = ("import sys, airflow_txn; before = 'sqlalchemy' in sys.modules; "
+            "from airflow_txn import Warehouse, results, TransactionInfo; "
+            "print(before, Warehouse.__module__, results.__name__, 'sqlalchemy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "airflow_txn.core.warehouse", "airflow_txn.model.results", "True"], done

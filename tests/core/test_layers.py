@@ -27,6 +27,7 @@ PROBE = r"""
 import importlib, json, pkgutil, sys, tempfile
 seen = {}
 import airflow_txn
+from airflow_txn import Warehouse, Transaction  # the package loads its names on first use
 seen["import"] = sorted(sys.modules)
 
 import pyarrow as pa

@@ -91,7 +91,7 @@ def test_warehouse_and_transaction_signatures_are_typed() -> None:
 def test_the_cli_renderers_and_the_doctor_are_typed() -> None:
     functions = [*public_functions(render), doctor.run, doctor.Check.as_dict]
     assert render.transaction in functions and render.doctor in functions
-    assert loose_signatures(functions) == []
+    assert loose_signatures(functions, vars(results)) == []  # render imports the result types for annotations only
 
 
 def test_the_page_data_functions_are_typed() -> None:
