@@ -13,6 +13,12 @@ wires, inside the group:
 staged part. `outcome` is the group's only leaf: it succeeds with the commit CSN, or fails when the
 transaction rolled back, so the DAG run ends `failed` even though the rollback itself succeeded.
 Rollback and outcome read the tid from XCom (a template), so they run even if `begin` failed.
+
+A skipped body task (a short-circuit, a branch, a task that raises AirflowSkipException on "no new
+data") is not a failure: with on_skip="commit" (the default) the commit runs when no task failed
+(trigger rule none_failed) and makes visible what the other tasks staged; with on_skip="rollback" a
+skip leaves the commit unrun and `outcome` rolls the transaction back and fails the run. When `begin`
+itself was skipped (a branch skipped the whole group), commit and outcome skip: nothing began.
 """
 
 from __future__ import annotations
@@ -31,11 +37,23 @@ from airflow_txn.airflow.operators.transaction import (
 )
 from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
 from airflow_txn.core.adapter import Isolation
+from airflow_txn.errors import InvalidArgumentError
 
 
 def _isolation_value(value: object) -> str:
     """The group's isolation, checked when the DAG is parsed (InvalidArgumentError names the levels)."""
     return Isolation.parse(value).value
+
+
+ON_SKIP = ("commit", "rollback")
+"""What a transaction_group does when a task of its body is skipped (module docstring)."""
+
+
+def _on_skip_value(value: object) -> str:
+    """The group's on_skip, checked when the DAG is parsed."""
+    if value not in ON_SKIP:
+        raise InvalidArgumentError(f"on_skip must be one of {', '.join(map(repr, ON_SKIP))}, got {value!r}")
+    return str(value)
 
 
 @attrs.define(kw_only=True, repr=False)
@@ -46,6 +64,7 @@ class TransactionTaskGroup(TaskGroup):
     label: str | None = None
     isolation: str = attrs.field(default=Isolation.SNAPSHOT.value, converter=_isolation_value)
     lease_seconds: float | None = None
+    on_skip: str = attrs.field(default="commit", converter=_on_skip_value)
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
     commit: CommitTransactionOperator | None = attrs.field(default=None, init=False)
     rollback: RollbackTransactionOperator | None = attrs.field(default=None, init=False)
@@ -90,11 +109,13 @@ class TransactionTaskGroup(TaskGroup):
             if self.begin.task_id not in task.upstream_task_ids:
                 self.begin.set_downstream(task)
         tid = "{{ ti.xcom_pull(task_ids='" + self.begin.task_id + "') }}"
-        self.commit = CommitTransactionOperator(task_id="commit", tid=self.begin.output, conn_id=self.conn_id)
+        commit_rule = TriggerRule.NONE_FAILED if self.on_skip == "commit" else TriggerRule.ALL_SUCCESS
+        self.commit = CommitTransactionOperator(task_id="commit", tid=self.begin.output, conn_id=self.conn_id,
+                                                trigger_rule=commit_rule)
         self.rollback = RollbackTransactionOperator(task_id="rollback", tid=tid, conn_id=self.conn_id,
                                                     trigger_rule=TriggerRule.ONE_FAILED)
         self.outcome = TransactionOutcomeOperator(task_id="outcome", tid=tid, conn_id=self.conn_id,
-                                                  trigger_rule=TriggerRule.ALL_DONE)
+                                                  begin_task_id=self.begin.task_id, trigger_rule=TriggerRule.ALL_DONE)
         upstream_of_commit: list[Any] = leaves or [self.begin]
         for task in upstream_of_commit:
             task.set_downstream(self.commit)
@@ -106,12 +127,14 @@ class TransactionTaskGroup(TaskGroup):
 
 def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str | None = None,
                       isolation: str | Isolation = Isolation.SNAPSHOT, lease_seconds: float | None = None,
-                      **kwargs: Any) -> TransactionTaskGroup:
+                      on_skip: str = "commit", **kwargs: Any) -> TransactionTaskGroup:
     """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
     that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`
-    and pass `tid=txn.tid` to the tasks inside. Other keyword arguments go to TaskGroup."""
+    and pass `tid=txn.tid` to the tasks inside. `on_skip`: "commit" (default: a skipped task is no
+    failure, the commit makes what the others staged visible) or "rollback" (a skip rolls everything back
+    and fails the run). Other keyword arguments go to TaskGroup."""
     return TransactionTaskGroup(group_id=group_id, conn_id=conn_id, label=label, isolation=isolation,
-                                lease_seconds=lease_seconds, **kwargs)
+                                lease_seconds=lease_seconds, on_skip=on_skip, **kwargs)
 
 
 __all__ = ["TransactionTaskGroup", "transaction_group"]

@@ -39,11 +39,12 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent  # noqa: E402
 
 if AIRFLOW_V_3_1_PLUS:
     from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+    from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 else:  # pragma: no cover - Airflow 3.0
     from airflow.exceptions import (  # type: ignore[no-redef,attr-defined,unused-ignore]
         AirflowFailException,
         AirflowNotFoundException,
+        AirflowSkipException,
     )
     from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined,unused-ignore]
 
@@ -119,6 +120,7 @@ __all__ = [
     "AIRFLOW_V_3_1_PLUS",
     "AirflowFailException",
     "AirflowNotFoundException",
+    "AirflowSkipException",
     "Asset",
     "AssetAlias",
     "BaseHook",

@@ -37,6 +37,19 @@ def require_tid(value: Any, task_id: str) -> str:
         raise AirflowFailException(f"{task_id}: {value!r} is not a transaction id: {exc}") from exc
 
 
+RERUN_HINT = ("To run this transaction's work again, clear the whole transaction group with its `begin` task "
+              "(Clear on `begin` with 'Downstream' on): `begin` starts a NEW transaction, the tasks stage again "
+              "under it and their overwrites replace what the old one committed (docs/AIRFLOW.md, 'Re-running "
+              "a finished run').")
+"""What a task that meets an ended transaction tells the user (a task cleared alone after its run ended)."""
+
+
+def ended_transaction(task_id: str, tid: str, state: str) -> AirflowFailException:
+    """The failure (no retry) of a task asked to work in transaction `tid`, which already ended (`state`)."""
+    return AirflowFailException(f"{task_id}: transaction {tid} has already ended ({state}): nothing can be done in "
+                                f"it any more. {RERUN_HINT}")
+
+
 def run_ids(context: Mapping[str, Any]) -> tuple[str, str, str, int, int]:
     """(dag_id, run_id, task_id, map_index, try_number) of the running task instance."""
     ti = context["ti"]

@@ -28,9 +28,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from airflow_txn.airflow.operators.base import TxnBaseOperator, require_tid, run_ids, task_key
+from airflow_txn.airflow.operators.base import TxnBaseOperator, ended_transaction, require_tid, run_ids, task_key
 from airflow_txn.airflow.version_compat import AirflowFailException, BaseHook, Context
+from airflow_txn.core.adapter import COMMITTED, ROLLED_BACK
 from airflow_txn.core.transaction import Transaction
+from airflow_txn.errors import TransactionClosedError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -160,8 +162,13 @@ class SparkTransactionOperator(TxnBaseOperator):
         key = task_key(context)
         hook = self.hook
         with hook.warehouse() as wh:
-            txn = wh.attach(tid).use_key(key, attempt=try_number)
+            try:
+                txn = wh.attach(tid).use_key(key, attempt=try_number)
+            except TransactionClosedError as exc:
+                raise ended_transaction(self.task_id, tid, wh.transaction_info(tid)["state"]) from exc
             if not txn.heartbeat():
+                if txn.state in (COMMITTED, ROLLED_BACK):
+                    raise ended_transaction(self.task_id, tid, txn.state)
                 raise AirflowFailException(f"transaction {tid} is no longer active (state {txn.state}) or its lease "
                                            "ran out: nothing can be staged in it")
             with txn.keep_alive():  # from here on, also while the SparkSession starts

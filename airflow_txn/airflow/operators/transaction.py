@@ -7,8 +7,8 @@ from typing import Any
 
 from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
-from airflow_txn.airflow.operators.base import TxnBaseOperator, is_last_try, require_tid, run_ids
-from airflow_txn.airflow.version_compat import AirflowFailException, Asset, AssetAlias, Context
+from airflow_txn.airflow.operators.base import RERUN_HINT, TxnBaseOperator, is_last_try, require_tid, run_ids
+from airflow_txn.airflow.version_compat import AirflowFailException, AirflowSkipException, Asset, AssetAlias, Context
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
@@ -72,6 +72,8 @@ class CommitTransactionOperator(TxnBaseOperator):
         self.tid = tid
 
     def execute(self, context: Context) -> int:
+        if self.tid in (None, "", "None"):  # begin skipped (a branch skipped the whole group): nothing to commit
+            raise AirflowSkipException("no transaction began (the begin task was skipped or did not run)")
         tid = require_tid(self.tid, self.task_id)
         with self.hook.warehouse() as wh:
             csn = self._commit(wh, tid, context)
@@ -87,7 +89,7 @@ class CommitTransactionOperator(TxnBaseOperator):
             return committed_csn(info)
         if info["state"] == ROLLED_BACK:
             raise AirflowFailException(f"transaction {tid} was rolled back ({info['failed_reason']}); "
-                                       "nothing to commit")
+                                       f"nothing to commit. {RERUN_HINT}")
         try:
             return wh.attach(tid).commit()
         except _FINAL_COMMIT_ERRORS as exc:
@@ -141,18 +143,26 @@ class TransactionOutcomeOperator(TxnBaseOperator):
     """The verdict of a transaction: succeeds with the commit CSN when `tid` committed, fails the
     task (and so the DAG run) when it rolled back. A transaction still active here never reached
     its commit: it is rolled back first. Used by transaction_group as its last task, so that a
-    rollback that itself succeeded does not turn the run green."""
+    rollback that itself succeeded does not turn the run green.
+
+    :param begin_task_id: the task that began the transaction. When no transaction began and that task
+        was SKIPPED (a branch or short-circuit upstream skipped the whole group), the verdict is a skip,
+        not a failure; when it failed, the verdict fails.
+    """
 
     template_fields: Sequence[str] = ("tid", "conn_id")
     ui_color = "#e0e0e0"
 
-    def __init__(self, *, tid: Any, **kwargs: Any) -> None:
+    def __init__(self, *, tid: Any, begin_task_id: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("retries", 0)
         super().__init__(**kwargs)
         self.tid = tid
+        self.begin_task_id = begin_task_id
 
     def execute(self, context: Context) -> int:
         if self.tid in (None, "", "None"):
+            if self.begin_task_id is not None and task_state(context, self.begin_task_id) == "skipped":
+                raise AirflowSkipException(f"{self.begin_task_id} was skipped: no transaction began, nothing to judge")
             raise AirflowFailException("no transaction began (the begin task did not succeed)")
         tid = require_tid(self.tid, self.task_id)
         with self.hook.warehouse() as wh:
@@ -165,6 +175,18 @@ class TransactionOutcomeOperator(TxnBaseOperator):
             return committed_csn(info)
         raise AirflowFailException(f"transaction {tid} was rolled back: {info['failed_reason'] or 'see the log'}; "
                                    "no table changed")
+
+
+def task_state(context: Context, task_id: str) -> str | None:
+    """The state of task `task_id` in this DAG run (None when the task runner cannot say)."""
+    ti = context["ti"]
+    ask = getattr(ti, "get_task_states", None)
+    if ask is None:  # pragma: no cover - a task runner without the Task SDK's state queries
+        return None
+    dag_id, run_id, _task, _map, _try = run_ids(context)
+    states = ask(dag_id=dag_id, task_ids=[task_id], run_ids=[run_id])
+    found = (states or {}).get(run_id, {}).get(task_id)
+    return None if found is None else str(found)
 
 
 def committed_csn(info: TransactionInfo) -> int:

@@ -4,6 +4,11 @@ txn_sensor_probe  CommitCSNSensor in poke mode, in reschedule mode, then deferre
                   (params: csn_poke, csn_reschedule, csn_deferred, tables)
 txn_crash_probe   a Spark task that stages rows, writes a marker file and hangs until it is killed
 txn_hold_probe    begin and stage, no commit: the run ends with its transaction still active
+txn_skip_probe    a group whose body stages rows in one task while another finds "no new data" and skips
+                  (on_skip="commit"); txn_skip_rollback_probe the same with on_skip="rollback";
+                  txn_skip_group_probe a branch that skips the whole group (param `go`: run it or not)
+txn_ended_probe   a Spark task given the tid of a transaction that already ended (what clearing one task
+                  of a finished run does), with a retry it must not use
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, task
 
-from airflow_txn.airflow import transaction_group
+from airflow_txn.airflow import TxnHook, transaction_group
+from airflow_txn.airflow.version_compat import AirflowSkipException
 from airflow_txn.operators import BeginTransactionOperator, SparkTransactionOperator
 from airflow_txn.sensors import CommitCSNSensor
 
@@ -53,3 +59,55 @@ with (DAG("txn_crash_probe", schedule=None, start_date=START, catchup=False,
 with DAG("txn_hold_probe", schedule=None, start_date=START, catchup=False, params={"rows": Param(5, type="integer")}):
     begin = BeginTransactionOperator(task_id="begin")
     SparkTransactionOperator(task_id="stage", tid=begin.output, python_callable=stage_rows)
+
+
+@task
+def append_probe_rows(tid: str, params: dict[str, Any]) -> int:
+    """Stage `rows` rows in PROBE_TABLE without Spark (the table is made if missing)."""
+    import pyarrow as pa
+
+    rows = int(params.get("rows", 5))
+    with TxnHook().warehouse() as wh:
+        wh.create_table(PROBE_TABLE, pa.schema([("id", pa.int64())]), exist_ok=True)
+        wh.attach(tid).append(PROBE_TABLE, pa.table({"id": list(range(rows))}))
+    return rows
+
+
+@task
+def no_new_data() -> None:
+    raise AirflowSkipException("no new data for this interval")
+
+
+@task
+def after_the_skip() -> None:  # skipped with its upstream
+    raise AssertionError("never runs")
+
+
+for dag_id, on_skip in (("txn_skip_probe", "commit"), ("txn_skip_rollback_probe", "rollback")):
+    with (DAG(dag_id, schedule=None, start_date=START, catchup=False, params={"rows": Param(5, type="integer")}),
+          transaction_group("txn", on_skip=on_skip) as txn):
+        append_probe_rows(txn.tid)
+        no_new_data() >> after_the_skip()
+
+
+@task.branch
+def choose(params: dict[str, Any]) -> str:
+    return "txn.begin" if params["go"] else "elsewhere"
+
+
+@task
+def elsewhere() -> None:
+    pass
+
+
+with DAG("txn_skip_group_probe", schedule=None, start_date=START, catchup=False,
+         params={"rows": Param(5, type="integer"), "go": Param(False, type="boolean")}):
+    with transaction_group("txn") as skipped_group:
+        append_probe_rows(skipped_group.tid)
+    chosen = choose()
+    chosen >> [skipped_group, elsewhere()]
+
+
+with DAG("txn_ended_probe", schedule=None, start_date=START, catchup=False,
+         params={"tid": Param("", type="string"), "rows": Param(5, type="integer")}):
+    SparkTransactionOperator(task_id="stage", tid="{{ params.tid }}", python_callable=stage_rows, retries=1)
