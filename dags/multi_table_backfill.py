@@ -126,5 +126,6 @@ with DAG(
     with transaction_group("backfill", conn_id=CONN_ID) as txn:
         for name, loader in LOADERS.items():
             SparkTransactionOperator.partial(task_id=f"load_{name}", tid=txn.tid, python_callable=loader,
-                                             conn_id=CONN_ID).expand(op_kwargs=days)
+                                             conn_id=CONN_ID, map_index_template="{{ task.op_kwargs['day'] }}",
+                                             ).expand(op_kwargs=days)
     create_tables() >> days >> txn

@@ -82,6 +82,8 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
         "hooks": _modules(Kind.HOOK),
         "operators": _modules(Kind.OPERATOR),
+        "task-decorators": [{"name": "txn_spark", "class-name": "airflow_txn.airflow.decorators.txn_spark_task"},
+                            {"name": "txn", "class-name": "airflow_txn.airflow.decorators.txn_task"}],
         "sensors": _modules(Kind.SENSOR),
         "triggers": _modules(Kind.TRIGGER),
         "asset-uris": [{"schemes": ["airflow-txn"], "handler": None}],  # table_asset(): kept as written

@@ -93,6 +93,14 @@ class TransactionTaskGroup(TaskGroup):
         return self.begin.output
 
     @property
+    def tid_template(self) -> str:
+        """The transaction id as a template pulling the begin task's XCom (no task dependency): what the
+        group's own rollback and outcome use, and a body task given no `tid` (operators/base.py group_tid)."""
+        if self.begin is None:
+            raise RuntimeError("use transaction_group(...) as a context manager: `with ... as txn:`")
+        return "{{ ti.xcom_pull(task_ids='" + self.begin.task_id + "') }}"
+
+    @property
     def csn(self) -> XComArg:
         """The commit CSN (the commit task's XCom), e.g. for a CommitCSNSensor after the group."""
         if self.commit is None:
@@ -108,7 +116,11 @@ class TransactionTaskGroup(TaskGroup):
         for task in roots:
             if self.begin.task_id not in task.upstream_task_ids:
                 self.begin.set_downstream(task)
-        tid = "{{ ti.xcom_pull(task_ids='" + self.begin.task_id + "') }}"
+        tid = self.tid_template
+        for task in body:  # mapped tasks given no tid (their operator is made when the task runs)
+            partial = getattr(task, "partial_kwargs", None)
+            if isinstance(partial, dict) and _takes_tid(task) and partial.get("tid") is None:
+                partial["tid"] = tid
         commit_rule = TriggerRule.NONE_FAILED if self.on_skip == "commit" else TriggerRule.ALL_SUCCESS
         self.commit = CommitTransactionOperator(task_id="commit", tid=self.begin.output, conn_id=self.conn_id,
                                                 trigger_rule=commit_rule)
@@ -123,6 +135,12 @@ class TransactionTaskGroup(TaskGroup):
             task.set_downstream(self.rollback)
         self.commit.set_downstream(self.outcome)
         self.rollback.set_downstream(self.outcome)
+
+
+def _takes_tid(task: Any) -> bool:
+    """Whether a (mapped) task's operator class is a transaction operator (it templates `tid`)."""
+    operator_class = getattr(task, "operator_class", None)
+    return "tid" in getattr(operator_class, "template_fields", ())
 
 
 def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str | None = None,

@@ -46,3 +46,15 @@ def counts(wh: Warehouse, csn: int | None = None) -> dict[str, int]:
 
 def transactions_of(wh: Warehouse, dag_id: str) -> list[dict[str, Any]]:
     return [t for t in wh.transactions(limit=1000) if (t["label"] or "").startswith(f"{dag_id}/")]
+
+
+def rendered_map_indexes(dag_run: Any, task_id: str) -> list[str]:
+    """What the grid shows for each map index of a mapped task (its map_index_template, rendered)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return sorted(str(shown) for shown in session.scalars(select(TaskInstance.rendered_map_index).where(
+            TaskInstance.run_id == dag_run.run_id, TaskInstance.dag_id == dag_run.dag_id,
+            TaskInstance.task_id == task_id)))

@@ -13,7 +13,15 @@ import pytest
 
 from airflow_txn import ROLLBACK_CSN, Warehouse
 from airflow_txn.catalog.txn_records import COMMITTED, ROLLED_BACK
-from tests.airflow.helpers import BACKFILL_TABLES, counts, run_dag, task_states, transactions_of, xcom
+from tests.airflow.helpers import (
+    BACKFILL_TABLES,
+    counts,
+    rendered_map_indexes,
+    run_dag,
+    task_states,
+    transactions_of,
+    xcom,
+)
 
 pytestmark = pytest.mark.airflow
 
@@ -63,6 +71,7 @@ def test_backfill_commits_all_tables_at_one_csn_then_the_reader_checks_them(
     states = task_states(run)
     assert str(run.state) == "success", states
     assert states["backfill.rollback"][0] == "skipped"
+    assert rendered_map_indexes(run, "backfill.load_orders") == ["2024-03-01", "2024-03-02"]  # days, not 0, 1
     csn = xcom(run, "backfill.commit")
     assert isinstance(csn, int) and xcom(run, "backfill.outcome") == csn
     assert wh.readable_csn() == csn

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_txn.airflow.hooks.txn import TxnHook, coerce_csn, coerce_tables, config_from_extra
-from airflow_txn.airflow.operators.spark import call_with_context
+from airflow_txn.airflow.operators.base import call_with_context
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.errors import InvalidArgumentError, TxnError
 

@@ -9,6 +9,7 @@ from airflow_txn.airflow import public as _public
 if TYPE_CHECKING:  # what type checkers see; at run time the names below are imported on first use
     from airflow_txn.airflow.operators.maintenance import CompactOperator as CompactOperator
     from airflow_txn.airflow.operators.maintenance import VacuumOperator as VacuumOperator
+    from airflow_txn.airflow.operators.python import TransactionPythonOperator as TransactionPythonOperator
     from airflow_txn.airflow.operators.spark import SparkTransactionOperator as SparkTransactionOperator
     from airflow_txn.airflow.operators.transaction import BeginTransactionOperator as BeginTransactionOperator
     from airflow_txn.airflow.operators.transaction import CommitTransactionOperator as CommitTransactionOperator

@@ -1,14 +1,27 @@
-"""What every transaction operator shares: the connection, the hook, the tid argument, the try."""
+"""What every transaction operator shares: the connection, the hook, the tid argument (or the enclosing
+transaction_group's), the try, and `keyed_try`: a task's work inside the transaction under its own key."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
 from airflow_txn.airflow.version_compat import AirflowFailException, BaseOperator
-from airflow_txn.errors import InvalidNameError
+from airflow_txn.core.adapter import COMMITTED, ROLLED_BACK
+from airflow_txn.errors import InvalidNameError, TransactionClosedError
 from airflow_txn.model.tid import Tid
+
+if TYPE_CHECKING:
+    from airflow_txn.core.transaction import Transaction
+
+
+class InfoLog(Protocol):
+    """What keyed_try logs to (an operator's `self.log`)."""
+
+    def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
 
 
 class TxnBaseOperator(BaseOperator):
@@ -71,3 +84,64 @@ def is_last_try(context: Mapping[str, Any]) -> bool:
         task = context.get("task")
         max_tries = getattr(task, "retries", 0) or 0
     return int(ti.try_number) > int(max_tries)
+
+
+def group_tid(task: Any) -> str | None:
+    """The tid of the transaction_group `task` was created in (a template pulling its `begin` task's XCom),
+    None outside one: what a transaction operator uses when given no `tid`."""
+    from airflow_txn.airflow.task_group import TransactionTaskGroup  # the group module imports the operators
+
+    group = getattr(task, "task_group", None)
+    while group is not None:
+        if isinstance(group, TransactionTaskGroup) and group.begin is not None and group.begin is not task:
+            return group.tid_template
+        group = getattr(group, "parent_group", None)
+    return None
+
+
+@contextmanager
+def keyed_try(hook: TxnHook, tid: str, context: Mapping[str, Any], task_id: str,
+              log: InfoLog) -> Iterator[Transaction]:
+    """The transaction `tid` for this try of the running task: its writes keyed by (dag_id, task_id,
+    map_index) with the try number as attempt (invariant 7), what earlier tries staged withdrawn first, the
+    lease renewed while inside, and what this try staged withdrawn at once if it fails (so sibling tasks stop
+    seeing it; a retry would too). An ended transaction (a task cleared alone after its run ended) fails the
+    task without retry, saying how to run the work again."""
+    _dag, _run, _task, _map, try_number = run_ids(context)
+    key = task_key(context)
+    with hook.warehouse() as wh:
+        try:
+            txn = wh.attach(tid).use_key(key, attempt=try_number)
+        except TransactionClosedError as exc:
+            raise ended_transaction(task_id, tid, wh.transaction_info(tid)["state"]) from exc
+        if not txn.heartbeat():
+            if txn.state in (COMMITTED, ROLLED_BACK):
+                raise ended_transaction(task_id, tid, txn.state)
+            raise AirflowFailException(f"transaction {tid} is no longer active (state {txn.state}) or its lease "
+                                       "ran out: nothing can be staged in it")
+        with txn.keep_alive():
+            undone = txn.compensate(attempt=try_number)
+            if undone:
+                log.info("replaced %d part(s) staged by earlier tries of %s", undone, key)
+            try:
+                yield txn
+            except BaseException:
+                _withdraw(txn, try_number, log)
+                raise
+
+
+def _withdraw(txn: Transaction, try_number: int, log: InfoLog) -> None:
+    try:
+        txn.compensate(attempt=try_number + 1)
+    except Exception as exc:  # the transaction may be gone (rolled back): nothing left to undo
+        log.info("could not withdraw this try's writes (%s); rollback or the retry will", exc)
+
+
+def call_with_context(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+    """fn(*args, **kwargs), passing only the keyword arguments fn names unless it takes **kwargs."""
+    params = inspect.signature(fn).parameters.values()
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        names = {p.name for p in params if p.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                      inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+        kwargs = {k: v for k, v in kwargs.items() if k in names}
+    return fn(*args, **kwargs)

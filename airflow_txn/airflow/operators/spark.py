@@ -23,16 +23,20 @@ the Spark Connect server: that server must reach the catalog, the oracle and the
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from airflow_txn.airflow.operators.base import TxnBaseOperator, ended_transaction, require_tid, run_ids, task_key
-from airflow_txn.airflow.version_compat import AirflowFailException, BaseHook, Context
-from airflow_txn.core.adapter import COMMITTED, ROLLED_BACK
-from airflow_txn.core.transaction import Transaction
-from airflow_txn.errors import TransactionClosedError
+from airflow_txn.airflow.operators.base import (
+    TxnBaseOperator,
+    call_with_context,
+    group_tid,
+    keyed_try,
+    require_tid,
+    run_ids,
+    task_key,
+)
+from airflow_txn.airflow.version_compat import BaseHook, Context
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,20 +115,11 @@ def spark_target_of(conn_type: str, host: str | None, port: int | None, login: s
     raise ValueError(f"connection type {conn_type!r} is not a Spark connection (spark_connect or spark)")
 
 
-def call_with_context(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-    """fn(*args, **kwargs), passing only the keyword arguments fn names unless it takes **kwargs."""
-    params = inspect.signature(fn).parameters.values()
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        names = {p.name for p in params if p.kind in (inspect.Parameter.KEYWORD_ONLY,
-                                                      inspect.Parameter.POSITIONAL_OR_KEYWORD)}
-        kwargs = {k: v for k, v in kwargs.items() if k in names}
-    return fn(*args, **kwargs)
-
-
 class SparkTransactionOperator(TxnBaseOperator):
     """Run `python_callable(spark, txn, *op_args, **context_and_op_kwargs)` in transaction `tid`.
 
-    :param tid: the transaction id (BeginTransactionOperator's XCom, e.g. `begin.output`).
+    :param tid: the transaction id (BeginTransactionOperator's XCom, e.g. `begin.output`); inside a
+        transaction_group it defaults to the group's.
     :param python_callable: the Spark job; its return value is the XCom (keep it JSON-serialisable).
     :param op_args: extra positional arguments, after spark and txn.
     :param op_kwargs: extra keyword arguments (templated; the usual target of `.expand()`).
@@ -141,13 +136,13 @@ class SparkTransactionOperator(TxnBaseOperator):
     template_fields_renderers = {"op_kwargs": "py", "spark_conf": "json"}
     ui_color = "#f5c49b"
 
-    def __init__(self, *, tid: Any, python_callable: Callable[..., Any], op_args: Sequence[Any] | None = None,
+    def __init__(self, *, python_callable: Callable[..., Any], tid: Any = None, op_args: Sequence[Any] | None = None,
                  op_kwargs: Mapping[str, Any] | None = None, spark_conf: Mapping[str, str] | None = None,
                  remote: str | None = None, spark_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not callable(python_callable):
             raise TypeError(f"{self.task_id}: python_callable must be callable, got {python_callable!r}")
-        self.tid = tid
+        self.tid = tid if tid is not None else group_tid(self)
         self.python_callable = python_callable
         self.op_args = list(op_args or [])
         self.op_kwargs = dict(op_kwargs or {})
@@ -161,39 +156,23 @@ class SparkTransactionOperator(TxnBaseOperator):
         dag_id, _run_id, task_id, _map_index, try_number = run_ids(context)
         key = task_key(context)
         hook = self.hook
-        with hook.warehouse() as wh:
+        with keyed_try(hook, tid, context, self.task_id, self.log) as txn:  # also while the SparkSession starts
+            conf = {**self._connection_conf(), **hook.spark_conf(), **self.spark_conf}
+            spark = spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None)
+            tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
+            spark.addTag(tag)
+            self._running = (spark, tag)
+            self.log.info("running %s in transaction %s (key %s, attempt %d) on %s",
+                          getattr(self.python_callable, "__name__", "the callable"), tid, key, try_number,
+                          "Spark Connect" if _is_connect(spark) else "a local SparkSession")
             try:
-                txn = wh.attach(tid).use_key(key, attempt=try_number)
-            except TransactionClosedError as exc:
-                raise ended_transaction(self.task_id, tid, wh.transaction_info(tid)["state"]) from exc
-            if not txn.heartbeat():
-                if txn.state in (COMMITTED, ROLLED_BACK):
-                    raise ended_transaction(self.task_id, tid, txn.state)
-                raise AirflowFailException(f"transaction {tid} is no longer active (state {txn.state}) or its lease "
-                                           "ran out: nothing can be staged in it")
-            with txn.keep_alive():  # from here on, also while the SparkSession starts
-                undone = txn.compensate(attempt=try_number)
-                if undone:
-                    self.log.info("replaced %d part(s) staged by earlier tries of %s", undone, key)
-                conf = {**self._connection_conf(), **hook.spark_conf(), **self.spark_conf}
-                spark = spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None)
-                tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
-                spark.addTag(tag)
-                self._running = (spark, tag)
-                self.log.info("running %s in transaction %s (key %s, attempt %d) on %s",
-                              getattr(self.python_callable, "__name__", "the callable"), tid, key, try_number,
-                              "Spark Connect" if _is_connect(spark) else "a local SparkSession")
-                try:
-                    return call_with_context(self.python_callable, [spark, txn, *self.op_args],
-                                             {**context, **self.op_kwargs})
-                except BaseException:
-                    self._withdraw(txn, try_number)
-                    raise
-                finally:
-                    self._running = None
-                    spark.removeTag(tag)
-                    if _is_connect(spark):  # its gRPC channel's threads would keep the task's process alive
-                        spark.stop()
+                return call_with_context(self.python_callable, [spark, txn, *self.op_args],
+                                         {**context, **self.op_kwargs})
+            finally:
+                self._running = None
+                spark.removeTag(tag)
+                if _is_connect(spark):  # its gRPC channel's threads would keep the task's process alive
+                    spark.stop()
 
     def _connection_conf(self) -> dict[str, str]:
         """Spark settings from `spark_conn_id` (none without it)."""
@@ -210,10 +189,3 @@ class SparkTransactionOperator(TxnBaseOperator):
             spark, tag = running
             self.log.info("interrupting the Spark jobs tagged %s", tag)
             spark.interruptTag(tag)
-
-    def _withdraw(self, txn: Transaction, try_number: int) -> None:
-        """Undo at once what this failed try staged, so sibling tasks stop seeing it (a retry would too)."""
-        try:
-            txn.compensate(attempt=try_number + 1)
-        except Exception as exc:  # the transaction may be gone (rolled back): nothing left to undo
-            self.log.info("could not withdraw this try's writes (%s); rollback or the retry will", exc)

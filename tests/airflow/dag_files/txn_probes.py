@@ -9,6 +9,8 @@ txn_skip_probe    a group whose body stages rows in one task while another finds
                   txn_skip_group_probe a branch that skips the whole group (param `go`: run it or not)
 txn_ended_probe   a Spark task given the tid of a transaction that already ended (what clearing one task
                   of a finished run does), with a retry it must not use
+txn_taskflow_probe  @task.txn mapped over days inside a group (no tid passed; map_index_template shows the
+                  day), then @task.txn_spark
 """
 
 from __future__ import annotations
@@ -111,3 +113,26 @@ with DAG("txn_skip_group_probe", schedule=None, start_date=START, catchup=False,
 with DAG("txn_ended_probe", schedule=None, start_date=START, catchup=False,
          params={"tid": Param("", type="string"), "rows": Param(5, type="integer")}):
     SparkTransactionOperator(task_id="stage", tid="{{ params.tid }}", python_callable=stage_rows, retries=1)
+
+
+DAYS_TABLE = "probe.days"
+
+
+@task.txn(map_index_template="{{ task.op_kwargs['day'] }}")
+def stage_day(txn: Any, day: str, params: dict[str, Any]) -> int:
+    import pyarrow as pa
+
+    rows = int(params["rows"])
+    txn.append(DAYS_TABLE, pa.table({"id": list(range(rows)), "day": [day] * rows}))
+    return rows
+
+
+@task.txn_spark
+def stage_with_spark(spark: Any, txn: Any, params: dict[str, Any]) -> int:
+    return stage_rows(spark, txn, params)
+
+
+with (DAG("txn_taskflow_probe", schedule=None, start_date=START, catchup=False,
+          params={"rows": Param(2, type="integer"), "days": Param(["2024-01-01", "2024-01-02"], type="array")}),
+      transaction_group("txn") as taskflow_group):
+    stage_day.expand(day=["2024-01-01", "2024-01-02", "2024-01-03"]) >> stage_with_spark()

@@ -1,0 +1,80 @@
+"""@task.txn and @task.txn_spark (issue 20, item 1): registered through provider info, mapped per day inside a
+transaction_group with no tid passed, keyed per map index, committed at one CSN; real dag.test() runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_txn import Warehouse
+from airflow_txn.catalog.txn_records import COMMITTED
+from tests.airflow.helpers import PROBE_SCHEMA, rendered_map_indexes, run_dag, task_states, transactions_of
+
+pytestmark = pytest.mark.airflow
+DAYS = pa.schema([("id", pa.int64()), ("day", pa.string())])
+
+
+def test_taskflow_tasks_stage_in_the_group_transaction_keyed_per_map_index(
+        dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:
+    wh = txn_conn
+    wh.create_table("probe.days", DAYS, partition_by=["day"])
+    wh.create_table("probe.events", PROBE_SCHEMA)
+    run = run_dag(dagbag, "txn_taskflow_probe", {"rows": 2})
+    states = task_states(run)
+    assert str(run.state) == "success", states
+    assert [k for k in states if k.startswith("txn.stage_day[")] == [f"txn.stage_day[{i}]" for i in range(3)]
+    [txn] = transactions_of(wh, "txn_taskflow_probe")
+    assert txn["state"] == COMMITTED
+    info = wh.transaction_info(txn["tid"])
+    keys = sorted({str(p["key"]) for p in info["parts"]})
+    assert keys == ["txn_taskflow_probe/txn.stage_day/0", "txn_taskflow_probe/txn.stage_day/1",
+                    "txn_taskflow_probe/txn.stage_day/2", "txn_taskflow_probe/txn.stage_with_spark/-1"]
+    days = wh.read("probe.days")
+    assert sorted(set(days.column("day").to_pylist())) == ["2024-01-01", "2024-01-02", "2024-01-03"]
+    assert days.num_rows == 6 and wh.read("probe.events").num_rows == 2
+    assert rendered_map_indexes(run, "txn.stage_day") == ["2024-01-01", "2024-01-02", "2024-01-03"]  # days
+
+
+def test_the_decorators_are_registered_and_check_the_function_when_the_dag_is_parsed() -> None:
+    from airflow.sdk import DAG, task
+
+    from airflow_txn.airflow.operators.python import TransactionPythonOperator
+
+    with DAG("taskflow_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):
+        with pytest.raises(TypeError, match=r"@task.txn_spark functions take \(spark, txn, \.\.\.\) first"):
+            @task.txn_spark
+            def no_spark(txn: Any, day: str) -> None: ...
+
+        @task.txn(tid="1-1-0123456789abcdef")
+        def load(txn: Any, day: str) -> None: ...
+
+        op = load(day="2024-01-01").operator
+        with pytest.raises(TypeError, match="missing a required argument: 'day'"):
+            load()
+    assert isinstance(op, TransactionPythonOperator) and op.tid == "1-1-0123456789abcdef"
+    assert op.op_kwargs == {"day": "2024-01-01"}
+
+
+def test_the_daily_incremental_example_loads_its_interval_day_and_a_rerun_replaces_it(
+        dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:
+    """The canonical example: @daily on data_interval_start, both tables at one CSN; a second run of the same
+    day (a new transaction) overwrites the day instead of adding it again."""
+    wh = txn_conn
+    dag = dagbag.get_dag("daily_incremental")
+    day = dt.datetime(2024, 3, 5, tzinfo=dt.UTC)
+    first = dag.test(logical_date=day)
+    assert str(first.state) == "success", task_states(first)
+    [txn] = transactions_of(wh, "daily_incremental")
+    csn = txn["commit_csn"]
+    assert {t: wh.read(t, csn=csn).num_rows for t in ("daily.orders", "daily.order_items")} == {
+        "daily.orders": 20, "daily.order_items": 40}
+    assert {t: wh.read(t, csn=csn - 1).num_rows for t in ("daily.orders", "daily.order_items")} == {
+        "daily.orders": 0, "daily.order_items": 0}  # both tables appeared at one CSN
+    assert set(wh.read("daily.orders").column("day").to_pylist()) == {dt.date(2024, 3, 5)}
+    again = dag.test(logical_date=day)  # the same day again, in a new transaction
+    assert str(again.state) == "success", task_states(again)
+    assert len(transactions_of(wh, "daily_incremental")) == 2
+    assert wh.read("daily.orders").num_rows == 20 and wh.read("daily.order_items").num_rows == 40
