@@ -15,7 +15,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from airflow_txn import PREHISTORIC_CSN
-from airflow_txn.airflow import TxnHook, table_asset
+from airflow_txn.airflow import TxnHook, snapshot_of, table_asset
 from airflow_txn.sensors import CommitCSNSensor
 
 CONN_ID = "airflow_txn_default"
@@ -28,9 +28,8 @@ def pick_csn(params: dict[str, Any], triggering_asset_events: Any = None) -> int
     the sensor then waits for a commit of each table and reads the latest)."""
     if params.get("csn"):
         return int(params["csn"])
-    csns = [int(event.extra["csn"]) for events in (triggering_asset_events or {}).values() for event in events
-            if "csn" in (event.extra or {})]
-    return max(csns, default=PREHISTORIC_CSN)
+    csn = snapshot_of(triggering_asset_events, TABLES)  # the newest commit among the events: all of them
+    return PREHISTORIC_CSN if csn is None else csn
 
 
 @task

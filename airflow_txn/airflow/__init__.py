@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names below are imp
     from airflow_txn.airflow.hooks import *
     from airflow_txn.airflow.operators import *
     from airflow_txn.airflow.operators.spark import spark_session as spark_session
+    from airflow_txn.airflow.readers import snapshot_of as snapshot_of
     from airflow_txn.airflow.sensors import *
     from airflow_txn.airflow.task_group import TransactionTaskGroup as TransactionTaskGroup
     from airflow_txn.airflow.task_group import transaction_group as transaction_group

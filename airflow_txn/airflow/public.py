@@ -53,6 +53,7 @@ PUBLIC = (
     Public("TransactionTaskGroup", Kind.TASK_GROUP, "airflow_txn.airflow.task_group"),
     Public("table_asset", Kind.ASSET, "airflow_txn.airflow.assets"),
     Public("commit_alias", Kind.ASSET, "airflow_txn.airflow.assets"),
+    Public("snapshot_of", Kind.ASSET, "airflow_txn.airflow.readers"),
     Public("spark_session", Kind.SPARK, "airflow_txn.airflow.operators.spark"),
 )
 

@@ -78,3 +78,26 @@ def test_the_daily_incremental_example_loads_its_interval_day_and_a_rerun_replac
     assert str(again.state) == "success", task_states(again)
     assert len(transactions_of(wh, "daily_incremental")) == 2
     assert wh.read("daily.orders").num_rows == 20 and wh.read("daily.order_items").num_rows == 40
+
+
+def test_snapshot_of_takes_the_newest_commit_of_the_reader_tables_from_real_asset_events() -> None:
+    from airflow.sdk.execution_time.comms import AssetEventDagRunReferenceResult
+    from airflow.sdk.execution_time.context import TriggeringAssetEventsAccessor
+
+    from airflow_txn.airflow import snapshot_of, table_asset
+
+    def event(table: str, csn: int, alias: str | None = None) -> AssetEventDagRunReferenceResult:
+        asset = table_asset(table)
+        return AssetEventDagRunReferenceResult.model_validate({
+            "asset": {"name": asset.name, "uri": asset.uri, "extra": {}}, "extra": {"table": table, "csn": csn,
+                                                                                   "tid": "1-1-0123456789abcdef"},
+            "source_task_id": "load.commit", "source_dag_id": "load", "source_run_id": "r", "source_map_index": -1,
+            "source_aliases": [{"name": alias}] if alias else [], "timestamp": dt.datetime.now(dt.UTC)})
+
+    events = TriggeringAssetEventsAccessor.build([
+        event("shop.orders", 7, alias="airflow-txn-commits:airflow_txn_default"), event("shop.orders", 9),
+        event("shop.order_items", 8), event("shop.other", 12)])
+    assert snapshot_of(events, ["shop.orders", "shop.order_items"]) == 9
+    assert snapshot_of(events, ["shop.order_items"]) == 8
+    assert snapshot_of(events) == 12
+    assert snapshot_of(events, ["shop.nope"]) is None and snapshot_of(None) is None
