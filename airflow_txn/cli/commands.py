@@ -1,20 +1,24 @@
 """The click commands of `airflow-txn`: each opens the warehouse, calls the engine, and emits one result.
 
-Global options (--catalog, --root, --oracle, --json, --quiet, --verbose) are accepted before the command name and
-after it; they are collected into the `Settings` object click passes down. Errors are not handled here:
-they propagate to `airflow_txn.cli.main`, which prints them and picks the exit code.
+Global options (--catalog, --root, --oracle, --json, --quiet, --verbose) are accepted before the command
+name and after it; they are collected into the `Settings` object click passes down (--version only before
+it). Errors are not handled here: they propagate to `airflow_txn.cli.main`, which prints them and picks
+the exit code.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from airflow_txn import __version__
 from airflow_txn.cli import exit_codes, render
 from airflow_txn.cli.times import duration_option
 from airflow_txn.errors import OracleUnavailableError
@@ -23,6 +27,7 @@ from airflow_txn.model.csn import INT64_MAX, PREHISTORIC_CSN
 if TYPE_CHECKING:
     from airflow_txn.cli.progress import ProgressBars
     from airflow_txn.core.warehouse import Warehouse
+    from airflow_txn.model.results import TransactionInfo
 
 # The engine (SQLAlchemy, pyarrow, the catalog) is imported by the commands that use it, not here: `--help`
 # and a usage error answer at once (docs/CLI.md, "Startup").
@@ -43,6 +48,7 @@ class Settings:
     json_output: bool = False
     quiet: bool = False
     verbose: int = 0
+    prog_name: str = "airflow-txn"
 
     def open(self) -> Warehouse:
         """Open the warehouse (creating catalog and root if needed); closed when the command ends."""
@@ -116,6 +122,8 @@ def global_options(fn: F) -> F:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", message="%(prog)s %(version)s",
+                      help="Print the version of airflow-txn and exit.")
 @global_options
 def cli() -> None:
     """Inspect and maintain an airflow_txn warehouse (exit codes and JSON shapes: docs/CLI.md)."""
@@ -195,34 +203,84 @@ def watermark(settings: Settings) -> int:
 # -- transactions --------------------------------------------------------------------------------------------
 @cli.command("list")
 @click.option("--state", type=click.Choice(STATES), help="Only transactions in this state.")
+@click.option("--dag-id", metavar="DAG_ID",
+              help="Only transactions labelled `<DAG_ID>/<run_id>` (BeginTransactionOperator's default label).")
+@click.option("--run-id", metavar="RUN_ID", help="Only transactions labelled `<dag_id>/<RUN_ID>`.")
 @click.option("--limit", type=_int64(1), default=50, show_default=True)
 @global_options
 @click.pass_obj
-def list_transactions(settings: Settings, state: str | None, limit: int) -> int:
+def list_transactions(settings: Settings, state: str | None, dag_id: str | None, run_id: str | None,
+                      limit: int) -> int:
     """Transactions, newest first."""
-    return settings.emit(settings.open().transactions(state=state, limit=limit), render.transactions)
+    from airflow_txn.catalog.txn_records import LabelFilter
+
+    labels = None
+    if dag_id is not None or run_id is not None:
+        labels = LabelFilter(dags=None if dag_id is None else frozenset({dag_id}), no_dag=False, run_id=run_id)
+    return settings.emit(settings.open().transactions(state=state, limit=limit, labels=labels), render.transactions)
 
 
-@cli.command()
+_TID_HELP = "TID may be its first characters if no other tid begins with them (`17-3-9f0c`)."
+
+
+@cli.command(epilog=_TID_HELP)
 @click.argument("tid")
 @global_options
 @click.pass_obj
 def show(settings: Settings, tid: str) -> int:
     """One transaction: state, CSNs, times, and the parts it wrote or removed, table by table."""
-    return settings.emit(settings.open().transaction_info(tid), render.transaction)
+    wh = settings.open()
+    return settings.emit(wh.transaction_info(wh.resolve_tid(tid)), render.transaction)
 
 
-@cli.command()
+class NotConfirmed(click.ClickException):
+    """The person asked answered no: nothing was done (exit 1)."""
+
+    exit_code = exit_codes.ERROR
+
+
+@cli.command(epilog=_TID_HELP)
 @click.argument("tid")
+@click.option("--reason", metavar="TEXT", help="Why: recorded with your user name as the transaction's failed_reason.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (needed when stdin is not a terminal).")
 @global_options
 @click.pass_obj
-def rollback(settings: Settings, tid: str) -> int:
-    """Roll back an active transaction (its staged parts never become visible)."""
+def rollback(settings: Settings, tid: str, reason: str | None, yes: bool) -> int:
+    """Roll back an active transaction (its staged parts never become visible); asks first."""
     from airflow_txn.model.results import RollbackResult
 
     wh = settings.open()
-    wh.attach(tid).rollback()
-    return settings.emit(RollbackResult(tid=tid, state=wh.transaction_info(tid)["state"]), render.mapping)
+    tid = wh.resolve_tid(tid)
+    info = wh.transaction_info(tid)
+    if info["state"] == "active" and not yes:  # a rolled-back one is left as it is, a committed one refused
+        _confirm_rollback(info, settings.prog_name)
+    wh.attach(tid).rollback(reason=rollback_reason(reason, settings.prog_name))
+    after = wh.transaction_info(tid)
+    result = RollbackResult(tid=tid, state=after["state"], reason=after["failed_reason"])
+    return settings.emit(result, render.mapping)
+
+
+def _confirm_rollback(info: TransactionInfo, prog_name: str) -> None:
+    tid = info["tid"]
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise click.UsageError(f"{prog_name} rollback asks before rolling back {tid}, and stdin is not a terminal: "
+                               "pass --yes (-y) to roll it back without asking")
+    staged = [p for p in info["parts"] if p["role"] == "created"]
+    tables = ", ".join(info["tables"]) or "no table"
+    question = (f"Roll back transaction {tid} (label {info['label'] or '-'}, {len(staged)} part(s) staged in "
+                f"{tables})? Its writes will never become visible.")
+    if not click.confirm(question, default=False, err=True):
+        raise NotConfirmed(f"transaction {tid} was not rolled back (not confirmed)")
+
+
+def rollback_reason(reason: str | None, prog_name: str = "airflow-txn") -> str:
+    """What `rollback` records: who rolled back, with which command, and why (`--reason`)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name in the environment and none for this uid
+        user = "an unknown user"
+    recorded = f"rolled back by {user} with `{prog_name} rollback`"
+    return f"{recorded}: {reason}" if reason else recorded
 
 
 @cli.command("log")
@@ -248,8 +306,8 @@ def recover(settings: Settings) -> int:
 
 @cli.command()
 @click.option("--retention", metavar="DURATION", callback=duration_option(since_allowed=True),
-              help="Time travel to keep: seconds, an ISO 8601 duration (P7D, PT12H) or the point in time to keep "
-                   "snapshots since (2026-01-01T00:00:00Z) [default: the engine's (7 days)].")
+              help="Time travel to keep: seconds, a duration (7d, 12h, 30m, 45s; ISO 8601: P7D, PT12H) or the point "
+                   "in time to keep snapshots since (2026-01-01T00:00:00Z) [default: the engine's (7 days)].")
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
 @global_options
 @click.pass_obj
@@ -259,7 +317,7 @@ def vacuum(settings: Settings, retention: float | None, dry_run: bool) -> int:
     kwargs: dict[str, Any] = {} if retention is None else {"retention_seconds": retention}
     with settings.progress() as bars:
         report = wh.vacuum(dry_run=dry_run, progress=bars, **kwargs)
-    return settings.emit(report, render.generic)
+    return settings.emit(report, render.vacuum)
 
 
 def _parse_partitions(_ctx: click.Context, _param: click.Parameter,
@@ -313,7 +371,7 @@ def compact(settings: Settings, table: str, partitions: list[dict[str, str | Non
 @cli.command()
 @click.argument("table")
 @click.option("--seconds", metavar="DURATION", callback=duration_option(),
-              help="Keep TABLE readable at least this long back: seconds or an ISO 8601 duration (P30D).")
+              help="Keep TABLE readable at least this long back: seconds or a duration (30d; ISO 8601: P30D).")
 @click.option("--versions", type=_int64(1), help="Keep TABLE's last N commits readable.")
 @click.option("--clear", is_flag=True, help="Drop TABLE's own policy (vacuum's --retention rules again).")
 @global_options
@@ -345,7 +403,7 @@ def manifest(settings: Settings, csn: int | None, tables_: Sequence[str]) -> int
 
 @cli.command()
 @click.option("--timeout", default="5", show_default=True, metavar="DURATION", callback=duration_option(minimum=0.1),
-              help="How long to wait for the catalog and the oracle: seconds or ISO 8601 (PT10S).")
+              help="How long to wait for the catalog and the oracle: seconds or a duration (10s; ISO 8601: PT10S).")
 @global_options
 @click.pass_obj
 def doctor(settings: Settings, timeout: float) -> int:
