@@ -1,7 +1,7 @@
 """The `airflow-txn` command line: inspect and maintain a warehouse (tables, transactions, recovery,
 vacuum, compaction, health checks). docs/CLI.md documents every command, its JSON and the exit codes.
 
-`main(argv) -> int` is the console-script entry point.
+`main(argv) -> int` is the console-script entry point (`airflow txn`, cli/in_airflow.py, calls it too).
 Results go to stdout (rich tables, or JSON with --json); progress bars and errors go to stderr, an error
 as one line `error: <message>` (with --json also as `{"error": {...}}` on stdout), worded for the command
 line (a missing table: run `airflow-txn tables`). The engine's log lines go to stderr too (logs.configure:
@@ -27,11 +27,13 @@ from airflow_txn.telemetry import logs
 __all__ = ["cli", "exit_codes", "main"]
 
 
-def main(argv: Sequence[str] | None = None, prog_name: str = "airflow-txn") -> int:
+def main(argv: Sequence[str] | None = None, prog_name: str = "airflow-txn",
+         default_conn_id: str | None = None) -> int:
     """Run one command; return its exit code (never raises for a usage or an engine error). `prog_name` is
-    the command people typed, as messages name it."""
+    the command people typed (`airflow txn` there); `default_conn_id` the Airflow connection to use when
+    no warehouse option is given, if Airflow defines it (`airflow txn`)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    settings = Settings(prog_name=prog_name)
+    settings = Settings(default_conn_id=default_conn_id, prog_name=prog_name)
     try:
         logs.formatter()  # a bad AIRFLOW_TXN_LOG_FORMAT is refused before anything runs
     except ValueError as exc:

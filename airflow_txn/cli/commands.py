@@ -1,9 +1,10 @@
 """The click commands of `airflow-txn`: each opens the warehouse, calls the engine, and emits one result.
 
-Global options (--catalog, --root, --oracle, --json, --quiet, --verbose) are accepted before the command
-name and after it; they are collected into the `Settings` object click passes down (--version only before
-it). Errors are not handled here: they propagate to `airflow_txn.cli.main`, which prints them and picks
-the exit code.
+Global options (--catalog, --root, --oracle, --conn-id, --json, --quiet, --verbose) are accepted before the
+command name and after it; they are collected into the `Settings` object click passes down (--version only
+before it). --conn-id reads the warehouse from an Airflow connection through cli/in_airflow.py, which
+imports Airflow only then. Errors are not handled here: they propagate to `airflow_txn.cli.main`, which
+prints them and picks the exit code.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import getpass
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,6 +27,7 @@ from airflow_txn.model.csn import INT64_MAX, PREHISTORIC_CSN
 
 if TYPE_CHECKING:
     from airflow_txn.cli.progress import ProgressBars
+    from airflow_txn.core.config import WarehouseConfig
     from airflow_txn.core.warehouse import Warehouse
     from airflow_txn.model.results import TransactionInfo
 
@@ -38,6 +40,21 @@ T = TypeVar("T")
 STATES = ("active", "committing", "committed", "rolled_back")
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where the warehouse is: the options given (None: the AIRFLOW_TXN_* variable, else the default), or
+    what an Airflow connection says (then with its storage options)."""
+
+    catalog: str | None = None
+    root: str | None = None
+    oracle: str | None = None
+    storage_options: Mapping[str, str] | None = None
+
+    @classmethod
+    def of(cls, config: WarehouseConfig) -> Where:
+        return cls(config.catalog_url, config.root, config.oracle, dict(config.storage_options))
+
+
 @dataclass
 class Settings:
     """The global options of one invocation (None: the AIRFLOW_TXN_* variable, else the default)."""
@@ -45,16 +62,42 @@ class Settings:
     catalog: str | None = None
     root: str | None = None
     oracle: str | None = None
+    conn_id: str | None = None
     json_output: bool = False
     quiet: bool = False
     verbose: int = 0
+    default_conn_id: str | None = None
+    """`airflow txn`: the connection used when no warehouse option is given, if Airflow defines it."""
     prog_name: str = "airflow-txn"
+
+    def where(self) -> Where:
+        """The warehouse of this invocation: --conn-id's connection, else the options (and the environment)."""
+        from airflow_txn.cli import in_airflow
+
+        given = self.catalog is not None or self.root is not None or self.oracle is not None
+        if self.conn_id is not None:
+            if given:
+                raise click.UsageError("--conn-id names the whole warehouse: leave out --catalog, --root and --oracle")
+            return Where.of(in_airflow.connection_config(self.conn_id))
+        if not given and self.default_conn_id is not None:
+            config = in_airflow.find_connection_config(self.default_conn_id)
+            if config is not None:
+                return Where.of(config)
+        return Where(self.catalog, self.root, self.oracle)
+
+    def config(self) -> WarehouseConfig:
+        from airflow_txn.core.config import WarehouseConfig
+
+        where = self.where()
+        return WarehouseConfig.resolve(where.catalog, where.root, where.oracle, storage_options=where.storage_options)
 
     def open(self) -> Warehouse:
         """Open the warehouse (creating catalog and root if needed); closed when the command ends."""
         from airflow_txn.core.warehouse import Warehouse
 
-        wh = Warehouse.open(catalog=self.catalog, root=self.root, oracle=self.oracle)
+        where = self.where()
+        wh = Warehouse.open(catalog=where.catalog, root=where.root, oracle=where.oracle,
+                            storage_options=where.storage_options)
         click.get_current_context().call_on_close(wh.close)
         return wh
 
@@ -105,6 +148,9 @@ _GLOBAL_OPTIONS = (
                  help="Storage root directory [env AIRFLOW_TXN_ROOT; default ~/.airflow_txn/warehouse]."),
     click.option("--oracle", metavar="SPEC", expose_value=False, callback=_remember,
                  help="CSN oracle: 'sql' or 'zookeeper://host:port[,...]/chroot' [env AIRFLOW_TXN_ORACLE]."),
+    click.option("--conn-id", metavar="ID", expose_value=False, callback=_remember,
+                 help="The warehouse of this Airflow connection (the DAGs' conn_id), instead of --catalog, "
+                      "--root and --oracle; needs Airflow installed."),
     click.option("--json", "json_output", is_flag=True, expose_value=False, callback=_remember,
                  help="Print the result (or the error) as JSON on stdout."),
     click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_remember,
@@ -154,9 +200,8 @@ def upgrade(settings: Settings) -> int:
     """Migrate the catalog's schema to this airflow_txn's (Alembic revisions); safe to run again."""
     from airflow_txn.catalog import Catalog
     from airflow_txn.cli import doctor as doctor_checks
-    from airflow_txn.core.config import WarehouseConfig
 
-    catalog = Catalog(WarehouseConfig.resolve(settings.catalog, settings.root, settings.oracle).catalog_url)
+    catalog = Catalog(settings.config().catalog_url)
     click.get_current_context().call_on_close(catalog.dispose)
     done = catalog.upgrade()
     result = {"catalog": doctor_checks.safe_url(catalog.url), "from_revision": done.before,
@@ -410,7 +455,8 @@ def doctor(settings: Settings, timeout: float) -> int:
     """Check catalog, oracle, storage root, disk space and recovery backlog (exit 4 if a check fails)."""
     from airflow_txn.cli import doctor as doctor_checks
 
-    report = doctor_checks.run(settings.catalog, settings.root, settings.oracle, timeout)
+    where = settings.where()
+    report = doctor_checks.run(where.catalog, where.root, where.oracle, timeout, storage_options=where.storage_options)
     settings.emit(report, render.doctor)
     if report["ok"]:
         return exit_codes.OK

@@ -20,7 +20,8 @@ question (`rollback`'s) answered no."""
 USAGE = 2
 """Bad usage: unknown command or option, a malformed value (a tid, table name, CSN or partition), a tid
 prefix several tids begin with, a number out of range (an integer beyond the catalog's 64 bits), a
-question that cannot be asked (`rollback` without --yes, stdin no terminal)."""
+question that cannot be asked (`rollback` without --yes, stdin no terminal), --conn-id without Airflow
+or naming no connection."""
 NOT_FOUND = 3
 """The table or transaction named (or a tid prefix) does not exist in this warehouse."""
 DOCTOR_FAILED = 4

@@ -445,6 +445,22 @@ def test_a_missing_table_points_at_the_tables_command(wh: Warehouse, opts: list[
     assert raised.value.table == "sales.nope"
 
 
+def test_conn_id_without_airflow_is_a_usage_error(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['airflow'] = None; from airflow_txn.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")  # Airflow not importable
+    done = subprocess.run([sys.executable, "-c", code, "--conn-id", "warehouse", "list"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == exit_codes.USAGE and done.stdout == "", done
+    assert "error: --conn-id reads an Airflow connection, but Airflow cannot be imported" in done.stderr
+    assert "pip install 'airflow-txn[airflow]'" in done.stderr
+
+
+def test_conn_id_names_the_whole_warehouse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert_error(capsys, ["--conn-id", "warehouse", "--root", str(tmp_path), "tables"], exit_codes.USAGE,
+                 "UsageError", "leave out --catalog, --root and --oracle")
+    assert not any(tmp_path.iterdir())  # refused before anything was opened
+
+
 # -- doctor ------------------------------------------------------------------------------------------------------
 def statuses(report: dict[str, Any]) -> dict[str, str]:
     return {c["name"]: c["status"] for c in report["checks"]}
