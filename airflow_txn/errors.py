@@ -44,7 +44,12 @@ class TransactionNotFoundError(TxnError):
 
 
 class TableNotFoundError(TxnError):
-    """The table does not exist: create it with Warehouse.create_table first."""
+    """The table does not exist: create it with Warehouse.create_table first. `table` names it (None when
+    the raiser did not say)."""
+
+    def __init__(self, message: str, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
 
 
 class TableExistsError(TxnError):

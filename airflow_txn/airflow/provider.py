@@ -1,6 +1,7 @@
 """Provider metadata (entry point `apache_airflow_provider`): the `airflow_txn` connection type and
 its form, where the hooks, operators, sensors and triggers live (derived from public.py), the Asset
-URI scheme, and the `[airflow_txn]` configuration section. Validated against Airflow's
+URI scheme, the `[airflow_txn]` configuration section, and the `airflow txn` command group (the
+airflow-txn commands, cli/in_airflow.py). Validated against Airflow's
 provider_info.schema.json by tests/airflow/test_provider.py. Imports nothing heavy (Airflow reads it
 in every component)."""
 
@@ -16,6 +17,8 @@ INTEGRATION = "airflow_txn"
 PACKAGE = "airflow-txn"
 DESCRIPTION = "Make a DAG of Spark tasks writing several tables behave as ONE database transaction."
 VERSION_ADDED = "0.1.0"
+CLI_FUNCTION = "airflow_txn.cli.in_airflow.get_cli_commands"
+"""Returns the `airflow txn` group: airflow-txn's commands, under the `airflow` command."""
 
 
 def _version() -> str:
@@ -88,6 +91,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": _modules(Kind.TRIGGER),
         "asset-uris": [{"schemes": ["airflow-txn"], "handler": None}],  # table_asset(): kept as written
         "config": CONFIG,
+        "cli": [CLI_FUNCTION],
         "connection-types": [{
             "connection-type": "airflow_txn",
             "hook-class-name": class_path("TxnHook"),

@@ -107,7 +107,7 @@ def find(conn: Connection, name: str) -> TableInfo | None:
 def get(conn: Connection, name: str) -> TableInfo:
     info = find(conn, name)
     if info is None:
-        raise TableNotFoundError(f"table {name} does not exist; create it with Warehouse.create_table")
+        raise TableNotFoundError(f"table {name} does not exist; create it with Warehouse.create_table", table=name)
     return info
 
 

@@ -255,6 +255,12 @@ def list_rows(conn: Connection, state: str | None = None, limit: int = 100,
     return [_from_row(r) for r in conn.execute(stmt.order_by(_t.created_at.desc()).limit(limit))]
 
 
+def tids_starting(conn: Connection, prefix: str, limit: int) -> list[str]:
+    """Up to `limit` tids that begin with `prefix`, in order (a short tid's candidates)."""
+    stmt = select(_t.tid).where(_t.tid.startswith(prefix, autoescape=True)).order_by(_t.tid).limit(limit)
+    return [str(r.tid) for r in conn.execute(stmt)]
+
+
 # -- listing by the DAG a label names --------------------------------------------------------------------
 def _label_parts(conn: Connection) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
     """SQL for (DAG, run) of a label `<dag>/<run>`: what precedes and follows its first '/', both NULL

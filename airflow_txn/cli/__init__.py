@@ -1,10 +1,11 @@
 """The `airflow-txn` command line: inspect and maintain a warehouse (tables, transactions, recovery,
 vacuum, compaction, health checks). docs/CLI.md documents every command, its JSON and the exit codes.
 
-`main(argv) -> int` is the console-script entry point. Results go to stdout (rich tables, or JSON with
---json); progress bars and errors go to stderr, an error as one line `error: <message>` (with --json
-also as `{"error": {...}}` on stdout). The engine's log lines go to stderr too (logs.configure: text,
-or JSON with AIRFLOW_TXN_LOG_FORMAT=json), warnings only unless -v/--verbose. Exit codes:
+`main(argv) -> int` is the console-script entry point (`airflow txn`, cli/in_airflow.py, calls it too).
+Results go to stdout (rich tables, or JSON with --json); progress bars and errors go to stderr, an error
+as one line `error: <message>` (with --json also as `{"error": {...}}` on stdout), worded for the command
+line (a missing table: run `airflow-txn tables`). The engine's log lines go to stderr too (logs.configure:
+text, or JSON with AIRFLOW_TXN_LOG_FORMAT=json), warnings only unless -v/--verbose. Exit codes:
 airflow_txn.cli.exit_codes.
 """
 
@@ -20,22 +21,26 @@ import click
 from airflow_txn.cli import exit_codes
 from airflow_txn.cli.commands import Settings, cli, log_level
 from airflow_txn.cli.render import to_json
+from airflow_txn.errors import TableNotFoundError
 from airflow_txn.telemetry import logs
 
 __all__ = ["cli", "exit_codes", "main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code (never raises for a usage or an engine error)."""
+def main(argv: Sequence[str] | None = None, prog_name: str = "airflow-txn",
+         default_conn_id: str | None = None) -> int:
+    """Run one command; return its exit code (never raises for a usage or an engine error). `prog_name` is
+    the command people typed (`airflow txn` there); `default_conn_id` the Airflow connection to use when
+    no warehouse option is given, if Airflow defines it (`airflow txn`)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    settings = Settings()
+    settings = Settings(default_conn_id=default_conn_id, prog_name=prog_name)
     try:
         logs.formatter()  # a bad AIRFLOW_TXN_LOG_FORMAT is refused before anything runs
     except ValueError as exc:
         return _fail(str(exc), "UsageError", exit_codes.USAGE, "--json" in args)
     try:
         with _engine_logs():
-            result = cli.main(args, prog_name="airflow-txn", standalone_mode=False, obj=settings)
+            result = cli.main(args, prog_name=prog_name, standalone_mode=False, obj=settings)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message(), err=True)
         return exit_codes.USAGE
@@ -43,15 +48,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
         as_json = settings.json_output or "--json" in args
         return _fail(exc.format_message() + hint, "UsageError", exit_codes.USAGE, as_json)
-    except click.ClickException as exc:
-        return _fail(exc.format_message(), type(exc).__name__, exit_codes.USAGE, settings.json_output)
+    except click.ClickException as exc:  # declining a confirmation (exit 1)
+        return _fail(exc.format_message(), type(exc).__name__, exc.exit_code, settings.json_output)
     except click.Abort:
         click.echo("interrupted", err=True)
         return exit_codes.INTERRUPTED
     except exit_codes.handled() as exc:
-        return _fail(str(exc) or type(exc).__name__, type(exc).__name__, exit_codes.for_error(exc),
-                     settings.json_output)
+        return _fail(_message(exc, prog_name), type(exc).__name__, exit_codes.for_error(exc), settings.json_output)
     return result if isinstance(result, int) else exit_codes.OK
+
+
+def _message(exc: BaseException, prog_name: str) -> str:
+    """An engine error's message, worded for the command line where the engine's speaks to Python callers."""
+    if isinstance(exc, TableNotFoundError) and exc.table is not None:
+        return f"table {exc.table} does not exist: run `{prog_name} tables` to list them"
+    return str(exc) or type(exc).__name__
 
 
 def _fail(message: str, kind: str, code: int, as_json: bool) -> int:

@@ -1,20 +1,25 @@
 """The click commands of `airflow-txn`: each opens the warehouse, calls the engine, and emits one result.
 
-Global options (--catalog, --root, --oracle, --json, --quiet, --verbose) are accepted before the command name and
-after it; they are collected into the `Settings` object click passes down. Errors are not handled here:
-they propagate to `airflow_txn.cli.main`, which prints them and picks the exit code.
+Global options (--catalog, --root, --oracle, --conn-id, --json, --quiet, --verbose) are accepted before the
+command name and after it; they are collected into the `Settings` object click passes down (--version only
+before it). --conn-id reads the warehouse from an Airflow connection through cli/in_airflow.py, which
+imports Airflow only then. Errors are not handled here: they propagate to `airflow_txn.cli.main`, which
+prints them and picks the exit code.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import logging
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from airflow_txn import __version__
 from airflow_txn.cli import exit_codes, render
 from airflow_txn.cli.times import duration_option
 from airflow_txn.errors import OracleUnavailableError
@@ -22,7 +27,9 @@ from airflow_txn.model.csn import INT64_MAX, PREHISTORIC_CSN
 
 if TYPE_CHECKING:
     from airflow_txn.cli.progress import ProgressBars
+    from airflow_txn.core.config import WarehouseConfig
     from airflow_txn.core.warehouse import Warehouse
+    from airflow_txn.model.results import TransactionInfo
 
 # The engine (SQLAlchemy, pyarrow, the catalog) is imported by the commands that use it, not here: `--help`
 # and a usage error answer at once (docs/CLI.md, "Startup").
@@ -33,6 +40,21 @@ T = TypeVar("T")
 STATES = ("active", "committing", "committed", "rolled_back")
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where the warehouse is: the options given (None: the AIRFLOW_TXN_* variable, else the default), or
+    what an Airflow connection says (then with its storage options)."""
+
+    catalog: str | None = None
+    root: str | None = None
+    oracle: str | None = None
+    storage_options: Mapping[str, str] | None = None
+
+    @classmethod
+    def of(cls, config: WarehouseConfig) -> Where:
+        return cls(config.catalog_url, config.root, config.oracle, dict(config.storage_options))
+
+
 @dataclass
 class Settings:
     """The global options of one invocation (None: the AIRFLOW_TXN_* variable, else the default)."""
@@ -40,15 +62,42 @@ class Settings:
     catalog: str | None = None
     root: str | None = None
     oracle: str | None = None
+    conn_id: str | None = None
     json_output: bool = False
     quiet: bool = False
     verbose: int = 0
+    default_conn_id: str | None = None
+    """`airflow txn`: the connection used when no warehouse option is given, if Airflow defines it."""
+    prog_name: str = "airflow-txn"
+
+    def where(self) -> Where:
+        """The warehouse of this invocation: --conn-id's connection, else the options (and the environment)."""
+        from airflow_txn.cli import in_airflow
+
+        given = self.catalog is not None or self.root is not None or self.oracle is not None
+        if self.conn_id is not None:
+            if given:
+                raise click.UsageError("--conn-id names the whole warehouse: leave out --catalog, --root and --oracle")
+            return Where.of(in_airflow.connection_config(self.conn_id))
+        if not given and self.default_conn_id is not None:
+            config = in_airflow.find_connection_config(self.default_conn_id)
+            if config is not None:
+                return Where.of(config)
+        return Where(self.catalog, self.root, self.oracle)
+
+    def config(self) -> WarehouseConfig:
+        from airflow_txn.core.config import WarehouseConfig
+
+        where = self.where()
+        return WarehouseConfig.resolve(where.catalog, where.root, where.oracle, storage_options=where.storage_options)
 
     def open(self) -> Warehouse:
         """Open the warehouse (creating catalog and root if needed); closed when the command ends."""
         from airflow_txn.core.warehouse import Warehouse
 
-        wh = Warehouse.open(catalog=self.catalog, root=self.root, oracle=self.oracle)
+        where = self.where()
+        wh = Warehouse.open(catalog=where.catalog, root=where.root, oracle=where.oracle,
+                            storage_options=where.storage_options)
         click.get_current_context().call_on_close(wh.close)
         return wh
 
@@ -99,6 +148,9 @@ _GLOBAL_OPTIONS = (
                  help="Storage root directory [env AIRFLOW_TXN_ROOT; default ~/.airflow_txn/warehouse]."),
     click.option("--oracle", metavar="SPEC", expose_value=False, callback=_remember,
                  help="CSN oracle: 'sql' or 'zookeeper://host:port[,...]/chroot' [env AIRFLOW_TXN_ORACLE]."),
+    click.option("--conn-id", metavar="ID", expose_value=False, callback=_remember,
+                 help="The warehouse of this Airflow connection (the DAGs' conn_id), instead of --catalog, "
+                      "--root and --oracle; needs Airflow installed."),
     click.option("--json", "json_output", is_flag=True, expose_value=False, callback=_remember,
                  help="Print the result (or the error) as JSON on stdout."),
     click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_remember,
@@ -116,6 +168,8 @@ def global_options(fn: F) -> F:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", message="%(prog)s %(version)s",
+                      help="Print the version of airflow-txn and exit.")
 @global_options
 def cli() -> None:
     """Inspect and maintain an airflow_txn warehouse (exit codes and JSON shapes: docs/CLI.md)."""
@@ -146,9 +200,8 @@ def upgrade(settings: Settings) -> int:
     """Migrate the catalog's schema to this airflow_txn's (Alembic revisions); safe to run again."""
     from airflow_txn.catalog import Catalog
     from airflow_txn.cli import doctor as doctor_checks
-    from airflow_txn.core.config import WarehouseConfig
 
-    catalog = Catalog(WarehouseConfig.resolve(settings.catalog, settings.root, settings.oracle).catalog_url)
+    catalog = Catalog(settings.config().catalog_url)
     click.get_current_context().call_on_close(catalog.dispose)
     done = catalog.upgrade()
     result = {"catalog": doctor_checks.safe_url(catalog.url), "from_revision": done.before,
@@ -195,34 +248,84 @@ def watermark(settings: Settings) -> int:
 # -- transactions --------------------------------------------------------------------------------------------
 @cli.command("list")
 @click.option("--state", type=click.Choice(STATES), help="Only transactions in this state.")
+@click.option("--dag-id", metavar="DAG_ID",
+              help="Only transactions labelled `<DAG_ID>/<run_id>` (BeginTransactionOperator's default label).")
+@click.option("--run-id", metavar="RUN_ID", help="Only transactions labelled `<dag_id>/<RUN_ID>`.")
 @click.option("--limit", type=_int64(1), default=50, show_default=True)
 @global_options
 @click.pass_obj
-def list_transactions(settings: Settings, state: str | None, limit: int) -> int:
+def list_transactions(settings: Settings, state: str | None, dag_id: str | None, run_id: str | None,
+                      limit: int) -> int:
     """Transactions, newest first."""
-    return settings.emit(settings.open().transactions(state=state, limit=limit), render.transactions)
+    from airflow_txn.catalog.txn_records import LabelFilter
+
+    labels = None
+    if dag_id is not None or run_id is not None:
+        labels = LabelFilter(dags=None if dag_id is None else frozenset({dag_id}), no_dag=False, run_id=run_id)
+    return settings.emit(settings.open().transactions(state=state, limit=limit, labels=labels), render.transactions)
 
 
-@cli.command()
+_TID_HELP = "TID may be its first characters if no other tid begins with them (`17-3-9f0c`)."
+
+
+@cli.command(epilog=_TID_HELP)
 @click.argument("tid")
 @global_options
 @click.pass_obj
 def show(settings: Settings, tid: str) -> int:
     """One transaction: state, CSNs, times, and the parts it wrote or removed, table by table."""
-    return settings.emit(settings.open().transaction_info(tid), render.transaction)
+    wh = settings.open()
+    return settings.emit(wh.transaction_info(wh.resolve_tid(tid)), render.transaction)
 
 
-@cli.command()
+class NotConfirmed(click.ClickException):
+    """The person asked answered no: nothing was done (exit 1)."""
+
+    exit_code = exit_codes.ERROR
+
+
+@cli.command(epilog=_TID_HELP)
 @click.argument("tid")
+@click.option("--reason", metavar="TEXT", help="Why: recorded with your user name as the transaction's failed_reason.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (needed when stdin is not a terminal).")
 @global_options
 @click.pass_obj
-def rollback(settings: Settings, tid: str) -> int:
-    """Roll back an active transaction (its staged parts never become visible)."""
+def rollback(settings: Settings, tid: str, reason: str | None, yes: bool) -> int:
+    """Roll back an active transaction (its staged parts never become visible); asks first."""
     from airflow_txn.model.results import RollbackResult
 
     wh = settings.open()
-    wh.attach(tid).rollback()
-    return settings.emit(RollbackResult(tid=tid, state=wh.transaction_info(tid)["state"]), render.mapping)
+    tid = wh.resolve_tid(tid)
+    info = wh.transaction_info(tid)
+    if info["state"] == "active" and not yes:  # a rolled-back one is left as it is, a committed one refused
+        _confirm_rollback(info, settings.prog_name)
+    wh.attach(tid).rollback(reason=rollback_reason(reason, settings.prog_name))
+    after = wh.transaction_info(tid)
+    result = RollbackResult(tid=tid, state=after["state"], reason=after["failed_reason"])
+    return settings.emit(result, render.mapping)
+
+
+def _confirm_rollback(info: TransactionInfo, prog_name: str) -> None:
+    tid = info["tid"]
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise click.UsageError(f"{prog_name} rollback asks before rolling back {tid}, and stdin is not a terminal: "
+                               "pass --yes (-y) to roll it back without asking")
+    staged = [p for p in info["parts"] if p["role"] == "created"]
+    tables = ", ".join(info["tables"]) or "no table"
+    question = (f"Roll back transaction {tid} (label {info['label'] or '-'}, {len(staged)} part(s) staged in "
+                f"{tables})? Its writes will never become visible.")
+    if not click.confirm(question, default=False, err=True):
+        raise NotConfirmed(f"transaction {tid} was not rolled back (not confirmed)")
+
+
+def rollback_reason(reason: str | None, prog_name: str = "airflow-txn") -> str:
+    """What `rollback` records: who rolled back, with which command, and why (`--reason`)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name in the environment and none for this uid
+        user = "an unknown user"
+    recorded = f"rolled back by {user} with `{prog_name} rollback`"
+    return f"{recorded}: {reason}" if reason else recorded
 
 
 @cli.command("log")
@@ -248,8 +351,8 @@ def recover(settings: Settings) -> int:
 
 @cli.command()
 @click.option("--retention", metavar="DURATION", callback=duration_option(since_allowed=True),
-              help="Time travel to keep: seconds, an ISO 8601 duration (P7D, PT12H) or the point in time to keep "
-                   "snapshots since (2026-01-01T00:00:00Z) [default: the engine's (7 days)].")
+              help="Time travel to keep: seconds, a duration (7d, 12h, 30m, 45s; ISO 8601: P7D, PT12H) or the point "
+                   "in time to keep snapshots since (2026-01-01T00:00:00Z) [default: the engine's (7 days)].")
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
 @global_options
 @click.pass_obj
@@ -259,7 +362,7 @@ def vacuum(settings: Settings, retention: float | None, dry_run: bool) -> int:
     kwargs: dict[str, Any] = {} if retention is None else {"retention_seconds": retention}
     with settings.progress() as bars:
         report = wh.vacuum(dry_run=dry_run, progress=bars, **kwargs)
-    return settings.emit(report, render.generic)
+    return settings.emit(report, render.vacuum)
 
 
 def _parse_partitions(_ctx: click.Context, _param: click.Parameter,
@@ -313,7 +416,7 @@ def compact(settings: Settings, table: str, partitions: list[dict[str, str | Non
 @cli.command()
 @click.argument("table")
 @click.option("--seconds", metavar="DURATION", callback=duration_option(),
-              help="Keep TABLE readable at least this long back: seconds or an ISO 8601 duration (P30D).")
+              help="Keep TABLE readable at least this long back: seconds or a duration (30d; ISO 8601: P30D).")
 @click.option("--versions", type=_int64(1), help="Keep TABLE's last N commits readable.")
 @click.option("--clear", is_flag=True, help="Drop TABLE's own policy (vacuum's --retention rules again).")
 @global_options
@@ -345,14 +448,15 @@ def manifest(settings: Settings, csn: int | None, tables_: Sequence[str]) -> int
 
 @cli.command()
 @click.option("--timeout", default="5", show_default=True, metavar="DURATION", callback=duration_option(minimum=0.1),
-              help="How long to wait for the catalog and the oracle: seconds or ISO 8601 (PT10S).")
+              help="How long to wait for the catalog and the oracle: seconds or a duration (10s; ISO 8601: PT10S).")
 @global_options
 @click.pass_obj
 def doctor(settings: Settings, timeout: float) -> int:
     """Check catalog, oracle, storage root, disk space and recovery backlog (exit 4 if a check fails)."""
     from airflow_txn.cli import doctor as doctor_checks
 
-    report = doctor_checks.run(settings.catalog, settings.root, settings.oracle, timeout)
+    where = settings.where()
+    report = doctor_checks.run(where.catalog, where.root, where.oracle, timeout, storage_options=where.storage_options)
     settings.emit(report, render.doctor)
     if report["ok"]:
         return exit_codes.OK

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,15 +55,18 @@ class Check:
         return DoctorCheck(name=self.name, status=self.status, detail=self.detail, hint=self.hint)
 
 
-def run(catalog: str | None, root: str | None, oracle: str | None, timeout: float = 5.0) -> DoctorReport:
-    """Every check, in order; `ok` is False when any failed."""
-    checks = diagnose(catalog, root, oracle, timeout)
+def run(catalog: str | None, root: str | None, oracle: str | None, timeout: float = 5.0,
+        storage_options: Mapping[str, str] | None = None) -> DoctorReport:
+    """Every check, in order; `ok` is False when any failed. `storage_options` (None: the environment's)
+    are an object-store root's settings, as an Airflow connection gives them (--conn-id)."""
+    checks = diagnose(catalog, root, oracle, timeout, storage_options)
     return DoctorReport(ok=all(c.status != FAIL for c in checks), checks=[c.as_dict() for c in checks])
 
 
-def diagnose(catalog: str | None, root: str | None, oracle: str | None, timeout: float) -> list[Check]:
+def diagnose(catalog: str | None, root: str | None, oracle: str | None, timeout: float,
+             storage_options: Mapping[str, str] | None = None) -> list[Check]:
     try:
-        config = WarehouseConfig.resolve(catalog, root, oracle)
+        config = WarehouseConfig.resolve(catalog, root, oracle, storage_options=storage_options)
     except TxnError as exc:
         return [Check("config", FAIL, str(exc), "fix --catalog / --root / --oracle or the AIRFLOW_TXN_* variables")]
     checks = [Check("config", OK, f"catalog {safe_url(config.catalog_url)}, root {config.root}, "

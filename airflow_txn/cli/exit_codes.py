@@ -15,12 +15,15 @@ OK = 0
 """The command did what it was asked."""
 ERROR = 1
 """A transaction or engine error: conflict, closed transaction, unreachable catalog or oracle, a CSN not
-readable yet or older than the retention horizon, storage trouble, a feature this version lacks."""
+readable yet or older than the retention horizon, storage trouble, a feature this version lacks; or a
+question (`rollback`'s) answered no."""
 USAGE = 2
-"""Bad usage: unknown command or option, a malformed value (a tid, table name, CSN or partition), a number
-out of range (an integer beyond the catalog's 64 bits)."""
+"""Bad usage: unknown command or option, a malformed value (a tid, table name, CSN or partition), a tid
+prefix several tids begin with, a number out of range (an integer beyond the catalog's 64 bits), a
+question that cannot be asked (`rollback` without --yes, stdin no terminal), --conn-id without Airflow
+or naming no connection."""
 NOT_FOUND = 3
-"""The table or transaction named does not exist in this warehouse."""
+"""The table or transaction named (or a tid prefix) does not exist in this warehouse."""
 DOCTOR_FAILED = 4
 """`doctor` found at least one failing check."""
 INTERRUPTED = 130

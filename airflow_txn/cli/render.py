@@ -2,7 +2,9 @@
 
 Every command produces one JSON-able value; `emit` prints it as JSON (`--json`) or hands it to the
 command's renderer. Renderers only format: they never query the warehouse. Times and spans of seconds
-are written by cli/times.py (ISO 8601 with the zone; words).
+are written by cli/times.py: in tables ISO 8601 with the local zone and words; in JSON the moments
+(epoch seconds in the result) become ISO 8601 in UTC and spans stay numbers. A part's creation CSN
+ROLLBACK_CSN (a withdrawn part) is written `withdrawn` in tables and kept as the number in JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from airflow_txn.cli import times
+from airflow_txn.model.csn import ROLLBACK_CSN
 
 if TYPE_CHECKING:  # only annotations: the result types load pyarrow, which printing a help never needs
     from airflow_txn.model.results import (
@@ -29,6 +32,7 @@ if TYPE_CHECKING:  # only annotations: the result types load pyarrow, which prin
         TableStats,
         TransactionInfo,
         TransactionRecord,
+        VacuumReport,
     )
 
 T = TypeVar("T")
@@ -37,6 +41,7 @@ Renderer = Callable[[Console, T], None]
 
 _TIME_FIELDS = {"created_at", "ended_at", "lease_deadline", "committed_at"}
 _DURATION_FIELDS = {"lease_seconds", "seconds"}
+_CSN_FIELDS = {"creation_csn", "removal_csn"}
 _BYTE_FIELDS = {"bytes", "bytes_freed", "size_bytes", "free_bytes", "target_file_bytes", "bytes_before", "bytes_after"}
 _PIPE_WIDTH = 4096
 """Width of output that is not a terminal (a pipe, a file): wide enough that no cell is ever cut."""
@@ -54,7 +59,18 @@ def stderr_console() -> Console:
 
 
 def to_json(value: object) -> str:
-    return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    """The value as JSON, its moments (fields like created_at, in epoch seconds) as ISO 8601 in UTC."""
+    return json.dumps(_utc_times(value), indent=2, default=str, ensure_ascii=False)
+
+
+def _utc_times(value: object, field: str | None = None) -> object:
+    if isinstance(value, Mapping):
+        return {k: _utc_times(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_utc_times(v) for v in value]
+    if field in _TIME_FIELDS and isinstance(value, int | float) and not isinstance(value, bool):
+        return times.utc(float(value))
+    return value
 
 
 # -- cell formatting ----------------------------------------------------------------------------------------
@@ -79,6 +95,11 @@ def fmt_duration(value: object) -> str:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return fmt(value)
     return times.duration(float(value))
+
+
+def fmt_csn(value: object) -> str:
+    """A part's creation or removal CSN; ROLLBACK_CSN (rolled back, or withdrawn by a retry) as `withdrawn`."""
+    return "withdrawn" if value == ROLLBACK_CSN else fmt(value)
 
 
 def fmt_partition(partition: object) -> str:
@@ -107,6 +128,8 @@ def fmt_field(name: str, value: object) -> str:
         return fmt_duration(value)
     if name in _BYTE_FIELDS:
         return fmt_bytes(value)
+    if name in _CSN_FIELDS:
+        return fmt_csn(value)
     if name == "partition":
         return fmt_partition(value)
     return fmt(value)
@@ -174,7 +197,9 @@ def transaction(console: Console, info: TransactionInfo) -> None:
     for name, table_parts in sorted(by_table.items()):
         created = sum(1 for p in table_parts if p.get("role") == "created")
         total = sum(int(p.get("bytes") or 0) for p in table_parts if p.get("role") == "created")
-        title = (f"{name}: {created} part(s) written ({fmt_bytes(total)}), "
+        withdrawn = sum(1 for p in table_parts if p.get("role") == "created" and p.get("creation_csn") == ROLLBACK_CSN)
+        of_them = f", {withdrawn} withdrawn" if withdrawn else ""
+        title = (f"{name}: {created} part(s) written ({fmt_bytes(total)}{of_them}), "
                  f"{len(table_parts) - created} removed")
         console.print()
         records(console, table_parts, columns, "", title=title)
@@ -220,6 +245,21 @@ def compaction(console: Console, report: CompactionReport) -> None:
         columns = [c for c in ("status", "tid", "partition", "sources", "rows", "bytes_before", "bytes_after", "reason")
                    if any(c in m for m in merges)]
         records(console, merges, columns, "")
+
+
+_WOULD = {"parts_removed": "would remove parts", "orphan_dirs_removed": "would remove orphan dirs",
+          "bytes_freed": "would free bytes", "manifests_removed": "would remove manifests",
+          "manifests_refreshed": "would refresh manifests", "rows_purged": "would purge rows"}
+"""vacuum --dry-run: the report's fields of what a vacuum does, as what it would do."""
+
+
+def vacuum(console: Console, report: VacuumReport) -> None:
+    """What vacuum removed; with --dry-run, what it would remove (nothing was deleted)."""
+    if not report.get("dry_run"):
+        mapping(console, report)
+        return
+    shown = {_WOULD.get(k, k): fmt_bytes(v) if k == "bytes_freed" else v for k, v in report.items()}
+    mapping(console, shown, title="dry run: nothing was deleted")
 
 
 def generic(console: Console, value: object) -> None:

@@ -26,7 +26,14 @@ from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_SEC
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
-from airflow_txn.errors import SnapshotTooOldError, StorageError, TableExistsError, WaitTimeoutError
+from airflow_txn.errors import (
+    InvalidNameError,
+    SnapshotTooOldError,
+    StorageError,
+    TableExistsError,
+    TransactionNotFoundError,
+    WaitTimeoutError,
+)
 from airflow_txn.model.names import check_label
 from airflow_txn.model.results import (
     CommitLogEntry,
@@ -43,11 +50,23 @@ from airflow_txn.model.results import (
     WatermarkInfo,
 )
 from airflow_txn.model.tid import Tid, TidFactory
+from airflow_txn.model.tid import is_prefix as is_tid_prefix
 from airflow_txn.oracle import make_oracle
 from airflow_txn.storage.root import Storage
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
+
+_AMBIGUOUS_SHOWN = 10
+"""How many of the tids an ambiguous prefix begins resolve_tid's error names."""
+
+
+def _whole_tid(text: str) -> bool:
+    try:
+        Tid.parse(text)
+    except InvalidNameError:
+        return False
+    return True
 
 
 class Warehouse:
@@ -140,6 +159,25 @@ class Warehouse:
         with self.runtime.catalog.read() as conn:
             row = txn_records.fetch(conn, parsed)
         return Transaction(self, parsed, row.snapshot_csn, Isolation(row.isolation))
+
+    def resolve_tid(self, text: str) -> str:
+        """The tid `text` names: a whole tid as it is (whether or not it exists), else the one tid that
+        begins with it, like git's short hashes (`17-3-9f0c`). TransactionNotFoundError when none does;
+        InvalidNameError when several do (the message names them) or `text` cannot begin a tid."""
+        if not isinstance(text, str) or not is_tid_prefix(text.strip()):
+            raise InvalidNameError(f"malformed tid {text!r}: expected '<start_csn>-<local_tid>-<16 hex digits>' "
+                                   "or its beginning (e.g. '17-3-9f0c')")
+        prefix = text.strip()
+        if _whole_tid(prefix):
+            return str(Tid.parse(prefix))
+        with self.runtime.catalog.read() as conn:
+            found = txn_records.tids_starting(conn, prefix, _AMBIGUOUS_SHOWN + 1)
+        if not found:
+            raise TransactionNotFoundError(f"no transaction in this warehouse has a tid beginning with {prefix!r}")
+        if len(found) > 1:
+            shown = ", ".join(found[:_AMBIGUOUS_SHOWN]) + (", ..." if len(found) > _AMBIGUOUS_SHOWN else "")
+            raise InvalidNameError(f"tid prefix {prefix!r} is ambiguous: it begins {shown}; give more of the tid")
+        return found[0]
 
     def transaction_info(self, tid: str) -> TransactionInfo:
         parsed = str(Tid.parse(tid))

@@ -290,3 +290,5 @@ class ReadResult(TypedDict):
 class RollbackResult(TypedDict):
     tid: str
     state: TransactionState
+    reason: str | None
+    """The reason recorded (failed_reason): the one given, or an earlier failed statement's, which is kept."""

@@ -2,7 +2,8 @@
 
 A tid is known at begin, unique across every process of every machine that shares a warehouse:
 `host_id` is random per process (64 bits), `local_tid` counts within that process, `start_csn` is
-the snapshot the transaction started from (useful for introspection only).
+the snapshot the transaction started from (useful for introspection only). `is_prefix` tells whether a
+text can begin one (a short tid typed on the command line).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from airflow_txn.errors import InvalidNameError
 
 _TID_RE = re.compile(r"(\d{1,19})-(\d{1,19})-([0-9a-f]{16})")
+_PREFIX_RE = re.compile(r"\d{1,19}(?:-(?:\d{1,19}(?:-[0-9a-f]{0,16})?)?)?")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -41,6 +43,12 @@ class Tid:
                 "as printed by Transaction.tid"
             )
         return cls(int(match.group(1)), int(match.group(2)), match.group(3))
+
+
+def is_prefix(text: str) -> bool:
+    """Whether `text` can begin a printed tid (`17`, `17-3-`, `17-3-9f0c`; a whole tid is one too): the
+    short form a person may type, like git's abbreviated hashes (Warehouse.resolve_tid)."""
+    return _PREFIX_RE.fullmatch(text) is not None
 
 
 class TidFactory:

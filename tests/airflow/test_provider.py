@@ -1,9 +1,10 @@
 """Provider packaging: get_provider_info() against Airflow's own schema, what ProvidersManager and the
-`airflow` CLI see, the `[airflow_txn]` configuration section, the plugins/ shim, and the engine's
-metrics reaching Airflow's stats."""
+`airflow` CLI see (the `airflow txn` group: tests/airflow/test_cli_in_airflow.py runs it), the
+`[airflow_txn]` configuration section, the plugins/ shim, and the engine's metrics reaching Airflow's stats."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -50,12 +51,20 @@ def test_provider_info_validates_against_airflows_schema() -> None:
     assert set(options) == {"conn_id", "catalog", "root", "storage_options", "oracle", "lease_seconds", "metrics"}
     assert options["storage_options"]["sensitive"] is True  # Airflow hides it (config list, the UI)
     assert {o["type"] for o in options.values()} <= {"string", "float", "boolean"}
+    assert info["cli"] == ["airflow_txn.cli.in_airflow.get_cli_commands"]  # `airflow txn ...`
+    module, _, function = info["cli"][0].rpartition(".")
+    [group] = getattr(importlib.import_module(module), function)()
+    assert group.name == "txn" and "rollback" in [c.name for c in group.subcommands]
 
 
 def test_schema_check_is_not_vacuous() -> None:
     """The schema does refuse a malformed provider info (so the validation above can fail)."""
     broken = provider.get_provider_info()
     broken["config"]["airflow_txn"]["options"]["lease_seconds"]["type"] = "duration"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, provider_schema())
+    broken["config"]["airflow_txn"]["options"]["lease_seconds"]["type"] = "float"
+    broken["cli"] = "airflow_txn.cli.in_airflow.get_cli_commands"  # a list of functions, not one
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, provider_schema())
     del broken["name"]
@@ -72,6 +81,8 @@ def test_providers_manager_sees_the_provider() -> None:
     manager.initialize_providers_configuration()
     section = dict(manager.provider_configs)["airflow-txn"]["airflow_txn"]
     assert section["options"]["lease_seconds"]["default"] == "3600.0"
+    assert "airflow-txn" in manager.cli_command_providers  # `airflow txn`: the provider info's cli entry
+    assert "get_cli_commands" in [f.__name__ for f in manager.cli_command_functions]
     hook = ProvidersManagerTaskRuntime().hooks["airflow_txn"]
     assert hook is not None and hook.hook_class_name == "airflow_txn.airflow.hooks.txn.TxnHook"
     assert (hook.connection_type, hook.package_name) == ("airflow_txn", "airflow-txn")

@@ -5,6 +5,8 @@ progress on stderr only, and the installed console script."""
 from __future__ import annotations
 
 import contextlib
+import getpass
+import io
 import json
 import logging
 import os
@@ -12,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +22,15 @@ from typing import Any
 import click
 import pytest
 
-from airflow_txn import Warehouse
+import airflow_txn
+from airflow_txn import ROLLBACK_CSN, Warehouse
+from airflow_txn.catalog import txn_records
 from airflow_txn.cli import exit_codes, main
-from airflow_txn.cli.commands import _parse_partition
+from airflow_txn.cli.commands import _parse_partition, rollback_reason
+from airflow_txn.errors import TableNotFoundError
 from tests.helpers import events, make_tables, storage_files
 
+REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE_PG = "postgresql+psycopg://postgres@127.0.0.1:1/airflow_txn_nowhere"
 COMMANDS = ["init", "tables", "list", "show", "rollback", "recover", "vacuum", "read", "watermark", "log",
             "manifest", "compact", "retention", "doctor"]
@@ -145,7 +152,8 @@ def test_rollback_recover_vacuum(wh: Warehouse, opts: list[str], root: Path,
     t = wh.begin()
     t.append("sales.events", events([7]))
     staged = storage_files(root)
-    assert run_json(capsys, [*opts, "rollback", t.tid]) == {"tid": t.tid, "state": "rolled_back"}
+    assert run_json(capsys, [*opts, "rollback", t.tid, "--yes"]) == {
+        "tid": t.tid, "state": "rolled_back", "reason": rollback_reason(None)}
     assert_error(capsys, [*opts, "rollback", committed], exit_codes.ERROR, "TransactionClosedError", "committed")
     report = run_json(capsys, [*opts, "recover"])
     assert report["rolled_forward"] == 0 and report["rolled_back"] == [] and report["missing_files"] == []
@@ -272,15 +280,15 @@ def test_engine_logs_go_to_stderr_warnings_only_unless_verbose(wh: Warehouse, op
         return t.tid
 
     quiet = staged()
-    out, err = run(capsys, [*opts, "rollback", quiet, "--json"])
-    assert json.loads(out) == {"tid": quiet, "state": "rolled_back"} and "rolled back" not in err
+    out, err = run(capsys, [*opts, "rollback", quiet, "--json", "-y"])
+    assert json.loads(out)["tid"] == quiet and "rolled back" not in err
     loud = staged()
-    out, err = run(capsys, [*opts, "-v", "rollback", loud, "--json"])
-    assert json.loads(out) == {"tid": loud, "state": "rolled_back"}  # the log lines stay off stdout
+    out, err = run(capsys, [*opts, "-v", "rollback", loud, "--json", "-y"])
+    assert json.loads(out)["tid"] == loud  # the log lines stay off stdout
     assert any(f"INFO airflow_txn.core.rollback tid={loud} rolled back" in line for line in err.splitlines()), err
     monkeypatch.setenv("AIRFLOW_TXN_LOG_FORMAT", "json")
     structured = staged()
-    out, err = run(capsys, [*opts, "rollback", structured, "--json", "--verbose"])
+    out, err = run(capsys, [*opts, "rollback", structured, "--json", "--verbose", "--yes"])
     assert json.loads(out)["state"] == "rolled_back"
     records = [json.loads(line) for line in err.splitlines()]
     assert any(r["tid"] == structured and r["logger"] == "airflow_txn.core.rollback" and r["level"] == "INFO"
@@ -313,6 +321,144 @@ def test_partition_option() -> None:
     for bad in ("day", "=x", "{not json", "[1]"):
         with pytest.raises(click.BadParameter):
             _parse_partition(bad)
+
+
+# -- what a data engineer expects (issue 20, item 6) -------------------------------------------------------------
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    out, err = run(capsys, ["--version"])
+    assert out == f"airflow-txn {declared}\n" and err == "" and airflow_txn.__version__ == declared
+
+
+def test_list_by_dag_and_run(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    labels = ["etl/run_1", "etl/run_2", "reports/run_1", "hand made", None, "etl/"]
+    tids = {label: wh.begin(label=label).tid for label in labels}
+
+    def listed(*args: str) -> list[str | None]:
+        return sorted((r["label"] for r in run_json(capsys, [*opts, "list", *args])), key=str)
+
+    assert listed("--dag-id", "etl") == ["etl/run_1", "etl/run_2"]  # "etl/" names no run, so no DAG either
+    assert listed("--run-id", "run_1") == ["etl/run_1", "reports/run_1"]
+    assert listed("--dag-id", "etl", "--run-id", "run_2") == ["etl/run_2"]
+    assert listed("--dag-id", "etl", "--state", "rolled_back") == []
+    assert listed("--dag-id", "nope") == [] and len(listed()) == len(labels)
+    out, _ = run(capsys, [*opts, "list", "--dag-id", "reports"])
+    assert tids["reports/run_1"] in out and tids["etl/run_1"] not in out
+    assert run(capsys, [*opts, "list", "--dag-id", "nope"])[0].strip() == "no transactions"
+
+
+def test_short_tids(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`show` and `rollback` take a unique prefix of a tid (`Warehouse.resolve_tid`), like git's hashes."""
+    txns = [wh.begin(label=f"t{i}") for i in range(12)]  # tids 1-1-<host> ... 1-12-<host>
+    first, second = txns[0].tid, txns[1].tid
+    assert first.startswith("1-1-") and second.startswith("1-2-")
+    assert run_json(capsys, [*opts, "show", first[:6]])["tid"] == first  # "1-1-xx": 1-10-, 1-11- do not match
+    assert run_json(capsys, [*opts, "show", f"  {second[:5]} "])["label"] == "t1"
+    ambiguous = run_json(capsys, [*opts, "show", "1-1"], exit_codes.USAGE)["error"]
+    assert ambiguous["type"] == "InvalidNameError" and "ambiguous" in ambiguous["message"]
+    assert all(t.tid in ambiguous["message"] for t in (txns[0], txns[9], txns[10], txns[11]))  # 1-1-, 1-10-...
+    many = run_json(capsys, [*opts, "show", "1-"], exit_codes.USAGE)["error"]["message"]
+    assert many.endswith(", ...; give more of the tid")
+    assert sum(t.tid in many for t in txns) == 10  # it names ten of the twelve
+    assert_error(capsys, [*opts, "show", "9-"], exit_codes.NOT_FOUND, "TransactionNotFoundError", "'9-'")
+    assert_error(capsys, [*opts, "rollback", "1-99"], exit_codes.NOT_FOUND, "TransactionNotFoundError", "'1-99'")
+    assert_error(capsys, [*opts, "show", "1-x"], exit_codes.USAGE, "InvalidNameError", "malformed tid")
+    assert run_json(capsys, [*opts, "rollback", second[:6], "-y"])["tid"] == second
+    assert wh.transaction_info(second)["state"] == "rolled_back" and wh.transaction_info(first)["state"] == "active"
+
+
+def test_show_says_withdrawn(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    t = wh.begin()
+    t.append("sales.events", events([1]))
+    t.rollback()
+    [part] = run_json(capsys, [*opts, "show", t.tid])["parts"]
+    assert part["creation_csn"] == ROLLBACK_CSN  # JSON keeps the number (airflow_txn.ROLLBACK_CSN)
+    out, _ = run(capsys, [*opts, "show", t.tid])
+    assert "sales.events: 1 part(s) written (" in out and ", 1 withdrawn), 0 removed" in out
+    [row] = [line for line in out.splitlines() if part["path"] in line]
+    assert re.search(r"\bcreated\s+withdrawn\s+-", row) and str(ROLLBACK_CSN) not in out
+    committed = commit_events(wh, [2])
+    assert "withdrawn" not in run(capsys, [*opts, "show", committed])[0]
+
+
+def test_vacuum_dry_run_says_would_remove(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    t = wh.begin()
+    t.append("sales.events", events([7]))
+    t.rollback()
+    out, _ = run(capsys, [*opts, "vacuum", "--retention", "0", "--dry-run", "-q"])
+    shown = text_fields(out)
+    assert out.startswith("dry run: nothing was deleted\n") and "removed" not in out
+    assert (shown["would remove parts"], shown["would remove orphan dirs"], shown["dry_run"]) == ("1", "0", "yes")
+    assert shown["would free bytes"].endswith(("B", "KiB"))
+    done = text_fields(run(capsys, [*opts, "vacuum", "--retention", "0", "-q"])[0])
+    assert (done["parts_removed"], done["dry_run"]) == ("1", "no") and "would remove parts" not in done
+
+
+class Terminal(io.StringIO):
+    """Typed answers on a stdin that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_rollback_asks_first(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    t = wh.begin(label="nightly")
+    t.append("sales.events", events([1]))
+    args = [*opts, "rollback", t.tid]
+    assert_error(capsys, args, exit_codes.USAGE, "UsageError", "pass --yes")  # stdin is no terminal here
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    _out, err = run(capsys, args, exit_codes.ERROR)
+    assert f"Roll back transaction {t.tid} (label nightly, 1 part(s) staged in sales.events)?" in err
+    assert f"error: transaction {t.tid} was not rolled back (not confirmed)" in err
+    assert wh.transaction_info(t.tid)["state"] == "active"
+
+    monkeypatch.setattr(getpass, "getuser", lambda: "alice")
+    monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
+    done = run_json(capsys, [*args, "--reason", "bad input data"])
+    reason = "rolled back by alice with `airflow-txn rollback`: bad input data"
+    assert done == {"tid": t.tid, "state": "rolled_back", "reason": reason}
+    assert wh.transaction_info(t.tid)["failed_reason"] == reason
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no terminal: nothing to ask about an ended transaction
+    assert run_json(capsys, args)["state"] == "rolled_back"  # already rolled back: left as it is
+    assert_error(capsys, [*opts, "rollback", commit_events(wh, [2])], exit_codes.ERROR, "TransactionClosedError",
+                 "cannot roll back")
+
+
+def test_rollback_keeps_an_earlier_failure_as_the_reason(wh: Warehouse, opts: list[str],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    t = wh.begin()
+    with wh.runtime.catalog.write() as conn:  # as a statement that failed midway does (core/transaction.py)
+        txn_records.mark_failed(conn, t.tid, "append failed: OSError: disk full")
+    done = run_json(capsys, [*opts, "rollback", t.tid, "--yes", "--reason", "cleanup"])
+    assert done == {"tid": t.tid, "state": "rolled_back", "reason": "append failed: OSError: disk full"}
+
+
+def test_a_missing_table_points_at_the_tables_command(wh: Warehouse, opts: list[str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    for args in (["read", "sales.nope"], ["retention", "sales.nope"], ["compact", "sales.nope"]):
+        assert_error(capsys, [*opts, *args], exit_codes.NOT_FOUND, "TableNotFoundError",
+                     "table sales.nope does not exist: run `airflow-txn tables` to list them")
+    with pytest.raises(TableNotFoundError, match=r"create it with Warehouse\.create_table") as raised:
+        wh.read("sales.nope")  # Python callers keep the engine's own message
+    assert raised.value.table == "sales.nope"
+
+
+def test_conn_id_without_airflow_is_a_usage_error(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['airflow'] = None; from airflow_txn.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")  # Airflow not importable
+    done = subprocess.run([sys.executable, "-c", code, "--conn-id", "warehouse", "list"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == exit_codes.USAGE and done.stdout == "", done
+    assert "error: --conn-id reads an Airflow connection, but Airflow cannot be imported" in done.stderr
+    assert "pip install 'airflow-txn[airflow]'" in done.stderr
+
+
+def test_conn_id_names_the_whole_warehouse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert_error(capsys, ["--conn-id", "warehouse", "--root", str(tmp_path), "tables"], exit_codes.USAGE,
+                 "UsageError", "leave out --catalog, --root and --oracle")
+    assert not any(tmp_path.iterdir())  # refused before anything was opened
 
 
 # -- doctor ------------------------------------------------------------------------------------------------------
@@ -427,7 +573,7 @@ def test_console_script(wh: Warehouse, opts: list[str]) -> None:
 HEAVY = ("sqlalchemy", "pyarrow", "pandas", "numpy", "airflow_txn.catalog", "airflow_txn.core.warehouse")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["list", "--help"], ["list", "--nope"]])
+@pytest.mark.parametrize("args", [["--help"], ["list", "--help"], ["list", "--nope"], ["--version"]])
 def test_help_and_usage_errors_load_no_engine(args: list[str]) -> None:
     """`--help` and a usage error answer before SQLAlchemy, pyarrow or the catalog are imported (what made
     `airflow-txn --help` take over a second): the commands import the engine when they run."""

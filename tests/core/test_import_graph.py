@@ -5,7 +5,9 @@ checker reads each module's syntax tree, so it sees what `tests/core/test_layers
 modules a fresh interpreter loads) cannot: imports inside functions, under `if TYPE_CHECKING:`, relative
 imports, and `importlib.import_module("literal")` calls, whether or not any code path runs them. It does
 not see a module name built at run time (e.g. the values of the lazy `_EXPORTS` tables, which the
-packages mirror under TYPE_CHECKING, where the checker does see them).
+packages mirror under TYPE_CHECKING, where the checker does see them). It knows which imports stand in a
+function's body: a layer may be allowed a few modules there only (`Layer.deferred`: the cli's --conn-id
+and `airflow txn` reach TxnHook's module and Airflow's CLI classes that way).
 
 The layers above the core (spark, airflow) reach it through its public face only (PUBLIC_FACE: the
 adapter interface, the handles, the configuration; docs/ARCHITECTURE.md, "The adapter interface"), and
@@ -40,6 +42,9 @@ class Layer:
     core_face: tuple[str, ...] | None = None
     """For a layer above the core: the only core modules it may import (with what they define, private
     names excepted) besides the root package's own names (`from airflow_txn import Warehouse`); None: any."""
+    deferred: tuple[str, ...] = ()
+    """fnmatch patterns of modules (of this package or of OPTIONAL) it may import besides, inside a function
+    only: loaded by the one code path that needs them, never by importing the layer."""
 
 
 OPTIONAL = frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j", "kazoo", "psycopg"})
@@ -62,7 +67,10 @@ LAYERS = (
     Layer("airflow", ("airflow_txn.airflow",), CORE | {"spark", "airflow"},
           frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j"}), PUBLIC_FACE),
     Layer("spark", ("airflow_txn.spark",), CORE | {"spark"}, frozenset({"pyspark", "py4j"}), PUBLIC_FACE),
-    Layer("cli", ("airflow_txn.cli",), CORE | {"cli"}),
+    # the cli's --conn-id and `airflow txn` (cli/in_airflow.py): TxnHook's module and Airflow's CLI classes,
+    # imported inside the functions that run only for them
+    Layer("cli", ("airflow_txn.cli",), CORE | {"cli"},
+          deferred=("airflow_txn.airflow.hooks.txn", "airflow.cli.cli_config")),
     # `python -m airflow_txn.demo`: a program on top of the core that nothing imports
     Layer("demo", ("airflow_txn.demo",), CORE),
     # the values every layer speaks in (model/), the exceptions, logs and metrics: they import nothing above them
@@ -102,18 +110,31 @@ def imported_by_call(node: ast.Call) -> str | None:
     return None
 
 
-def imports_in(source: str, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
-    """(imported name, line) for every import in `source`, wherever it stands. `from m import n` yields
-    `m.n` (n may be a submodule, e.g. `from airflow_txn import spark`); relative imports are resolved."""
+def function_bodies(tree: ast.AST) -> Iterator[ast.AST]:
+    """What runs only when a function is called: its statements (not its decorators or defaults)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield from node.body
+        elif isinstance(node, ast.Lambda):
+            yield node.body
+
+
+def imports_in(source: str, module: str, is_package: bool) -> Iterator[tuple[str, int, bool]]:
+    """(imported name, line, inside a function) for every import in `source`, wherever it stands.
+    `from m import n` yields `m.n` (n may be a submodule, e.g. `from airflow_txn import spark`); relative
+    imports are resolved."""
     package = module if is_package else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    in_function = {id(node) for body in function_bodies(tree) for node in ast.walk(body)}
+    for node in ast.walk(tree):
+        deferred = id(node) in in_function
         if isinstance(node, ast.Import):
-            yield from ((alias.name, node.lineno) for alias in node.names)
+            yield from ((alias.name, node.lineno, deferred) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
-            yield from ((base if a.name == "*" else f"{base}.{a.name}", node.lineno) for a in node.names)
+            yield from ((base if a.name == "*" else f"{base}.{a.name}", node.lineno, deferred) for a in node.names)
         elif isinstance(node, ast.Call) and (called := imported_by_call(node)) is not None:
-            yield called, node.lineno
+            yield called, node.lineno, deferred
 
 
 def is_private(name: str) -> bool:
@@ -136,8 +157,14 @@ def outside_face(face: tuple[str, ...], target: str) -> str | None:
     return f"a private name of the core ({name})" if is_private(name) else None
 
 
-def broken_rule(layer: Layer, target: str) -> str | None:
-    """Why `layer` may not import `target` (None: it may)."""
+def covers(pattern: str, module: str) -> bool:
+    return fnmatchcase(module, pattern) or fnmatchcase(module, f"{pattern}.*")
+
+
+def broken_rule(layer: Layer, target: str, deferred: bool = False) -> str | None:
+    """Why `layer` may not import `target`, inside a function if `deferred` (None: it may)."""
+    if deferred and any(covers(p, target) for p in layer.deferred):
+        return None
     top = target.split(".")[0]
     if top == "tests":
         return "the test suite, which is not installed with the package"
@@ -157,8 +184,8 @@ def violations(source: str, module: str, is_package: bool = False, where: str = 
     """One line per import of `module` (whose code is `source`) that the rules forbid."""
     layer = layer_of(module)
     found = []
-    for target, line in imports_in(source, module, is_package):
-        reason = broken_rule(layer, target)
+    for target, line, deferred in imports_in(source, module, is_package):
+        reason = broken_rule(layer, target, deferred)
         if reason is not None:
             found.append(f"{where or module}:{line}: {module} ({layer.name}) imports {target}: {reason}")
     return found
@@ -186,11 +213,12 @@ def test_every_layer_owns_modules() -> None:
 def test_the_checker_sees_deferred_type_checking_and_dynamic_imports() -> None:
     """The scan is not vacuous: imports the interpreter never runs at import time are found in the real code."""
     seen = {(module, target) for path, module, is_package in package_modules()
-            for target, _line in imports_in(path.read_text(encoding="utf-8"), module, is_package)}
+            for target, _line, _deferred in imports_in(path.read_text(encoding="utf-8"), module, is_package)}
     assert ("airflow_txn.core.commit", "airflow_txn.core.commit_external.commit_external") in seen  # inside a function
     assert ("airflow_txn.spark", "airflow_txn.spark.writer.write") in seen  # under TYPE_CHECKING
     assert ("airflow_txn.spark", "pyspark.sql") in seen  # importlib.import_module("pyspark.sql")
     assert ("airflow_txn.airflow.version_compat", "airflow.sdk.observability.stats") in seen  # inside a function
+    assert ("airflow_txn.cli.in_airflow", "airflow_txn.airflow.hooks.txn.connection_config") in seen  # deferred
 
 
 # -- the checker fails on a forbidden edge -----------------------------------------------------------------------
@@ -227,6 +255,19 @@ FORBIDDEN = [
     ("airflow_txn.cli.commands", False, "def f():\n    import airflow_txn.spark.reader\n", "airflow_txn.spark.reader"),
     ("airflow_txn.cli.commands", False, "from airflow_txn.airflow import web\n", "airflow_txn.airflow.web"),
     ("airflow_txn.airflow.hooks.txn", False, "from airflow_txn.cli import main\n", "airflow_txn.cli.main"),
+    # the cli's deferred imports: inside a function only, and only those listed
+    ("airflow_txn.cli.in_airflow", False, "from airflow_txn.airflow.hooks.txn import TxnHook\n",
+     "airflow_txn.airflow.hooks.txn.TxnHook"),
+    ("airflow_txn.cli.in_airflow", False, TYPE_CHECKING_HOOK, "airflow_txn.airflow.hooks.txn.TxnHook"),
+    ("airflow_txn.cli.in_airflow", False, "import airflow.cli.cli_config\n", "airflow.cli.cli_config"),
+    ("airflow_txn.cli.in_airflow", False, "@importlib.import_module('airflow.cli.cli_config').x\ndef f():\n    pass\n",
+     "airflow.cli.cli_config"),
+    ("airflow_txn.cli.commands", False, "def f():\n    from airflow_txn.airflow.web import app\n",
+     "airflow_txn.airflow.web.app"),
+    ("airflow_txn.cli.commands", False, "def f():\n    from airflow.models import Connection\n",
+     "airflow.models.Connection"),
+    ("airflow_txn.core.warehouse", False, "def f():\n    from airflow_txn.airflow.hooks.txn import TxnHook\n",
+     "airflow_txn.airflow.hooks.txn.TxnHook"),
     ("airflow_txn.airflow.plugin", False, "from airflow_txn.operators import VacuumOperator\n",
      "airflow_txn.operators.VacuumOperator"),
     # the layers above the core import only its public face (PUBLIC_FACE)
@@ -269,6 +310,8 @@ ALLOWED = [
     ("airflow_txn.airflow.provider", "from airflow_txn.core.config import DEFAULT_LEASE_SECONDS\n"
      "from airflow_txn.core import adapter\nimport airflow_txn.core.warehouse\nimport airflow_txn\n"),
     ("airflow_txn.cli.doctor", "from airflow_txn.catalog.txn_records import ACTIVE\n"),  # the cli is no adapter
+    ("airflow_txn.cli.in_airflow", "def f():\n    from airflow_txn.airflow.hooks.txn import connection_config\n"
+     "    from airflow.cli.cli_config import GroupCommand\n    g = lambda: __import__('airflow.cli.cli_config')\n"),
 ]
 
 

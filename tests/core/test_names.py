@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_txn import Warehouse
-from airflow_txn.errors import InvalidNameError
+from airflow_txn.errors import InvalidNameError, TransactionNotFoundError
 from airflow_txn.model.names import encode_path_value, parse_table_name, safe_join
 from tests.helpers import ACCOUNTS, accounts, storage_files
 
@@ -182,6 +182,23 @@ def test_keys_and_labels_are_data_not_sql(wh: Warehouse) -> None:
     assert {p["key"] for p in info["parts"]} == {key}
     t.commit()
     assert wh.read("ns.t").column("id").to_pylist() == [2]
+
+
+
+def test_a_short_tid_is_a_prefix_of_one_tid_and_never_a_pattern(wh: Warehouse) -> None:
+    """Warehouse.resolve_tid (the CLI's short tids): a unique prefix names its tid, like git's hashes; the
+    prefix is checked against the tid's form before it reaches SQL's LIKE, so `%` and `_` match nothing."""
+    a, b = wh.begin(), wh.begin()  # 1-1-<host>, 1-2-<host>
+    assert wh.resolve_tid(a.tid[:6]) == a.tid and wh.resolve_tid(f" {b.tid[:5]}") == b.tid
+    unknown = "5-1-0123456789abcdef"
+    assert wh.resolve_tid(f" {unknown} ") == unknown  # a whole tid is taken as it is (transaction_info says if absent)
+    with pytest.raises(InvalidNameError, match=rf"ambiguous: it begins {a.tid}, {b.tid}; give more of the tid"):
+        wh.resolve_tid("1-")
+    with pytest.raises(TransactionNotFoundError, match="beginning with '1-3'"):
+        wh.resolve_tid("1-3")
+    for bad in ("", " ", "-1", "1--", "1-1-XYZ", "1-1-0123456789abcdef0", "1%", "1_", "1-_", "%", "1-1-%"):
+        with pytest.raises(InvalidNameError, match="malformed tid"):
+            wh.resolve_tid(bad)
 
 
 # -- encode_path_value and safe_join ------------------------------------------------------------------------

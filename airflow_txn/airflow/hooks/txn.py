@@ -6,6 +6,7 @@ The connection's extra holds `{"catalog": URL, "root": path or s3://bucket/prefi
 set (or a missing connection) falls back to the `[airflow_txn]` section of Airflow's configuration
 (`AIRFLOW__AIRFLOW_TXN__CATALOG`, ...), then to the AIRFLOW_TXN_* variables and the embedded defaults
 (airflow_txn.core.config). The first hook of a process also installs the metrics sink (airflow/metrics.py).
+`connection_config` reads a connection that must exist (the command line's --conn-id).
 """
 
 from __future__ import annotations
@@ -67,6 +68,17 @@ def config_from_extra(extra: Mapping[str, Any]) -> WarehouseConfig:
     catalog, root, oracle = (_field(extra, name) or config_option(name) for name in EXTRA_FIELDS)
     options = _field(extra, "storage_options") or config_option("storage_options")  # None: the environment's
     return WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options)
+
+
+def connection_config(conn_id: str) -> WarehouseConfig | None:
+    """The warehouse connection `conn_id` describes (config_from_extra of its extra), or None when Airflow
+    knows no such connection. TxnHook falls back to the defaults then; `airflow-txn --conn-id`, which
+    names a connection on purpose, refuses it."""
+    try:
+        extra = TxnHook.get_connection(conn_id).extra_dejson
+    except AirflowNotFoundException:
+        return None
+    return config_from_extra(dict(extra))
 
 
 def spark_conf_from_extra(extra: Mapping[str, Any]) -> dict[str, str]:
