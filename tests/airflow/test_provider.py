@@ -52,6 +52,21 @@ def test_provider_info_validates_against_airflows_schema() -> None:
     assert {o["type"] for o in options.values()} <= {"string", "float", "boolean"}
 
 
+def test_the_installed_airflow_is_inside_the_declared_range() -> None:
+    """docs/DESIGN.md, D13: the `airflow` extra declares the releases this suite runs on, so the Airflow
+    running these tests must satisfy it (a suite run on a release outside it fails here)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["airflow"]
+    [airflow] = [Requirement(r) for r in extra if Requirement(r).name == "apache-airflow"]
+    installed = importlib.metadata.version("apache-airflow")
+    assert airflow.specifier.contains(installed), f"Airflow {installed} is outside {airflow.specifier}"
+    assert airflow.specifier.contains("3.3.2") and not airflow.specifier.contains("3.0.0")
+    assert not airflow.specifier.contains("3.4.0")  # the next minor release is untested until the suite runs on it
+
+
 def test_schema_check_is_not_vacuous() -> None:
     """The schema does refuse a malformed provider info (so the validation above can fail)."""
     broken = provider.get_provider_info()
