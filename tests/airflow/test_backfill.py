@@ -13,7 +13,7 @@ import pytest
 
 from airflow_txn import ROLLBACK_CSN, Warehouse
 from airflow_txn.catalog.txn_records import COMMITTED, ROLLED_BACK
-from tests.airflow.helpers import BACKFILL_TABLES, counts, run_dag, task_states, transactions_of, xcom
+from tests.airflow.helpers import BACKFILL_TABLES, asset_events, counts, run_dag, task_states, transactions_of, xcom
 
 pytestmark = pytest.mark.airflow
 
@@ -32,18 +32,6 @@ def backfill_module() -> ModuleType:
 
 def expected(days: int) -> dict[str, int]:
     return {t: n * days for t, n in PER_DAY.items()}
-
-
-def asset_events(dag_run: Any) -> list[tuple[str, dict[str, Any]]]:
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        rows = session.execute(select(AssetModel.uri, AssetEvent.extra)
-                               .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
-                               .where(AssetEvent.source_run_id == dag_run.run_id))
-        return sorted((uri, dict(extra)) for uri, extra in rows)
 
 
 def reader_queued() -> bool:

@@ -6,9 +6,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
-from airflow_txn.airflow.version_compat import AirflowFailException, BaseOperator
+from airflow_txn.airflow.version_compat import AirflowFailException, BaseOperator, XComArg
 from airflow_txn.errors import InvalidNameError
 from airflow_txn.model.tid import Tid
+
+
+def is_template(value: object) -> bool:
+    """True for an argument whose value is known only when the task runs: Jinja text or an XComArg
+    (checked after rendering, in execute; anything else is checked when the DAG is parsed)."""
+    return isinstance(value, XComArg) or (isinstance(value, str) and ("{{" in value or "{%" in value))
 
 
 class TxnBaseOperator(BaseOperator):

@@ -7,11 +7,18 @@ from typing import Any
 
 from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
-from airflow_txn.airflow.operators.base import RERUN_HINT, TxnBaseOperator, is_last_try, require_tid, run_ids
+from airflow_txn.airflow.operators.base import (
+    RERUN_HINT,
+    TxnBaseOperator,
+    is_last_try,
+    is_template,
+    require_tid,
+    run_ids,
+)
 from airflow_txn.airflow.version_compat import AirflowFailException, AirflowSkipException, Asset, AssetAlias, Context
-from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation
+from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation, check_lease_seconds
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
+from airflow_txn.errors import InvalidArgumentError, LeaseExpiredError, SerializationError, TransactionClosedError
 from airflow_txn.model.results import TransactionInfo
 
 ENDED = (COMMITTED, ROLLED_BACK)  # any other state (active, committing) is still open
@@ -20,35 +27,64 @@ ENDED = (COMMITTED, ROLLED_BACK)  # any other state (active, committing) is stil
 _FINAL_COMMIT_ERRORS = (SerializationError, LeaseExpiredError, TransactionClosedError)
 
 
+def isolation_value(value: object) -> str:
+    """An isolation argument as the level's name (a rendered template's text too); InvalidArgumentError
+    names the levels otherwise."""
+    return Isolation.parse(value.strip() if isinstance(value, str) else value).value
+
+
+def lease_value(value: object) -> float | None:
+    """A lease_seconds argument as seconds (a rendered template's text too: "7200"); None (or empty
+    text) for the configured default. InvalidArgumentError when it is no lease (check_lease_seconds)."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError as exc:
+            raise InvalidArgumentError(f"lease_seconds must be a number of seconds, got {value!r}") from exc
+    return check_lease_seconds(value)
+
+
 class BeginTransactionOperator(TxnBaseOperator):
     """Begin a transaction; its tid is the task's XCom return value.
 
     :param label: shown by `airflow-txn list`; defaults to `<dag_id>/<run_id>`.
-    :param isolation: "snapshot" (default) or "serializable" (checked when the DAG is parsed:
-        InvalidArgumentError names the allowed values).
+    :param isolation: "snapshot" (default) or "serializable". Templated: a value known when the DAG is
+        parsed is checked then (InvalidArgumentError names the allowed values), a template once
+        rendered (a bad value fails the task without retry).
     :param lease_seconds: how long the transaction lives without a heartbeat; statements and
         SparkTransactionOperator renew it, so it only has to outlast the gaps between tasks.
         None (default): `[airflow_txn] lease_seconds` of Airflow's configuration, else one hour.
+        Templated, checked as `isolation` is (a positive number of seconds up to 7 days).
     :param conn_id: the airflow_txn connection.
     """
 
-    template_fields: Sequence[str] = ("transaction_label", "conn_id")
+    template_fields: Sequence[str] = ("transaction_label", "isolation", "lease_seconds", "conn_id")
     ui_color = "#d8f0d2"
 
     def __init__(self, *, label: str | None = None, isolation: str | Isolation = Isolation.SNAPSHOT,
-                 lease_seconds: float | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+                 lease_seconds: float | str | None = None, **kwargs: Any) -> None:
+        checked_isolation = isolation if is_template(isolation) else isolation_value(isolation)
+        checked_lease = lease_seconds if is_template(lease_seconds) else lease_value(lease_seconds)
+        super().__init__(**kwargs)  # after the checks: a refused task is not added to the DAG
         self.transaction_label = label
-        self.isolation = Isolation.parse(isolation).value
-        self.lease_seconds = lease_seconds
+        self.isolation: Any = checked_isolation
+        self.lease_seconds: Any = checked_lease
 
     def execute(self, context: Context) -> str:
         dag_id, run_id, _task, _map, _try = run_ids(context)
         label = self.transaction_label or f"{dag_id}/{run_id}"
+        try:  # the rendered values (a template's text, an XCom)
+            isolation, lease = isolation_value(self.isolation), lease_value(self.lease_seconds)
+        except InvalidArgumentError as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        if lease is None:
+            lease = default_lease_seconds()
         with self.hook.warehouse() as wh:
-            lease = self.lease_seconds if self.lease_seconds is not None else default_lease_seconds()
-            txn = wh.begin(label=label, isolation=self.isolation, lease_seconds=lease)
-        self.log.info("began transaction %s at snapshot %d (label %r)", txn.tid, txn.snapshot_csn, label)
+            txn = wh.begin(label=label, isolation=isolation, lease_seconds=lease)
+        self.log.info("began transaction %s (%s, lease %gs) at snapshot %d (label %r)", txn.tid, isolation, lease,
+                      txn.snapshot_csn, label)
         return txn.tid
 
 
@@ -67,7 +103,8 @@ class CommitTransactionOperator(TxnBaseOperator):
     ui_color = "#a6e3a1"
 
     def __init__(self, *, tid: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("outlets", [commit_alias(kwargs.get("conn_id") or DEFAULT_CONN_ID)])
+        if "outlets" not in kwargs:
+            kwargs["outlets"] = [default_outlet(kwargs.get("conn_id") or DEFAULT_CONN_ID, kwargs.get("task_id"))]
         super().__init__(**kwargs)
         self.tid = tid
 
@@ -175,6 +212,23 @@ class TransactionOutcomeOperator(TxnBaseOperator):
             return committed_csn(info)
         raise AirflowFailException(f"transaction {tid} was rolled back: {info['failed_reason'] or 'see the log'}; "
                                    "no table changed")
+
+
+def default_outlet(conn_id: Any, task_id: object = None) -> AssetAlias:
+    """CommitTransactionOperator's default outlet, `commit_alias(conn_id)`.
+
+    An AssetAlias outlet is registered when the DAG is parsed (its name is how the scheduler links the
+    events emitted through it to the DAGs scheduled on it), so it cannot take a name known only when
+    the task runs: an alias named after a templated conn_id would be named after the template's text.
+    The events' table Assets do take the rendered conn_id, so a templated conn_id works with outlets
+    the DAG names itself, e.g. `outlets=[AssetAlias("shop-commits")]` (docs/OPERATORS.md)."""
+    if is_template(conn_id):
+        raise InvalidArgumentError(
+            f"{task_id or 'CommitTransactionOperator'}: conn_id {conn_id!r} is known only when the task runs, and the "
+            "default outlet commit_alias(conn_id) needs its name when the DAG is parsed (an AssetAlias is "
+            "registered then); pass the outlets yourself, e.g. outlets=[AssetAlias(\"my-commits\")] (the "
+            "events it carries name each table with the rendered conn_id) or outlets=[] for no events")
+    return commit_alias(conn_id)
 
 
 def task_state(context: Context, task_id: str) -> str | None:
