@@ -17,8 +17,9 @@ from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_txn.airflow import listener
+from airflow_txn.airflow.links import PAGE_PREFIX
 
-URL_PREFIX = "/airflow-txn"
+URL_PREFIX = PAGE_PREFIX
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

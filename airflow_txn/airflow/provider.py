@@ -25,6 +25,9 @@ INTEGRATION_DOC_URL = f"{SOURCE_URL}/blob/main/docs/AIRFLOW.md"
 HOW_TO_GUIDES = ["/docs/AIRFLOW.md", "/docs/OPERATORS.md", "/docs/DEPLOYMENT.md"]
 """The integration's guides, as paths in the repository (provider.yaml's rule: they start with /docs/)."""
 
+EXTRA_LINKS = ["airflow_txn.airflow.links.TransactionLink", "airflow_txn.airflow.links.SparkUILink"]
+"""The operators' extra link classes (links.py; provider.py imports nothing heavy, so they are spelled here)."""
+
 PLUGIN_NAME = "airflow_txn"
 PLUGIN_CLASS = "airflow_txn.airflow.plugin.AirflowTxnPlugin"
 """Airflow loads a provider's plugins only with `[core] lazy_discover_providers = False`; otherwise (the
@@ -102,6 +105,7 @@ def get_provider_info() -> dict[str, Any]:
         "asset-uris": [{"schemes": ["airflow-txn"], "handler": None}],  # table_asset(): kept as written
         "config": CONFIG,
         "plugins": [{"name": PLUGIN_NAME, "plugin-class": PLUGIN_CLASS}],
+        "extra-links": EXTRA_LINKS,
         "connection-types": [{
             "connection-type": "airflow_txn",
             "hook-class-name": class_path("TxnHook"),

@@ -20,6 +20,9 @@ def is_template(value: object) -> bool:
 class TxnBaseOperator(BaseOperator):
     """Base of the transaction operators: `conn_id` names the warehouse connection."""
 
+    linked_tid: str | None = None
+    """The transaction this try works in, once known (the "Transaction" extra link: links.py)."""
+
     def __init__(self, *, conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.conn_id = conn_id

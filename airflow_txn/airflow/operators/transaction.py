@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
+from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     RERUN_HINT,
     TxnBaseOperator,
@@ -62,6 +63,7 @@ class BeginTransactionOperator(TxnBaseOperator):
 
     template_fields: Sequence[str] = ("transaction_label", "isolation", "lease_seconds", "conn_id")
     ui_color = "#d8f0d2"
+    operator_extra_links = (TransactionLink(),)
 
     def __init__(self, *, label: str | None = None, isolation: str | Isolation = Isolation.SNAPSHOT,
                  lease_seconds: float | str | None = None, **kwargs: Any) -> None:
@@ -83,6 +85,7 @@ class BeginTransactionOperator(TxnBaseOperator):
             lease = default_lease_seconds()
         with self.hook.warehouse() as wh:
             txn = wh.begin(label=label, isolation=isolation, lease_seconds=lease)
+        self.linked_tid = txn.tid
         self.log.info("began transaction %s (%s, lease %gs) at snapshot %d (label %r)", txn.tid, isolation, lease,
                       txn.snapshot_csn, label)
         return txn.tid
@@ -101,6 +104,7 @@ class CommitTransactionOperator(TxnBaseOperator):
 
     template_fields: Sequence[str] = ("tid", "conn_id")
     ui_color = "#a6e3a1"
+    operator_extra_links = (TransactionLink(),)
 
     def __init__(self, *, tid: Any, **kwargs: Any) -> None:
         if "outlets" not in kwargs:
@@ -111,7 +115,7 @@ class CommitTransactionOperator(TxnBaseOperator):
     def execute(self, context: Context) -> int:
         if self.tid in (None, "", "None"):  # begin skipped (a branch skipped the whole group): nothing to commit
             raise AirflowSkipException("no transaction began (the begin task was skipped or did not run)")
-        tid = require_tid(self.tid, self.task_id)
+        tid = self.linked_tid = require_tid(self.tid, self.task_id)
         with self.hook.warehouse() as wh:
             csn = self._commit(wh, tid, context)
             tables = committed_tables(wh, tid, csn)
