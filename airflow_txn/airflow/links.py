@@ -31,11 +31,21 @@ def page_conn_id() -> str:
     return config_option("conn_id") or DEFAULT_CONN_ID
 
 
+def _base_url() -> str:
+    """`[api] base_url` without its trailing slash ("" when unset: URLs are then paths on the API server)."""
+    return str(airflow_conf().get("api", "base_url", fallback="") or "").rstrip("/")
+
+
 def transaction_url(tid: str) -> str:
     """The Transactions page of `tid`: under `[api] base_url` when it is set (an absolute URL), else a
     path on the API server the UI was loaded from."""
-    base = str(airflow_conf().get("api", "base_url", fallback="") or "").rstrip("/")
-    return f"{base}{PAGE_PREFIX}/transactions/{quote(tid, safe='')}"
+    return f"{_base_url()}{PAGE_PREFIX}/transactions/{quote(tid, safe='')}"
+
+
+def run_url(dag_id: str, run_id: str) -> str:
+    """The DAG run in the Airflow UI (`<[api] base_url>/dags/<dag_id>/runs/<run_id>`, as Airflow's own
+    task log URLs are built)."""
+    return f"{_base_url()}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
 
 
 class TransactionLink(BaseOperatorLink):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -131,6 +132,9 @@ def test_finished_tasks_link_to_their_transaction(dagbag: Any, spark: Any, txn_c
     assert str(held.state) == "success", task_states(held)
     tid = xcom(held, "begin")
     assert api_links(held, "begin") == {"Transaction": page + tid}
+    assert txn_conn.transaction_info(tid)["metadata"]["airflow"] == {  # what begin recorded (no commit ran)
+        "dag_id": "txn_hold_probe", "run_id": held.run_id, "task_id": "begin", "try_number": 1,
+        "url": f"https://airflow.example.com/airflow/dags/txn_hold_probe/runs/{quote(held.run_id, safe='')}"}
     assert api_links(held, "stage") == {"Spark UI": None, "Transaction": page + tid}  # no UI in the tests' Spark
 
     committed = run_dag(dagbag, "txn_templated_probe", {"conn": "airflow_txn_default", "lease": "60"})

@@ -69,7 +69,8 @@ def test_templated_arguments_are_rendered_then_checked_and_assets_name_the_rende
     assert (info["isolation"], info["lease_seconds"]) == ("serializable", 120.0)
     assert info["commit_csn"] == xcom(run, "commit")
     assert asset_events(run) == [("airflow-txn://probe_warehouse/probe.templated",
-                                  {"table": "probe.templated", "csn": info["commit_csn"], "tid": info["tid"]})]
+                                  {"table": "probe.templated", "csn": info["commit_csn"], "tid": info["tid"],
+                                   "metadata": info["metadata"]})]
 
     for bad in ({"isolation": "SERIALIZABLE"}, {"lease": "soon"}, {"lease": "604801"}):
         failed = run_dag(dagbag, "txn_templated_probe", {"conn": "probe_warehouse", **bad})
@@ -101,3 +102,33 @@ def test_a_templated_commit_conn_id_needs_outlets_the_dag_names() -> None:
     assert [o.name for o in named.outlets] == ["shop-commits"]
     assert static.outlets == [commit_alias("prod")]
     assert group.commit is not None and [o.name for o in group.commit.outlets] == ["shop-commits"]
+
+
+# --- what the transaction records of the Airflow run ----------------------------------------------------------------
+
+
+def test_the_transaction_records_the_run_that_began_and_committed_it(
+        dagbag: Any, probe_warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch, catalog_url: str, root: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Begin records the Airflow context in the transaction's metadata (test_links: a transaction whose
+    commit never ran names its begin task), commit records its own over it; it shows in `airflow-txn show
+    --json`, and the commit's Asset event carries it."""
+    import json
+    from urllib.parse import quote
+
+    from airflow_txn.cli import main
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/")
+    wh = probe_warehouse
+    run = run_dag(dagbag, "txn_templated_probe", {"conn": "probe_warehouse", "lease": "60", "rows": 2})
+    assert str(run.state) == "success", task_states(run)
+    tid = xcom(run, "begin")
+    url = f"https://airflow.example.com/dags/txn_templated_probe/runs/{quote(run.run_id, safe='')}"
+    committed = {"airflow": {"dag_id": "txn_templated_probe", "run_id": run.run_id, "task_id": "commit",
+                             "try_number": 1, "url": url}}
+    assert wh.transaction_info(tid)["metadata"] == committed
+    capsys.readouterr()  # the run's own output
+    assert main(["--catalog", catalog_url, "--root", str(root), "show", tid, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["metadata"] == committed
+    [(_uri, extra)] = asset_events(run)
+    assert extra["metadata"] == committed

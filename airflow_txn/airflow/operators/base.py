@@ -72,6 +72,16 @@ def task_key(context: Mapping[str, Any]) -> str:
     return f"{dag_id}/{task_id}/{map_index}"
 
 
+def airflow_metadata(context: Mapping[str, Any]) -> dict[str, object]:
+    """What a transaction records of the Airflow task working on it (its metadata, `airflow-txn show`):
+    `{"airflow": {dag_id, run_id, task_id, try_number, url}}`, `url` leading back to the DAG run."""
+    from airflow_txn.airflow.links import run_url
+
+    dag_id, run_id, task_id, _map_index, try_number = run_ids(context)
+    return {"airflow": {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "try_number": try_number,
+                        "url": run_url(dag_id, run_id)}}
+
+
 def is_last_try(context: Mapping[str, Any]) -> bool:
     """True when a failure of this try fails the task for good (no retry left)."""
     ti = context["ti"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
@@ -11,6 +11,7 @@ from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     RERUN_HINT,
     TxnBaseOperator,
+    airflow_metadata,
     is_last_try,
     is_template,
     require_tid,
@@ -84,7 +85,7 @@ class BeginTransactionOperator(TxnBaseOperator):
         if lease is None:
             lease = default_lease_seconds()
         with self.hook.warehouse() as wh:
-            txn = wh.begin(label=label, isolation=isolation, lease_seconds=lease)
+            txn = wh.begin(label=label, isolation=isolation, lease_seconds=lease, metadata=airflow_metadata(context))
         self.linked_tid = txn.tid
         self.log.info("began transaction %s (%s, lease %gs) at snapshot %d (label %r)", txn.tid, isolation, lease,
                       txn.snapshot_csn, label)
@@ -94,9 +95,11 @@ class BeginTransactionOperator(TxnBaseOperator):
 class CommitTransactionOperator(TxnBaseOperator):
     """Commit the transaction `tid`; the commit CSN is the XCom return value.
 
-    After the commit (never before) it emits one Asset event per table the commit wrote, with
-    `{"table", "csn", "tid"}` in the event extra: through the alias `commit_alias(conn_id)` (the
-    default outlet), or into an explicit `table_asset(...)` outlet. A commit that can no longer
+    Before committing it records the Airflow context in the transaction's metadata (`{"airflow":
+    {dag_id, run_id, task_id, try_number, url}}`, over what the begin task recorded). After the commit
+    (never before) it emits one Asset event per table the commit wrote, with `{"table", "csn", "tid",
+    "metadata"}` in the event extra: through the alias `commit_alias(conn_id)` (the default outlet), or
+    into an explicit `table_asset(...)` outlet. A commit that can no longer
     succeed (conflict, expired lease, failed statement) rolls back and fails without retrying; a
     commit that fails on its last try rolls back too. A retry after a successful commit returns
     the same CSN.
@@ -118,9 +121,10 @@ class CommitTransactionOperator(TxnBaseOperator):
         tid = self.linked_tid = require_tid(self.tid, self.task_id)
         with self.hook.warehouse() as wh:
             csn = self._commit(wh, tid, context)
-            tables = committed_tables(wh, tid, csn)
+            info = wh.transaction_info(tid)
+        tables = committed_tables(info, csn)
         self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(tables) or "no table written")
-        self._emit_asset_events(context, tid, csn, tables)
+        self._emit_asset_events(context, tid, csn, tables, info["metadata"])
         return csn
 
     def _commit(self, wh: Warehouse, tid: str, context: Context) -> int:
@@ -132,7 +136,10 @@ class CommitTransactionOperator(TxnBaseOperator):
             raise AirflowFailException(f"transaction {tid} was rolled back ({info['failed_reason']}); "
                                        f"nothing to commit. {RERUN_HINT}")
         try:
-            return wh.attach(tid).commit()
+            txn = wh.attach(tid)
+            if not info["commit_in_progress"]:  # a commit an earlier try started is finished as it was
+                txn.annotate(airflow_metadata(context))
+            return txn.commit()
         except _FINAL_COMMIT_ERRORS as exc:
             roll_back_quietly(wh, tid, f"commit failed: {exc}", self.log)
             raise AirflowFailException(f"transaction {tid} cannot commit and was rolled back: {exc}") from exc
@@ -141,16 +148,18 @@ class CommitTransactionOperator(TxnBaseOperator):
                 roll_back_quietly(wh, tid, f"commit failed on its last try: {exc}", self.log)
             raise
 
-    def _emit_asset_events(self, context: Context, tid: str, csn: int, tables: Sequence[str]) -> None:
+    def _emit_asset_events(self, context: Context, tid: str, csn: int, tables: Sequence[str],
+                           metadata: Mapping[str, object]) -> None:
         events = context["outlet_events"]
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
                 for table in tables:
-                    events[outlet].add(table_asset(table, self.conn_id), extra=event_extra(table, csn, tid))
+                    events[outlet].add(table_asset(table, self.conn_id),
+                                       extra=event_extra(table, csn, tid, metadata))
             elif isinstance(outlet, Asset):
                 written = table_of(outlet, self.conn_id)
                 if written is not None:
-                    events[outlet].extra.update(event_extra(written, csn, tid))
+                    events[outlet].extra.update(event_extra(written, csn, tid, metadata))
 
 
 class RollbackTransactionOperator(TxnBaseOperator):
@@ -255,9 +264,9 @@ def committed_csn(info: TransactionInfo) -> int:
     return csn
 
 
-def committed_tables(wh: Warehouse, tid: str, csn: int) -> list[str]:
-    """The tables whose visible content the commit of `tid` at `csn` changed."""
-    parts = wh.transaction_info(tid)["parts"]
+def committed_tables(info: TransactionInfo, csn: int) -> list[str]:
+    """The tables whose visible content the commit of a transaction (`info`) at `csn` changed."""
+    parts = info["parts"]
     return sorted({p["table"] for p in parts
                    if (p["role"] == "created" and p["creation_csn"] == csn)
                    or (p["role"] == "removed" and p["removal_csn"] == csn)})
