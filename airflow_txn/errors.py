@@ -85,8 +85,8 @@ class InvalidNameError(TxnError):
 
 class InvalidArgumentError(TxnError):
     """A number passed is of the wrong type or out of range (a CSN, a limit, a count, an attempt, a
-    lease), or an isolation level is not one of the levels: pass a value the message gives. Nothing was
-    done."""
+    lease), an isolation level is not one of the levels, or metadata is no JSON object: pass a value the
+    message gives. Nothing was done."""
 
 
 class SnapshotTooOldError(TxnError):

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-ENTRY_POINT = "airflow_txn.airflow.plugin:AirflowTxnPlugin"
+# The entry point's value, and the one installs made before the provider info declared the plugin carry.
+ENTRY_POINTS = ("airflow_txn.airflow.plugin:plugin_by_entry_point",
+                "airflow_txn.airflow.plugin:AirflowTxnPlugin")
 
 
 def registered_by_entry_point() -> bool:
     """True when an installed distribution already declares the plugin's entry point."""
-    return any(ep.value == ENTRY_POINT for ep in entry_points(group="airflow.plugins"))
+    return any(ep.value in ENTRY_POINTS for ep in entry_points(group="airflow.plugins"))
 
 
 if not registered_by_entry_point():

@@ -4,6 +4,7 @@ which CommitTransactionOperator emits one event per table a commit wrote, carryi
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID
@@ -30,6 +31,7 @@ def commit_alias(conn_id: str = DEFAULT_CONN_ID) -> AssetAlias:
     return AssetAlias(name=f"{SCHEME}-commits:{conn_id}")
 
 
-def event_extra(table: str, csn: int, tid: str) -> dict[str, Any]:
-    """What every commit event carries: the table, the commit CSN (read exactly that snapshot) and the tid."""
-    return {"table": table, "csn": csn, "tid": tid}
+def event_extra(table: str, csn: int, tid: str, metadata: Mapping[str, object] | None = None) -> dict[str, Any]:
+    """What every commit event carries: the table, the commit CSN (read exactly that snapshot), the tid and
+    the transaction's metadata (the Airflow run that committed it: `{"airflow": {dag_id, run_id, ...}}`)."""
+    return {"table": table, "csn": csn, "tid": tid, "metadata": dict(metadata or {})}

@@ -1,6 +1,12 @@
-"""AirflowTxnPlugin (entry point `airflow.plugins`): registers the rollback listener and, in the API
-server, the transactions page (a FastAPI app at `/airflow-txn`, a "Transactions" entry in the nav
-and a "Transaction" tab on every DAG run)."""
+"""AirflowTxnPlugin: registers the rollback listener and, in the API server, the transactions page (a
+FastAPI app at `/airflow-txn`, a "Transactions" entry in the nav and a "Transaction" tab on every DAG run).
+
+Two registrations name it, and Airflow loads each in a different mode: the `airflow.plugins` entry point
+(read always) and the provider info's `plugins` (read only with `[core] lazy_discover_providers = False`,
+after the entry points, where a second plugin of the same name is an import error). So the entry point's
+target, `plugin_by_entry_point`, is the plugin when providers are discovered lazily (the default) and
+None otherwise, which Airflow skips: the plugin is registered once either way.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,9 @@ from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_txn.airflow import listener
+from airflow_txn.airflow.links import PAGE_PREFIX
 
-URL_PREFIX = "/airflow-txn"
+URL_PREFIX = PAGE_PREFIX
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -54,3 +61,21 @@ class AirflowTxnPlugin(AirflowPlugin):
         {"name": "Transaction", "href": base_path(f"{URL_PREFIX}/?dag_id={{DAG_ID}}&run_id={{RUN_ID}}"),
          "destination": "dag_run", "url_route": "airflow-txn-run", "icon": base_path(f"{URL_PREFIX}/icon.svg")},
     ]
+
+
+ENTRY_POINT_TARGET = "plugin_by_entry_point"
+"""The name the `airflow.plugins` entry point loads from this module (pyproject.toml)."""
+
+
+def entry_point_plugin() -> type[AirflowTxnPlugin] | None:
+    """What the `airflow.plugins` entry point hands Airflow: the plugin, unless Airflow will load it from
+    the provider info too (`[core] lazy_discover_providers = False`), as it decides that (airflow.settings)."""
+    from airflow import settings
+
+    return AirflowTxnPlugin if settings.LAZY_LOAD_PROVIDERS else None
+
+
+def __getattr__(name: str) -> Any:
+    if name == ENTRY_POINT_TARGET:  # decided when Airflow loads the entry point, not at import
+        return entry_point_plugin()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

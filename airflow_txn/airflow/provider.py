@@ -1,9 +1,9 @@
 """Provider metadata (entry point `apache_airflow_provider`): the `airflow_txn` connection type and
 its form, where the hooks, operators, sensors and triggers live (derived from public.py), the Asset
-URI scheme, the `[airflow_txn]` configuration section, and the `airflow txn` command group (the
-airflow-txn commands, cli/in_airflow.py). Validated against Airflow's
-provider_info.schema.json by tests/airflow/test_provider.py. Imports nothing heavy (Airflow reads it
-in every component)."""
+URI scheme, the `[airflow_txn]` configuration section, the task decorators, the plugin, the operators'
+extra links, where the documentation is, and the `airflow txn` command group (the airflow-txn commands,
+cli/in_airflow.py). Validated against Airflow's provider_info.schema.json by tests/airflow/test_provider.py.
+Imports nothing heavy (Airflow reads it in every component)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,22 @@ DESCRIPTION = "Make a DAG of Spark tasks writing several tables behave as ONE da
 VERSION_ADDED = "0.1.0"
 CLI_FUNCTION = "airflow_txn.cli.in_airflow.get_cli_commands"
 """Returns the `airflow txn` group: airflow-txn's commands, under the `airflow` command."""
+
+# pyproject.toml's [project.urls] (placeholder addresses until the project is published). Airflow 3.3
+# replaces "documentation-url" with the installed distribution's Documentation URL: the same one.
+SOURCE_URL = "https://github.com/airflow-txn/airflow-txn"
+DOCUMENTATION_URL = f"{SOURCE_URL}/blob/main/docs/README.md"
+INTEGRATION_DOC_URL = f"{SOURCE_URL}/blob/main/docs/AIRFLOW.md"
+HOW_TO_GUIDES = ["/docs/AIRFLOW.md", "/docs/OPERATORS.md", "/docs/DEPLOYMENT.md"]
+"""The integration's guides, as paths in the repository (provider.yaml's rule: they start with /docs/)."""
+
+EXTRA_LINKS = ["airflow_txn.airflow.links.TransactionLink", "airflow_txn.airflow.links.SparkUILink"]
+"""The operators' extra link classes (links.py; provider.py imports nothing heavy, so they are spelled here)."""
+
+PLUGIN_NAME = "airflow_txn"
+PLUGIN_CLASS = "airflow_txn.airflow.plugin.AirflowTxnPlugin"
+"""Airflow loads a provider's plugins only with `[core] lazy_discover_providers = False`; otherwise (the
+default) the `airflow.plugins` entry point registers it, never both (airflow_txn/airflow/plugin.py)."""
 
 
 def _version() -> str:
@@ -82,7 +98,9 @@ def get_provider_info() -> dict[str, Any]:
         "name": "airflow_txn",
         "description": DESCRIPTION,
         "versions": [_version()],
-        "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
+        "documentation-url": DOCUMENTATION_URL,
+        "integrations": [{"integration-name": INTEGRATION, "external-doc-url": INTEGRATION_DOC_URL,
+                          "how-to-guide": HOW_TO_GUIDES, "tags": ["software"]}],
         "hooks": _modules(Kind.HOOK),
         "operators": _modules(Kind.OPERATOR),
         "task-decorators": [{"name": "txn_spark", "class-name": "airflow_txn.airflow.decorators.txn_spark_task"},
@@ -92,6 +110,8 @@ def get_provider_info() -> dict[str, Any]:
         "asset-uris": [{"schemes": ["airflow-txn"], "handler": None}],  # table_asset(): kept as written
         "config": CONFIG,
         "cli": [CLI_FUNCTION],
+        "plugins": [{"name": PLUGIN_NAME, "plugin-class": PLUGIN_CLASS}],
+        "extra-links": EXTRA_LINKS,
         "connection-types": [{
             "connection-type": "airflow_txn",
             "hook-class-name": class_path("TxnHook"),

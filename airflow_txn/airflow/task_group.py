@@ -29,20 +29,24 @@ from typing import Any
 import attrs
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID
+from airflow_txn.airflow.operators.base import is_template
 from airflow_txn.airflow.operators.transaction import (
     BeginTransactionOperator,
     CommitTransactionOperator,
     RollbackTransactionOperator,
     TransactionOutcomeOperator,
+    default_outlet,
+    isolation_value,
 )
 from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
 from airflow_txn.core.adapter import Isolation
 from airflow_txn.errors import InvalidArgumentError
 
 
-def _isolation_value(value: object) -> str:
-    """The group's isolation, checked when the DAG is parsed (InvalidArgumentError names the levels)."""
-    return Isolation.parse(value).value
+def _isolation_value(value: object) -> Any:
+    """The group's isolation, checked when the DAG is parsed (InvalidArgumentError names the levels),
+    unless it is a template: then its begin task checks the rendered value."""
+    return value if is_template(value) else isolation_value(value)
 
 
 ON_SKIP = ("commit", "rollback")
@@ -63,14 +67,17 @@ class TransactionTaskGroup(TaskGroup):
     conn_id: str = DEFAULT_CONN_ID
     label: str | None = None
     isolation: str = attrs.field(default=Isolation.SNAPSHOT.value, converter=_isolation_value)
-    lease_seconds: float | None = None
+    lease_seconds: float | str | None = None
     on_skip: str = attrs.field(default="commit", converter=_on_skip_value)
+    commit_outlets: list[Any] | None = None
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
     commit: CommitTransactionOperator | None = attrs.field(default=None, init=False)
     rollback: RollbackTransactionOperator | None = attrs.field(default=None, init=False)
     outcome: TransactionOutcomeOperator | None = attrs.field(default=None, init=False)
 
     def __enter__(self) -> TransactionTaskGroup:
+        if self.commit_outlets is None:  # a templated conn_id is refused before the group opens
+            default_outlet(self.conn_id, f"transaction_group {self.group_id!r}")
         super().__enter__()
         if self.begin is None:
             self.begin = BeginTransactionOperator(task_id="begin", label=self.label, isolation=self.isolation,
@@ -122,8 +129,9 @@ class TransactionTaskGroup(TaskGroup):
             if isinstance(partial, dict) and _takes_tid(task) and partial.get("tid") is None:
                 partial["tid"] = tid
         commit_rule = TriggerRule.NONE_FAILED if self.on_skip == "commit" else TriggerRule.ALL_SUCCESS
+        outlets = {} if self.commit_outlets is None else {"outlets": list(self.commit_outlets)}
         self.commit = CommitTransactionOperator(task_id="commit", tid=self.begin.output, conn_id=self.conn_id,
-                                                trigger_rule=commit_rule)
+                                                trigger_rule=commit_rule, **outlets)
         self.rollback = RollbackTransactionOperator(task_id="rollback", tid=tid, conn_id=self.conn_id,
                                                     trigger_rule=TriggerRule.ONE_FAILED)
         self.outcome = TransactionOutcomeOperator(task_id="outcome", tid=tid, conn_id=self.conn_id,
@@ -144,15 +152,20 @@ def _takes_tid(task: Any) -> bool:
 
 
 def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str | None = None,
-                      isolation: str | Isolation = Isolation.SNAPSHOT, lease_seconds: float | None = None,
-                      on_skip: str = "commit", **kwargs: Any) -> TransactionTaskGroup:
+                      isolation: str | Isolation = Isolation.SNAPSHOT, lease_seconds: float | str | None = None,
+                      on_skip: str = "commit", commit_outlets: list[Any] | None = None,
+                      **kwargs: Any) -> TransactionTaskGroup:
     """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
     that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`
     and pass `tid=txn.tid` to the tasks inside. `on_skip`: "commit" (default: a skipped task is no
     failure, the commit makes what the others staged visible) or "rollback" (a skip rolls everything back
-    and fails the run). Other keyword arguments go to TaskGroup."""
+    and fails the run). `commit_outlets`: the commit task's outlets (default `[commit_alias(conn_id)]`;
+    needed when conn_id is a template). Other keyword arguments go to TaskGroup."""
+    if commit_outlets is None:
+        default_outlet(conn_id, f"transaction_group {group_id!r}")  # a templated conn_id is refused here
     return TransactionTaskGroup(group_id=group_id, conn_id=conn_id, label=label, isolation=isolation,
-                                lease_seconds=lease_seconds, on_skip=on_skip, **kwargs)
+                                lease_seconds=lease_seconds, on_skip=on_skip, commit_outlets=commit_outlets,
+                                **kwargs)
 
 
 __all__ = ["TransactionTaskGroup", "transaction_group"]

@@ -7,6 +7,7 @@ The revisions form one chain, one step of the schema's history each (REVISIONS):
     schema_v2   txn_table_retention and txn_compactions
     schema_v3   txn_keys and txn_scans
     indexes_v2  the visible-part index of index version 2
+    schema_v4   txn_transactions.metadata_json (a transaction's metadata)
 
 Alembic records the catalog's revision in txn_alembic_version (not Alembic's default alembic_version:
 a catalog may share a PostgreSQL database with Airflow's own, which has that table). The revisions
@@ -41,10 +42,10 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "txn_alembic_version"
-REVISIONS = ("schema_v1", "schema_v2", "schema_v3", "indexes_v2")
+REVISIONS = ("schema_v1", "schema_v2", "schema_v3", "indexes_v2", "schema_v4")
 """The chain, oldest first (a test checks it against the script directory)."""
 HEAD = REVISIONS[-1]
-_BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3"}
+_BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3", 4: "schema_v4"}
 """The revision a pre-Alembic catalog is at, by its txn_meta schema_version (index version below 2)."""
 
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -87,6 +88,8 @@ class Versions:
         named = _BY_SCHEMA_VERSION.get(self.schema_version or 0)
         if named == "schema_v3" and self.index_version >= schema.INDEX_VERSION:
             named = "indexes_v2"
+        elif named is not None and self.index_version < schema.INDEX_VERSION:  # the index revision must run
+            named = min(named, "schema_v3", key=REVISIONS.index)
         found = [r for r in (self.revision, named) if r is not None]
         return min(found, key=REVISIONS.index) if found else None
 

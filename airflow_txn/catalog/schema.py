@@ -3,7 +3,8 @@
 meta            key/value facts about the catalog itself (schema_version)
 counters        named 64-bit counters: last_csn (the SQL oracle), vacuum_horizon, snapshot_gate
 tables          one row per table: name, Arrow schema (IPC bytes), partition columns, directory
-transactions    one row per transaction: state machine active -> committed | rolled_back
+transactions    one row per transaction: state machine active -> committed | rolled_back, and the caller's
+                metadata (a JSON object: e.g. the Airflow run that wrote it)
 parts           one row per part: the four version columns (docs/DESIGN.md) plus files and staging keys
 commit_log      (csn, tid, tables, time, applied): the record is the commit point (invariant 3)
 table_commits   (table_id, csn) for every table a commit touched: last_commit_csn, serializable checks
@@ -33,8 +34,9 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 3
-# 1 -> 2: tables txn_table_retention and txn_compactions added; 2 -> 3: tables txn_keys and txn_scans added.
+SCHEMA_VERSION = 4
+# 1 -> 2: tables txn_table_retention and txn_compactions added; 2 -> 3: tables txn_keys and txn_scans added;
+# 3 -> 4: column txn_transactions.metadata_json added.
 # Each step is an Alembic revision in catalog/migrations/versions/ (catalog/migrate.py runs them); a change
 # here needs a new revision, and tests/core/test_migrations.py checks that the two agree.
 
@@ -83,6 +85,7 @@ transactions = Table(
     Column("ended_at", Float),
     Column("failed_reason", Text),  # set when a statement failed: only rollback is allowed then
     Column("cleanup_done", Boolean, nullable=False, default=False),  # rollback stamps finished
+    Column("metadata_json", Text),  # the caller's metadata, a JSON object (NULL: none); since schema version 4
     Index("ix_txn_transactions_state", "state"),
 )
 

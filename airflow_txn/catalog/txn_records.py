@@ -9,6 +9,7 @@ Lease deadlines are set and judged by the catalog's clock (catalog/clock.py), ne
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -34,7 +35,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.catalog.clock import catalog_now
 from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
-from airflow_txn.model.results import IsolationName, TransactionRecord, TransactionState
+from airflow_txn.model.results import IsolationName, JsonObject, TransactionRecord, TransactionState
 
 ACTIVE = "active"
 COMMITTING = "committing"  # external log only: the record may be being written; ask the log's decision
@@ -87,6 +88,12 @@ class TxnRow:
     failed_reason: str | None
     cleanup_done: bool
     catalog_now: float | None = None  # the catalog's clock when the row was read (None: not read with it)
+    metadata_json: str | None = None  # the caller's metadata as stored (parsed only when shown)
+
+    @property
+    def metadata(self) -> JsonObject:
+        """The caller's metadata ({} when none was recorded)."""
+        return dict(json.loads(self.metadata_json)) if self.metadata_json else {}
 
     def as_dict(self) -> TransactionRecord:
         """Public view: `committing` shows as state `active` (not committed until the record exists)
@@ -97,7 +104,7 @@ class TxnRow:
             snapshot_csn=self.snapshot_csn, commit_csn=self.commit_csn, lease_seconds=self.lease_seconds,
             lease_deadline=self.lease_deadline, created_at=self.created_at, ended_at=self.ended_at,
             failed_reason=self.failed_reason, cleanup_done=self.cleanup_done,
-            commit_in_progress=self.state == COMMITTING,
+            commit_in_progress=self.state == COMMITTING, metadata=self.metadata,
         )
 
     def lease_expired(self, now: float | None = None) -> bool:
@@ -108,12 +115,18 @@ class TxnRow:
 
 
 def insert_row(conn: Connection, tid: str, label: str | None, isolation: str, snapshot: int,
-               lease_seconds: float) -> None:
+               lease_seconds: float, metadata_json: str | None = None) -> None:
     conn.execute(_INSERT, {
         "tid": tid, "label": label, "state": ACTIVE, "isolation": isolation, "snapshot_csn": snapshot,
         "lease_seconds": lease_seconds, "b_lease": lease_seconds, "created_at": time.time(),
         "commit_csn": None, "ended_at": None, "failed_reason": None, "cleanup_done": False,
+        "metadata_json": metadata_json,
     })
+
+
+def set_metadata(conn: Connection, tid: str, metadata_json: str) -> None:
+    """Store the transaction's metadata (the caller checked and locked the row: Transaction.annotate)."""
+    conn.execute(update(schema.transactions).where(_t.tid == tid).values(metadata_json=metadata_json))
 
 
 def _from_row(row: Any) -> TxnRow:
@@ -123,6 +136,7 @@ def _from_row(row: Any) -> TxnRow:
         lease_seconds=float(row.lease_seconds), lease_deadline=float(row.lease_deadline),
         created_at=float(row.created_at), ended_at=row.ended_at, failed_reason=row.failed_reason,
         cleanup_done=bool(row.cleanup_done), catalog_now=row._mapping.get("catalog_now"),
+        metadata_json=row.metadata_json,
     )
 
 

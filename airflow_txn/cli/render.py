@@ -132,6 +132,8 @@ def fmt_field(name: str, value: object) -> str:
         return fmt_csn(value)
     if name == "partition":
         return fmt_partition(value)
+    if name == "metadata":  # a transaction's: JSON as it was recorded (nested objects stay readable)
+        return json.dumps(value, sort_keys=True) if value else "-"
     return fmt(value)
 
 

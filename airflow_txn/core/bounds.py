@@ -1,4 +1,5 @@
-"""Checks of the numbers a user passes (CSNs, limits, counts, attempts, leases, timeouts) before anything runs.
+"""Checks of the numbers a user passes (CSNs, limits, counts, attempts, leases, timeouts) before anything runs,
+and of a transaction's metadata (a bounded JSON object).
 
 Every integer the catalog stores or compares lives in a signed 64-bit column (BIGINT), so an integer
 argument must fit one: `catalog_int` is the one check for that (a larger value would otherwise reach
@@ -7,13 +8,33 @@ the driver and fail there raw). Failures are InvalidArgumentError naming the arg
 
 from __future__ import annotations
 
+import json
 import math
 import operator
+from collections.abc import Mapping
 from typing import SupportsIndex, TypeGuard
 
 from airflow_txn.core.config import MAX_LEASE_SECONDS
 from airflow_txn.errors import InvalidArgumentError
 from airflow_txn.model.csn import INT64_MAX
+
+MAX_METADATA_BYTES = 64 * 1024
+"""The largest metadata a transaction keeps, as JSON text (UTF-8): context, not data."""
+
+
+def metadata_json(value: object) -> str:
+    """A transaction's metadata as the catalog stores it: canonical JSON text of an object with string keys
+    and JSON values (no NaN or infinity), at most MAX_METADATA_BYTES."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidArgumentError(f"metadata must be a JSON object (a dict with str keys), got {value!r:.200}")
+    try:
+        text = json.dumps(dict(value), sort_keys=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"metadata must hold JSON values only ({exc}), got {value!r:.200}") from exc
+    if len(text.encode()) > MAX_METADATA_BYTES:
+        raise InvalidArgumentError(f"metadata is {len(text.encode())} bytes as JSON, more than {MAX_METADATA_BYTES}: "
+                                   "record context (ids, links), not data")
+    return text
 
 
 def catalog_int(value: object, what: str, minimum: int = 0) -> int:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_txn.catalog import table_registry, txn_records
-from airflow_txn.core import commit, crashpoints, log_mirror, manifests, reading, rollback, staging
+from airflow_txn.core import bounds, commit, crashpoints, log_mirror, manifests, reading, rollback, staging
 from airflow_txn.core.bounds import catalog_int
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.leases import LeaseKeeper
@@ -38,7 +38,7 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
 )
 from airflow_txn.model.names import check_key
-from airflow_txn.model.results import PartitionSpec, TransactionState
+from airflow_txn.model.results import JsonObject, PartitionSpec, TransactionState
 from airflow_txn.telemetry import logs, metrics
 
 if TYPE_CHECKING:
@@ -197,6 +197,19 @@ class Transaction:
         recorded unless the transaction had already failed a statement (that reason is kept)."""
         with logs.bind(tid=self._tid):
             rollback.rollback(self._rt, self._tid, reason=reason or "rolled back by the caller")
+
+    def annotate(self, metadata: Mapping[str, object]) -> JsonObject:
+        """Merge `metadata` (a JSON object: who wrote the transaction, a link back to them) into the
+        transaction's metadata, key by key, and return the result. Allowed while the transaction may run a
+        statement (it renews the lease, as a statement does); metadata that is no JSON object (or grows
+        past bounds.MAX_METADATA_BYTES) is refused before anything changes (InvalidArgumentError)."""
+        bounds.metadata_json(metadata)
+        cat = self._rt.catalog
+        with cat.write() as conn:
+            txn_records.lock_usable(conn, cat, self._tid)
+            merged = {**txn_records.fetch(conn, self._tid).metadata, **metadata}
+            txn_records.set_metadata(conn, self._tid, bounds.metadata_json(merged))
+        return merged
 
     def heartbeat(self) -> bool:
         """Extend the lease; False if the transaction is no longer active or its lease already ran out."""

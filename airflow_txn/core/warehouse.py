@@ -138,18 +138,21 @@ class Warehouse:
 
     # -- transactions -------------------------------------------------------------------------------
     def begin(self, label: str | None = None, isolation: str | Isolation = Isolation.SNAPSHOT,
-              lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Transaction:
+              lease_seconds: float = DEFAULT_LEASE_SECONDS,
+              metadata: Mapping[str, object] | None = None) -> Transaction:
         """Start a transaction at the readable watermark; `isolation` is "snapshot" or "serializable"
-        (or an `airflow_txn.core.isolation.Isolation`)."""
+        (or an `airflow_txn.core.isolation.Isolation`). `metadata`: a JSON object kept with the transaction
+        (shown by `transaction_info` and `airflow-txn show`; `Transaction.annotate` adds to it)."""
         check_label(label)
         level = Isolation.parse(isolation)
         lease = bounds.lease_seconds(lease_seconds)
+        stored = None if metadata is None else bounds.metadata_json(metadata)
         cat = self.runtime.catalog
         with cat.write() as conn:
             counters.share_snapshot_gate(conn, cat)
             snapshot = commit_log.readable_csn(conn, self.runtime.oracle)
             tid = str(self.runtime.tids.next(snapshot))
-            txn_records.insert_row(conn, tid, label, level.value, snapshot, lease)
+            txn_records.insert_row(conn, tid, label, level.value, snapshot, lease, stored)
         log.debug("began at snapshot %d", snapshot, extra=logs.fields(tid, snapshot))
         return Transaction(self, tid, snapshot, level)
 

@@ -46,6 +46,8 @@ PartitionSpec = Sequence[Mapping[str, object]]
 """Partitions as a caller names them: [{column: value}, ...], each value cast to its column's type."""
 Row = dict[str, object]
 """One row of a table's data as Python values: {column: value}."""
+JsonObject = dict[str, object]
+"""A JSON object as Python values (str keys; str, int, float, bool, None, lists and objects)."""
 
 
 # -- transactions -------------------------------------------------------------------------------------------------
@@ -63,6 +65,8 @@ class TransactionRecord(TypedDict):
     failed_reason: str | None
     cleanup_done: bool
     commit_in_progress: bool
+    metadata: JsonObject
+    """What the caller recorded with the transaction (`begin(metadata=)`, `Transaction.annotate`); {}: nothing."""
 
 
 class PartInfo(TypedDict):

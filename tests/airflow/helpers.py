@@ -40,6 +40,19 @@ def xcom(dag_run: Any, task_id: str, map_index: int = -1) -> Any:
         return None if row is None else XComModel.deserialize_value(row)
 
 
+def asset_events(dag_run: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(asset URI, event extra) of every Asset event the run's tasks emitted, sorted."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(select(AssetModel.uri, AssetEvent.extra)
+                               .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+                               .where(AssetEvent.source_run_id == dag_run.run_id))
+        return sorted((uri, dict(extra)) for uri, extra in rows)
+
+
 def counts(wh: Warehouse, csn: int | None = None) -> dict[str, int]:
     return {t: wh.read(t, csn=csn).num_rows for t in BACKFILL_TABLES if t in wh.tables()}
 

@@ -15,6 +15,7 @@ from airflow_txn import ROLLBACK_CSN, Warehouse
 from airflow_txn.catalog.txn_records import COMMITTED, ROLLED_BACK
 from tests.airflow.helpers import (
     BACKFILL_TABLES,
+    asset_events,
     counts,
     rendered_map_indexes,
     run_dag,
@@ -40,18 +41,6 @@ def backfill_module() -> ModuleType:
 
 def expected(days: int) -> dict[str, int]:
     return {t: n * days for t, n in PER_DAY.items()}
-
-
-def asset_events(dag_run: Any) -> list[tuple[str, dict[str, Any]]]:
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        rows = session.execute(select(AssetModel.uri, AssetEvent.extra)
-                               .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
-                               .where(AssetEvent.source_run_id == dag_run.run_id))
-        return sorted((uri, dict(extra)) for uri, extra in rows)
 
 
 def reader_queued() -> bool:
@@ -85,7 +74,9 @@ def test_backfill_commits_all_tables_at_one_csn_then_the_reader_checks_them(
 
     events = asset_events(run)
     assert [uri for uri, _ in events] == sorted(table_asset(t).uri for t in BACKFILL_TABLES)
-    assert all(extra == {"table": uri.rsplit("/", 1)[1], "csn": csn, "tid": txn["tid"]} for uri, extra in events)
+    assert all(extra == {"table": uri.rsplit("/", 1)[1], "csn": csn, "tid": txn["tid"], "metadata": txn["metadata"]}
+               for uri, extra in events)
+    assert txn["metadata"]["airflow"]["task_id"] == "backfill.commit"  # the run that committed it
     assert reader_queued()  # the reader DAG is scheduled on those Assets
 
     reader = run_dag(dagbag, "multi_table_reader", {"csn": csn})

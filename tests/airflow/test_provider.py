@@ -57,6 +57,21 @@ def test_provider_info_validates_against_airflows_schema() -> None:
     assert group.name == "txn" and "rollback" in [c.name for c in group.subcommands]
 
 
+def test_the_installed_airflow_is_inside_the_declared_range() -> None:
+    """docs/DESIGN.md, D13: the `airflow` extra declares the releases this suite runs on, so the Airflow
+    running these tests must satisfy it (a suite run on a release outside it fails here)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["airflow"]
+    [airflow] = [Requirement(r) for r in extra if Requirement(r).name == "apache-airflow"]
+    installed = importlib.metadata.version("apache-airflow")
+    assert airflow.specifier.contains(installed), f"Airflow {installed} is outside {airflow.specifier}"
+    assert airflow.specifier.contains("3.3.2") and not airflow.specifier.contains("3.0.0")
+    assert not airflow.specifier.contains("3.4.0")  # the next minor release is untested until the suite runs on it
+
+
 def test_schema_check_is_not_vacuous() -> None:
     """The schema does refuse a malformed provider info (so the validation above can fail)."""
     broken = provider.get_provider_info()
@@ -70,6 +85,64 @@ def test_schema_check_is_not_vacuous() -> None:
     del broken["name"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, provider_schema())
+
+
+def test_provider_info_points_at_the_projects_docs_and_plugin() -> None:
+    import tomllib
+
+    from airflow_txn.airflow.plugin import AirflowTxnPlugin
+
+    info = provider.get_provider_info()
+    urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
+    assert info["documentation-url"] == urls["Documentation"]  # what Airflow shows, from the installed metadata
+    [integration] = info["integrations"]
+    assert integration["external-doc-url"].startswith(urls["Source"] + "/")
+    guides = integration["how-to-guide"]
+    assert guides and all(g.startswith("/docs/") and (REPO / g.lstrip("/")).is_file() for g in guides), guides
+    [plugin] = info["plugins"]
+    module, _, name = plugin["plugin-class"].rpartition(".")
+    assert getattr(importlib.import_module(module), name) is AirflowTxnPlugin
+    assert plugin["name"] == AirflowTxnPlugin.name == "airflow_txn"
+
+
+# Loads Airflow's plugins and providers as a component does, with airflow-txn's entry points and
+# metadata as this tree's pyproject.toml declares them (tests/airflow/declared_install.py).
+PLUGINS_PROBE = """
+import json
+import tests.airflow.declared_install as declared
+declared.install()
+from airflow import plugins_manager
+from airflow.providers_manager import ProvidersManager
+plugins, errors = plugins_manager._get_plugins()
+mine = [{"name": p.name, "source": str(p.source), "listeners": [m.__name__ for m in p.listeners]}
+        for p in plugins if p.name == "airflow_txn"]
+manager = ProvidersManager()
+info = manager.providers["airflow-txn"].data
+print(json.dumps({"plugins": mine, "errors": errors, "documentation_url": info["documentation-url"],
+                  "provider_plugins": [p.plugin_class for p in manager.plugins]}))
+"""
+
+
+@pytest.mark.parametrize("lazy", [True, False], ids=["lazy_discover_providers", "eager_providers"])
+def test_the_plugin_is_registered_once_whichever_way_airflow_discovers_providers(tmp_path: Path, lazy: bool) -> None:
+    """By default Airflow loads the `airflow.plugins` entry point and never the provider info's plugins;
+    with `[core] lazy_discover_providers = False` it loads both, and a second `airflow_txn` would be an
+    import error ("already registered"): the entry point then hands Airflow nothing."""
+    import tomllib
+
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__PLUGINS_FOLDER": str(tmp_path / "plugins"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": str(lazy)}
+    result = subprocess.run([sys.executable, "-c", PLUGINS_PROBE], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=180, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["errors"] == {}
+    [plugin] = seen["plugins"]
+    assert plugin["listeners"] == ["airflow_txn.airflow.listener"]
+    assert ("EntryPoint" in plugin["source"]) is lazy  # eager: Airflow took it from the provider info
+    assert seen["provider_plugins"] == [provider.PLUGIN_CLASS]
+    urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
+    assert seen["documentation_url"] == urls["Documentation"]  # Airflow's Providers page links there
 
 
 def test_providers_manager_sees_the_provider() -> None:

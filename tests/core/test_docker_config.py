@@ -15,16 +15,20 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from packaging.requirements import Requirement
 
 from airflow_txn.oracle.zookeeper_spec import ZooKeeperSpec
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker" / "docker-compose.yml"
+DOCKERFILE = REPO / "docker" / "Dockerfile"
+DOCKERIGNORE = REPO / "docker" / "Dockerfile.dockerignore"
 WAREHOUSE = "/data/warehouse"  # the shared volume's path: the root with WAREHOUSE_ROOT=/data/warehouse
 S3_ROOT = "s3://airflow-txn/warehouse"  # the default root: bucket airflow-txn on the seaweedfs service
 AIRFLOW_SERVICES = ["airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
@@ -201,3 +205,101 @@ def test_versions_can_be_overridden(compose: list[str]) -> None:
     assert result.returncode == 0, result.stderr
     args = json.loads(result.stdout)["services"]["spark-master"]["build"]["args"]
     assert args["PYSPARK_VERSION"] == "4.0.1"
+
+
+# --- docker/Dockerfile, read as text (no Docker engine here: these checks need no compose either) ---
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of docker/Dockerfile, continuation lines joined, comments dropped."""
+    lines = [line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n\s*", " ", "\n".join(lines))
+    return [(m.group(1).upper(), m.group(2).strip()) for m in re.finditer(r"^(\w+)\s+(.*)$", joined, re.MULTILINE)]
+
+
+def dockerfile_args() -> dict[str, str]:
+    """The build arguments' defaults, each expanded with the ones declared before it."""
+    args: dict[str, str] = {}
+    for instruction, rest in dockerfile_instructions():
+        if instruction == "ARG" and "=" in rest:
+            name, default = rest.split("=", 1)
+            args[name] = expand(default, args)
+    return args
+
+
+def expand(text: str, args: dict[str, str]) -> str:
+    return re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), text)
+
+
+def runs() -> list[str]:
+    return [rest for instruction, rest in dockerfile_instructions() if instruction == "RUN"]
+
+
+def test_image_is_built_on_airflows_image_with_its_constraints() -> None:
+    args = dockerfile_args()
+    froms = [rest for instruction, rest in dockerfile_instructions() if instruction == "FROM"]
+    assert [expand(f, args) for f in froms] == [f"apache/airflow:{args['AIRFLOW_VERSION']}-python3.11"]
+    assert args["PYTHON_VERSION"] == "3.11"
+    assert expand("${AIRFLOW_CONSTRAINTS_URL}", args) == (
+        f"https://raw.githubusercontent.com/apache/airflow/constraints-{args['AIRFLOW_VERSION']}/constraints-3.11.txt")
+    pips = [r for r in runs() if r.startswith("pip install")]
+    constrained = [r for r in pips if "--constraint" in r]
+    assert len(constrained) == 1 and '"apache-airflow[postgres]==${AIRFLOW_VERSION}"' in constrained[0]
+    assert constrained[0].endswith('--constraint "${AIRFLOW_CONSTRAINTS_URL}"')
+    # every later install holds Airflow at the constrained version, as Airflow's docs ask
+    assert all('"apache-airflow==${AIRFLOW_VERSION}"' in r or r in constrained for r in pips), pips
+
+
+def test_image_installs_what_the_stack_runs() -> None:
+    installs = " ".join(runs())
+    assert '"pyspark==${PYSPARK_VERSION}"' in installs
+    assert '"/src/airflow-txn[airflow,spark,spark-connect,postgres,zookeeper]"' in installs
+    assert "default-jre-headless" in installs and "procps" in installs  # Spark's JVM and the ps its scripts call
+    assert "/data/warehouse" in installs and "/opt/spark/work" in installs
+    instructions = dockerfile_instructions()
+    assert ("COPY", "--chown=airflow:0 dags/ ${AIRFLOW_HOME}/dags/") in instructions
+    users = [rest for instruction, rest in instructions if instruction == "USER"]
+    assert users[-1] == "airflow"  # the image's own user runs everything
+
+
+def test_image_gets_every_file_the_package_build_reads() -> None:
+    """pyproject's readme and license files must be in the build context (Dockerfile.dockerignore) and
+    copied next to pyproject.toml: setuptools fails on a license file pattern that matches nothing."""
+    with (REPO / "pyproject.toml").open("rb") as f:
+        meta = tomllib.load(f)["project"]
+    needed = ["pyproject.toml", meta["readme"], *meta["license-files"]]
+    copied = " ".join(rest for instruction, rest in dockerfile_instructions() if instruction == "COPY")
+    patterns = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    for name in needed:
+        assert (REPO / name).is_file(), name
+        assert re.search(rf"\s{re.escape(name)}\s.*/src/airflow-txn/", copied), f"the Dockerfile does not copy {name}"
+        included = None
+        for pattern in patterns:  # the last matching pattern decides, as Docker reads the file
+            if pattern.lstrip("!").rstrip("/") in ("*", name):
+                included = pattern.startswith("!")
+        assert included, f"Dockerfile.dockerignore keeps {name} out of the build context"
+
+
+def test_image_airflow_is_inside_the_declared_range() -> None:
+    """docs/DESIGN.md, D13: the image runs a release the `airflow` extra allows, the compose file builds the same."""
+    with (REPO / "pyproject.toml").open("rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["airflow"]
+    [airflow] = [Requirement(r) for r in extra if Requirement(r).name == "apache-airflow"]
+    args = dockerfile_args()
+    assert airflow.specifier.contains(args["AIRFLOW_VERSION"]), (args["AIRFLOW_VERSION"], str(airflow.specifier))
+    compose = COMPOSE_FILE.read_text()
+    for name in ("AIRFLOW_VERSION", "PYSPARK_VERSION"):
+        assert f"{name}: ${{{name}:-{args[name]}}}" in compose, f"compose builds another {name} by default"
+
+
+def test_services_that_are_not_airflow_start_their_own_command() -> None:
+    """Airflow's image entrypoint runs `airflow db check` and hands any command but bash/python to
+    `airflow`: the Spark services and the bucket maker must run their command with a plain entrypoint."""
+    yaml = pytest.importorskip("yaml")
+    services = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+    built = {name for name, svc in services.items() if svc.get("image") == "airflow-txn:local"}
+    plain = {name for name in built if services[name].get("entrypoint") == ["/usr/bin/dumb-init", "--"]}
+    assert plain == {*SPARK_SERVICES, "s3-bucket"}
+    for name in built - plain:  # Airflow's components keep Airflow's entrypoint, and run `airflow ...` or bash
+        assert name in AIRFLOW_SERVICES and services[name]["command"][0] in ("airflow", "bash"), name

@@ -22,7 +22,7 @@ from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHoo
 from airflow_txn.core.adapter import check_csn, check_lease_seconds
 from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, WarehouseConfig
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidArgumentError, TableNotFoundError, TxnError, WaitTimeoutError
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError, TableNotFoundError, TxnError, WaitTimeoutError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 
 DEFAULT_CONN_ID = "airflow_txn_default"
@@ -48,6 +48,12 @@ def default_lease_seconds() -> float:
         return check_lease_seconds(lease)
     except InvalidArgumentError as exc:
         raise TxnError(f"[airflow_txn] {exc}") from exc
+
+
+def default_deferrable() -> bool:
+    """`[operators] default_deferrable` (AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE): whether deferrable
+    operators and sensors that are not told defer, as Airflow's own providers read it."""
+    return bool(airflow_conf().getboolean("operators", "default_deferrable", fallback=False))
 
 
 def _field(extra: Mapping[str, Any], name: str) -> Any:
@@ -188,11 +194,11 @@ def coerce_csn(value: Any) -> int:
     if value is None or value == "" or value == "None":
         return PREHISTORIC_CSN
     if isinstance(value, bool):
-        raise TxnError(f"csn must be an integer, got {value!r}")
+        raise InvalidArgumentError(f"csn must be an integer, got {value!r}")
     try:
         csn = int(value)
     except (TypeError, ValueError) as exc:
-        raise TxnError(f"csn must be an integer, got {value!r}") from exc
+        raise InvalidArgumentError(f"csn must be an integer, got {value!r}") from exc
     return check_csn(csn)
 
 
@@ -206,9 +212,9 @@ def coerce_tables(value: Any) -> list[str]:
             try:
                 parsed = ast.literal_eval(text)
             except (ValueError, SyntaxError) as exc:
-                raise TxnError(f"tables must be a list of table names, got {value!r}") from exc
+                raise InvalidNameError(f"tables must be a list of table names, got {value!r}") from exc
             return coerce_tables(list(parsed))
         return [t.strip() for t in text.split(",") if t.strip()]
     if not isinstance(value, Sequence) or not all(isinstance(t, str) for t in value):
-        raise TxnError(f"tables must be a list of table names, got {value!r}")
+        raise InvalidNameError(f"tables must be a list of table names, got {value!r}")
     return list(value)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
-from airflow_txn.airflow.version_compat import AirflowFailException, BaseOperator
+from airflow_txn.airflow.version_compat import AirflowFailException, BaseOperator, XComArg
 from airflow_txn.core.adapter import COMMITTED, ROLLED_BACK
 from airflow_txn.errors import InvalidNameError, TransactionClosedError
 from airflow_txn.model.tid import Tid
@@ -24,8 +24,17 @@ class InfoLog(Protocol):
     def info(self, event: Any, *args: Any, **kw: Any) -> Any: ...
 
 
+def is_template(value: object) -> bool:
+    """True for an argument whose value is known only when the task runs: Jinja text or an XComArg
+    (checked after rendering, in execute; anything else is checked when the DAG is parsed)."""
+    return isinstance(value, XComArg) or (isinstance(value, str) and ("{{" in value or "{%" in value))
+
+
 class TxnBaseOperator(BaseOperator):
     """Base of the transaction operators: `conn_id` names the warehouse connection."""
+
+    linked_tid: str | None = None
+    """The transaction this try works in, once known (the "Transaction" extra link: links.py)."""
 
     def __init__(self, *, conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -74,6 +83,16 @@ def task_key(context: Mapping[str, Any]) -> str:
     """The staging key of the running task: dag_id/task_id/map_index (invariant 7's key)."""
     dag_id, _run_id, task_id, map_index, _try = run_ids(context)
     return f"{dag_id}/{task_id}/{map_index}"
+
+
+def airflow_metadata(context: Mapping[str, Any]) -> dict[str, object]:
+    """What a transaction records of the Airflow task working on it (its metadata, `airflow-txn show`):
+    `{"airflow": {dag_id, run_id, task_id, try_number, url}}`, `url` leading back to the DAG run."""
+    from airflow_txn.airflow.links import run_url
+
+    dag_id, run_id, task_id, _map_index, try_number = run_ids(context)
+    return {"airflow": {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "try_number": try_number,
+                        "url": run_url(dag_id, run_id)}}
 
 
 def is_last_try(context: Mapping[str, Any]) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     TxnBaseOperator,
     call_with_context,
@@ -45,6 +46,7 @@ class TransactionPythonOperator(TxnBaseOperator):
     template_fields: Sequence[str] = ("tid", "op_args", "op_kwargs", "conn_id")
     template_fields_renderers = {"op_kwargs": "py"}
     ui_color = "#c6e2f5"
+    operator_extra_links = (TransactionLink(),)
 
     def __init__(self, *, python_callable: Callable[..., Any], tid: Any = None, op_args: Sequence[Any] | None = None,
                  op_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -57,7 +59,7 @@ class TransactionPythonOperator(TxnBaseOperator):
         self.op_kwargs = dict(op_kwargs or {})
 
     def execute(self, context: Context) -> Any:
-        tid = require_tid(self.tid, self.task_id)
+        tid = self.linked_tid = require_tid(self.tid, self.task_id)
         _dag, _run, _task, _map, try_number = run_ids(context)
         with keyed_try(self.hook, tid, context, self.task_id, self.log) as txn:
             self.log.info("running %s in transaction %s (key %s, attempt %d)",

@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from airflow_txn.airflow.links import SparkUILink, TransactionLink
 from airflow_txn.airflow.operators.base import (
     TxnBaseOperator,
     call_with_context,
@@ -94,6 +95,15 @@ def _is_connect(spark: SparkSession) -> bool:
     return is_connect(spark)
 
 
+def spark_ui_url(spark: SparkSession) -> str | None:
+    """The web UI of this process's Spark driver (None with `spark.ui.enabled=false`, or through Spark
+    Connect: the driver is the server's)."""
+    if _is_connect(spark):
+        return None
+    url = spark.sparkContext.uiWebUrl
+    return str(url) if url else None
+
+
 def spark_target_of(conn_type: str, host: str | None, port: int | None, login: str | None, password: str | None,
                     extra: Mapping[str, Any]) -> dict[str, str]:
     """Spark settings for an Airflow connection of the Spark provider's types: `spark_connect` (a Spark Connect
@@ -135,6 +145,9 @@ class SparkTransactionOperator(TxnBaseOperator):
                                       "conn_id")
     template_fields_renderers = {"op_kwargs": "py", "spark_conf": "json"}
     ui_color = "#f5c49b"
+    operator_extra_links = (TransactionLink(), SparkUILink())
+    spark_ui_url: str | None = None
+    """The web UI of the Spark driver this try started, while it runs ("Spark UI" link: links.py)."""
 
     def __init__(self, *, python_callable: Callable[..., Any], tid: Any = None, op_args: Sequence[Any] | None = None,
                  op_kwargs: Mapping[str, Any] | None = None, spark_conf: Mapping[str, str] | None = None,
@@ -152,7 +165,7 @@ class SparkTransactionOperator(TxnBaseOperator):
         self._running: tuple[SparkSession, str] | None = None  # the session and the tag of this try's jobs
 
     def execute(self, context: Context) -> Any:
-        tid = require_tid(self.tid, self.task_id)
+        tid = self.linked_tid = require_tid(self.tid, self.task_id)
         dag_id, _run_id, task_id, _map_index, try_number = run_ids(context)
         key = task_key(context)
         hook = self.hook
@@ -162,6 +175,7 @@ class SparkTransactionOperator(TxnBaseOperator):
             tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
             spark.addTag(tag)
             self._running = (spark, tag)
+            self._link_spark_ui(spark, context)
             self.log.info("running %s in transaction %s (key %s, attempt %d) on %s",
                           getattr(self.python_callable, "__name__", "the callable"), tid, key, try_number,
                           "Spark Connect" if _is_connect(spark) else "a local SparkSession")
@@ -173,6 +187,14 @@ class SparkTransactionOperator(TxnBaseOperator):
                 spark.removeTag(tag)
                 if _is_connect(spark):  # its gRPC channel's threads would keep the task's process alive
                     spark.stop()
+
+    def _link_spark_ui(self, spark: SparkSession, context: Context) -> None:
+        """Record the driver's UI and publish its link now (Airflow pushes links only when a task ends,
+        and the UI lives only as long as the task's process)."""
+        self.spark_ui_url = spark_ui_url(spark)
+        if self.spark_ui_url:
+            self.log.info("Spark UI of this task: %s", self.spark_ui_url)
+            context["ti"].xcom_push(key=SparkUILink().xcom_key, value=self.spark_ui_url)
 
     def _connection_conf(self) -> dict[str, str]:
         """Spark settings from `spark_conn_id` (none without it)."""

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
-from airflow_txn.airflow.operators.base import RERUN_HINT, TxnBaseOperator, is_last_try, require_tid, run_ids
+from airflow_txn.airflow.links import TransactionLink
+from airflow_txn.airflow.operators.base import (
+    RERUN_HINT,
+    TxnBaseOperator,
+    airflow_metadata,
+    is_last_try,
+    is_template,
+    require_tid,
+    run_ids,
+)
 from airflow_txn.airflow.version_compat import AirflowFailException, AirflowSkipException, Asset, AssetAlias, Context
-from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation
+from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation, check_lease_seconds
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import LeaseExpiredError, SerializationError, TransactionClosedError
+from airflow_txn.errors import InvalidArgumentError, LeaseExpiredError, SerializationError, TransactionClosedError
 from airflow_txn.model.results import TransactionInfo
 
 ENDED = (COMMITTED, ROLLED_BACK)  # any other state (active, committing) is still open
@@ -20,44 +29,77 @@ ENDED = (COMMITTED, ROLLED_BACK)  # any other state (active, committing) is stil
 _FINAL_COMMIT_ERRORS = (SerializationError, LeaseExpiredError, TransactionClosedError)
 
 
+def isolation_value(value: object) -> str:
+    """An isolation argument as the level's name (a rendered template's text too); InvalidArgumentError
+    names the levels otherwise."""
+    return Isolation.parse(value.strip() if isinstance(value, str) else value).value
+
+
+def lease_value(value: object) -> float | None:
+    """A lease_seconds argument as seconds (a rendered template's text too: "7200"); None (or empty
+    text) for the configured default. InvalidArgumentError when it is no lease (check_lease_seconds)."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError as exc:
+            raise InvalidArgumentError(f"lease_seconds must be a number of seconds, got {value!r}") from exc
+    return check_lease_seconds(value)
+
+
 class BeginTransactionOperator(TxnBaseOperator):
     """Begin a transaction; its tid is the task's XCom return value.
 
     :param label: shown by `airflow-txn list`; defaults to `<dag_id>/<run_id>`.
-    :param isolation: "snapshot" (default) or "serializable" (checked when the DAG is parsed:
-        InvalidArgumentError names the allowed values).
+    :param isolation: "snapshot" (default) or "serializable". Templated: a value known when the DAG is
+        parsed is checked then (InvalidArgumentError names the allowed values), a template once
+        rendered (a bad value fails the task without retry).
     :param lease_seconds: how long the transaction lives without a heartbeat; statements and
         SparkTransactionOperator renew it, so it only has to outlast the gaps between tasks.
         None (default): `[airflow_txn] lease_seconds` of Airflow's configuration, else one hour.
+        Templated, checked as `isolation` is (a positive number of seconds up to 7 days).
     :param conn_id: the airflow_txn connection.
     """
 
-    template_fields: Sequence[str] = ("transaction_label", "conn_id")
+    template_fields: Sequence[str] = ("transaction_label", "isolation", "lease_seconds", "conn_id")
     ui_color = "#d8f0d2"
+    operator_extra_links = (TransactionLink(),)
 
     def __init__(self, *, label: str | None = None, isolation: str | Isolation = Isolation.SNAPSHOT,
-                 lease_seconds: float | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+                 lease_seconds: float | str | None = None, **kwargs: Any) -> None:
+        checked_isolation = isolation if is_template(isolation) else isolation_value(isolation)
+        checked_lease = lease_seconds if is_template(lease_seconds) else lease_value(lease_seconds)
+        super().__init__(**kwargs)  # after the checks: a refused task is not added to the DAG
         self.transaction_label = label
-        self.isolation = Isolation.parse(isolation).value
-        self.lease_seconds = lease_seconds
+        self.isolation: Any = checked_isolation
+        self.lease_seconds: Any = checked_lease
 
     def execute(self, context: Context) -> str:
         dag_id, run_id, _task, _map, _try = run_ids(context)
         label = self.transaction_label or f"{dag_id}/{run_id}"
+        try:  # the rendered values (a template's text, an XCom)
+            isolation, lease = isolation_value(self.isolation), lease_value(self.lease_seconds)
+        except InvalidArgumentError as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        if lease is None:
+            lease = default_lease_seconds()
         with self.hook.warehouse() as wh:
-            lease = self.lease_seconds if self.lease_seconds is not None else default_lease_seconds()
-            txn = wh.begin(label=label, isolation=self.isolation, lease_seconds=lease)
-        self.log.info("began transaction %s at snapshot %d (label %r)", txn.tid, txn.snapshot_csn, label)
+            txn = wh.begin(label=label, isolation=isolation, lease_seconds=lease, metadata=airflow_metadata(context))
+        self.linked_tid = txn.tid
+        self.log.info("began transaction %s (%s, lease %gs) at snapshot %d (label %r)", txn.tid, isolation, lease,
+                      txn.snapshot_csn, label)
         return txn.tid
 
 
 class CommitTransactionOperator(TxnBaseOperator):
     """Commit the transaction `tid`; the commit CSN is the XCom return value.
 
-    After the commit (never before) it emits one Asset event per table the commit wrote, with
-    `{"table", "csn", "tid"}` in the event extra: through the alias `commit_alias(conn_id)` (the
-    default outlet), or into an explicit `table_asset(...)` outlet. A commit that can no longer
+    Before committing it records the Airflow context in the transaction's metadata (`{"airflow":
+    {dag_id, run_id, task_id, try_number, url}}`, over what the begin task recorded). After the commit
+    (never before) it emits one Asset event per table the commit wrote, with `{"table", "csn", "tid",
+    "metadata"}` in the event extra: through the alias `commit_alias(conn_id)` (the default outlet), or
+    into an explicit `table_asset(...)` outlet. A commit that can no longer
     succeed (conflict, expired lease, failed statement) rolls back and fails without retrying; a
     commit that fails on its last try rolls back too. A retry after a successful commit returns
     the same CSN.
@@ -65,21 +107,24 @@ class CommitTransactionOperator(TxnBaseOperator):
 
     template_fields: Sequence[str] = ("tid", "conn_id")
     ui_color = "#a6e3a1"
+    operator_extra_links = (TransactionLink(),)
 
     def __init__(self, *, tid: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("outlets", [commit_alias(kwargs.get("conn_id") or DEFAULT_CONN_ID)])
+        if "outlets" not in kwargs:
+            kwargs["outlets"] = [default_outlet(kwargs.get("conn_id") or DEFAULT_CONN_ID, kwargs.get("task_id"))]
         super().__init__(**kwargs)
         self.tid = tid
 
     def execute(self, context: Context) -> int:
         if self.tid in (None, "", "None"):  # begin skipped (a branch skipped the whole group): nothing to commit
             raise AirflowSkipException("no transaction began (the begin task was skipped or did not run)")
-        tid = require_tid(self.tid, self.task_id)
+        tid = self.linked_tid = require_tid(self.tid, self.task_id)
         with self.hook.warehouse() as wh:
             csn = self._commit(wh, tid, context)
-            tables = committed_tables(wh, tid, csn)
+            info = wh.transaction_info(tid)
+        tables = committed_tables(info, csn)
         self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(tables) or "no table written")
-        self._emit_asset_events(context, tid, csn, tables)
+        self._emit_asset_events(context, tid, csn, tables, info["metadata"])
         return csn
 
     def _commit(self, wh: Warehouse, tid: str, context: Context) -> int:
@@ -91,7 +136,10 @@ class CommitTransactionOperator(TxnBaseOperator):
             raise AirflowFailException(f"transaction {tid} was rolled back ({info['failed_reason']}); "
                                        f"nothing to commit. {RERUN_HINT}")
         try:
-            return wh.attach(tid).commit()
+            txn = wh.attach(tid)
+            if not info["commit_in_progress"]:  # a commit an earlier try started is finished as it was
+                txn.annotate(airflow_metadata(context))
+            return txn.commit()
         except _FINAL_COMMIT_ERRORS as exc:
             roll_back_quietly(wh, tid, f"commit failed: {exc}", self.log)
             raise AirflowFailException(f"transaction {tid} cannot commit and was rolled back: {exc}") from exc
@@ -100,16 +148,18 @@ class CommitTransactionOperator(TxnBaseOperator):
                 roll_back_quietly(wh, tid, f"commit failed on its last try: {exc}", self.log)
             raise
 
-    def _emit_asset_events(self, context: Context, tid: str, csn: int, tables: Sequence[str]) -> None:
+    def _emit_asset_events(self, context: Context, tid: str, csn: int, tables: Sequence[str],
+                           metadata: Mapping[str, object]) -> None:
         events = context["outlet_events"]
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
                 for table in tables:
-                    events[outlet].add(table_asset(table, self.conn_id), extra=event_extra(table, csn, tid))
+                    events[outlet].add(table_asset(table, self.conn_id),
+                                       extra=event_extra(table, csn, tid, metadata))
             elif isinstance(outlet, Asset):
                 written = table_of(outlet, self.conn_id)
                 if written is not None:
-                    events[outlet].extra.update(event_extra(written, csn, tid))
+                    events[outlet].extra.update(event_extra(written, csn, tid, metadata))
 
 
 class RollbackTransactionOperator(TxnBaseOperator):
@@ -177,6 +227,23 @@ class TransactionOutcomeOperator(TxnBaseOperator):
                                    "no table changed")
 
 
+def default_outlet(conn_id: Any, task_id: object = None) -> AssetAlias:
+    """CommitTransactionOperator's default outlet, `commit_alias(conn_id)`.
+
+    An AssetAlias outlet is registered when the DAG is parsed (its name is how the scheduler links the
+    events emitted through it to the DAGs scheduled on it), so it cannot take a name known only when
+    the task runs: an alias named after a templated conn_id would be named after the template's text.
+    The events' table Assets do take the rendered conn_id, so a templated conn_id works with outlets
+    the DAG names itself, e.g. `outlets=[AssetAlias("shop-commits")]` (docs/OPERATORS.md)."""
+    if is_template(conn_id):
+        raise InvalidArgumentError(
+            f"{task_id or 'CommitTransactionOperator'}: conn_id {conn_id!r} is known only when the task runs, and the "
+            "default outlet commit_alias(conn_id) needs its name when the DAG is parsed (an AssetAlias is "
+            "registered then); pass the outlets yourself, e.g. outlets=[AssetAlias(\"my-commits\")] (the "
+            "events it carries name each table with the rendered conn_id) or outlets=[] for no events")
+    return commit_alias(conn_id)
+
+
 def task_state(context: Context, task_id: str) -> str | None:
     """The state of task `task_id` in this DAG run (None when the task runner cannot say)."""
     ti = context["ti"]
@@ -197,9 +264,9 @@ def committed_csn(info: TransactionInfo) -> int:
     return csn
 
 
-def committed_tables(wh: Warehouse, tid: str, csn: int) -> list[str]:
-    """The tables whose visible content the commit of `tid` at `csn` changed."""
-    parts = wh.transaction_info(tid)["parts"]
+def committed_tables(info: TransactionInfo, csn: int) -> list[str]:
+    """The tables whose visible content the commit of a transaction (`info`) at `csn` changed."""
+    parts = info["parts"]
     return sorted({p["table"] for p in parts
                    if (p["role"] == "created" and p["creation_csn"] == csn)
                    or (p["role"] == "removed" and p["removal_csn"] == csn)})

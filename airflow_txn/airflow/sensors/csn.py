@@ -6,9 +6,17 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, coerce_csn, coerce_tables, snapshot_ready
-from airflow_txn.airflow.triggers.csn import CommitCSNTrigger
+from airflow_txn.airflow.hooks.txn import (
+    DEFAULT_CONN_ID,
+    TxnHook,
+    coerce_csn,
+    coerce_tables,
+    default_deferrable,
+    snapshot_ready,
+)
+from airflow_txn.airflow.triggers.csn import FINAL_ERRORS, CommitCSNTrigger
 from airflow_txn.airflow.version_compat import AirflowFailException, BaseSensorOperator, Context, PokeReturnValue
+from airflow_txn.errors import TxnError
 
 
 class CommitCSNSensor(BaseSensorOperator):
@@ -18,27 +26,41 @@ class CommitCSNSensor(BaseSensorOperator):
 
     :param csn: the CSN to wait for (an int or the commit task's XCom; None: any commit).
     :param tables: tables that must each have a commit at or after `csn`.
-    :param deferrable: wait in the triggerer (CommitCSNTrigger) instead of a worker slot.
+    :param deferrable: wait in the triggerer (CommitCSNTrigger) instead of a worker slot. None (default):
+        `[operators] default_deferrable` of Airflow's configuration (False unless set), read when the DAG
+        is parsed, as Airflow's own deferrable sensors do.
     :param conn_id: the airflow_txn connection.
 
-    `mode="reschedule"`, `poke_interval` and `timeout` work as for every sensor.
+    `mode="reschedule"`, `poke_interval` and `timeout` work as for every sensor. Bad input (a `csn` that
+    is no CSN, malformed `tables`) fails the task without retry; any other error (the catalog down, in
+    a poke or in the triggerer) fails this try, and Airflow retries it when retries are left.
     """
 
     template_fields: Sequence[str] = ("csn", "tables", "conn_id")
     ui_color = "#b4d7f0"
 
     def __init__(self, *, csn: Any = None, tables: Sequence[str] | str | None = None, conn_id: str = DEFAULT_CONN_ID,
-                 deferrable: bool = False, **kwargs: Any) -> None:
+                 deferrable: bool | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.csn = csn
         self.tables = tables or []
         self.conn_id = conn_id
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else bool(deferrable)
+
+    def _arguments(self) -> tuple[int, list[str]]:
+        """The rendered `csn` and `tables`; bad ones fail the task for good (no retry can fix them)."""
+        try:
+            return coerce_csn(self.csn), coerce_tables(self.tables)
+        except TxnError as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
 
     def _check(self) -> int | None:
-        csn, tables = coerce_csn(self.csn), coerce_tables(self.tables)
+        csn, tables = self._arguments()
         with TxnHook(conn_id=self.conn_id).warehouse() as wh:
-            snapshot = snapshot_ready(wh, csn, tables)
+            try:
+                snapshot = snapshot_ready(wh, csn, tables)
+            except FINAL_ERRORS as exc:  # a table name no table can have
+                raise AirflowFailException(f"{self.task_id}: {exc}") from exc
             if snapshot is None:
                 self.log.info("waiting for CSN %d%s (readable: %d)", csn,
                               f" with a commit of each of {tables}" if tables else "", wh.readable_csn())
@@ -54,16 +76,21 @@ class CommitCSNSensor(BaseSensorOperator):
         snapshot = self._check()
         if snapshot is not None:
             return snapshot
+        csn, tables = self._arguments()
         self.defer(
-            trigger=CommitCSNTrigger(csn=coerce_csn(self.csn), tables=coerce_tables(self.tables), conn_id=self.conn_id,
-                                     poke_interval=self.poke_interval),
+            trigger=CommitCSNTrigger(csn=csn, tables=tables, conn_id=self.conn_id, poke_interval=self.poke_interval),
             method_name="execute_complete",
             timeout=dt.timedelta(seconds=self.timeout),
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> int:
+        """The trigger's verdict. An error fails this try: for good when the trigger marks it final (bad
+        input), else as any error does, so Airflow retries the task (which waits again) when retries are left."""
         if not event or event.get("status") != "success":
             message = (event or {}).get("message", "no event")
-            raise AirflowFailException(f"{self.task_id}: waiting for CSN {self.csn} failed: {message}")
+            failure = f"{self.task_id}: waiting for CSN {self.csn} failed in the triggerer: {message}"
+            if (event or {}).get("final"):
+                raise AirflowFailException(failure)
+            raise TxnError(failure)
         self.log.info("CSN %s readable: snapshot %s", self.csn, event["csn"])
         return int(event["csn"])

@@ -22,18 +22,25 @@ from typing import Any
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, config_from_extra, snapshot_ready
 from airflow_txn.airflow.version_compat import BaseTrigger, TriggerEvent
 from airflow_txn.core.warehouse import Warehouse
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError
 
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.2
 """Seconds between two reads of a warehouse's readable watermark in a triggerer (default)."""
 
+FINAL_ERRORS = (InvalidArgumentError, InvalidNameError)
+"""Errors in what the wait was asked (a CSN out of the catalog's range, a malformed table name): no try
+can get past them. Any other error (the catalog or the oracle unreachable, a connection being fixed) may
+pass by the next try, so the sensor leaves it to Airflow's retries."""
+
 
 class CommitCSNTrigger(BaseTrigger):
     """Fires one TriggerEvent once `csn` (and a commit of each of `tables` at or after it) is readable.
 
-    The event payload is `{"status": "success", "csn": snapshot}` or `{"status": "error",
-    "message": ...}`. Catalog calls run in a worker thread: the triggerer's event loop never blocks.
+    The event payload is `{"status": "success", "csn": snapshot}` or `{"status": "error", "csn": csn,
+    "message": ..., "final": bool}` (`final`: the error is one of FINAL_ERRORS, no retry can help).
+    Catalog calls run in a worker thread: the triggerer's event loop never blocks.
     """
 
     def __init__(self, csn: int, tables: Sequence[str] | None = None, conn_id: str = DEFAULT_CONN_ID,
@@ -56,7 +63,8 @@ class CommitCSNTrigger(BaseTrigger):
         except Exception as exc:
             self.log.exception("waiting for CSN %d failed", self.csn)
             yield TriggerEvent(  # type: ignore[no-untyped-call]
-                {"status": "error", "csn": self.csn, "message": f"{type(exc).__name__}: {exc}"})
+                {"status": "error", "csn": self.csn, "message": f"{type(exc).__name__}: {exc}",
+                 "final": isinstance(exc, FINAL_ERRORS)})
             return
         yield TriggerEvent({"status": "success", "csn": snapshot})  # type: ignore[no-untyped-call]
 
