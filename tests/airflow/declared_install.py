@@ -69,8 +69,13 @@ def _patched(module: ModuleType, project: dict[str, Any]) -> Callable[..., Itera
     declared_distribution = _declared_distribution(module, project)
 
     def distributions(**kwargs: Any) -> Iterator[Any]:
+        ours = False
         for dist in installed_distributions(**kwargs):
-            yield declared_distribution(dist) if dist.metadata["Name"] == NAME else dist
+            if dist.metadata["Name"] != NAME:
+                yield dist
+            elif not ours:  # once: an editable install may also leave airflow_txn.egg-info in the tree, on sys.path
+                ours = True
+                yield declared_distribution(dist)
 
     return distributions
 
