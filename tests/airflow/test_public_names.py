@@ -25,7 +25,7 @@ DOCS = ["README.md", "docs/OPERATORS.md", "docs/AIRFLOW.md"]
 IMPORT = re.compile(r"from (airflow_txn[\w.]*) import (\([^)]*\)|[^\n]+)")
 PROVIDER_KEYS = {"hooks": Kind.HOOK, "operators": Kind.OPERATOR, "sensors": Kind.SENSOR, "triggers": Kind.TRIGGER}
 # Classes of the kind packages that subclass an Airflow base but are no public name (DAGs never use them).
-INTERNAL = {"TxnBaseOperator"}
+INTERNAL = {"TxnBaseOperator", "TxnCallableOperator"}  # bases of the public operators
 
 
 def paths(name: str) -> list[str]:

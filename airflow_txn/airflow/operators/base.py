@@ -47,6 +47,22 @@ class TxnBaseOperator(BaseOperator):
         return TxnHook(conn_id=self.conn_id)
 
 
+class TxnCallableOperator(TxnBaseOperator):
+    """Base of the operators that run a user's callable in the transaction (SparkTransactionOperator,
+    TransactionPythonOperator): `python_callable`, `tid` (inside a transaction_group: the group's),
+    `op_args`, `op_kwargs`."""
+
+    def __init__(self, *, python_callable: Callable[..., Any], tid: Any = None, op_args: Sequence[Any] | None = None,
+                 op_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not callable(python_callable):
+            raise TypeError(f"{self.task_id}: python_callable must be callable, got {python_callable!r}")
+        self.tid = tid if tid is not None else group_tid(self)
+        self.python_callable = python_callable
+        self.op_args = list(op_args or [])
+        self.op_kwargs = dict(op_kwargs or {})
+
+
 def require_tid(value: Any, task_id: str) -> str:
     """The rendered `tid` argument as a tid string; a clear failure (no retry) when it is missing."""
     if value is None or value == "" or value == "None":

@@ -16,14 +16,13 @@ TaskFlow form.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
-    TxnBaseOperator,
+    TxnCallableOperator,
     call_with_context,
-    group_tid,
     keyed_try,
     require_tid,
     run_ids,
@@ -32,7 +31,7 @@ from airflow_txn.airflow.operators.base import (
 from airflow_txn.airflow.version_compat import Context
 
 
-class TransactionPythonOperator(TxnBaseOperator):
+class TransactionPythonOperator(TxnCallableOperator):
     """Run `python_callable(txn, *op_args, **context_and_op_kwargs)` in transaction `tid`.
 
     :param python_callable: the work; its return value is the XCom (keep it JSON-serialisable).
@@ -47,16 +46,6 @@ class TransactionPythonOperator(TxnBaseOperator):
     template_fields_renderers = {"op_kwargs": "py"}
     ui_color = "#c6e2f5"
     operator_extra_links = (TransactionLink(),)
-
-    def __init__(self, *, python_callable: Callable[..., Any], tid: Any = None, op_args: Sequence[Any] | None = None,
-                 op_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if not callable(python_callable):
-            raise TypeError(f"{self.task_id}: python_callable must be callable, got {python_callable!r}")
-        self.tid = tid if tid is not None else group_tid(self)
-        self.python_callable = python_callable
-        self.op_args = list(op_args or [])
-        self.op_kwargs = dict(op_kwargs or {})
 
     def execute(self, context: Context) -> Any:
         tid = self.linked_tid = require_tid(self.tid, self.task_id)

@@ -29,9 +29,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow_txn.airflow.links import SparkUILink, TransactionLink
 from airflow_txn.airflow.operators.base import (
-    TxnBaseOperator,
+    TxnCallableOperator,
     call_with_context,
-    group_tid,
     keyed_try,
     require_tid,
     run_ids,
@@ -125,7 +124,7 @@ def spark_target_of(conn_type: str, host: str | None, port: int | None, login: s
     raise ValueError(f"connection type {conn_type!r} is not a Spark connection (spark_connect or spark)")
 
 
-class SparkTransactionOperator(TxnBaseOperator):
+class SparkTransactionOperator(TxnCallableOperator):
     """Run `python_callable(spark, txn, *op_args, **context_and_op_kwargs)` in transaction `tid`.
 
     :param tid: the transaction id (BeginTransactionOperator's XCom, e.g. `begin.output`); inside a
@@ -152,13 +151,7 @@ class SparkTransactionOperator(TxnBaseOperator):
     def __init__(self, *, python_callable: Callable[..., Any], tid: Any = None, op_args: Sequence[Any] | None = None,
                  op_kwargs: Mapping[str, Any] | None = None, spark_conf: Mapping[str, str] | None = None,
                  remote: str | None = None, spark_conn_id: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if not callable(python_callable):
-            raise TypeError(f"{self.task_id}: python_callable must be callable, got {python_callable!r}")
-        self.tid = tid if tid is not None else group_tid(self)
-        self.python_callable = python_callable
-        self.op_args = list(op_args or [])
-        self.op_kwargs = dict(op_kwargs or {})
+        super().__init__(python_callable=python_callable, tid=tid, op_args=op_args, op_kwargs=op_kwargs, **kwargs)
         self.spark_conf = dict(spark_conf or {})
         self.remote = remote
         self.spark_conn_id = spark_conn_id
