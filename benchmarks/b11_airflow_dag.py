@@ -21,7 +21,7 @@ in these numbers). The runs happen in a child process with the Airflow tests' ha
 (tests/airflow/conftest.py: a throw-away AIRFLOW_HOME with a SQLite metadata database; tests/airflow/helpers.py:
 run_dag), a DAG folder holding only _b11_dag.py, and a warehouse with a SQLite catalog and a local root.
 One warm-up run of each variant (1 task) first, then repetitions interleaved (the order rotating).
-Full: 30 tasks x 3 runs of each variant; quick: 4 tasks x 1 (under 2 minutes with the Connect server's start).
+Full: 30 tasks x 2 runs of each variant; quick: 4 tasks x 1 (under 2 minutes with the Connect server's start).
 Targets: (airflow_txn, local) / (plain, local) <= 1.05 and (airflow_txn, Connect) / (plain, Connect) <= 1.05.
 """
 
@@ -61,13 +61,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    tasks, reps = (4, 1) if quick else (30, 3)
+    tasks, reps = (4, 1) if quick else (30, 2)
     measure = f"one DAG run: {tasks} mapped loads x {ROWS_PER_TASK:,} rows (dag.test)"
     why = (_bench.missing("airflow", "airflow") or _bench.missing("pyspark", "spark")
            or (None if shutil.which("java") else "java not found"))
     if why:
         return [_bench.not_run(ROW, measure, name, why, target=TARGET if name in PLAIN_OF else None)
                 for name in VARIANTS]
+    _bench.workers_import_this_checkout()  # the Connect server's Python workers and the child's
     with _bench.scratch("b11-") as base, ExitStack() as stack:
         url, why_connect = _connect_server(base, stack)
         found = _in_child(base, {"tasks": tasks, "reps": reps, "rows": ROWS_PER_TASK, "connect": url,
@@ -96,8 +97,7 @@ def _in_child(base: Path, config: dict[str, Any], timeout: float) -> dict[str, A
     config_path, result_path, log_path = base / "config.json", base / "result.json", base / "child.log"
     config_path.write_text(json.dumps({**config, "result": str(result_path)}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))})
+    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
     with open(log_path, "wb") as log:
         done = subprocess.run([sys.executable, "-m", "benchmarks.b11_airflow_dag", "--child", str(config_path)],
                               cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)

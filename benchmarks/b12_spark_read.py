@@ -19,7 +19,7 @@ airflow_txn, data source   the same with via="datasource" (the "airflow_txn" Pyt
                        as Arrow)
 plain                  `spark.read.parquet(dir)` (Spark's own partition discovery)
 
-Full: 2,000,000 rows, 5 repetitions; quick: 200,000 rows, 3. Every contender's answers are checked equal
+Full: 2,000,000 rows, 3 repetitions; quick: 200,000 rows, 3. Every contender's answers are checked equal
 before timing (that run is the warm-up). Target: airflow_txn / plain <= 1.2 for both queries on both paths.
 """
 
@@ -50,7 +50,7 @@ CI still catches a regression."""
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    rows, reps = (200_000, 3) if quick else (2_000_000, 5)
+    rows, reps = (200_000, 3) if quick else (2_000_000, 3)
     queries = (GROUP_BY, SUM)
     contenders = (NATIVE, DATASOURCE, PLAIN)
     why = _bench.missing("pyspark", extra="spark") or (None if shutil.which("java") else "java not found")

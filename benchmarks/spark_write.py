@@ -34,6 +34,11 @@ REPO = Path(__file__).resolve().parents[1]
 def _spark() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the data source's workers import airflow_txn
+    if str(REPO) not in sys.path:  # run as a script: benchmarks/ is first on sys.path, not the checkout
+        sys.path.insert(0, str(REPO))
+    from benchmarks import _bench
+
+    _bench.workers_import_this_checkout()  # ... from this checkout (before the JVM starts: it passes it on)
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("airflow_txn-benchmark")
@@ -41,6 +46,10 @@ def _spark() -> Any:
              .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
              .config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    found = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("airflow_txn").__file__).collect()[0]
+    if not str(found).startswith(str(REPO)):
+        raise RuntimeError(f"Spark's Python workers import airflow_txn from {found}, not from {REPO} (a JVM started "
+                           "before PYTHONPATH was set?): the data source's numbers would measure other code")
     return spark
 
 
