@@ -40,6 +40,16 @@ def workdir() -> Path:
     return Path(os.environ.get(WORKDIR_ENV) or REPO / ".bench-tmp")
 
 
+def workers_import_this_checkout() -> None:
+    """Put this checkout first on PYTHONPATH for the processes a benchmark starts from now on (Spark's Python
+    workers, a Spark Connect server's, a child interpreter). run.py puts the checkout first on this process's
+    sys.path only; a worker process finds airflow_txn through the virtualenv, whose editable install may point
+    at ANOTHER checkout when the virtualenv is shared between git worktrees: the data source's code on the
+    Spark side would then not be the code measured on the driver (and may not even understand its catalog)."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(REPO)]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *paths])
+
+
 @contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
     """A fresh directory under workdir(), deleted afterwards."""

@@ -50,6 +50,10 @@ ROWS: list[tuple[str, str, str]] = [
     ("B9", "b9_split_partitions", "Split of 200,000 rows by partition: 250 vs 2,000 partitions"),
     ("B10", "b10_s3_commit", "Commit latency on an S3-compatible store (SeaweedFS): 3 tables x 1,000 rows, "
      "with object requests counted"),
+    ("B11", "b11_airflow_dag", "Per-task cost in Airflow: a 30-task backfill DAG run with dag.test(), "
+     "transactional vs plain Spark writes"),
+    ("B12", "b12_spark_read", "Spark read of a day-partitioned table (2,000,000 rows, 100 parts) vs plain "
+     "spark.read.parquet"),
 ]
 RESULTS = REPO / "docs" / "benchmarks" / "results.json"
 PAGE = REPO / "docs" / "BENCHMARKS.md"

@@ -9,7 +9,8 @@ one warm-up run of each. The transactional side is timed from begin to the end o
 embedded warehouse (SQLite catalog, local storage root); the plain side writes a fresh directory.
 Reported: every timing, the medians, the ratio of the medians (target <= 1.05), the median of the
 paired per-repetition ratios, and the median split of the transactional side into begin / Spark job /
-driver bookkeeping / commit.
+driver bookkeeping / commit. `run()` also times the data-source write (via="datasource") and, given an
+S3 root with its storage options (B4 passes one on a SeaweedFS server), the data source writing there.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ REPO = Path(__file__).resolve().parents[1]
 def _spark() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the data source's workers import airflow_txn
+    if str(REPO) not in sys.path:  # run as a script: benchmarks/ is first on sys.path, not the checkout
+        sys.path.insert(0, str(REPO))
+    from benchmarks import _bench
+
+    _bench.workers_import_this_checkout()  # ... from this checkout (before the JVM starts: it passes it on)
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("airflow_txn-benchmark")
@@ -40,6 +46,10 @@ def _spark() -> Any:
              .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
              .config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    found = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("airflow_txn").__file__).collect()[0]
+    if not str(found).startswith(str(REPO)):
+        raise RuntimeError(f"Spark's Python workers import airflow_txn from {found}, not from {REPO} (a JVM started "
+                           "before PYTHONPATH was set?): the data source's numbers would measure other code")
     return spark
 
 
@@ -65,9 +75,10 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 
 class Contenders:
-    """The two ways of writing the same DataFrame, for one layout."""
+    """The ways of writing the same DataFrame, for one layout: plain, native + commit, data source + commit
+    (and, given `s3` = {"root": "s3://bucket/...", "storage_options": {...}}, the data source to that root)."""
 
-    def __init__(self, df: Any, work: Path, partition_by: list[str]) -> None:
+    def __init__(self, df: Any, work: Path, partition_by: list[str], s3: dict[str, Any] | None = None) -> None:
         import airflow_txn
         from airflow_txn.spark import to_arrow_schema
 
@@ -79,6 +90,12 @@ class Contenders:
         self.split: list[dict[str, float]] = []
         self.datasource_table = self.table + "_ds"
         self.wh.create_table(self.datasource_table, to_arrow_schema(df.schema), partition_by=partition_by)
+        self.s3_wh: Any = None
+        if s3 is not None:  # the data source writing to an object store: catalog here, parts in the bucket
+            self.s3_wh = airflow_txn.Warehouse.open(catalog=f"sqlite:///{work / 'catalog-s3.db'}",
+                                                    root=f"{s3['root']}/{work.name}",
+                                                    storage_options=s3["storage_options"])
+            self.s3_wh.create_table(self.datasource_table, to_arrow_schema(df.schema), partition_by=partition_by)
 
     def plain(self) -> float:
         self.runs += 1
@@ -128,28 +145,49 @@ class Contenders:
         t.commit()
         return time.perf_counter() - start
 
+    def datasource_s3(self) -> float:
+        """The data-source write + commit with the warehouse root on the S3 server: every task PUTs its part
+        files to the bucket through pyarrow.fs, the catalog stays a local SQLite file."""
+        import airflow_txn.spark as txn_spark
 
-def run(rows: int, reps: int) -> dict[str, Any]:
+        start = time.perf_counter()
+        t = self.s3_wh.begin(label="benchmark-datasource-s3")
+        txn_spark.write(self.df, t, self.datasource_table, via="datasource")
+        t.commit()
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.wh.close()
+        if self.s3_wh is not None:
+            self.s3_wh.close()
+
+
+def run(rows: int, reps: int, s3: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{layout: {contender: [seconds, ...], "split": {...}}}; with `s3` (Contenders) also "datasource_s3"."""
     spark = _spark()
     df = _frame(spark, rows)
     results: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="airflow_txn-bench-"))
     try:
         for name, partition_by in (("unpartitioned", []), ("partitioned by day (8 partitions)", ["day"])):
-            c = Contenders(df, work / name.split()[0], partition_by)
-            c.plain(), c.transactional(), c.datasource()  # warm-up
+            c = Contenders(df, work / name.split()[0], partition_by, s3)
+            fns: dict[str, Callable[[], float]] = {"plain": c.plain, "txn": c.transactional,
+                                                   "datasource": c.datasource}
+            if s3 is not None:
+                fns["datasource_s3"] = c.datasource_s3
+            for fn in fns.values():  # warm-up
+                fn()
             c.split.clear()
-            times: dict[str, list[float]] = {"plain": [], "txn": [], "datasource": []}
-            fns = {"plain": c.plain, "txn": c.transactional, "datasource": c.datasource}
+            times: dict[str, list[float]] = {key: [] for key in fns}
             for rep in range(reps):
-                order = list(fns)[rep % 3:] + list(fns)[:rep % 3]  # who goes first rotates
+                order = list(fns)[rep % len(fns):] + list(fns)[:rep % len(fns)]  # who goes first rotates
                 for key in order:
                     times[key].append(fns[key]())
                 print(f"{name} rep {rep + 1}: " + "  ".join(f"{k} {v[-1]:.3f}s" for k, v in times.items()),
                       flush=True)
             split = {k: statistics.median(s[k] for s in c.split) for k in c.split[0]}
             results[name] = {**times, "split": split}
-            c.wh.close()
+            c.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark.stop()

@@ -1,0 +1,261 @@
+"""B11: per-task cost in Airflow: a backfill DAG of 30 mapped Spark loads run with dag.test(), transactional vs plain.
+
+    .venv/bin/python -m benchmarks.b11_airflow_dag [--quick]
+
+The DAGs are benchmarks/_b11_dag.py: `b11_txn` (plan_days, then a transaction_group: begin, 30
+SparkTransactionOperator loads each overwriting one day's partition of b11.events with 10,000 rows through
+airflow_txn.spark.write, commit, rollback (skipped), outcome) and `b11_plain` (plan_days, then 30 plain @task
+loads writing the same rows with `df.write.mode("overwrite").parquet(<dir>/day=<day>)`, no airflow_txn).
+Four variants, each one whole `dag.test()` run (Airflow 3, in-process; timed from the call to its return):
+
+airflow_txn, local Spark        b11_txn; each task uses the process's local SparkSession (the operator's default)
+airflow_txn, Spark Connect      b11_txn with `remote="sc://127.0.0.1:PORT"`: every task attaches to a Spark
+                                Connect server (tests/harness/spark_connect.py, started once, outside the timed
+                                part) and stops its session; writes go through the "airflow_txn" data source
+plain, local Spark              b11_plain on the process's local SparkSession
+plain, Spark Connect            b11_plain, every task attaching to the same server and stopping its session
+
+Under dag.test() every task runs in the one process, so the local variants share one SparkSession, started
+before any timed run (as the first task of a real worker process would start its own JVM; that start is not
+in these numbers). The runs happen in a child process with the Airflow tests' harness
+(tests/airflow/conftest.py: a throw-away AIRFLOW_HOME with a SQLite metadata database; tests/airflow/helpers.py:
+run_dag), a DAG folder holding only _b11_dag.py, and a warehouse with a SQLite catalog and a local root.
+One warm-up run of each variant (1 task) first, then repetitions interleaved (the order rotating).
+Full: 30 tasks x 2 runs of each variant; quick: 4 tasks x 1 (under 2 minutes with the Connect server's start).
+Targets: (airflow_txn, local) / (plain, local) <= 1.05 and (airflow_txn, Connect) / (plain, Connect) <= 1.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from benchmarks import _bench
+
+ROW = "B11"
+TARGET = 1.05
+ROWS_PER_TASK = 10_000
+TXN_LOCAL = "airflow_txn, local Spark"
+TXN_CONNECT = "airflow_txn, Spark Connect"
+PLAIN_LOCAL = "plain df.write.parquet, local Spark"
+PLAIN_CONNECT = "plain df.write.parquet, Spark Connect"
+VARIANTS: dict[str, tuple[str, bool]] = {TXN_LOCAL: ("b11_txn", False), TXN_CONNECT: ("b11_txn", True),
+                                         PLAIN_LOCAL: ("b11_plain", False), PLAIN_CONNECT: ("b11_plain", True)}
+"""variant: (dag_id, attaches to Spark Connect)."""
+PLAIN_OF = {TXN_LOCAL: PLAIN_LOCAL, TXN_CONNECT: PLAIN_CONNECT}
+GATES: dict[str, float | None] = {TXN_LOCAL: 5.0, TXN_CONNECT: 30.0}
+"""--quick's gate per airflow_txn variant. Quick runs reached 1.5 and 10 on a quiet machine, 4.1 and 12.9 with
+the other CPU-bound work of a shared 2-core machine (one run of 4 tasks is noisy); NOTES say why the 1.05 target
+is out of reach. Gated past those, so CI still catches a regression (e.g. the Connect tasks' cost doubling)."""
+WARMUP_TASKS = 1
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    tasks, reps = (4, 1) if quick else (30, 2)
+    measure = f"one DAG run: {tasks} mapped loads x {ROWS_PER_TASK:,} rows (dag.test)"
+    why = (_bench.missing("airflow", "airflow") or _bench.missing("pyspark", "spark")
+           or (None if shutil.which("java") else "java not found"))
+    if why:
+        return [_bench.not_run(ROW, measure, name, why, target=TARGET if name in PLAIN_OF else None)
+                for name in VARIANTS]
+    _bench.workers_import_this_checkout()  # the Connect server's Python workers and the child's
+    with _bench.scratch("b11-") as base, ExitStack() as stack:
+        url, why_connect = _connect_server(base, stack)
+        found = _in_child(base, {"tasks": tasks, "reps": reps, "rows": ROWS_PER_TASK, "connect": url,
+                                 "work": str(base / "child")}, timeout=600 if quick else 3600)
+    skipped = dict(found["skipped"])
+    if why_connect:
+        skipped.update({TXN_CONNECT: why_connect, PLAIN_CONNECT: why_connect})
+    return _rows(measure, tasks, found["samples"], found["durations"], skipped)
+
+
+def _connect_server(base: Path, stack: ExitStack) -> tuple[str | None, str | None]:
+    """(url, None) of a Spark Connect server running until `stack` closes, or (None, why it cannot run)."""
+    try:
+        from tests.harness.spark_connect import SparkConnectUnavailable, server
+    except ImportError as exc:  # an installed package without the checkout's tests/
+        return None, f"needs the checkout's tests/harness: {exc}"
+    try:
+        return stack.enter_context(server(base / "connect")).url, None
+    except SparkConnectUnavailable as exc:
+        return None, f"the Spark Connect server did not start: {str(exc).splitlines()[0]}"
+
+
+def _in_child(base: Path, config: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run the DAG runs in a fresh interpreter (Airflow reads its configuration once, when first imported, and
+    an earlier row of the same run.py may have imported it with another AIRFLOW_HOME); its findings as JSON."""
+    config_path, result_path, log_path = base / "config.json", base / "result.json", base / "child.log"
+    config_path.write_text(json.dumps({**config, "result": str(result_path)}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
+    with open(log_path, "wb") as log:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.b11_airflow_dag", "--child", str(config_path)],
+                              cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    if done.returncode != 0 or not result_path.exists():
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+        raise RuntimeError(f"the B11 child process exited with {done.returncode}:\n{tail}")
+    return dict(json.loads(result_path.read_text()))
+
+
+def _rows(measure: str, tasks: int, samples: dict[str, list[float]], durations: dict[str, list[float]],
+          skipped: dict[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for name in VARIANTS:
+        target = TARGET if name in PLAIN_OF else None
+        if name in skipped or name not in samples:
+            out.append(_bench.not_run(ROW, measure, name, skipped.get(name, "no samples"), target=target))
+            continue
+        mine = samples[name]
+        note = (f"{statistics.median(mine) / tasks * 1000:.0f} ms of the run per load task; Airflow's median "
+                f"load-task duration {statistics.median(durations[name]) * 1000:.0f} ms")
+        plain = PLAIN_OF.get(name)
+        if plain is not None and plain in samples:
+            out.append(_bench.result(ROW, measure, name, mine, ratio=_bench.ratio(mine, samples[plain]),
+                                     ratio_of=f"this / {plain}", target=TARGET, gate=GATES[name], note=note))
+        elif plain is not None:
+            out.append(_bench.result(ROW, measure, name, mine,
+                                     note=f"{note}; no ratio: {plain} did not run ({skipped.get(plain)})"))
+        elif name == PLAIN_CONNECT and PLAIN_LOCAL in samples:
+            out.append(_bench.result(ROW, measure, name, mine, ratio=_bench.ratio(mine, samples[PLAIN_LOCAL]),
+                                     ratio_of=f"this / {PLAIN_LOCAL}",
+                                     note=f"{note}; the ratio is what attaching to Spark Connect costs a plain DAG"))
+        else:
+            out.append(_bench.result(ROW, measure, name, mine, note=note))
+    return out
+
+
+NOTES = """\
+**Spark Connect: every task pays the Python start-up of the data source (issue 19; measured 2026-11-27).** A
+probe outside Airflow, on the same kind of Connect server: the first airflow_txn write (data source, 10,000
+rows, overwrite of one day) in a new Connect session took 9.5-10.8 s, the next writes in the same session
+0.5-0.8 s; a plain `df.write.parquet` through Connect 0.8-0.9 s. The server's log of one first write: 2.5 s
+planning (the data source's `writer()` runs in a fresh Python process on the server: interpreter start, imports
+of airflow_txn, pyarrow and SQLAlchemy, `Warehouse.open`), 3.2-3.6 s for the two write tasks (fresh Python
+workers: `boot` 1.4-1.5 s, `init` 1.5-2.0 s each), 3 s for the commit (`commit()` in another fresh Python
+process on the server's driver). Spark Connect keeps Python workers per session, and SparkTransactionOperator
+stops its Connect session at the end of every task (so that the gRPC channel's threads do not keep the task's
+process alive), so every Connect task starts them all again; a plain Connect write runs in the JVM alone. That
+is the (airflow_txn, Connect) / (plain, Connect) ratio: about 10 s per task against about 1 s; the 1.05 target
+cannot be reached without keeping Python workers across sessions or tasks (not changed here: the operator and
+the data source are outside this benchmark's scope).
+
+**Local Spark.** The transactional DAG has four more tasks than the plain one (begin, commit, outcome, and
+rollback, skipped), each a full Airflow task under dag.test(), and every load task adds the warehouse's work
+(attach, heartbeat, compensate, the schema check and guard projection, the write dir and its sidecar, footers,
+registration, the lease keeper); outside Airflow, one 10,000-row overwrite took 1.2 s with airflow_txn against
+1.1 s plain (medians of 10, begin + commit 10 ms), the Spark job being most of both. The note column gives the
+run per load task and Airflow's median load-task duration, for what is per task and what is per run.
+
+**What dag.test() hides.** All tasks run in one process, so the local variants share one SparkSession started
+before the timed runs; on a real worker each task process starts its own JVM (several seconds), which is the
+cost a Spark Connect server saves, and which this row does not include. The load on this shared 2-core
+machine (the other CPU-bound work of the session) moves single runs by tens of percent: the ratios are of
+medians of interleaved runs.
+"""
+
+
+# -- the child process --------------------------------------------------------------------------------------------
+def _child(config_path: Path) -> None:
+    config = json.loads(config_path.read_text())
+    import tests.airflow.conftest as harness  # sets AIRFLOW_HOME & co. on import, before Airflow is imported
+
+    assert harness.BASE is not None, "Airflow or PySpark is not installed"
+    try:
+        _measure(config, harness)
+    finally:
+        shutil.rmtree(harness.BASE, ignore_errors=True)
+
+
+def _measure(config: dict[str, Any], harness: Any) -> None:
+    work = Path(config["work"])
+    work.mkdir(parents=True)
+    # a DAG folder of its own: dag.test() parses the whole folder on every call, the example DAGs would add
+    # the same seconds to every variant
+    dags = harness.BASE / "b11_dags"
+    dags.mkdir()
+    (dags / "_b11_dag.py").symlink_to(REPO / "benchmarks" / "_b11_dag.py")
+    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(dags)
+    catalog, root = f"sqlite:///{work / 'catalog.db'}", work / "warehouse"
+    os.environ["AIRFLOW_CONN_AIRFLOW_TXN_DEFAULT"] = harness.connection_json(
+        catalog, root, {"spark.sql.session.timeZone": "UTC"})  # no static settings: a Connect server refuses them
+    import pyarrow as pa
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.utils import db
+
+    from airflow_txn import Warehouse
+    from airflow_txn.airflow.operators.spark import spark_session
+    from tests.airflow.helpers import run_dag, task_states
+
+    db.initdb()
+    bag = DagBag(dag_folder=str(dags))
+    assert bag.import_errors == {}, bag.import_errors
+    with Warehouse.open(catalog=catalog, root=str(root)) as wh:
+        wh.create_table("b11.events", pa.schema([("id", pa.int64()), ("day", pa.string()), ("value", pa.float64())]),
+                        partition_by=["day"])
+    spark = spark_session(harness.SPARK_CONF, app_name="b11")  # the session every local task reuses
+    spark.sparkContext.setLogLevel("ERROR")
+    durations: dict[str, list[float]] = {}
+    skipped: dict[str, str] = {}
+
+    def one(name: str, tasks: int) -> float:
+        dag_id, remote = VARIANTS[name]
+        conf = {"tasks": tasks, "rows": int(config["rows"]), "remote": config["connect"] if remote else "",
+                "out": str(work / "plain")}
+        start = time.perf_counter()
+        try:
+            dag_run = run_dag(bag, dag_id, conf)
+        finally:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # set by a Connect session: the local one next
+        seconds = time.perf_counter() - start
+        if str(dag_run.state) != "success":
+            raise RuntimeError(f"{name}: the DAG run ended {dag_run.state}: {task_states(dag_run)}")
+        durations.setdefault(name, []).extend(_load_durations(dag_run))
+        return seconds
+
+    names = [name for name, (_, remote) in VARIANTS.items() if config["connect"] or not remote]
+    for name in list(names):  # warm-up: a small run of each; a variant that cannot run says why
+        try:
+            one(name, WARMUP_TASKS)
+        except Exception as exc:
+            skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            names.remove(name)
+    durations.clear()
+    samples = _bench.interleave({name: lambda name=name: one(name, int(config["tasks"])) for name in names},
+                                reps=int(config["reps"]), warmup=0)
+    spark.stop()
+    Path(config["result"]).write_text(json.dumps({"samples": samples, "durations": durations, "skipped": skipped}))
+
+
+def _load_durations(dag_run: Any) -> list[float]:
+    """Airflow's recorded duration (s) of each mapped load task of the run."""
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return [float(ti.duration or 0.0) for ti in dag_run.get_task_instances(session=session)
+                if ti.map_index >= 0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(Path(args.child))
+        return
+    for row in run(args.quick):
+        print(row)
+
+
+if __name__ == "__main__":
+    main()
