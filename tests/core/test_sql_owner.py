@@ -79,7 +79,7 @@ def violations(source: str, module: str, is_package: bool = False, where: str = 
             if not (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name)
                     and receiver.func.id == "super"):
                 found.append(f"{where}:{node.lineno}: runs SQL (.{node.func.attr}): call a catalog function")
-    for target, line in imports_in(source, module, is_package):
+    for target, line, _deferred in imports_in(source, module, is_package):
         if target.split(".")[0] == "sqlalchemy" and not _sqlalchemy_allowed(target):
             found.append(f"{where}:{line}: imports {target}: statements are built in airflow_txn/catalog/")
         if target.startswith(f"{SCHEMA}.") and target.rpartition(".")[2] in TABLES:
