@@ -21,13 +21,16 @@ in these numbers). The runs happen in a child process with the Airflow tests' ha
 (tests/airflow/conftest.py: a throw-away AIRFLOW_HOME with a SQLite metadata database; tests/airflow/helpers.py:
 run_dag), a DAG folder holding only _b11_dag.py, and a warehouse with a SQLite catalog and a local root.
 One warm-up run of each variant (1 task) first, then repetitions interleaved (the order rotating).
-Full: 30 tasks x 2 runs of each variant; quick: 4 tasks x 1 (under 2 minutes with the Connect server's start).
+Full: 30 tasks x 2 runs of each variant; quick: 4 tasks x 1 (about 2.5 minutes with the Connect server's start
+and the warm-ups, which stay: without them the first DAG run of the process, the transactional one, took 8 times
+the plain one).
 Targets: (airflow_txn, local) / (plain, local) <= 1.05 and (airflow_txn, Connect) / (plain, Connect) <= 1.05.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -135,32 +138,37 @@ def _rows(measure: str, tasks: int, samples: dict[str, list[float]], durations: 
 
 
 NOTES = """\
-**Spark Connect: every task pays the Python start-up of the data source (issue 19; measured 2026-11-27).** A
-probe outside Airflow, on the same kind of Connect server: the first airflow_txn write (data source, 10,000
-rows, overwrite of one day) in a new Connect session took 9.5-10.8 s, the next writes in the same session
-0.5-0.8 s; a plain `df.write.parquet` through Connect 0.8-0.9 s. The server's log of one first write: 2.5 s
-planning (the data source's `writer()` runs in a fresh Python process on the server: interpreter start, imports
-of airflow_txn, pyarrow and SQLAlchemy, `Warehouse.open`), 3.2-3.6 s for the two write tasks (fresh Python
-workers: `boot` 1.4-1.5 s, `init` 1.5-2.0 s each), 3 s for the commit (`commit()` in another fresh Python
-process on the server's driver). Spark Connect keeps Python workers per session, and SparkTransactionOperator
-stops its Connect session at the end of every task (so that the gRPC channel's threads do not keep the task's
-process alive), so every Connect task starts them all again; a plain Connect write runs in the JVM alone. That
-is the (airflow_txn, Connect) / (plain, Connect) ratio: about 10 s per task against about 1 s; the 1.05 target
-cannot be reached without keeping Python workers across sessions or tasks (not changed here: the operator and
-the data source are outside this benchmark's scope).
+**Full run (2026-11-27, the table above; load average 5-14 from other work on this 2-core machine).** Local Spark:
+28.7 s for the transactional DAG against 12.2 s plain, 2.36x; Airflow's median load-task duration 766 ms against
+337 ms. Spark Connect: 321 s against 16.9 s, 19.0x, 10.7 s of the run per load task against 0.56 s. Neither meets
+the 1.05 target.
 
-**Local Spark.** The transactional DAG has four more tasks than the plain one (begin, commit, outcome, and
-rollback, skipped), each a full Airflow task under dag.test(), and every load task adds the warehouse's work
-(attach, heartbeat, compensate, the schema check and guard projection, the write dir and its sidecar, footers,
-registration, the lease keeper); outside Airflow, one 10,000-row overwrite took 1.2 s with airflow_txn against
-1.1 s plain (medians of 10, begin + commit 10 ms), the Spark job being most of both. The note column gives the
-run per load task and Airflow's median load-task duration, for what is per task and what is per run.
+**Spark Connect: every task pays the Python start-up of the data source.** A probe outside Airflow, on the same
+kind of Connect server: the first airflow_txn write (data source, 10,000 rows, overwrite of one day) in a new
+Connect session took 9.5-10.8 s, the next writes in the same session 0.5-0.8 s; a plain `df.write.parquet` through
+Connect 0.8-0.9 s. The server's log of one first write: 2.5 s planning (the data source's `writer()` runs in a
+fresh Python process on the server: interpreter start, imports of airflow_txn, pyarrow and SQLAlchemy,
+`Warehouse.open`), 3.2-3.6 s for the two write tasks (fresh Python workers: `boot` 1.4-1.5 s, `init` 1.5-2.0 s
+each), 3 s for the commit (`commit()` in another fresh Python process on the server's driver). Spark Connect keeps
+Python workers per session, and SparkTransactionOperator stops its Connect session at the end of every task (so
+that the gRPC channel's threads do not keep the task's process alive), so every Connect task starts them all
+again; a plain Connect write runs in the JVM alone. That is the 19x: about 10 s per task against about 0.5 s; the
+target cannot be reached without keeping the Python workers across sessions or tasks (not changed here: the
+operator and the data source are outside this benchmark's scope).
+
+**Local Spark: where the 2.36x goes.** The transactional DAG has four more tasks than the plain one (begin,
+commit, outcome, and rollback, skipped), each a full Airflow task under dag.test(): the run minus its load tasks'
+durations was 5.7 s against 2.1 s plain. Per load task (766 ms against 337 ms), probes outside Airflow after the
+run, 10,000 rows, medians of 11: the transactional write + commit 391 ms against 299 ms for the plain write (its
+Spark job 317 ms: a partitionBy write into the write dir, as fast as a plain partitionBy dynamic overwrite, 302
+ms; the rest is the write dir, footers, registration, commit); the operator's own steps (the hook's
+Warehouse.open, attach, heartbeat, lease keeper, compensate) 30-50 ms. That explains about 130 ms of the 430 ms
+per task; the rest was not found within this benchmark (the run's load was several times the probes').
 
 **What dag.test() hides.** All tasks run in one process, so the local variants share one SparkSession started
-before the timed runs; on a real worker each task process starts its own JVM (several seconds), which is the
-cost a Spark Connect server saves, and which this row does not include. The load on this shared 2-core
-machine (the other CPU-bound work of the session) moves single runs by tens of percent: the ratios are of
-medians of interleaved runs.
+before the timed runs; on a real worker each task process starts its own JVM (several seconds), which is the cost
+a Spark Connect server saves, and which this row does not include. The load on this shared 2-core machine moves
+single runs by tens of percent: the ratios are of medians of interleaved runs.
 """
 
 
@@ -230,7 +238,7 @@ def _measure(config: dict[str, Any], harness: Any) -> None:
             skipped[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             names.remove(name)
     durations.clear()
-    samples = _bench.interleave({name: lambda name=name: one(name, int(config["tasks"])) for name in names},
+    samples = _bench.interleave({name: functools.partial(one, name, int(config["tasks"])) for name in names},
                                 reps=int(config["reps"]), warmup=0)
     spark.stop()
     Path(config["result"]).write_text(json.dumps({"samples": samples, "durations": durations, "skipped": skipped}))

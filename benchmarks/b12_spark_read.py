@@ -137,7 +137,7 @@ def _contenders(spark: Any, wh: Any, plain_dir: Path) -> dict[tuple[str, str], t
     out: dict[tuple[str, str], tuple[Callable[[], float], Query]] = {}
     for q, shape in SHAPES.items():
         for name, frame in frames.items():
-            def query(shape: Callable[[Any], Any] = shape, frame: Callable[[], Any] = frame) -> list[Any]:
+            def query(shape: Callable[[Any, Any], Any] = shape, frame: Callable[[], Any] = frame) -> list[Any]:
                 return list(shape(frame(), F).collect())
 
             def timed(shape: Callable[[Any, Any], Any] = shape, frame: Callable[[], Any] = frame,
@@ -217,28 +217,30 @@ def _rows(samples: dict[str, list[float]], rows: int, facts: dict[str, Any]) -> 
 
 
 NOTES = """\
-**Where the time goes (issue 19; measured 2026-11-27 on 200,000 rows, the plans as the note column shows them).**
-Neither path meets the 1.2 target; the fixed costs below weigh most at the quick size and less at 2,000,000 rows.
+**Full run (2026-11-27, the table above; the machine's load average was 63 when it started, from other work).**
+Native path: 2.79x plain for the group by, 3.07x for sum(value); data source: 8.7x and 10.0x. No path meets the
+1.2 target. Where the time goes, from the split and the plans in the note column and probes on 200,000 rows:
 
-*Native path, building the DataFrame:* `frames.parts_frame` hands Spark every part file by name
-(`spark.read.parquet(*200 paths)`). With more paths than `spark.sql.sources.parallelPartitionDiscovery.threshold`
-(32) Spark lists them with a distributed job: building the scan took 2.2-2.5 s with the default threshold and
-0.2-0.3 s with the threshold raised above the path count (same 200 files, same session), against about 0.15 s
-for the plain read's partition discovery of one directory. The catalog already knows every file, so nothing
-needs listing; not changed here (airflow_txn/spark/frames.py is outside this benchmark's scope).
+*Native path, building the DataFrame (1.4-1.5 s against 0.16-0.17 s plain, more than the whole plain query):*
+`frames.parts_frame` hands Spark every part file by name (`spark.read.parquet(*200 paths)`). With more paths than
+`spark.sql.sources.parallelPartitionDiscovery.threshold` (32) Spark lists them with a distributed job: building
+the scan took 2.2-2.5 s with the default threshold and 0.2-0.3 s with the threshold raised above the path count
+(same 200 files, same session, a loaded machine). The catalog already knows every file, so nothing needs listing;
+not changed here (airflow_txn/spark/frames.py is outside this benchmark's scope). Without that job the native path
+would be roughly 1.6x (group by) and 1.3x (sum) plain, an estimate from the split.
 
-*Native path, group by day:* the partition values come from a broadcast join of `_metadata.file_path` with a
-file -> part table that the driver builds with `spark.createDataFrame` (a Python RDD, deduplicated by an
-Exchange + SortAggregate before the BroadcastExchange), so every such query runs an extra job with a Python
-worker; the plain read gets `day` from the directory names for free.
+*Native path, group by day (collect 1.40 s against 0.83 s):* the partition values come from a broadcast join of
+`_metadata.file_path` with a file -> part table that the driver builds with `spark.createDataFrame` (a Python RDD,
+deduplicated by an Exchange + SortAggregate before the BroadcastExchange), so every such query runs an extra job
+with a Python worker; the plain read gets `day` from the directory names for free.
 
-*Native path, sum(value):* the join is gone from the plan, but the scan still reads the `_metadata` struct with
-every field (file_path ... row_index: `_tmp_metadata_row_index` in the FileScan), though the query needs only
-`value`; the plain scan reads `value` alone.
+*Native path, sum(value) (collect 0.81 s against 0.63 s):* the join is gone from the plan, but the scan still
+reads the `_metadata` struct with every field (file_path ... row_index: `_tmp_metadata_row_index` in the
+FileScan), though the query needs only `value`; the plain scan reads `value` alone.
 
-*Data source:* one Spark partition per part (100 here), each a Python task that reads its whole part through
-pyarrow (all four columns: the reader prunes no columns and pushes no filters, see `_Reader` in
+*Data source (collect 7.6-8.7 s):* one Spark partition per part (100 here), each a Python task that reads its
+whole part through pyarrow (all four columns: the reader prunes no columns and pushes no filters, see `_Reader` in
 datasource.py), converts it to Arrow batches and sends them to the JVM. On 2 cores that is 100 Python tasks
-against the plain scan's few vectorized file splits: the ratio is about 10x or more at either size and is
-reported, not reachable by tuning the benchmark.
+against the plain scan's few vectorized file splits: about 10x at either size, reported, not reachable by tuning
+the benchmark.
 """

@@ -86,20 +86,22 @@ def _s3_root(base: Path) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
 
 
 NOTES = """\
-**The data source (2026-11-27, the full run below):** 2.17x plain unpartitioned, 1.01x partitioned by day.
-Its tasks move every row from the JVM to a Python worker as Arrow and encode the Parquet there (pyarrow),
-which costs about what Spark's whole native write does when there is nothing else to do; partitioned, it
-skips the sort by the partition column that Spark's native writer makes, and comes out even. It is the
-path for object-store roots and Spark Connect (D12); local and shared-filesystem roots keep the native
-writer (the `airflow_txn` row, 1.03x), which is why `via="auto"` takes it there.
+**The data source (2026-11-27, the full run below):** 1.71x plain unpartitioned, 0.70x partitioned by day (an
+earlier full run the same day: 2.17x and 1.01x). Its tasks move every row from the JVM to a Python worker as Arrow
+and encode the Parquet there (pyarrow), which costs about what Spark's whole native write does when there is
+nothing else to do; partitioned, it skips the sort by the partition column that Spark's native writer makes, and
+comes out even or ahead. It is the path for object-store roots and Spark Connect (D12); local and
+shared-filesystem roots keep the native writer (the `airflow_txn` row, 0.98x and 1.02x), which is why `via="auto"`
+takes it there.
 
 **The data source to S3 (issue 19):** the same write with the root on the SeaweedFS server. Plain Spark has no way
 there on this machine (its S3A connector, hadoop-aws, is not on the classpath and Maven is unreachable), so this
 row's ratio is against the plain write to the local disk, and what it adds over the local data-source row is the
 object store: every task PUTs one object per part file (pyarrow.fs, no rename), the driver registers them in the
-catalog (a local SQLite file) and commits. A quick run (200,000 rows) measured 1.10 s vs 0.68 s for the data
-source on the local disk, unpartitioned, and 1.01 s vs 0.73 s partitioned by day (8 parts per write); the full
-run's numbers are in the table.
+catalog (a local SQLite file) and commits. Full run: 2.58 s against 2.32 s for the data source on the local disk
+(1.11x), unpartitioned; 3.02 s against 2.23 s (1.35x) partitioned by day, where every task writes one object per
+day it holds, so more and smaller PUTs. The ratio to plain (1.89x and 0.95x) is the data source's own cost times
+that.
 
 The transactional side adds a fixed cost (begin, the schema check, the write dir and its sidecar,
 listing the write dir and reading the Parquet footers, registration, commit: the split in the
