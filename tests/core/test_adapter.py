@@ -148,9 +148,9 @@ def test_a_merge_writer_writes_each_merge_for_compact(wh: Warehouse) -> None:
 @pytest.mark.s3
 def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: str, tmp_path: Path) -> None:
     """An engine's write dirs are local paths: on an s3:// root a statement's and a read plan's `table` (the
-    local directory), and a merge writer's compaction, refuse with a StorageError naming the way there (the
-    Spark data source, which writes through `stored`), before anything is staged; the transaction stays usable
-    through the core API."""
+    local directory), and a merge task's (MergeTask.table, which a merge writing by path asks for), refuse with a
+    StorageError naming the way there (the Spark data source, which writes through `stored`), before anything
+    is staged (the merge rolls back); the transaction stays usable through the core API."""
     with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'catalog.db'}", root=s3_root) as wh:
         make_tables(wh)
         for i in range(2):
@@ -169,8 +169,9 @@ def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: s
         with pytest.raises(StorageError, match="object store"):
             _ = plan.table
 
-        def write(task: adapter.MergeTask) -> adapter.WrittenPart:
-            raise AssertionError("the merge writer ran on an object-store root")
+        def write(task: adapter.MergeTask) -> adapter.WrittenPart:  # an engine that writes by path asks for it
+            _ = task.table
+            raise AssertionError("a merge task gave a local directory on an object-store root")
 
         with pytest.raises(StorageError, match="object store"):
             wh.compact(EVENTS, writer=adapter.merge_writer(write))
