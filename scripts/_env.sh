@@ -6,7 +6,8 @@ VENV="${AIRFLOW_TXN_VENV:-$REPO/.venv}"
 PYTHON_BIN="${PYTHON:-python3.11}"
 command -v "$PYTHON_BIN" >/dev/null 2>&1 || PYTHON_BIN=python3
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+# Each step's line says how long the script has run so far (bash's SECONDS), so a slow phase shows in CI logs.
+log() { printf '\033[1m==> [%dm%02ds] %s\033[0m\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev")
     local extras="$1" stamp
