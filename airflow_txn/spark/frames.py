@@ -17,10 +17,11 @@ decoding the path in every row (six times a plain read).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import string
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -48,7 +49,8 @@ def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
     base = info.location
     files = [(base / part.path / name, part) for part in parts for name in part.files]
     data_schema = to_spark_schema(pa.schema([f for f in info.schema if f.name not in info.partition_by]))
-    scan = spark.read.schema(data_schema).parquet(*[_literal(path) for path, _ in files])
+    with _listed_here(spark, len(files)):
+        scan = spark.read.schema(data_schema).parquet(*[_literal(path) for path, _ in files])
     if not info.partition_by and not with_part_id:
         return scan.select(*[column_of(n) for n in info.schema.names])
     mapping = spark.createDataFrame(
@@ -65,6 +67,28 @@ def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
 
     columns = [restored(n) if n in info.partition_by else column_of(n) for n in info.schema.names]
     return joined.select(*columns, restored(PART_ID)) if with_part_id else joined.select(*columns)
+
+
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+@contextlib.contextmanager
+def _listed_here(spark: SparkSession, paths: int) -> Iterator[None]:
+    """Spark lists the given files on the driver however many there are. Past the threshold (32 paths) Spark
+    runs a distributed listing job for them: 1.4 s instead of 0.17 s for 200 local part files (B12). The
+    files are known and local; the setting is put back after the scan is built."""
+    before = spark.conf.get(_LISTING_THRESHOLD)
+    if before is not None and paths < int(before):
+        yield
+        return
+    spark.conf.set(_LISTING_THRESHOLD, str(paths + 1))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_LISTING_THRESHOLD)
+        else:
+            spark.conf.set(_LISTING_THRESHOLD, before)
 
 
 def _values(part: PartView, info: TableView) -> list[object]:
