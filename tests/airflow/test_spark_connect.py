@@ -59,6 +59,43 @@ def test_the_backfill_dag_runs_through_spark_connect_with_the_root_on_s3(
         assert {f.split("/")[1] for f in files} == {t.split(".")[1] for t in BACKFILL_TABLES}
 
 
+def test_the_tasks_of_one_transaction_share_one_server_session_left_open(
+        connect_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new server session starts the server's Python workers again (about 6 s before a task's first data-source
+    write): a transaction's tasks attach to ONE session, and a task leaves it open when it ends."""
+    from airflow_txn.airflow.connect_sessions import leave_open
+    from airflow_txn.airflow.operators.spark import spark_session
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    first = spark_session({}, remote=connect_url, tid="1-1-a")
+    first.createDataFrame([(1,)], "id long").createOrReplaceTempView("left_by_the_first_task")
+    session_id = first.session_id
+    leave_open(first)
+    second = spark_session({}, remote=connect_url, tid="1-1-a")
+    assert second.session_id == session_id
+    assert second.table("left_by_the_first_task").count() == 1  # the server kept the session
+    second.stop()  # releases it on the server, as an idle timeout would
+    third = spark_session({}, remote=connect_url, tid="1-1-a")  # the closed session is replaced, not an error
+    assert third.session_id != session_id and third.range(3).count() == 3
+    leave_open(third)
+    other = spark_session({}, remote=connect_url, tid="2-2-b")
+    assert other.session_id not in (session_id, third.session_id)
+    leave_open(other)
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("sc://h:15002", "sc://h:15002/;session_id=S"),
+    ("sc://h:15002/;user_id=etl;use_ssl=true", "sc://h:15002/;user_id=etl;use_ssl=true;session_id=S"),
+    ("sc://h:15002/;session_id=mine", "sc://h:15002/;session_id=mine"),  # the user's own id is kept
+])
+def test_a_connect_url_gets_the_transaction_s_session_id(url: str, expected: str) -> None:
+    from airflow_txn.airflow.connect_sessions import session_id_for, with_session_id
+
+    assert with_session_id(url, "S") == expected
+    assert session_id_for("sc://h:15002", "1-1-a") == session_id_for("sc://h:15002/;user_id=etl", "1-1-a")
+    assert session_id_for("sc://h:15002", "1-1-a") != session_id_for("sc://h:15002", "2-2-a")
+
+
 @pytest.mark.parametrize(("conn", "conf"), [
     (("spark_connect", "spark-connect.internal", 15002, None, None, {}),
      {"spark.remote": "sc://spark-connect.internal:15002"}),

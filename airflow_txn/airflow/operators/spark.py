@@ -18,15 +18,18 @@ named by `spark_conn_id`), or a running Spark Connect server, which spares the t
 `spark_connect`, as the Spark provider's `@task.pyspark` takes it). Through Spark Connect the callable's
 airflow_txn.spark writes and reads go through the "airflow_txn" data source, whose driver side runs in
 the Spark Connect server: that server must reach the catalog, the oracle and the storage root
-(docs/DEPLOYMENT.md). Killing the task (`on_kill`) interrupts the Spark jobs it started (by tag).
+(docs/DEPLOYMENT.md); the transaction's tasks share one server session, left open between them
+(airflow/connect_sessions.py). Killing the task (`on_kill`) interrupts the Spark jobs it started (by tag).
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from airflow_txn.airflow.connect_sessions import is_closed_session_error, leave_open, session_id_for, with_session_id
 from airflow_txn.airflow.links import SparkUILink, TransactionLink
 from airflow_txn.airflow.operators.base import (
     TxnCallableOperator,
@@ -53,9 +56,10 @@ _NOT_FOR_REMOTE = ("spark.master", "spark.remote")
 
 
 def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflow_txn",
-                  remote: str | None = None) -> SparkSession:
+                  remote: str | None = None, tid: str | None = None) -> SparkSession:
     """The process's SparkSession, created with `conf` (over DEFAULT_SPARK_CONF) if none runs yet; a Spark
-    Connect session when `remote` (or `conf["spark.remote"]`) names a server (`sc://host:port`).
+    Connect session when `remote` (or `conf["spark.remote"]`) names a server (`sc://host:port`), which is
+    transaction `tid`'s session on that server when a tid is given (airflow/connect_sessions.py).
 
     An existing session is reused (its static settings cannot change; runtime ones are applied).
     """
@@ -64,14 +68,33 @@ def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflo
     require_pyspark()
     url = remote or (conf or {}).get("spark.remote")
     if url:
-        return _connect_session(str(url), {k: v for k, v in (conf or {}).items() if k not in _NOT_FOR_REMOTE},
-                                app_name)
+        settings = {k: v for k, v in (conf or {}).items() if k not in _NOT_FOR_REMOTE}
+        if tid is None:
+            return _connect_session(str(url), settings, app_name)
+        return _transaction_session(str(url), settings, app_name, tid)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     for key, value in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
         builder = builder.config(key, str(value))
     return builder.getOrCreate()
+
+
+def _transaction_session(url: str, conf: Mapping[str, str], app_name: str, tid: str) -> SparkSession:
+    """Transaction `tid`'s session on the server; a new one when the server has closed it (idle too long)."""
+    try:
+        spark = _connect_session(with_session_id(url, session_id_for(url, tid)), conf, app_name)
+        spark.conf.get("spark.sql.session.timeZone")  # reaches the server even without settings to apply
+        return spark
+    except Exception as exc:
+        if not is_closed_session_error(exc):
+            raise
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        refused = ConnectSession.getActiveSession()
+        if refused is not None:
+            leave_open(cast("SparkSession", refused))
+        return _connect_session(with_session_id(url, str(uuid.uuid4())), conf, app_name)
 
 
 def _connect_session(url: str, conf: Mapping[str, str], app_name: str) -> SparkSession:
@@ -164,7 +187,7 @@ class SparkTransactionOperator(TxnCallableOperator):
         hook = self.hook
         with keyed_try(hook, tid, context, self.task_id, self.log) as txn:  # also while the SparkSession starts
             conf = {**self._connection_conf(), **hook.spark_conf(), **self.spark_conf}
-            spark = spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None)
+            spark = spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid)
             tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
             spark.addTag(tag)
             self._running = (spark, tag)
@@ -179,7 +202,7 @@ class SparkTransactionOperator(TxnCallableOperator):
                 self._running = None
                 spark.removeTag(tag)
                 if _is_connect(spark):  # its gRPC channel's threads would keep the task's process alive
-                    spark.stop()
+                    leave_open(spark)  # the server's session stays, for the transaction's next task
 
     def _link_spark_ui(self, spark: SparkSession, context: Context) -> None:
         """Record the driver's UI and publish its link now (Airflow pushes links only when a task ends,
