@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -49,6 +49,7 @@ from airflow_txn.model.results import CompactionReport, PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark import via as via_module
 from airflow_txn.spark.frames import _literal
+from airflow_txn.spark.settings import temporary_setting
 from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
 from airflow_txn.spark.via import is_connect
 from airflow_txn.spark.writer import spark_path
@@ -151,19 +152,10 @@ def _described(spark: SparkSession, text: str) -> Iterator[None]:
         context.setLocalProperty(JOB_DESCRIPTION, previous)  # type: ignore[arg-type]  # None unsets it
 
 
-@contextmanager
-def _micros(spark: SparkSession) -> Iterator[None]:
+def _micros(spark: SparkSession) -> AbstractContextManager[None]:
     """Timestamps written as INT64 microseconds (TIMESTAMP_TYPE) while inside; the session's own
     setting is restored after (it is a session-wide runtime setting: merges run one at a time)."""
-    previous = spark.conf.get(TIMESTAMP_TYPE, None)
-    spark.conf.set(TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(TIMESTAMP_TYPE)
-        else:
-            spark.conf.set(TIMESTAMP_TYPE, previous)
+    return temporary_setting(spark, TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
 
 
 def _stored_schema(info: TableView) -> Any:

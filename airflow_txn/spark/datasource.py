@@ -15,28 +15,31 @@ removal locks). A failed task deletes its own files; a failed job's files are de
 registration's by `commit`; a driver that dies leaves orphans named after the transaction, which vacuum
 removes once its lease is over.
 
-Reading: one Spark partition per visible part, read through the root's filesystem with the partition
-columns restored (typed as the table declares them). Option `partitions` prunes parts on the driver;
-Spark's own filters are evaluated by Spark on the rows (why not pushed down here: _Reader).
+Reading: the visible parts packed into Spark partitions as Spark packs a native scan's files (read_splits),
+read through the root's filesystem with the partition columns restored (typed as the table declares them).
+Option `partitions` prunes parts on the driver; Spark's own filters are evaluated by Spark on the rows (why
+not pushed down here: _Reader).
 
 Options: `tid` (required to write; to read a transaction's own view), `csn`, `key` and `attempt` (the staging
 key; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the partitions
-a read keeps), `statement` (16 hex digits starting the names of the statement's files, so a failed statement's
-files can be found and deleted; default: a fresh one); for copy-on-write and compaction (cow.py,
-compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError if one left the
-view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID), `replaces` (JSON
-list of part ids an append replaces: a rewrite, checked to be still visible to the statement), `merge` (a
-merge's footer tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in;
-nothing is registered here); and where the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`,
-`storage.<setting>` (endpoint_url, region, access_key_id, secret_access_key, ...); without them the Spark
-side's own AIRFLOW_TXN_* and AWS_* environment applies. Spark's default `spark.redaction.regex` hides options
-whose names hold "secret", "password" or "access key" from its UI and logs; airflow_txn.spark.write/read pass
-the warehouse's own settings this way.
+a read keeps), `parallelism` (about how many Spark tasks a read of small parts is spread over; default: the
+cores of the process planning the read), `statement` (16 hex digits starting the names of the statement's
+files, so a failed statement's files can be found and deleted; default: a fresh one); for copy-on-write and
+compaction (cow.py, compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError
+if one left the view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID),
+`replaces` (JSON list of part ids an append replaces: a rewrite, checked to be still visible to the
+statement), `merge` (a merge's footer tags as JSON: one task writes ONE plain part file of the merge, which
+the core swaps in; nothing is registered here); and where the warehouse is: `catalog`, `catalog_password`,
+`root`, `oracle`, `storage.<setting>` (endpoint_url, region, access_key_id, secret_access_key, ...); without
+them the Spark side's own AIRFLOW_TXN_* and AWS_* environment applies. Spark's default `spark.redaction.regex`
+hides options whose names hold "secret", "password" or "access key" from its UI and logs;
+airflow_txn.spark.write/read pass the warehouse's own settings this way.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -349,8 +352,36 @@ def _json_list(value: str, name: str) -> list[Any]:
 
 # -- reading ------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _PartToRead(InputPartition):
-    part: PartView
+class _PartsToRead(InputPartition):
+    """The parts one Spark task reads, one after the other."""
+
+    parts: tuple[PartView, ...]
+
+
+_MAX_SPLIT_BYTES = 128 * 1024 * 1024
+"""Spark's spark.sql.files.maxPartitionBytes default: the most bytes of parts one task reads."""
+_OPEN_COST_BYTES = 4 * 1024 * 1024
+"""Spark's spark.sql.files.openCostInBytes default: what opening one more part costs, counted as bytes."""
+
+
+def read_splits(parts: Sequence[PartView], parallelism: int) -> list[tuple[PartView, ...]]:
+    """`parts` packed into tasks the way Spark packs the files of a native scan: largest first, each task up
+    to min(128 MiB, the total / `parallelism`) counting 4 MiB per part opened, so many small parts make a
+    few tasks (one Python task per part was most of a data-source read of 100 small parts: B12)."""
+    total = sum(p.size_bytes + _OPEN_COST_BYTES for p in parts)
+    limit = min(_MAX_SPLIT_BYTES, max(_OPEN_COST_BYTES, total // max(1, parallelism)))
+    splits: list[tuple[PartView, ...]] = []
+    current: list[PartView] = []
+    size = 0
+    for part in sorted(parts, key=lambda p: p.size_bytes, reverse=True):
+        if current and size + part.size_bytes > limit:
+            splits.append(tuple(current))
+            current, size = [], 0
+        current.append(part)
+        size += part.size_bytes + _OPEN_COST_BYTES
+    if current:
+        splits.append(tuple(current))
+    return splits
 
 
 @dataclass
@@ -359,6 +390,9 @@ class _ReadPlan:
     parts: list[PartView]
     part_id: bool = False
     """Each row also carries its part's id (column PART_ID): what a copy-on-write statement counts by."""
+    parallelism: int = 2
+    """How many tasks Spark runs at once (option `parallelism`; default: this process's cores), which
+    read_splits spreads small parts over."""
 
 
 def _plan_read(options: dict[str, str]) -> _ReadPlan:
@@ -379,7 +413,8 @@ def _plan_read(options: dict[str, str]) -> _ReadPlan:
             raise MergedAwayError(f"part {gone[0]} of {table} is not visible in this read (a background merge "
                                   "combined it with others since it was chosen): choose the parts again")
         parts = [seen[i] for i in only]
-    return _ReadPlan(plan.stored, parts, _flag(options, "part_id"))
+    parallelism = _integer(options["parallelism"], "parallelism") if options.get("parallelism") else None
+    return _ReadPlan(plan.stored, parts, _flag(options, "part_id"), parallelism or os.cpu_count() or 2)
 
 
 class _Reader(DataSourceReader):
@@ -393,14 +428,15 @@ class _Reader(DataSourceReader):
         self.plan = plan
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [_PartToRead(part) for part in self.plan.parts]
+        return [_PartsToRead(split) for split in read_splits(self.plan.parts, self.plan.parallelism)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, _PartToRead):  # Spark reads one empty partition when there are none
+        if not isinstance(partition, _PartsToRead):  # Spark reads one empty partition when there are none
             return
-        rows = self.plan.table.read_part(partition.part).cast(self.plan.table.schema)
-        if self.plan.part_id:
-            ids = pa.array([partition.part.id] * rows.num_rows, pa.int64())
-            rows = rows.append_column(pa.field(PART_ID, pa.int64(), nullable=False), ids)
-        # Spark checks each batch against the declared schema, nullability included
-        yield from rows.to_batches()
+        for part in partition.parts:
+            rows = self.plan.table.read_part(part).cast(self.plan.table.schema)
+            if self.plan.part_id:
+                ids = pa.array([part.id] * rows.num_rows, pa.int64())
+                rows = rows.append_column(pa.field(PART_ID, pa.int64(), nullable=False), ids)
+            # Spark checks each batch against the declared schema, nullability included
+            yield from rows.to_batches()

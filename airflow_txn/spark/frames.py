@@ -21,7 +21,8 @@ import contextlib
 import re
 import string
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +32,7 @@ from pyspark.sql import types as T
 
 from airflow_txn.core.adapter import PartView, TableView
 from airflow_txn.model.partitioning import partition_column
+from airflow_txn.spark.settings import temporary_setting
 from airflow_txn.spark.types import PART_ID, to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, spark_path
 
@@ -72,23 +74,14 @@ def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
 _LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
-@contextlib.contextmanager
-def _listed_here(spark: SparkSession, paths: int) -> Iterator[None]:
+def _listed_here(spark: SparkSession, paths: int) -> AbstractContextManager[None]:
     """Spark lists the given files on the driver however many there are. Past the threshold (32 paths) Spark
     runs a distributed listing job for them: 1.4 s instead of 0.17 s for 200 local part files (B12). The
     files are known and local; the setting is put back after the scan is built."""
     before = spark.conf.get(_LISTING_THRESHOLD)
     if before is not None and paths < int(before):
-        yield
-        return
-    spark.conf.set(_LISTING_THRESHOLD, str(paths + 1))
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(_LISTING_THRESHOLD)
-        else:
-            spark.conf.set(_LISTING_THRESHOLD, before)
+        return contextlib.nullcontext()
+    return temporary_setting(spark, _LISTING_THRESHOLD, str(paths + 1))
 
 
 def _values(part: PartView, info: TableView) -> list[object]:

@@ -84,3 +84,22 @@ def test_only_fixed_offset_session_zones_write_zoned_timestamp_partitions() -> N
 def test_importing_the_layer_is_lazy_and_names_the_extra_when_pyspark_is_missing() -> None:
     setup = "import airflow_txn.spark as s\nassert 'pyspark' not in sys.modules, 'importing the package loaded pyspark'"
     assert "pip install 'airflow-txn[spark]'" in import_error_without("pyspark", setup, "s.write")
+
+
+def test_many_small_parts_are_read_by_a_few_tasks_and_large_ones_alone() -> None:
+    """One Python task per part made most of a data-source read of 100 small parts (B12): parts are packed as
+    Spark packs a native scan's files (largest first, up to min(128 MiB, total / parallelism), 4 MiB per open)."""
+    from airflow_txn.core.adapter import PartView
+    from airflow_txn.spark.datasource import read_splits
+
+    def part(i: int, size: int) -> PartView:
+        return PartView(id=i, partition_key="", path="", files=(f"p-{i}.parquet",), row_count=1, size_bytes=size,
+                        locked_by=None)
+
+    small = [part(i, 200_000) for i in range(100)]
+    splits = read_splits(small, parallelism=2)
+    assert 2 <= len(splits) <= 5
+    assert sorted(p.id for s in splits for p in s) == list(range(100))  # every part once
+    large = [part(i, 200 * 1024 * 1024) for i in range(3)]
+    assert [len(s) for s in read_splits(large + small[:2], parallelism=2)] == [1, 1, 1, 2]
+    assert read_splits([], parallelism=2) == []
