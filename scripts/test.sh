@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Quick start, command 2: set up and run the whole check: ruff, mypy --strict, then the test suite
-# (fast unit tests first, then the tests against real PostgreSQL, multi-process and crash tests,
+# Quick start, command 2: set up and run the whole check: the docs site (mkdocs build --strict), ruff, mypy --strict,
+# then the test suite (fast unit tests first, then the tests against real PostgreSQL, multi-process and crash tests,
 # then the object-storage tests against a real S3-compatible server (SeaweedFS),
 # then the Spark tests on a local SparkSession, then the ZooKeeper oracle tests against real servers,
 # then the Airflow tests: real dag.test() runs of the example DAGs with Spark, on SQLite and PostgreSQL).
@@ -9,8 +9,11 @@
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 git_status() { git -C "$REPO" status --porcelain 2>/dev/null || true; }
 STATUS_BEFORE="$(git_status)"
-ensure_venv "dev,spark,spark-connect,zookeeper,airflow,bench"
+ensure_venv "dev,docs,spark,spark-connect,zookeeper,airflow,bench"
 cd "$REPO"
+
+log "docs site: mkdocs build --strict -> build/site/ (needs no services; a broken link, anchor or docstring fails)"
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet
 
 log "Java (for Spark)"
 ensure_java

@@ -20,11 +20,11 @@ VERSION_ADDED = "0.1.0"
 CLI_FUNCTION = "airflow_txn.cli.in_airflow.get_cli_commands"
 """Returns the `airflow txn` group: airflow-txn's commands, under the `airflow` command."""
 
-# pyproject.toml's [project.urls] (placeholder addresses until the project is published). Airflow 3.3
-# replaces "documentation-url" with the installed distribution's Documentation URL: the same one.
-SOURCE_URL = "https://github.com/airflow-txn/airflow-txn"
-DOCUMENTATION_URL = f"{SOURCE_URL}/blob/main/docs/README.md"
-INTEGRATION_DOC_URL = f"{SOURCE_URL}/blob/main/docs/AIRFLOW.md"
+# pyproject.toml's [project.urls] Documentation: the documentation site (mkdocs.yml's site_url; a page of docs/
+# is at <site>/<NAME>/), a placeholder address until the project is published. Airflow 3.3 replaces
+# "documentation-url" with the installed distribution's Documentation URL: the same one.
+DOCUMENTATION_URL = "https://airflow-txn.github.io/airflow-txn/"
+INTEGRATION_DOC_URL = f"{DOCUMENTATION_URL}AIRFLOW/"
 HOW_TO_GUIDES = ["/docs/AIRFLOW.md", "/docs/OPERATORS.md", "/docs/DEPLOYMENT.md"]
 """The integration's guides, as paths in the repository (provider.yaml's rule: they start with /docs/)."""
 

@@ -96,7 +96,8 @@ def test_provider_info_points_at_the_projects_docs_and_plugin() -> None:
     urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
     assert info["documentation-url"] == urls["Documentation"]  # what Airflow shows, from the installed metadata
     [integration] = info["integrations"]
-    assert integration["external-doc-url"].startswith(urls["Source"] + "/")
+    site_page = integration["external-doc-url"].removeprefix(urls["Documentation"])  # <site>/<NAME>/: docs/<NAME>.md
+    assert site_page != integration["external-doc-url"] and (REPO / "docs" / f"{site_page.strip('/')}.md").is_file()
     guides = integration["how-to-guide"]
     assert guides and all(g.startswith("/docs/") and (REPO / g.lstrip("/")).is_file() for g in guides), guides
     [plugin] = info["plugins"]

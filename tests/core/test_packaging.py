@@ -49,15 +49,21 @@ def test_classifiers_name_the_airflow_provider_and_the_tested_python() -> None:
     assert tested == ["3.11"] and meta["requires-python"] == ">=3.11"
 
 
-def test_project_urls_live_under_one_organisation_and_point_at_files_that_exist() -> None:
+def test_project_urls_live_under_one_organisation_and_point_at_what_exists() -> None:
     urls = project()["project"]["urls"]
     assert {"Homepage", "Documentation", "Source", "Changelog"} <= set(urls)
     parts = {name: urlsplit(url) for name, url in urls.items()}
     assert {p.scheme for p in parts.values()} == {"https"}
-    assert len({(p.netloc, p.path.split("/")[1]) for p in parts.values()}) == 1, urls  # one host, one organisation
-    for name in ("Documentation", "Changelog"):  # .../blob/main/<path in this repository>
-        path = parts[name].path.split("/blob/main/", 1)[1]
-        assert (REPO / path).is_file(), f"{name} points at {path}, which this repository does not have"
+    code = [p for name, p in parts.items() if name != "Documentation"]
+    assert len({(p.netloc, p.path.split("/")[1]) for p in code}) == 1, urls  # one host, one organisation
+    changelog = parts["Changelog"].path.split("/blob/main/", 1)[1]  # .../blob/main/<path in this repository>
+    assert (REPO / changelog).is_file(), f"Changelog points at {changelog}, which this repository does not have"
+    # the documentation site, as the organisation's GitHub Pages publishes it, is what mkdocs.yml builds
+    organisation, repository = parts["Source"].path.strip("/").split("/")
+    assert urls["Documentation"] == f"https://{organisation}.github.io/{repository}/"
+    mkdocs = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(rf"^site_url: {re.escape(urls['Documentation'])}$", mkdocs, flags=re.MULTILINE)
+    assert re.search(rf"^repo_url: {re.escape(urls['Source'])}$", mkdocs, flags=re.MULTILINE)
 
 
 def test_changelog_keeps_a_changelog() -> None:
