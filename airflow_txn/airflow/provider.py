@@ -1,9 +1,9 @@
 """Provider metadata (entry point `apache_airflow_provider`): the `airflow_txn` connection type and
 its form, where the hooks, operators, sensors and triggers live (derived from public.py), the Asset
-URI scheme, the `[airflow_txn]` configuration section, the task decorators, the plugin, the operators'
-extra links, where the documentation is, and the `airflow txn` command group (the airflow-txn commands,
-cli/in_airflow.py). Validated against Airflow's provider_info.schema.json by tests/airflow/test_provider.py.
-Imports nothing heavy (Airflow reads it in every component)."""
+URI scheme and its OpenLineage converter, the `[airflow_txn]` configuration section, the task decorators,
+the plugin, the operators' extra links, where the documentation is, and the `airflow txn` command group
+(the airflow-txn commands, cli/in_airflow.py). Validated against Airflow's provider_info.schema.json by
+tests/airflow/test_provider.py. Imports nothing heavy (Airflow reads it in every component)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ HOW_TO_GUIDES = ["/docs/AIRFLOW.md", "/docs/OPERATORS.md", "/docs/DEPLOYMENT.md"
 
 EXTRA_LINKS = ["airflow_txn.airflow.links.TransactionLink", "airflow_txn.airflow.links.SparkUILink"]
 """The operators' extra link classes (links.py; provider.py imports nothing heavy, so they are spelled here)."""
+
+OPENLINEAGE_CONVERTER = "airflow_txn.airflow.lineage.to_openlineage_dataset"
+"""A table Asset as the OpenLineage dataset the operators report for the table (lineage.py)."""
 
 PLUGIN_NAME = "airflow_txn"
 PLUGIN_CLASS = "airflow_txn.airflow.plugin.AirflowTxnPlugin"
@@ -107,7 +110,9 @@ def get_provider_info() -> dict[str, Any]:
                             {"name": "txn", "class-name": "airflow_txn.airflow.decorators.txn_task"}],
         "sensors": _modules(Kind.SENSOR),
         "triggers": _modules(Kind.TRIGGER),
-        "asset-uris": [{"schemes": ["airflow-txn"], "handler": None}],  # table_asset(): kept as written
+        # table_asset(): kept as written; the OpenLineage provider converts it to the dataset the operators report
+        "asset-uris": [{"schemes": ["airflow-txn"], "handler": None,
+                        "to_openlineage_converter": OPENLINEAGE_CONVERTER}],
         "config": CONFIG,
         "cli": [CLI_FUNCTION],
         "plugins": [{"name": PLUGIN_NAME, "plugin-class": PLUGIN_CLASS}],

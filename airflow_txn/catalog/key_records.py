@@ -110,6 +110,17 @@ def record_scan(conn: Connection, tid: str, key: str | None, attempt: int | None
     ])
 
 
+def tables_read(conn: Connection, tid: str, key: str | None = None, attempt: int | None = None) -> list[int]:
+    """The ids of the tables `tid` read through keyed handles (`key`: only that key's reads; `attempt`: only
+    that attempt's), reads a retry withdrew excluded (their rows are gone)."""
+    where = [_s.tid == tid, _s.kind == READ]
+    if key is not None:
+        where.append(_s.key == key)
+    if attempt is not None:
+        where.append(_s.attempt == attempt)
+    return sorted(int(r.table_id) for r in conn.execute(select(_s.table_id).where(*where).distinct()))
+
+
 def _older(column: ColumnElement[int], attempt: int | None) -> ColumnElement[bool]:
     return true() if attempt is None else or_(column.is_(None), column < attempt)
 

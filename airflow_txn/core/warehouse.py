@@ -247,12 +247,26 @@ class Warehouse:
     def readable_csn(self) -> int:
         return apply.readable_csn(self.runtime)
 
-    def last_commit_csn(self, table: str) -> int | None:
-        """The CSN of the latest readable commit that touched `table` (None if none)."""
+    def last_commit_csn(self, table: str, at: int | None = None) -> int | None:
+        """The CSN of the latest readable commit that touched `table` (None if none); with `at`, the latest at
+        or below `at`: the commit whose version of the table a read at snapshot `at` sees."""
         with self.runtime.catalog.read() as conn:
             info = table_registry.get(conn, table)
             watermark = commit_log.readable_csn(conn, self.runtime.oracle)
-            return commit_log.last_commit_csn(conn, info.id, watermark)
+            limit = watermark if at is None else min(watermark, bounds.catalog_int(at, "at"))
+            return commit_log.last_commit_csn(conn, info.id, limit)
+
+    def tables_read(self, tid: str, key: str | None = None, attempt: int | None = None) -> list[str]:
+        """The tables transaction `tid` read through keyed handles (an Airflow task's `txn`, Spark reads through
+        it), at its snapshot: every key's, or `key`'s (under `attempt`, if given). What the operators report as
+        lineage inputs; recorded while the transaction runs, forgotten by vacuum once it ended."""
+        parsed = str(Tid.parse(tid))
+        with self.runtime.catalog.read() as conn:
+            ids = key_records.tables_read(conn, parsed, key, attempt)
+            if not ids:
+                return []
+            names = {t.id: t.name.qualified for t in table_registry.all_tables(conn)}
+        return sorted(names[i] for i in ids if i in names)
 
     def wait_for_csn(self, csn: int, timeout: float) -> int:
         """Block until the watermark covers `csn`, applying pending records on the way; return it."""

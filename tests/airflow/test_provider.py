@@ -137,11 +137,13 @@ def test_the_plugin_is_registered_once_whichever_way_airflow_discovers_providers
                             timeout=180, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
-    assert seen["errors"] == {}
+    # only ours: eagerly, Airflow also registers the OpenLineage provider's own plugin twice, and says so
+    assert {k: v for k, v in seen["errors"].items() if "airflow_txn" in f"{k} {v}"} == {}
     [plugin] = seen["plugins"]
     assert plugin["listeners"] == ["airflow_txn.airflow.listener"]
     assert ("EntryPoint" in plugin["source"]) is lazy  # eager: Airflow took it from the provider info
-    assert seen["provider_plugins"] == [provider.PLUGIN_CLASS]
+    # once among the installed providers' plugins (others, e.g. the OpenLineage provider's, may be there too)
+    assert [p for p in seen["provider_plugins"] if p.startswith("airflow_txn.")] == [provider.PLUGIN_CLASS]
     urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
     assert seen["documentation_url"] == urls["Documentation"]  # Airflow's Providers page links there
 

@@ -79,3 +79,26 @@ def test_explicit_keys_replace_each_previous_write(wh: Warehouse) -> None:
     t.append("sales.events", events([2]), key="k")
     t.commit()
     assert ids(wh.read("sales.events")) == [2]
+
+
+def test_tables_read_lists_each_keys_reads_and_forgets_a_retried_attempts(wh: Warehouse) -> None:
+    """What the Airflow layer reports as lineage inputs: the tables read through keyed handles, per key and
+    attempt; a retry withdraws its failed attempt's reads. last_commit_csn(at=) is the version such a read saw."""
+    make_tables(wh)
+    with wh.begin() as seed:
+        seed.append("sales.accounts", accounts({1: 10}))
+    seeded = wh.last_commit_csn("sales.accounts")
+    t = wh.begin().use_key(KEY, attempt=1)
+    t.read("sales.accounts")
+    other = wh.attach(t.tid).use_key("backfill/other/-1", attempt=1)
+    other.read("sales.events")
+    other.append("sales.events", events([1]))
+    assert wh.tables_read(t.tid) == ["sales.accounts", "sales.events"]
+    assert wh.tables_read(t.tid, KEY, 1) == ["sales.accounts"]
+    assert wh.tables_read(t.tid, KEY, 2) == []
+    wh.attach(t.tid).use_key(KEY, attempt=2).compensate(attempt=2)  # the retry withdraws attempt 1
+    assert wh.tables_read(t.tid) == ["sales.events"]
+    with wh.begin() as later:
+        later.append("sales.accounts", accounts({2: 20}))
+    assert wh.last_commit_csn("sales.accounts", at=t.snapshot_csn) == seeded < wh.last_commit_csn("sales.accounts")
+    assert wh.last_commit_csn("sales.events", at=t.snapshot_csn) is None

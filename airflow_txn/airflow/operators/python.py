@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_txn.airflow.lineage import LineageMixin, writer_lineage
 from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     TxnCallableOperator,
@@ -31,7 +32,7 @@ from airflow_txn.airflow.operators.base import (
 from airflow_txn.airflow.version_compat import Context
 
 
-class TransactionPythonOperator(TxnCallableOperator):
+class TransactionPythonOperator(LineageMixin, TxnCallableOperator):
     """Run `python_callable(txn, *op_args, **context_and_op_kwargs)` in transaction `tid`.
 
     :param python_callable: the work; its return value is the XCom (keep it JSON-serialisable).
@@ -40,6 +41,9 @@ class TransactionPythonOperator(TxnCallableOperator):
     :param op_args: extra positional arguments, after txn.
     :param op_kwargs: extra keyword arguments (templated; the usual target of `.expand()`).
     :param conn_id: the airflow_txn connection.
+
+    Lineage (OpenLineage provider): the tables the callable read through `txn` as inputs; no outputs (its
+    writes are staged: the commit reports them).
     """
 
     template_fields: Sequence[str] = ("tid", "op_args", "op_kwargs", "conn_id")
@@ -54,4 +58,6 @@ class TransactionPythonOperator(TxnCallableOperator):
             self.log.info("running %s in transaction %s (key %s, attempt %d)",
                           getattr(self.python_callable, "__name__", "the callable"), tid, task_key(context),
                           try_number)
-            return call_with_context(self.python_callable, [txn, *self.op_args], {**context, **self.op_kwargs})
+            result = call_with_context(self.python_callable, [txn, *self.op_args], {**context, **self.op_kwargs})
+            self.record_lineage(context, lambda: writer_lineage(txn, task_key(context), try_number, self.conn_id))
+            return result

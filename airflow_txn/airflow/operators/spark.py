@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_txn.airflow.connect_sessions import is_closed_session_error, leave_open, session_id_for, with_session_id
+from airflow_txn.airflow.lineage import LineageMixin, writer_lineage
 from airflow_txn.airflow.links import SparkUILink, TransactionLink
 from airflow_txn.airflow.operators.base import (
     TxnCallableOperator,
@@ -44,10 +45,16 @@ from airflow_txn.airflow.version_compat import BaseHook, Context
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+STAGING_WRITE_NODE = "org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand"
+"""The root of the Spark plan of airflow_txn.spark.write's job (Parquet files into a write dir, visible only
+once the transaction commits)."""
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.master": "local[*]",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",  # progress bars garble task logs
+    # Spark's own OpenLineage listener (openlineage-spark), if one is enabled, reports no file writes: the
+    # staging writes' write dirs are no dataset (the commit task reports the tables; docs/AIRFLOW.md, Lineage)
+    "spark.openlineage.filter.deniedSparkNodes": f"[{STAGING_WRITE_NODE}]",
 }
 REMOTE_DEFAULT_CONF: Mapping[str, str] = {"spark.sql.session.timeZone": "UTC"}
 """A Spark Connect session's defaults: only session settings (a server refuses static ones, spark.master
@@ -147,7 +154,7 @@ def spark_target_of(conn_type: str, host: str | None, port: int | None, login: s
     raise ValueError(f"connection type {conn_type!r} is not a Spark connection (spark_connect or spark)")
 
 
-class SparkTransactionOperator(TxnCallableOperator):
+class SparkTransactionOperator(LineageMixin, TxnCallableOperator):
     """Run `python_callable(spark, txn, *op_args, **context_and_op_kwargs)` in transaction `tid`.
 
     :param tid: the transaction id (BeginTransactionOperator's XCom, e.g. `begin.output`); inside a
@@ -161,6 +168,9 @@ class SparkTransactionOperator(TxnCallableOperator):
     :param spark_conn_id: an Airflow connection of type `spark_connect` (a Spark Connect server) or `spark`
         (a master URL), as the Spark provider defines them; `remote` and `spark_conf` win over it.
     :param conn_id: the airflow_txn connection.
+
+    Lineage (OpenLineage provider): the tables the callable read through `txn` as inputs; no outputs (its
+    writes are staged: the commit reports them).
     """
 
     template_fields: Sequence[str] = ("tid", "op_args", "op_kwargs", "spark_conf", "remote", "spark_conn_id",
@@ -196,8 +206,10 @@ class SparkTransactionOperator(TxnCallableOperator):
                           getattr(self.python_callable, "__name__", "the callable"), tid, key, try_number,
                           "Spark Connect" if _is_connect(spark) else "a local SparkSession")
             try:
-                return call_with_context(self.python_callable, [spark, txn, *self.op_args],
-                                         {**context, **self.op_kwargs})
+                result = call_with_context(self.python_callable, [spark, txn, *self.op_args],
+                                           {**context, **self.op_kwargs})
+                self.record_lineage(context, lambda: writer_lineage(txn, key, try_number, self.conn_id))
+                return result
             finally:
                 self._running = None
                 spark.removeTag(tag)

@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
+from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, committed_outputs, transaction_reads
 from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     RERUN_HINT,
@@ -48,7 +49,7 @@ def lease_value(value: object) -> float | None:
     return check_lease_seconds(value)
 
 
-class BeginTransactionOperator(TxnBaseOperator):
+class BeginTransactionOperator(LineageMixin, TxnBaseOperator):
     """Begin a transaction; its tid is the task's XCom return value.
 
     :param label: shown by `airflow-txn list`; defaults to `<dag_id>/<run_id>`.
@@ -87,12 +88,13 @@ class BeginTransactionOperator(TxnBaseOperator):
         with self.hook.warehouse() as wh:
             txn = wh.begin(label=label, isolation=isolation, lease_seconds=lease, metadata=airflow_metadata(context))
         self.linked_tid = txn.tid
+        self.record_lineage(context, TxnLineage(txn.tid, state=ACTIVE, snapshot_csn=txn.snapshot_csn))
         self.log.info("began transaction %s (%s, lease %gs) at snapshot %d (label %r)", txn.tid, isolation, lease,
                       txn.snapshot_csn, label)
         return txn.tid
 
 
-class CommitTransactionOperator(TxnBaseOperator):
+class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
     """Commit the transaction `tid`; the commit CSN is the XCom return value.
 
     Before committing it records the Airflow context in the transaction's metadata (`{"airflow":
@@ -103,6 +105,9 @@ class CommitTransactionOperator(TxnBaseOperator):
     succeed (conflict, expired lease, failed statement) rolls back and fails without retrying; a
     commit that fails on its last try rolls back too. A retry after a successful commit returns
     the same CSN.
+
+    Lineage (OpenLineage provider, lineage.py): the tables the commit changed as outputs, version the commit
+    CSN, with the rows and bytes it added; what the transaction's tasks read as inputs. A rollback: none.
     """
 
     template_fields: Sequence[str] = ("tid", "conn_id")
@@ -122,10 +127,17 @@ class CommitTransactionOperator(TxnBaseOperator):
         with self.hook.warehouse() as wh:
             csn = self._commit(wh, tid, context)
             info = wh.transaction_info(tid)
+            self.record_lineage(context, lambda: self._commit_lineage(wh, info, csn))
         tables = committed_tables(info, csn)
         self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(tables) or "no table written")
         self._emit_asset_events(context, tid, csn, tables, info["metadata"])
         return csn
+
+    def _commit_lineage(self, wh: Warehouse, info: TransactionInfo, csn: int) -> TxnLineage:
+        """The commit's lineage: what it made visible, and what the transaction read to make it."""
+        return TxnLineage(info["tid"], state=COMMITTED, snapshot_csn=info["snapshot_csn"], commit_csn=csn,
+                          inputs=transaction_reads(wh, info["tid"], info["snapshot_csn"], self.conn_id),
+                          outputs=committed_outputs(info, csn, self.conn_id))
 
     def _commit(self, wh: Warehouse, tid: str, context: Context) -> int:
         info = wh.transaction_info(tid)
@@ -133,6 +145,7 @@ class CommitTransactionOperator(TxnBaseOperator):
             self.log.info("transaction %s was already committed by an earlier try", tid)
             return committed_csn(info)
         if info["state"] == ROLLED_BACK:
+            self.record_lineage(context, TxnLineage(tid, state=ROLLED_BACK, snapshot_csn=info["snapshot_csn"]))
             raise AirflowFailException(f"transaction {tid} was rolled back ({info['failed_reason']}); "
                                        f"nothing to commit. {RERUN_HINT}")
         try:
@@ -141,7 +154,8 @@ class CommitTransactionOperator(TxnBaseOperator):
                 txn.annotate(airflow_metadata(context))
             return txn.commit()
         except _FINAL_COMMIT_ERRORS as exc:
-            roll_back_quietly(wh, tid, f"commit failed: {exc}", self.log)
+            state = roll_back_quietly(wh, tid, f"commit failed: {exc}", self.log)
+            self.record_lineage(context, TxnLineage(tid, state=state, snapshot_csn=info["snapshot_csn"]))
             raise AirflowFailException(f"transaction {tid} cannot commit and was rolled back: {exc}") from exc
         except Exception as exc:
             if is_last_try(context):
@@ -162,7 +176,7 @@ class CommitTransactionOperator(TxnBaseOperator):
                     events[outlet].extra.update(event_extra(written, csn, tid, metadata))
 
 
-class RollbackTransactionOperator(TxnBaseOperator):
+class RollbackTransactionOperator(LineageMixin, TxnBaseOperator):
     """Roll back the transaction `tid` (compensating every part it staged); idempotent.
 
     Nothing to do when no transaction began (tid missing) or it already ended; a committed
@@ -186,10 +200,11 @@ class RollbackTransactionOperator(TxnBaseOperator):
         reason = self.reason or f"rolled back by {dag_id}/{task_id} in run {run_id} after a task failed"
         with self.hook.warehouse() as wh:
             state = roll_back_quietly(wh, tid, reason, self.log, quiet=False)
+        self.record_lineage(context, TxnLineage(tid, state=state))
         return state
 
 
-class TransactionOutcomeOperator(TxnBaseOperator):
+class TransactionOutcomeOperator(LineageMixin, TxnBaseOperator):
     """The verdict of a transaction: succeeds with the commit CSN when `tid` committed, fails the
     task (and so the DAG run) when it rolled back. A transaction still active here never reached
     its commit: it is rolled back first. Used by transaction_group as its last task, so that a
@@ -220,6 +235,8 @@ class TransactionOutcomeOperator(TxnBaseOperator):
             if info["state"] not in ENDED:
                 roll_back_quietly(wh, tid, "the commit task never ran", self.log)
                 info = wh.transaction_info(tid)
+        self.record_lineage(context, TxnLineage(tid, state=info["state"], snapshot_csn=info["snapshot_csn"],
+                                                commit_csn=info["commit_csn"]))
         if info["state"] == COMMITTED:
             self.log.info("transaction %s committed at CSN %s", tid, info["commit_csn"])
             return committed_csn(info)

@@ -14,12 +14,13 @@ from airflow_txn.airflow.hooks.txn import (
     default_deferrable,
     snapshot_ready,
 )
+from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, read_versions
 from airflow_txn.airflow.triggers.csn import FINAL_ERRORS, CommitCSNTrigger
 from airflow_txn.airflow.version_compat import AirflowFailException, BaseSensorOperator, Context, PokeReturnValue
 from airflow_txn.errors import TxnError
 
 
-class CommitCSNSensor(BaseSensorOperator):
+class CommitCSNSensor(LineageMixin, BaseSensorOperator):
     """Wait until the readable watermark covers `csn` (and, with `tables`, until each table has a
     readable commit at or after it); the XCom return value is the snapshot to read: `csn`, or the
     latest of those table commits. Pending commit records it finds are applied, not waited for.
@@ -34,6 +35,8 @@ class CommitCSNSensor(BaseSensorOperator):
     `mode="reschedule"`, `poke_interval` and `timeout` work as for every sensor. Bad input (a `csn` that
     is no CSN, malformed `tables`) fails the task without retry; any other error (the catalog down, in
     a poke or in the triggerer) fails this try, and Airflow retries it when retries are left.
+
+    Lineage (OpenLineage provider): `tables` as inputs, each at the version its readers see at the snapshot.
     """
 
     template_fields: Sequence[str] = ("csn", "tables", "conn_id")
@@ -66,8 +69,21 @@ class CommitCSNSensor(BaseSensorOperator):
                               f" with a commit of each of {tables}" if tables else "", wh.readable_csn())
         return snapshot
 
+    def _found(self, context: Context, snapshot: int) -> int:
+        """`snapshot`, the wait's result, with the tables' versions there recorded as the task's lineage."""
+        tables = coerce_tables(self.tables)
+        if tables:
+            self.record_lineage(context, lambda: self._read_at(tables, snapshot))
+        return snapshot
+
+    def _read_at(self, tables: list[str], snapshot: int) -> TxnLineage:
+        with TxnHook(conn_id=self.conn_id).warehouse() as wh:
+            return TxnLineage(None, inputs=read_versions(wh, tables, snapshot, self.conn_id))
+
     def poke(self, context: Context) -> PokeReturnValue:
         snapshot = self._check()
+        if snapshot is not None:
+            self._found(context, snapshot)
         return PokeReturnValue(is_done=snapshot is not None, xcom_value=snapshot)
 
     def execute(self, context: Context) -> Any:
@@ -75,7 +91,7 @@ class CommitCSNSensor(BaseSensorOperator):
             return super().execute(context)
         snapshot = self._check()
         if snapshot is not None:
-            return snapshot
+            return self._found(context, snapshot)
         csn, tables = self._arguments()
         self.defer(
             trigger=CommitCSNTrigger(csn=csn, tables=tables, conn_id=self.conn_id, poke_interval=self.poke_interval),
@@ -93,4 +109,4 @@ class CommitCSNSensor(BaseSensorOperator):
                 raise AirflowFailException(failure)
             raise TxnError(failure)
         self.log.info("CSN %s readable: snapshot %s", self.csn, event["csn"])
-        return int(event["csn"])
+        return self._found(context, int(event["csn"]))

@@ -1,0 +1,176 @@
+"""Lineage of the transaction operators: what a task read, and what a commit made visible, as the operators
+record it while they run (TxnLineage, plain data), and LineageMixin, which hands it to the OpenLineage
+provider (`get_openlineage_facets_on_complete` / `_on_failure`, converted by openlineage.py) when that
+provider is installed (`pip install 'airflow-txn[openlineage]'`).
+
+What is reported (docs/DESIGN.md, D15):
+- outputs: only CommitTransactionOperator's, once the commit stood: every table the commit changed, its
+  version the commit CSN, with the rows and bytes the commit added. Writers stage: nothing they write is
+  visible before the commit, so they report no outputs; a rollback reports none.
+- inputs: the tables a task (a writer) or the whole transaction (the commit) read through `txn`, and the
+  tables CommitCSNSensor waited for; each at the version the read saw: the CSN of the newest commit of the
+  table at or below the snapshot.
+- every event of an operator that knows its transaction carries the `airflowTxn` run facet (tid, snapshot,
+  state, commit CSN, staging key).
+Datasets are named as the tables' Assets are (assets.table_uri): namespace `airflow-txn://<warehouse>`,
+name `ns.name`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from airflow_txn.airflow.assets import SCHEME, split_table_uri, table_uri
+
+if TYPE_CHECKING:
+    from airflow_txn.core.transaction import Transaction
+    from airflow_txn.core.warehouse import Warehouse
+    from airflow_txn.model.results import TransactionInfo
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """One table of one warehouse at one version (a CSN; None: the table had no commit yet), with what a
+    commit wrote into it (outputs only)."""
+
+    warehouse: str
+    table: str
+    csn: int | None
+    rows: int | None = None
+    bytes: int | None = None
+
+    @property
+    def namespace_and_name(self) -> tuple[str, str]:
+        """The OpenLineage dataset's (namespace, name): `airflow-txn://<warehouse>`, `ns.name`."""
+        return dataset_name(table_uri(self.table, self.warehouse))
+
+
+@dataclass(frozen=True)
+class TxnLineage:
+    """What one try of a task reports: its transaction and the tables it read and committed."""
+
+    tid: str | None
+    state: str | None = None
+    snapshot_csn: int | None = None
+    commit_csn: int | None = None
+    key: str | None = None
+    inputs: tuple[TableVersion, ...] = ()
+    outputs: tuple[TableVersion, ...] = ()
+    ran_as: tuple[str, str, int, int] = field(default=("", "", -1, 0), compare=False)
+    """(dag_id, run_id, map_index, try_number) of the try that recorded it."""
+
+
+def dataset_name(uri: str) -> tuple[str, str]:
+    """The OpenLineage (namespace, name) of a table URI (assets.table_uri): `airflow-txn://<warehouse>` and
+    `ns.name`; ValueError for any other URI."""
+    found = split_table_uri(uri)
+    if found is None:
+        raise ValueError(f"{uri!r} names no airflow_txn table (airflow-txn://<warehouse>/<ns.name>)")
+    warehouse, table = found
+    return f"{SCHEME}://{warehouse}", table
+
+
+def committed_outputs(info: TransactionInfo, csn: int, warehouse: str) -> tuple[TableVersion, ...]:
+    """The tables the commit of `info` at `csn` changed, version `csn`, with the rows and bytes of the parts it
+    made visible (a table it only removed rows from: 0)."""
+    written: dict[str, list[int]] = {}
+    for part in info["parts"]:
+        if part["role"] == "created" and part["creation_csn"] == csn:
+            totals = written.setdefault(part["table"], [0, 0])
+            totals[0] += part["rows"]
+            totals[1] += part["bytes"]
+        elif part["role"] == "removed" and part["removal_csn"] == csn:
+            written.setdefault(part["table"], [0, 0])
+    return tuple(TableVersion(warehouse, table, csn, rows, size) for table, (rows, size) in sorted(written.items()))
+
+
+def read_versions(wh: Warehouse, tables: Iterable[str], snapshot: int, warehouse: str) -> tuple[TableVersion, ...]:
+    """`tables` as a read at `snapshot` saw them: each at its newest commit at or below `snapshot`."""
+    return tuple(TableVersion(warehouse, t, wh.last_commit_csn(t, at=snapshot)) for t in sorted(set(tables)))
+
+
+def transaction_reads(wh: Warehouse, tid: str, snapshot: int, warehouse: str, key: str | None = None,
+                      attempt: int | None = None) -> tuple[TableVersion, ...]:
+    """What transaction `tid` read through `txn` (every task's, or `key`'s under `attempt`), at its snapshot."""
+    return read_versions(wh, wh.tables_read(tid, key, attempt), snapshot, warehouse)
+
+
+def writer_lineage(txn: Transaction, key: str, attempt: int, warehouse: str) -> TxnLineage:
+    """What a writer's try reports: its transaction and staging key, and what it read (no outputs: it staged)."""
+    reads = transaction_reads(txn.warehouse, txn.tid, txn.snapshot_csn, warehouse, key, attempt)
+    return TxnLineage(txn.tid, state="active", snapshot_csn=txn.snapshot_csn, key=key, inputs=reads)
+
+
+def lineage_wanted() -> bool:
+    """True when the OpenLineage provider is installed and enabled (a transport configured): only then do the
+    operators spend catalog reads on what they report."""
+    try:
+        from airflow.providers.openlineage import conf
+    except ImportError:
+        return False
+    return not conf.is_disabled()
+
+
+def ran_as(context: Mapping[str, Any]) -> tuple[str, str, int, int]:
+    """(dag_id, run_id, map_index, try_number) of the running task instance (context["ti"])."""
+    return _identity(context["ti"])
+
+
+def _identity(ti: Any) -> tuple[str, str, int, int]:
+    map_index = getattr(ti, "map_index", -1)
+    return (str(ti.dag_id), str(ti.run_id), -1 if map_index is None else int(map_index),
+            int(getattr(ti, "try_number", 0) or 0))
+
+
+class LineageMixin:
+    """The OpenLineage methods of an operator that records its lineage with `record_lineage` while it runs.
+
+    The provider calls them in the task's process once the try ended, on the operator that ran it; what
+    another try or an earlier run (Airflow may reuse an operator object) recorded is never reported."""
+
+    txn_lineage: TxnLineage | None = None
+
+    def record_lineage(self, context: Mapping[str, Any], lineage: TxnLineage | Callable[[], TxnLineage]) -> None:
+        """Record what this try reports. A callable (lineage that costs catalog reads) is called only when the
+        provider is enabled (lineage_wanted); its failure is logged, never the task's."""
+        if callable(lineage):
+            if not lineage_wanted():
+                return
+            try:
+                lineage = lineage()
+            except Exception:
+                logging.getLogger(__name__).warning("could not gather this task's lineage", exc_info=True)
+                return
+        self.txn_lineage = replace(lineage, ran_as=ran_as(context))
+
+    def lineage_of(self, task_instance: Any) -> TxnLineage | None:
+        """What the try `task_instance` recorded (None: nothing, e.g. it failed before it knew its transaction)."""
+        recorded = self.txn_lineage
+        if recorded is None or task_instance is None or recorded.ran_as != _identity(task_instance):
+            return None
+        return recorded
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The provider's OperatorLineage of this try (inputs, outputs, the `airflowTxn` run facet)."""
+        from airflow_txn.airflow.openlineage import operator_lineage
+
+        return operator_lineage(self.lineage_of(task_instance))
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """As on complete: a failed try recorded no outputs (a commit records them only once it stood), so
+        a rollback or a failed commit reports none."""
+        from airflow_txn.airflow.openlineage import operator_lineage
+
+        return operator_lineage(self.lineage_of(task_instance))
+
+
+def to_openlineage_dataset(asset: Any, lineage_context: Any = None) -> Any:
+    """The provider's asset converter (provider info `to_openlineage_converter` of the `airflow-txn` scheme):
+    a table's Asset (assets.table_asset) as the OpenLineage dataset the operators report for that table."""
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+
+    namespace, name = dataset_name(asset.uri)
+    return Dataset(namespace=namespace, name=name)
