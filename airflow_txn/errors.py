@@ -52,6 +52,23 @@ class TableNotFoundError(TxnError):
         self.table = table
 
 
+class TableNotInTagError(TableNotFoundError):
+    """The tag read does not hold that table (a tag names a CSN and a set of tables): read the table at a
+    tag that holds it, or tag it (Warehouse.tag). `table` names it, `tag` the tag."""
+
+    def __init__(self, message: str, table: str | None = None, tag: str | None = None) -> None:
+        super().__init__(message, table=table)
+        self.tag = tag
+
+
+class TagNotFoundError(TxnError):
+    """No tag of that name in this warehouse (never made, or untagged): `Warehouse.tags()` lists them."""
+
+
+class TagExistsError(TxnError):
+    """A tag of that name exists already (a tag never moves): untag it first or pick another name."""
+
+
 class TableExistsError(TxnError):
     """A table with that name exists already: pass exist_ok=True or pick another name."""
 
@@ -118,6 +135,9 @@ __all__ = [
     "StorageError",
     "TableExistsError",
     "TableNotFoundError",
+    "TableNotInTagError",
+    "TagExistsError",
+    "TagNotFoundError",
     "TransactionClosedError",
     "TransactionNotFoundError",
     "TxnError",

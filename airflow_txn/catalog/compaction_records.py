@@ -5,7 +5,8 @@ removal_csn = the merge CSN M; the merged part carries creation_tid = the merge'
 = M. Two other protocols look merges up here:
   - a user statement that chose parts before a merge swapped them out (`follow_merges`): it replaces
     the merged part instead when it replaces every source, else it must choose again (MergedAwayError);
-  - vacuum (`garbage`): sources stay while a reader may still hold a file list taken before the swap.
+  - vacuum (`garbage`): sources stay while a reader may still hold a file list taken before the swap
+    (and, as every part, while a tag sees them: tag_records.pinned_by_a_tag).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
-from airflow_txn.catalog import Catalog, part_records, schema
+from airflow_txn.catalog import Catalog, part_records, schema, tag_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.errors import MergedAwayError as MergedAwayError  # raised here (follow_merges); public in errors
 from airflow_txn.model.csn import ROLLBACK_CSN
@@ -140,14 +141,23 @@ def protect_after(retention_seconds: float, oldest_open_created_at: float | None
 def garbage(conn: Connection, table_id: int, horizon: int, protected_after: float,
             limit: int | None) -> list[PartRow]:
     """Parts of one table no snapshot >= horizon can see (rolled back, or removed at a CSN <= horizon),
-    except sources of merges that swapped after `protected_after` (a reader may still read them)."""
+    except sources of merges that swapped after `protected_after` (a reader may still read them) and
+    parts a tag holding the table sees (tag_records.pinned_by_a_tag: kept whatever the horizon)."""
     protected = select(_m.tid).where(_m.table_id == table_id, _m.committed_at > protected_after)
     stmt = select(schema.parts).where(
         _p.table_id == table_id,
         or_(_p.creation_csn == ROLLBACK_CSN, and_(_p.removal_csn.is_not(None), _p.removal_csn <= horizon)),
         or_(_p.removal_tid.is_(None), _p.removal_tid.not_in(protected)),
+        ~tag_records.pinned_by_a_tag(),
     ).order_by(_p.id).limit(limit)
     return [part_records._from_row(r) for r in conn.execute(stmt)]
+
+
+def kept_for_tags(conn: Connection, table_id: int, horizon: int) -> int:
+    """How many parts removed at a CSN <= horizon vacuum keeps because a tag holding the table sees them."""
+    stmt = select(func.count()).select_from(schema.parts).where(
+        _p.table_id == table_id, _p.removal_csn.is_not(None), _p.removal_csn <= horizon, tag_records.pinned_by_a_tag())
+    return int(conn.execute(stmt).scalar_one())
 
 
 def kept_sources(conn: Connection, table_id: int, horizon: int, protected_after: float) -> int:

@@ -15,6 +15,8 @@ keys            (tid, key): the newest attempt started under a staging key (the 
                 a retry of another key withdrew this key's work, which key did (it must run again)
 scans           (tid, seq, table, partition): what each statement of a transaction scanned, in order, so
                 a retry can tell which later statements saw what it withdraws (retries.py)
+tags            named snapshots: a name, a CSN and (tag_tables) the tables it holds; vacuum keeps every
+                part a tag can see (core/tags.py)
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # 1 -> 2: tables txn_table_retention and txn_compactions added; 2 -> 3: tables txn_keys and txn_scans added;
-# 3 -> 4: column txn_transactions.metadata_json added.
+# 3 -> 4: column txn_transactions.metadata_json added; 4 -> 5: tables txn_tags and txn_tag_tables added.
 # Each step is an Alembic revision in catalog/migrations/versions/ (catalog/migrate.py runs them); a change
 # here needs a new revision, and tests/core/test_migrations.py checks that the two agree.
 
@@ -189,6 +191,23 @@ scans = Table(
     Column("key", Text),  # the statement's staging key; NULL: a write with no key
     Column("attempt", BigInteger),
     Column("kind", String(8), nullable=False),  # write | read
+)
+
+tags = Table(
+    "txn_tags",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("csn", BigInteger, nullable=False),  # the snapshot it names (<= the watermark when it was made)
+    Column("created_at", Float, nullable=False),
+    Column("note", Text),  # the caller's words (e.g. the Airflow run that made it); NULL: none
+)
+
+tag_tables = Table(
+    "txn_tag_tables",
+    metadata,
+    Column("tag", String(128), ForeignKey("txn_tags.name"), primary_key=True),
+    Column("table_id", _Id, ForeignKey("txn_tables.id"), primary_key=True, autoincrement=False),
+    Index("ix_txn_tag_tables_table", "table_id"),  # vacuum: the tags of one table
 )
 
 INDEX_VERSION = 2

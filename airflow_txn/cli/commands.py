@@ -222,19 +222,58 @@ def tables(settings: Settings) -> int:
 @cli.command()
 @click.argument("table")
 @click.option("--csn", type=_int64(PREHISTORIC_CSN), help="Snapshot to read [default: the watermark].")
+@click.option("--tag", metavar="NAME", help="Read at this tag (a named snapshot; see `tags`) instead of a CSN.")
 @click.option("--limit", type=_int64(0), default=20, show_default=True, help="Rows to print; 0 = all.")
 @global_options
 @click.pass_obj
-def read(settings: Settings, table: str, csn: int | None, limit: int) -> int:
+def read(settings: Settings, table: str, csn: int | None, tag: str | None, limit: int) -> int:
     """Rows of TABLE at a snapshot."""
     from airflow_txn.model.results import ReadResult
 
+    if tag is not None and csn is not None:
+        raise click.UsageError("read at --csn or at --tag, not both")
     wh = settings.open()
-    snapshot = wh.readable_csn() if csn is None else csn
-    data = wh.read(table, csn=snapshot)
+    if tag is not None:
+        data = wh.read(table, tag=tag)
+        snapshot = wh.tag_info(tag)["csn"]
+    else:
+        snapshot = wh.readable_csn() if csn is None else csn
+        data = wh.read(table, csn=snapshot)
     shown = data if limit == 0 else data.slice(0, limit)
     result = ReadResult(table=table, csn=snapshot, num_rows=data.num_rows, rows=shown.to_pylist())
+    if tag is not None:
+        result["tag"] = tag
     return settings.emit(result, render.rows)
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--csn", type=_int64(PREHISTORIC_CSN), help="The snapshot to name [default: the watermark].")
+@click.option("--table", "tables_", multiple=True, help="Only this table (repeatable) [default: every table].")
+@click.option("--note", metavar="TEXT", help="Why: kept with the tag and shown by `tags`.")
+@global_options
+@click.pass_obj
+def tag(settings: Settings, name: str, csn: int | None, tables_: Sequence[str], note: str | None) -> int:
+    """Name a snapshot NAME: readable with `read --tag NAME` (and by the DAGs) whatever vacuum's retention."""
+    result = settings.open().tag(name, csn=csn, tables=list(tables_) or None, note=note)
+    return settings.emit(result, render.mapping)
+
+
+@cli.command("tags")
+@global_options
+@click.pass_obj
+def list_tags(settings: Settings) -> int:
+    """Tags (named snapshots), the newest CSN first."""
+    return settings.emit(settings.open().tags(), render.tags)
+
+
+@cli.command()
+@click.argument("name")
+@global_options
+@click.pass_obj
+def untag(settings: Settings, name: str) -> int:
+    """Remove tag NAME; the next vacuum may delete the files only it kept."""
+    return settings.emit(settings.open().untag(name), render.mapping)
 
 
 @cli.command()

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # only annotations: the result types load pyarrow, which prin
         PartInfo,
         ReadResult,
         TableStats,
+        TagInfo,
         TransactionInfo,
         TransactionRecord,
         VacuumReport,
@@ -213,14 +214,18 @@ def rows(console: Console, result: ReadResult) -> None:
     data = result["rows"]
     columns = list(data[0]) if data else []
     shown = len(data)
-    console.print(Text(f"{result['table']} at CSN {result['csn']}: {shown} of {result['num_rows']} row(s)",
-                       style="bold"))
+    at = f"tag {result['tag']} (CSN {result['csn']})" if "tag" in result else f"CSN {result['csn']}"
+    console.print(Text(f"{result['table']} at {at}: {shown} of {result['num_rows']} row(s)", style="bold"))
     if data:
         console.print(table(columns, ([fmt(r.get(c)) for c in columns] for r in data)))
 
 
 def commit_log(console: Console, rows: Sequence[CommitLogEntry]) -> None:
     records(console, rows, ["csn", "tid", "tables", "committed_at", "applied"], "no commits")
+
+
+def tags(console: Console, rows: Sequence[TagInfo]) -> None:
+    records(console, rows, ["name", "csn", "tables", "created_at", "note"], "no tags")
 
 
 def doctor(console: Console, report: DoctorReport) -> None:

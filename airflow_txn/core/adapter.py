@@ -5,7 +5,7 @@ how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it.
     table_view(wh, table)                           TableView: name, Arrow schema, partition columns, location
     stored_table(wh, table)                         StoredTable: the same for an engine writing and reading
                                                     through the root's pyarrow filesystem (any root), picklable
-    plan_read(wh, table, csn=, txn=, partitions=)   ReadPlan: exactly the parts (PartView) a read sees; a
+    plan_read(wh, table, csn=, txn=, partitions=, tag=)   ReadPlan: exactly the parts (PartView) a read sees; a
                                                     transaction's read is recorded as its isolation asks
     open_statement(txn, table, key=, what=)         Statement: a write whose files an external engine writes:
         .visible_parts  .check_replaceable          what it sees and replaces,
@@ -38,7 +38,7 @@ from airflow_txn.catalog import part_records, table_registry, txn_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
-from airflow_txn.core import bounds, crashpoints, reading, staging, transaction
+from airflow_txn.core import bounds, crashpoints, reading, staging, tags, transaction
 from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
@@ -265,15 +265,23 @@ def stored_table(wh: Warehouse, table: str) -> StoredTable:
 
 
 def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
-              partitions: Sequence[Mapping[str, Any]] | None = None) -> ReadPlan:
-    """The parts a read of `table` sees at snapshot `csn` (None: the readable watermark), or those `txn`
-    sees (its snapshot plus its own writes; the read is then recorded as Transaction.read records it:
-    in the read set its isolation level keeps, and for retries under a default key). `partitions`
-    limits it to those partitions. The engine must read the files while `csn` stays inside the retention
-    window (or `txn` open). TxnError for both csn and txn; SnapshotTooOldError below the table's horizon."""
-    if txn is not None and csn is not None:
-        raise TxnError("pass either csn (a committed snapshot) or txn (a transaction's own view), not both")
+              partitions: Sequence[Mapping[str, Any]] | None = None, tag: str | None = None) -> ReadPlan:
+    """The parts a read of `table` sees at snapshot `csn` (None: the readable watermark), at tag `tag`, or
+    those `txn` sees (its snapshot plus its own writes; the read is then recorded as Transaction.read
+    records it: in the read set its isolation level keeps, and for retries under a default key).
+    `partitions` limits it to those partitions. The engine must read the files while `csn` stays inside
+    the retention window (`txn` open, `tag` tagged). TxnError for more than one of csn, txn and tag;
+    SnapshotTooOldError below the table's horizon; TagNotFoundError, TableNotInTagError."""
+    if sum(x is not None for x in (csn, txn, tag)) > 1:
+        raise TxnError("pass one of csn (a committed snapshot), tag (a named one) or txn (a transaction's own "
+                       "view), not several")
     rt = wh.runtime
+    if tag is not None:
+        row, info = tags.resolve(rt, tag, table)
+        keys = info.partition_keys(partitions)
+        with rt.catalog.read() as conn:
+            rows = part_records.visible_parts(conn, info.id, None, row.csn, keys)
+        return ReadPlan(_stored(wh, info), tuple(_part(r) for r in rows), row.csn, None, rt, info)
     with rt.catalog.read() as conn:
         if txn is not None:
             txn_records.require_usable(txn_records.fetch(conn, txn.tid))

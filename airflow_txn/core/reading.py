@@ -1,5 +1,6 @@
 """Reading a table at a snapshot: which snapshot a read at a CSN uses, and the visible parts (invariant 2)
-read from storage and filtered."""
+read from storage and filtered; at a tag, the tag's CSN with no horizon check (its parts are pinned) and
+the tag confirmed to still exist once the files were read (core/tags.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pyarrow.dataset as ds
 
 from airflow_txn.catalog import part_records
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import apply, bounds, retention
+from airflow_txn.core import apply, bounds, retention, tags
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import SchemaMismatchError, TxnError
+from airflow_txn.errors import SchemaMismatchError, StorageError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.results import PartitionSpec
 
 
 def snapshot_for(rt: Runtime, csn: int | None, tables: Sequence[str] | None = None) -> int:
@@ -60,3 +62,18 @@ def read(rt: Runtime, info: TableInfo, tid: str | None, snapshot: int, filter: o
     if predicate is not None:
         table = table.filter(predicate)
     return table
+
+
+def read_at_tag(rt: Runtime, name: str, table: str, filter: object = None,
+                partitions: PartitionSpec | None = None) -> pa.Table:
+    """The rows of `table` at tag `name` (TagNotFoundError, TableNotInTagError), optionally filtered and
+    limited to `partitions`. Needs no transaction: a tag's content never changes."""
+    row, info = tags.resolve(rt, name, table)
+    keys = info.partition_keys(partitions)
+    try:
+        result = read(rt, info, None, row.csn, filter, keys)
+    except StorageError:
+        tags.confirm(rt, row)  # the tag went away meanwhile: say so rather than name a missing file
+        raise
+    tags.confirm(rt, row)
+    return result

@@ -169,12 +169,17 @@ class Transaction:
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, table: str, filter: pc.Expression | None = None,
-             partitions: PartitionSpec | None = None) -> pa.Table:
+             partitions: PartitionSpec | None = None, tag: str | None = None) -> pa.Table:
         """The table as this transaction sees it: its snapshot plus its own writes.
 
         With isolation="serializable" the read is recorded (the listed partitions, else the whole
-        table) and checked at commit.
+        table) and checked at commit. With `tag`: the table at that named snapshot instead (what a tag
+        holds never changes, so nothing is recorded for the commit check or for retries).
         """
+        if tag is not None:
+            with self._rt.catalog.read() as conn:
+                txn_records.require_usable(txn_records.fetch(conn, self._tid))
+            return reading.read_at_tag(self._rt, tag, table, filter, partitions)
         with self._rt.catalog.read() as conn:
             txn_records.require_usable(txn_records.fetch(conn, self._tid))
             info = table_registry.get(conn, table)

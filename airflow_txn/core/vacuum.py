@@ -6,8 +6,10 @@ the readable watermark, the oldest open transaction's snapshot, the snapshot cur
 was rolled back (RollbackCSN) or removed at a CSN <= H, except the sources of a background merge
 (compaction.py): their removal CSN is old, yet a reader may hold a file list taken before the swap,
 so they stay until the table's retention window has passed since the merge and no transaction older
-than the merge is open. Taking the horizons bumps the snapshot gate row that `begin` holds in share
-mode, so no transaction can start from an older snapshot meanwhile.
+than the merge is open; and except the parts a tag sees (core/tags.py): a tag holding the table at CSN
+T keeps every part created at or before T and removed after it, whatever H (docs/DESIGN.md, D18).
+Taking the horizons bumps the snapshot gate row that `begin` holds in share mode, so no transaction can
+start from an older snapshot meanwhile.
 
 Order: horizons stored first (readers refuse older CSNs from then on), then manifests (those of CSNs
 below a horizon removed, kept ones rewritten if their part list changed, e.g. after a merge), then
@@ -115,7 +117,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
     with rt.catalog.read() as conn:
         tables = table_registry.all_tables(conn)
     manifests_removed, manifests_refreshed = _tidy_manifests(rt, h, tables, dry_run, tick)
-    removed, freed, kept = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
+    removed, freed, kept, tagged = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
     orphans, orphan_bytes = _remove_orphans(rt, tables, window, dry_run, tick)
     purged = _purge_history(rt, h, tables, batch, dry_run, tick)
     log.info("vacuum%s: %d part(s) and %d orphan(s) removed, %d bytes freed (horizon CSN %d)",
@@ -125,7 +127,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
         horizon=h.global_horizon,
         horizons={t.name.qualified: h.of(t.id) for t in tables},
         parts_removed=removed, orphan_dirs_removed=orphans, bytes_freed=freed + orphan_bytes,
-        merge_sources_kept=kept,
+        merge_sources_kept=kept, tagged_parts_kept=tagged,
         manifests_removed=manifests_removed, manifests_refreshed=manifests_refreshed,
         rows_purged=purged, dry_run=dry_run,
     )
@@ -140,13 +142,14 @@ def _protected_after(rt: Runtime, h: Horizons, table_id: int) -> float:
 
 
 def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
-                          tick: Progress) -> tuple[int, int, int]:
-    removed = freed = kept = 0
+                          tick: Progress) -> tuple[int, int, int, int]:
+    removed = freed = kept = tagged = 0
     for index, info in enumerate(tables):
         tick("parts", index, len(tables))
         after = _protected_after(rt, h, info.id)
         with rt.catalog.read() as conn:
             kept += compaction_records.kept_sources(conn, info.id, h.of(info.id), after)
+            tagged += compaction_records.kept_for_tags(conn, info.id, h.of(info.id))
         while True:
             with rt.catalog.read() as conn:  # a dry run lists them all at once: it deletes none to move on
                 parts = compaction_records.garbage(conn, info.id, h.of(info.id), after, None if dry_run else batch)
@@ -163,7 +166,7 @@ def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], bat
                     part_records.forget(conn, part.id)
                 removed += 1
     tick("parts", len(tables), len(tables))
-    return removed, freed, kept
+    return removed, freed, kept, tagged
 
 
 # -- orphans ----------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from airflow_txn.core import (
     reading,
     recovery,
     retention,
+    tags,
     vacuum,
 )
 from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_SECONDS, WarehouseConfig
@@ -27,6 +28,7 @@ from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import (
+    InvalidArgumentError,
     InvalidNameError,
     SnapshotTooOldError,
     StorageError,
@@ -44,6 +46,7 @@ from airflow_txn.model.results import (
     RecoveryReport,
     RetentionInfo,
     TableStats,
+    TagInfo,
     TransactionInfo,
     TransactionRecord,
     VacuumReport,
@@ -216,8 +219,14 @@ class Warehouse:
             return txn_records.label_dags(conn)
 
     # -- reads --------------------------------------------------------------------------------------
-    def read(self, table: str, csn: int | None = None, filter: pc.Expression | None = None) -> pa.Table:
-        """The table at snapshot `csn` (None: the readable watermark)."""
+    def read(self, table: str, csn: int | None = None, filter: pc.Expression | None = None,
+             tag: str | None = None) -> pa.Table:
+        """The table at snapshot `csn` (None: the readable watermark), or at tag `tag` (a named snapshot that
+        holds the table; readable whatever the retention)."""
+        if tag is not None:
+            if csn is not None:
+                raise InvalidArgumentError(f"read at csn {csn} or at tag {tag!r}, not both")
+            return reading.read_at_tag(self.runtime, tag, table, filter)
         snapshot = self._snapshot_for(csn, [table])
         with self.runtime.catalog.read() as conn:
             info = table_registry.get(conn, table)
@@ -297,6 +306,27 @@ class Warehouse:
                                     committed_at=r.entry.committed_at, applied=False)
                      for r in log_mirror.unmirrored(self.runtime)]
         return sorted(rows, key=lambda r: -r["csn"])[:limit]
+
+    # -- named snapshots (tags) ---------------------------------------------------------------------
+    def tag(self, name: str, csn: int | None = None, tables: Sequence[str] | None = None,
+            note: str | None = None) -> TagInfo:
+        """Name snapshot `csn` (None: the readable watermark) of `tables` (None: every table); read it with
+        `read(table, tag=name)` for as long as the tag exists: vacuum keeps every file it sees, whatever the
+        retention. TagExistsError when the name is taken (a tag never moves), SnapshotTooOldError below a
+        table's retention horizon, InvalidArgumentError above the readable watermark."""
+        return tags.create(self.runtime, name, csn, tables, note)
+
+    def tags(self) -> list[TagInfo]:
+        """Every tag ({name, csn, tables, created_at, note}), the newest CSN first."""
+        return tags.all_tags(self.runtime)
+
+    def tag_info(self, name: str) -> TagInfo:
+        """The tag `name` (TagNotFoundError when there is none)."""
+        return tags.get(self.runtime, name)
+
+    def untag(self, name: str) -> TagInfo:
+        """Remove the tag (the next vacuum may delete what only it kept); returns what it was."""
+        return tags.drop(self.runtime, name)
 
     # -- maintenance --------------------------------------------------------------------------------
     def recover(self, progress: recovery.Progress | None = None) -> RecoveryReport:

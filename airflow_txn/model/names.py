@@ -20,6 +20,8 @@ _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SAFE_PATH_CHARS = re.compile(r"[A-Za-z0-9_\-]")
 MAX_KEY_LENGTH = 512
 MAX_LABEL_LENGTH = 1000
+MAX_TAG_LENGTH = 128
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")
 _MAX_ENCODED_VALUE = 96
 
 
@@ -74,6 +76,15 @@ def check_label(label: object) -> str | None:
     if not isinstance(label, str) or len(label) > MAX_LABEL_LENGTH or "\x00" in label:
         raise InvalidNameError(f"invalid label {label!r}: text up to {MAX_LABEL_LENGTH} characters, no NUL")
     return label
+
+
+def check_tag_name(name: object) -> str:
+    """A tag's name: 1-128 characters of letters, digits and `._:+-`, starting with a letter or digit
+    (`month-end-2024-01`, `backfill-2024-01-31`, a rendered `backfill-{{ ts }}` too)."""
+    if not isinstance(name, str) or len(name) > MAX_TAG_LENGTH or not _TAG.fullmatch(name):
+        raise InvalidNameError(f"invalid tag name {name!r}: 1-{MAX_TAG_LENGTH} characters of letters, digits and "
+                               "'._:+-', starting with a letter or digit (e.g. 'month-end-2024-01')")
+    return name
 
 
 def encode_path_value(value: str | None) -> str:

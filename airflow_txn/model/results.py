@@ -18,6 +18,7 @@ type. `NotRequired` marks a key present only sometimes (e.g. with an external co
     ManifestReport      the manifests written: `Warehouse.write_manifest()`, `manifest`
     TableManifest, ManifestIndex   the manifest files themselves (docs/MANIFESTS.md)
     RetentionInfo       a table's retention policy and horizon: `Warehouse.retention()`, `retention`
+    TagInfo             a named snapshot: `Warehouse.tag()`, `Warehouse.tags()`, `tag`, `tags`
     DoctorReport        the checks of `airflow-txn doctor`
     InitResult, ReadResult, RollbackResult   the CLI's `init`, `read` and `rollback`
 
@@ -151,6 +152,8 @@ class VacuumReport(TypedDict):
     orphan_dirs_removed: int
     bytes_freed: int
     merge_sources_kept: int
+    tagged_parts_kept: int
+    """Parts past the horizon kept because a tag sees them (Warehouse.tag)."""
     manifests_removed: int
     manifests_refreshed: int
     rows_purged: PurgedRows
@@ -204,6 +207,16 @@ class RetentionInfo(TypedDict):
     seconds: float | None
     versions: int | None
     horizon: int
+
+
+class TagInfo(TypedDict):
+    """A named snapshot: the CSN it names and the tables it holds (vacuum keeps what it sees)."""
+
+    name: str
+    csn: int
+    tables: list[str]
+    created_at: float
+    note: str | None
 
 
 # -- manifests (docs/MANIFESTS.md) ---------------------------------------------------------------------------------
@@ -289,6 +302,8 @@ class ReadResult(TypedDict):
     csn: int
     num_rows: int
     rows: list[Row]
+    tag: NotRequired[str]
+    """The tag read at (`read --tag`)."""
 
 
 class RollbackResult(TypedDict):

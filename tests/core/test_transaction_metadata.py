@@ -67,7 +67,7 @@ def test_bad_metadata_is_refused_before_anything_changes(wh: Warehouse, bad: obj
 
 def test_a_schema_version_3_catalog_keeps_its_transactions(catalog_url: str, tmp_path: Path) -> None:
     """A catalog Alembic left at indexes_v2 (schema version 3), holding a transaction: opening it with this
-    code runs schema_v4, and the old transaction reads back with empty metadata."""
+    code runs schema_v4 (and the later revisions), and the old transaction reads back with empty metadata."""
     from alembic import command
 
     catalog = Catalog(catalog_url)
@@ -84,9 +84,9 @@ def test_a_schema_version_3_catalog_keeps_its_transactions(catalog_url: str, tmp
         old = wh.transaction_info("1-1-0123456789abcdef")
         assert (old["label"], old["state"], old["metadata"]) == ("old", "rolled_back", {})
         with wh.runtime.catalog.read() as conn:
-            assert migrate.read_versions(conn).revision == migrate.HEAD == "schema_v4"
+            assert migrate.read_versions(conn).revision == migrate.HEAD
             version = conn.execute(sa.select(schema.meta.c.value).where(schema.meta.c.key == "schema_version"))
-            assert version.scalar() == "4"
+            assert version.scalar() == str(schema.SCHEMA_VERSION)
         new = wh.begin(metadata={"after": "upgrade"})
         assert wh.transaction_info(new.tid)["metadata"] == {"after": "upgrade"}
         new.rollback()

@@ -1,0 +1,82 @@
+"""Tag rows (txn_tags, txn_tag_tables): named snapshots, each a CSN and the tables it holds, and the clause
+vacuum keeps their parts by. What a tag may name and how reads use one is core/tags.py's business."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, and_, delete, exists, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from airflow_txn.catalog import schema
+from airflow_txn.errors import TagExistsError
+
+_g = schema.tags.c
+_gt = schema.tag_tables.c
+_t = schema.tables.c
+_p = schema.parts.c
+
+
+@dataclass(frozen=True, slots=True)
+class TagRow:
+    name: str
+    csn: int
+    created_at: float
+    note: str | None
+    tables: tuple[str, ...]  # qualified names, sorted
+    table_ids: tuple[int, ...]
+
+
+def insert_tag(conn: Connection, name: str, csn: int, table_ids: Sequence[int], created_at: float,
+               note: str | None) -> None:
+    """Record the tag; TagExistsError when the name is taken (checked, and by the primary key on a race)."""
+    if conn.execute(select(_g.name).where(_g.name == name)).first() is not None:
+        raise TagExistsError(f"tag {name!r} exists already (a tag never moves): untag it first or pick another name")
+    try:
+        conn.execute(insert(schema.tags).values(name=name, csn=csn, created_at=created_at, note=note))
+    except IntegrityError as exc:
+        raise TagExistsError(f"tag {name!r} exists already") from exc
+    conn.execute(insert(schema.tag_tables), [{"tag": name, "table_id": i} for i in sorted(set(table_ids))])
+
+
+def _rows(conn: Connection, name: str | None) -> list[TagRow]:
+    stmt = (select(_g.name, _g.csn, _g.created_at, _g.note, _t.id, _t.name.label("table"))
+            .join(schema.tag_tables, _gt.tag == _g.name).join(schema.tables, _t.id == _gt.table_id))
+    if name is not None:
+        stmt = stmt.where(_g.name == name)
+    by_name: dict[str, list[Any]] = {}
+    for row in conn.execute(stmt.order_by(_g.csn.desc(), _g.name, _t.name)):
+        by_name.setdefault(str(row.name), []).append(row)
+    return [TagRow(name=tag, csn=int(rows[0].csn), created_at=float(rows[0].created_at), note=rows[0].note,
+                   tables=tuple(str(r.table) for r in rows), table_ids=tuple(int(r.id) for r in rows))
+            for tag, rows in by_name.items()]
+
+
+def find(conn: Connection, name: str) -> TagRow | None:
+    found = _rows(conn, name)
+    return found[0] if found else None
+
+
+def all_tags(conn: Connection) -> list[TagRow]:
+    """Every tag, the newest CSN first (then by name)."""
+    return _rows(conn, None)
+
+
+def delete_tag(conn: Connection, name: str) -> bool:
+    """Forget the tag; False when there was none."""
+    conn.execute(delete(schema.tag_tables).where(_gt.tag == name))
+    return conn.execute(delete(schema.tags).where(_g.name == name)).rowcount > 0
+
+
+def pinned_by_a_tag() -> ColumnElement[bool]:
+    """A WHERE clause over txn_parts: some tag holding the part's table can see the part (created at or
+    before the tag's CSN and removed after it). Vacuum deletes no such part."""
+    return exists(
+        select(_gt.tag).join(schema.tags, _g.name == _gt.tag).where(
+            _gt.table_id == _p.table_id,
+            and_(_p.creation_csn.is_not(None), _p.creation_csn <= _g.csn),
+            and_(_p.removal_csn.is_not(None), _p.removal_csn > _g.csn),
+        )
+    )

@@ -1,0 +1,153 @@
+"""Named snapshots (tags): a name for one CSN of a set of tables, readable by that name for as long as the tag
+exists, whatever the retention (docs/DESIGN.md, D18).
+
+A tag is made at a readable CSN (default: the readable watermark) no older than the stored horizon of any
+table it holds, checked and recorded in one catalog transaction that locks the global horizon counter as
+vacuum does when it stores horizons: so vacuum either stored its horizons first (and the tag is refused
+with SnapshotTooOldError) or sees the tag when it picks garbage (catalog/tag_records.pinned_by_a_tag keeps
+every part the tag sees). A tag never moves: `untag` and tag again. Untagging releases its parts: the next
+vacuum deletes those no horizon, retention policy or other tag keeps.
+
+Reads at a tag (`resolve`, then `confirm` after the files were read) need no horizon check: the parts are
+pinned while the tag exists, and a read that finds the tag gone (or replaced) when it is done raises
+TagNotFoundError rather than return what a vacuum in between may have cut short.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from airflow_txn.catalog import counters, table_registry, tag_records
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.catalog.tag_records import TagRow
+from airflow_txn.core import apply, bounds, retention
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import (
+    InvalidArgumentError,
+    InvalidNameError,
+    SnapshotTooOldError,
+    TableNotInTagError,
+    TagNotFoundError,
+)
+from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.names import MAX_LABEL_LENGTH, check_tag_name, parse_table_name
+from airflow_txn.model.results import TagInfo
+from airflow_txn.telemetry import logs
+
+log = logs.get_logger(__name__)
+
+
+def info_of(row: TagRow) -> TagInfo:
+    return TagInfo(name=row.name, csn=row.csn, tables=list(row.tables), created_at=row.created_at, note=row.note)
+
+
+def _table_names(tables: object) -> list[str] | None:
+    """The `tables` argument checked: None (every table) or a non-empty list of table names."""
+    if tables is None:
+        return None
+    if isinstance(tables, str) or not isinstance(tables, Sequence):
+        raise InvalidNameError(f"tables must be a list of table names (or None: every table), got {tables!r}")
+    names = [parse_table_name(t).qualified for t in tables]
+    if not names:
+        raise InvalidArgumentError("tables is empty: a tag holds at least one table (None: every table)")
+    return sorted(set(names))
+
+
+def create(rt: Runtime, name: str, csn: int | None = None, tables: Sequence[str] | None = None,
+           note: str | None = None) -> TagInfo:
+    """Name snapshot `csn` (None: the readable watermark) of `tables` (None: every table); every argument
+    is checked before anything is written (module doc)."""
+    check_tag_name(name)
+    wanted = None if csn is None else bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
+    names = _table_names(tables)
+    _check_note(note)
+    watermark = apply.readable_csn(rt)
+    if wanted is not None and wanted > watermark:
+        apply.apply_pending(rt, up_to=wanted)  # a committed record not applied yet: apply it, as a read would
+        watermark = apply.readable_csn(rt)
+        if wanted > watermark:
+            raise InvalidArgumentError(f"csn {wanted} is above the readable watermark {watermark}: a tag names a "
+                                       "committed, readable snapshot (wait_for_csn first)")
+    snapshot = watermark if wanted is None else wanted
+    with rt.catalog.write() as conn:
+        counters.vacuum_horizon(conn, rt.catalog)  # locked: vacuum stores its horizons under this lock too
+        infos = table_registry.all_tables(conn) if names is None else [table_registry.get(conn, n) for n in names]
+        if not infos:
+            raise InvalidArgumentError("there is no table to tag: create a table first")
+        for info in infos:
+            horizon = retention.table_horizon(conn, info.id)
+            if snapshot < horizon:
+                raise SnapshotTooOldError(f"table {info.name}: CSN {snapshot} is older than its retention horizon "
+                                          f"{horizon}: vacuum may have removed its files; tag CSN {horizon} or newer")
+        created_at = time.time()
+        tag_records.insert_tag(conn, name, snapshot, [i.id for i in infos], created_at, note)
+    log.info("tagged CSN %d as %r (%d table(s))", snapshot, name, len(infos), extra=logs.fields(csn=snapshot))
+    return TagInfo(name=name, csn=snapshot, tables=sorted(i.name.qualified for i in infos), created_at=created_at,
+                   note=note)
+
+
+def all_tags(rt: Runtime) -> list[TagInfo]:
+    """Every tag, the newest CSN first."""
+    with rt.catalog.read() as conn:
+        return [info_of(r) for r in tag_records.all_tags(conn)]
+
+
+def get(rt: Runtime, name: str) -> TagInfo:
+    """The tag `name`; TagNotFoundError when there is none."""
+    check_tag_name(name)
+    with rt.catalog.read() as conn:
+        return info_of(_found(tag_records.find(conn, name), name))
+
+
+def find(rt: Runtime, name: str) -> TagInfo | None:
+    """The tag `name`, None when there is none (a sensor's question)."""
+    check_tag_name(name)
+    with rt.catalog.read() as conn:
+        row = tag_records.find(conn, name)
+    return None if row is None else info_of(row)
+
+
+def drop(rt: Runtime, name: str) -> TagInfo:
+    """Remove the tag (its parts are vacuum's again); returns what it was. TagNotFoundError when none."""
+    check_tag_name(name)
+    with rt.catalog.write() as conn:
+        row = _found(tag_records.find(conn, name), name)
+        tag_records.delete_tag(conn, name)
+    log.info("untagged %r (CSN %d)", name, row.csn, extra=logs.fields(csn=row.csn))
+    return info_of(row)
+
+
+def resolve(rt: Runtime, name: str, table: str) -> tuple[TagRow, TableInfo]:
+    """The tag and the table a read at tag `name` reads: TagNotFoundError, TableNotFoundError, and
+    TableNotInTagError when the tag does not hold `table`."""
+    check_tag_name(name)
+    with rt.catalog.read() as conn:
+        info = table_registry.get(conn, table)
+        row = _found(tag_records.find(conn, name), name)
+    if info.id not in row.table_ids:
+        raise TableNotInTagError(f"tag {name!r} (CSN {row.csn}) does not hold table {info.name}; it holds "
+                                 f"{', '.join(row.tables)}", table=info.name.qualified, tag=name)
+    return row, info
+
+
+def confirm(rt: Runtime, row: TagRow) -> None:
+    """After a read at `row`'s tag: the same tag still exists, so vacuum kept every file the read listed;
+    TagNotFoundError otherwise (the tag was removed, or removed and made again, while the read ran)."""
+    with rt.catalog.read() as conn:
+        now = tag_records.find(conn, row.name)
+    if now is None or (now.csn, now.created_at) != (row.csn, row.created_at):
+        raise TagNotFoundError(f"tag {row.name!r} was removed while it was read (vacuum may have deleted files the "
+                               "read listed); read again")
+
+
+def _check_note(note: object) -> None:
+    if note is not None and (not isinstance(note, str) or len(note) > MAX_LABEL_LENGTH or "\x00" in note):
+        raise InvalidArgumentError(f"a tag's note must be text up to {MAX_LABEL_LENGTH} characters without NUL, "
+                                   f"got {note!r:.200}")
+
+
+def _found(row: TagRow | None, name: str) -> TagRow:
+    if row is None:
+        raise TagNotFoundError(f"no tag {name!r} in this warehouse: Warehouse.tags() (`airflow-txn tags`) lists them")
+    return row
