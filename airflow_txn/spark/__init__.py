@@ -2,7 +2,7 @@
 
     import airflow_txn.spark as txn_spark
     txn_spark.write(df, t, "shop.orders", mode="append")           # Spark writes the part files itself
-    txn_spark.read(spark, wh, "shop.orders", csn=42)                # the table at CSN 42
+    txn_spark.read(spark, wh, "shop.orders", csn=42)                # the table at CSN 42 (or tag="month-end")
     txn_spark.delete(spark, t, "shop.orders", "amount < 0")         # copy-on-write, affected parts only
     txn_spark.compact(spark, wh, "shop.orders")                     # wh.compact with Spark writing the merges
     txn_spark.register(spark)      # df.write.format("airflow_txn") / spark.read.format("airflow_txn")

@@ -4,7 +4,7 @@ snapshots through `df.write.format(...)` / `spark.read.format(...)`, with no Had
 
     airflow_txn.spark.register(spark)                       # once per session (idempotent)
     df.write.format("airflow_txn").option("tid", tid).mode("append").save("shop.orders")
-    spark.read.format("airflow_txn").option("csn", 42).load("shop.orders")   # or option("tid", ...)
+    spark.read.format("airflow_txn").option("csn", 42).load("shop.orders")   # or option("tid"/"tag", ...)
 
 Writing: the driver checks the transaction, the table and the DataFrame's schema when the write is planned
 (nothing written on a mismatch); each Spark task conforms its Arrow batches to the table (the core's own
@@ -20,7 +20,8 @@ read through the root's filesystem with the partition columns restored (typed as
 Option `partitions` prunes parts on the driver; Spark's own filters are evaluated by Spark on the rows (why
 not pushed down here: _Reader).
 
-Options: `tid` (required to write; to read a transaction's own view), `csn`, `key` and `attempt` (the staging
+Options: `tid` (required to write; to read a transaction's own view), `csn`, `tag` (read at a named snapshot:
+Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging
 key; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the partitions
 a read keeps), `parallelism` (about how many Spark tasks a read of small parts is spread over; default: the
 cores of the process planning the read), `statement` (16 hex digits starting the names of the statement's
@@ -398,13 +399,14 @@ class _ReadPlan:
 def _plan_read(options: dict[str, str]) -> _ReadPlan:
     wh = _warehouse(options)
     table = _table_name(options)
-    if options.get("tid") and options.get("csn"):
-        raise InvalidNameError("read either a transaction's own view (tid) or a committed snapshot (csn), not both")
+    if sum(bool(options.get(o)) for o in ("tid", "csn", "tag")) > 1:
+        raise InvalidNameError("read one of a transaction's own view (tid), a committed snapshot (csn) or a tag "
+                               "(tag), not several")
     txn = _transaction(wh, {"tid": options["tid"]}) if options.get("tid") else None
     csn = _integer(options["csn"], "csn") if options.get("csn") else None
     partitions = _json_list(options["partitions"], "partitions") if options.get("partitions") else None
     only = _part_ids(options, "parts")
-    plan = plan_read(wh, table, csn=csn, txn=txn, partitions=partitions)
+    plan = plan_read(wh, table, csn=csn, txn=txn, partitions=partitions, tag=options.get("tag") or None)
     parts = list(plan.parts)
     if only is not None:  # exactly the parts a statement or a merge chose
         seen = {p.id: p for p in parts}

@@ -1,5 +1,5 @@
 """Reading a table as a DataFrame at an exact snapshot: a committed CSN (time travel), the readable
-watermark, or a transaction's own view (its snapshot plus its own staged writes)."""
+watermark, a tag (a named snapshot), or a transaction's own view (its snapshot plus its own staged writes)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,17 @@ from airflow_txn.spark.frames import parts_frame
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
-         partitions: PartitionSpec | None = None, via: str = "auto") -> DataFrame:
-    """The rows of `table` visible at snapshot `csn` (None: the readable watermark), or to `txn`.
+         partitions: PartitionSpec | None = None, via: str = "auto", tag: str | None = None) -> DataFrame:
+    """The rows of `table` visible at snapshot `csn` (None: the readable watermark), at tag `tag` (a named
+    snapshot: Warehouse.tag), or to `txn`.
 
     The DataFrame scans exactly the visible parts' files, with the partition columns restored; filters
     on data columns are pushed into the Parquet reader. `partitions=[{col: value}, ...]` reads only
     those partitions (pruned on the driver). The files are read when an action runs: keep `csn`
-    inside the retention window (or the transaction open) until then. `via`: as for airflow_txn.spark.write
-    ("datasource" reads through the "airflow_txn" data source: any root, Spark Connect).
+    inside the retention window (the transaction open, the tag tagged) until then. `via`: as for
+    airflow_txn.spark.write ("datasource" reads through the "airflow_txn" data source: any root, Spark Connect).
     """
     if via_module.choose(spark, wh, via) == via_module.DATASOURCE:
-        return via_module.read(spark, wh, table, csn, txn, partitions)
-    plan = plan_read(wh, table, csn, txn, partitions)
+        return via_module.read(spark, wh, table, csn, txn, partitions, tag=tag)
+    plan = plan_read(wh, table, csn, txn, partitions, tag=tag)
     return parts_frame(spark, plan.table, plan.parts)

@@ -86,16 +86,21 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str, partitions: Pa
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: Transaction | None,
-         partitions: PartitionSpec | None, parts: Sequence[int] | None = None, part_id: bool = False) -> DataFrame:
-    """airflow_txn.spark.read through the data source, at a snapshot fixed now (the watermark when no csn/txn).
+         partitions: PartitionSpec | None, parts: Sequence[int] | None = None, part_id: bool = False,
+         tag: str | None = None) -> DataFrame:
+    """airflow_txn.spark.read through the data source, at a snapshot fixed now (the watermark when no csn/txn/tag).
     `parts`: exactly these parts of that view (MergedAwayError, when the query runs, if one is gone);
     `part_id`: each row also carries its part's id (column types.PART_ID)."""
-    if txn is not None and csn is not None:
-        raise TxnError("pass either csn (a committed snapshot) or txn (a transaction's own view), not both")
+    if sum(x is not None for x in (csn, txn, tag)) > 1:
+        raise TxnError("pass one of csn (a committed snapshot), tag (a named one) or txn (a transaction's own "
+                       "view), not several")
     stored = stored_table(wh, table)  # TableNotFoundError here, not inside a Spark job
     options = datasource.warehouse_options(wh)
     if txn is not None:
         options["tid"] = txn.tid
+    elif tag is not None:
+        wh.tag_info(tag)  # TagNotFoundError here, not inside a Spark job
+        options["tag"] = tag
     else:
         options["csn"] = str(csn if csn is not None else wh.readable_csn())
     if partitions is not None:

@@ -17,7 +17,10 @@ from airflow_txn.errors import (
     SerializationError,
     SnapshotTooOldError,
     StorageError,
+    TableNotInTagError,
+    TagNotFoundError,
     TransactionClosedError,
+    TxnError,
 )
 from tests.helpers import ACCOUNTS, accounts, events, ids, make_tables, storage_files
 from tests.spark.helpers import events_df, frame, rows_of
@@ -188,6 +191,30 @@ def test_time_travel_checks_the_read_table_s_own_retention_horizon(spark: SparkS
         txn_spark.read(spark, swh, "sales.accounts", csn=csns[0])
     assert f"horizon {csns[-1]}" in str(too_old.value)
     assert rows_of(txn_spark.read(spark, swh, "sales.accounts", csn=csns[-1])) == [(2, 20)]
+
+
+def test_a_tag_reads_back_natively_and_through_the_data_source_after_vacuum(spark: SparkSession,
+                                                                            swh: Warehouse) -> None:
+    make_tables(swh)
+    with swh.begin() as t:
+        t.append("sales.events", events([1, 2]))
+    swh.tag("month-end", tables=["sales.events"])
+    with swh.begin() as t:
+        t.overwrite("sales.events", events([3]))
+    swh.vacuum(retention_seconds=0)  # the tag keeps its files
+    for via in ("native", "datasource"):
+        tagged = txn_spark.read(spark, swh, "sales.events", tag="month-end", via=via)
+        assert rows_of(tagged.select("id")) == [(1,), (2,)]
+    txn_spark.register(spark)
+    options = txn_spark.warehouse_options(swh)
+    by_option = spark.read.format("airflow_txn").options(**options).option("tag", "month-end").load("sales.events")
+    assert rows_of(by_option.select("id")) == [(1,), (2,)]
+    with pytest.raises(TableNotInTagError):
+        txn_spark.read(spark, swh, "sales.accounts", tag="month-end", via="native")
+    with pytest.raises(TagNotFoundError):
+        txn_spark.read(spark, swh, "sales.events", tag="nope", via="datasource")
+    with pytest.raises(TxnError, match="not several"):
+        txn_spark.read(spark, swh, "sales.events", csn=1, tag="month-end")
 
 
 def test_filters_on_data_columns_reach_the_parquet_reader(spark: SparkSession, swh: Warehouse) -> None:
