@@ -48,7 +48,12 @@ def commit_alias(conn_id: str = DEFAULT_CONN_ID) -> AssetAlias:
     return AssetAlias(name=f"{SCHEME}-commits:{conn_id}")
 
 
-def event_extra(table: str, csn: int, tid: str, metadata: Mapping[str, object] | None = None) -> dict[str, Any]:
+def event_extra(table: str, csn: int, tid: str, metadata: Mapping[str, object] | None = None,
+                tag: str | None = None) -> dict[str, Any]:
     """What every commit event carries: the table, the commit CSN (read exactly that snapshot), the tid and
-    the transaction's metadata (the Airflow run that committed it: `{"airflow": {dag_id, run_id, ...}}`)."""
-    return {"table": table, "csn": csn, "tid": tid, "metadata": dict(metadata or {})}
+    the transaction's metadata (the Airflow run that committed it: `{"airflow": {dag_id, run_id, ...}}`);
+    and `tag`, the name the commit was tagged with (CommitTransactionOperator(tag=)), when it was."""
+    extra = {"table": table, "csn": csn, "tid": tid, "metadata": dict(metadata or {})}
+    if tag is not None:
+        extra["tag"] = tag
+    return extra

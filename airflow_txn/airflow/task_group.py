@@ -129,7 +129,7 @@ class TransactionTaskGroup(TaskGroup):
             if isinstance(partial, dict) and _takes_tid(task) and partial.get("tid") is None:
                 partial["tid"] = tid
         commit_rule = TriggerRule.NONE_FAILED if self.on_skip == "commit" else TriggerRule.ALL_SUCCESS
-        outlets = {} if self.commit_outlets is None else {"outlets": list(self.commit_outlets)}
+        outlets: dict[str, Any] = {} if self.commit_outlets is None else {"outlets": list(self.commit_outlets)}
         self.commit = CommitTransactionOperator(task_id="commit", tid=self.begin.output, conn_id=self.conn_id,
                                                 trigger_rule=commit_rule, **outlets)
         self.rollback = RollbackTransactionOperator(task_id="rollback", tid=tid, conn_id=self.conn_id,

@@ -57,6 +57,9 @@ def _customers(ids: list[int]) -> pa.Table:
     return pa.table({"id": ids}, schema=CUSTOMERS)
 
 
+TAG = "month-end-probe"
+
+
 def populate(wh: Warehouse) -> dict[str, str]:
     """Four transactions: committed (run 1), active with a retried task (run 2), active (run 3, rolled
     back by a click in Chromium), and one with neither DAG nor run (label None, a key of its own)."""
@@ -68,6 +71,7 @@ def populate(wh: Warehouse) -> dict[str, str]:
     wh.attach(txn.tid).use_key(f"{DAG}/load_customers/0", attempt=1).append("shop.customers", _customers([1, 2]))
     txn.commit()
     tids["committed"] = txn.tid
+    wh.tag(TAG, tables=["shop.orders"], note="closed by the probe")  # the page lists it with the tables
 
     txn = wh.begin(label=f"{DAG}/{RUNS['active']}")
     orders = f"{DAG}/load_orders/0"
@@ -238,16 +242,19 @@ def test_the_whole_warehouse_needs_read_permission_on_its_connection(site: Site)
         with site.client(name) as user:
             refused = user.get("/airflow-txn/api/tables")
             assert refused.status_code == 403 and "airflow_txn_default" in refused.json()["detail"]
+            assert user.get("/airflow-txn/api/tags").status_code == 403  # tags are warehouse-wide too
             watermark = user.get("/airflow-txn/api/watermark").json()
             assert watermark == {"readable_csn": site.wh.readable_csn(), "latest_commit": None,
                                  "unapplied_commits": None}
             index = user.get("/airflow-txn/")
         assert index.status_code == 200
-        assert "shop.orders" not in index.text and "latest commit CSN" not in index.text
+        assert "shop.orders" not in index.text and "latest commit CSN" not in index.text and TAG not in index.text
         assert "shown to users with read permission on connection" in index.text
     with site.client("admin") as admin:
         index = admin.get("/airflow-txn/")
+        tags = admin.get("/airflow-txn/api/tags").json()
     assert "shop.orders" in index.text and "latest commit CSN" in index.text
+    assert [(t["name"], t["tables"], t["note"]) for t in tags] == [(TAG, ["shop.orders"], "closed by the probe")]
 
 
 def test_the_api_server_opens_the_warehouse_once(site: Site) -> None:
@@ -381,6 +388,7 @@ def test_the_page_renders_in_chromium_and_its_button_rolls_back(site: Site, brow
     _check_png(shot, 1400, 600)
     dom = page.content()
     assert tid in dom and RUNS["clicked"] in dom and f"{DAG}/load_customers/0" in dom
+    assert page.get_by_role("heading", name="Tags").is_visible() and TAG in dom  # below the tables
     assert page.locator(f"#txn-{tid} .badge").first.inner_text() == "active"
 
     button = page.locator(f'button.rollback[data-tid="{tid}"]')

@@ -22,8 +22,17 @@ from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHoo
 from airflow_txn.core.adapter import check_csn, check_lease_seconds
 from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, WarehouseConfig
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError, TableNotFoundError, TxnError, WaitTimeoutError
+from airflow_txn.errors import (
+    InvalidArgumentError,
+    InvalidNameError,
+    TableNotFoundError,
+    TableNotInTagError,
+    TagNotFoundError,
+    TxnError,
+    WaitTimeoutError,
+)
 from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.names import check_tag_name, parse_table_name
 
 DEFAULT_CONN_ID = "airflow_txn_default"
 CONN_TYPE = "airflow_txn"
@@ -187,6 +196,29 @@ def snapshot_ready(wh: Warehouse, csn: int, tables: Sequence[str] = ()) -> int |
             return None
         snapshot = max(snapshot, last)
     return snapshot
+
+
+def tag_ready(wh: Warehouse, tag: str, tables: Sequence[str] = ()) -> int | None:
+    """The CSN of tag `tag` once it exists (None while it does not); TableNotInTagError when it exists
+    and does not hold one of `tables` (a tag never changes: no wait can help)."""
+    try:
+        info = wh.tag_info(tag)
+    except TagNotFoundError:
+        return None
+    held = set(info["tables"])
+    for table in tables:
+        name = parse_table_name(table).qualified
+        if name not in held:
+            raise TableNotInTagError(f"tag {tag!r} (CSN {info['csn']}) does not hold table {name}; it holds "
+                                     f"{', '.join(info['tables'])}", table=name, tag=tag)
+    return info["csn"]
+
+
+def coerce_tag(value: Any) -> str | None:
+    """A rendered `tag` argument: None (or empty text) for none, else a checked tag name."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    return check_tag_name(value.strip() if isinstance(value, str) else value)
 
 
 def coerce_csn(value: Any) -> int:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
-from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, default_lease_seconds
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, coerce_tag, default_lease_seconds
 from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, committed_outputs, transaction_reads
 from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
@@ -21,7 +21,15 @@ from airflow_txn.airflow.operators.base import (
 from airflow_txn.airflow.version_compat import AirflowFailException, AirflowSkipException, Asset, AssetAlias, Context
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation, check_lease_seconds
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidArgumentError, LeaseExpiredError, SerializationError, TransactionClosedError
+from airflow_txn.errors import (
+    InvalidArgumentError,
+    LeaseExpiredError,
+    SerializationError,
+    TagExistsError,
+    TagNotFoundError,
+    TransactionClosedError,
+    TxnError,
+)
 from airflow_txn.model.results import TransactionInfo
 
 ENDED = (COMMITTED, ROLLED_BACK)  # any other state (active, committing) is still open
@@ -100,37 +108,53 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
     Before committing it records the Airflow context in the transaction's metadata (`{"airflow":
     {dag_id, run_id, task_id, try_number, url}}`, over what the begin task recorded). After the commit
     (never before) it emits one Asset event per table the commit wrote, with `{"table", "csn", "tid",
-    "metadata"}` in the event extra: through the alias `commit_alias(conn_id)` (the default outlet), or
-    into an explicit `table_asset(...)` outlet. A commit that can no longer
+    "metadata"}` (and `"tag"` with `tag`) in the event extra: through the alias `commit_alias(conn_id)`
+    (the default outlet), or into an explicit `table_asset(...)` outlet. A commit that can no longer
     succeed (conflict, expired lease, failed statement) rolls back and fails without retrying; a
     commit that fails on its last try rolls back too. A retry after a successful commit returns
     the same CSN.
 
     Lineage (OpenLineage provider, lineage.py): the tables the commit changed as outputs, version the commit
     CSN, with the rows and bytes it added; what the transaction's tasks read as inputs. A rollback: none.
+
+    :param tag: name the commit's snapshot (Warehouse.tag) after the commit, e.g. `backfill-{{ ds }}`
+        (templated): the tag holds the tables the commit wrote (every table when it wrote none), readable
+        by that name whatever vacuum's retention. The name is checked before the commit: a malformed one
+        fails the task without retry and commits nothing; one taken by another snapshot rolls the
+        transaction back and fails without retry. A retry after a successful commit finds its own tag.
     """
 
-    template_fields: Sequence[str] = ("tid", "conn_id")
+    template_fields: Sequence[str] = ("tid", "tag", "conn_id")
     ui_color = "#a6e3a1"
     operator_extra_links = (TransactionLink(),)
 
-    def __init__(self, *, tid: Any, **kwargs: Any) -> None:
+    def __init__(self, *, tid: Any, tag: str | None = None, **kwargs: Any) -> None:
+        checked_tag = tag if tag is None or is_template(tag) else coerce_tag(tag)
         if "outlets" not in kwargs:
             kwargs["outlets"] = [default_outlet(kwargs.get("conn_id") or DEFAULT_CONN_ID, kwargs.get("task_id"))]
         super().__init__(**kwargs)
         self.tid = tid
+        self.tag: Any = checked_tag
 
     def execute(self, context: Context) -> int:
         if self.tid in (None, "", "None"):  # begin skipped (a branch skipped the whole group): nothing to commit
             raise AirflowSkipException("no transaction began (the begin task was skipped or did not run)")
         tid = self.linked_tid = require_tid(self.tid, self.task_id)
+        try:
+            tag = coerce_tag(self.tag)  # the rendered name
+        except TxnError as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}; nothing was committed") from exc
         with self.hook.warehouse() as wh:
+            if tag is not None:
+                self._check_tag_free(wh, tag, tid)
             csn = self._commit(wh, tid, context)
             info = wh.transaction_info(tid)
             self.record_lineage(context, lambda: self._commit_lineage(wh, info, csn))
-        tables = committed_tables(info, csn)
+            tables = committed_tables(info, csn)
+            if tag is not None:
+                self._tag(wh, tag, csn, tables)
         self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(tables) or "no table written")
-        self._emit_asset_events(context, tid, csn, tables, info["metadata"])
+        self._emit_asset_events(context, tid, csn, tables, info["metadata"], tag)
         return csn
 
     def _commit_lineage(self, wh: Warehouse, info: TransactionInfo, csn: int) -> TxnLineage:
@@ -138,6 +162,28 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
         return TxnLineage(info["tid"], state=COMMITTED, snapshot_csn=info["snapshot_csn"], commit_csn=csn,
                           inputs=transaction_reads(wh, info["tid"], info["snapshot_csn"], self.conn_id),
                           outputs=committed_outputs(info, csn, self.conn_id))
+
+    def _check_tag_free(self, wh: Warehouse, tag: str, tid: str) -> None:
+        """Before the commit: the name is free, or an earlier try of this task tagged this commit with it."""
+        try:
+            found = wh.tag_info(tag)
+        except TagNotFoundError:
+            return
+        if found["csn"] != wh.transaction_info(tid)["commit_csn"]:
+            reason = (f"tag {tag!r} names CSN {found['csn']} already (a tag never moves: untag it or pick another "
+                      "name)")
+            roll_back_quietly(wh, tid, f"commit refused: {reason}", self.log)
+            raise AirflowFailException(f"{self.task_id}: {reason}; transaction {tid} was rolled back")
+
+    def _tag(self, wh: Warehouse, tag: str, csn: int, tables: Sequence[str]) -> None:
+        try:
+            made = wh.tag(tag, csn=csn, tables=list(tables) or None, note=f"committed by {self.dag_id}.{self.task_id}")
+        except TagExistsError as exc:
+            if wh.tag_info(tag)["csn"] == csn:  # an earlier try tagged this commit
+                return
+            raise AirflowFailException(f"{self.task_id}: the commit at CSN {csn} stands, but tagging it failed: "
+                                       f"{exc}") from exc
+        self.log.info("tagged CSN %d as %r (%s)", csn, tag, ", ".join(made["tables"]))
 
     def _commit(self, wh: Warehouse, tid: str, context: Context) -> int:
         info = wh.transaction_info(tid)
@@ -163,17 +209,17 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
             raise
 
     def _emit_asset_events(self, context: Context, tid: str, csn: int, tables: Sequence[str],
-                           metadata: Mapping[str, object]) -> None:
+                           metadata: Mapping[str, object], tag: str | None = None) -> None:
         events = context["outlet_events"]
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
                 for table in tables:
                     events[outlet].add(table_asset(table, self.conn_id),
-                                       extra=event_extra(table, csn, tid, metadata))
+                                       extra=event_extra(table, csn, tid, metadata, tag))
             elif isinstance(outlet, Asset):
                 written = table_of(outlet, self.conn_id)
                 if written is not None:
-                    events[outlet].extra.update(event_extra(written, csn, tid, metadata))
+                    events[outlet].extra.update(event_extra(written, csn, tid, metadata, tag))
 
 
 class RollbackTransactionOperator(LineageMixin, TxnBaseOperator):

@@ -1,4 +1,4 @@
-"""CommitCSNSensor: wait until a commit is readable, then hand its snapshot to the readers."""
+"""CommitCSNSensor: wait until a commit is readable (or a tag exists), then hand its snapshot to the readers."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ from airflow_txn.airflow.hooks.txn import (
     TxnHook,
     coerce_csn,
     coerce_tables,
+    coerce_tag,
     default_deferrable,
     snapshot_ready,
+    tag_ready,
 )
 from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, read_versions
 from airflow_txn.airflow.triggers.csn import FINAL_ERRORS, CommitCSNTrigger
 from airflow_txn.airflow.version_compat import AirflowFailException, BaseSensorOperator, Context, PokeReturnValue
-from airflow_txn.errors import TxnError
+from airflow_txn.errors import InvalidArgumentError, TxnError
 
 
 class CommitCSNSensor(LineageMixin, BaseSensorOperator):
@@ -26,7 +28,10 @@ class CommitCSNSensor(LineageMixin, BaseSensorOperator):
     latest of those table commits. Pending commit records it finds are applied, not waited for.
 
     :param csn: the CSN to wait for (an int or the commit task's XCom; None: any commit).
-    :param tables: tables that must each have a commit at or after `csn`.
+    :param tables: tables that must each have a commit at or after `csn` (with `tag`: that the tag must hold).
+    :param tag: wait instead until the tag of this name exists (Warehouse.tag, CommitTransactionOperator(tag=));
+        the XCom value is then the tag's CSN: read with `tag=` (it stays readable while tagged) or at that CSN.
+        Templated (e.g. `month-end-{{ ds }}`). A tag that exists without one of `tables` fails the task for good.
     :param deferrable: wait in the triggerer (CommitCSNTrigger) instead of a worker slot. None (default):
         `[operators] default_deferrable` of Airflow's configuration (False unless set), read when the DAG
         is parsed, as Airflow's own deferrable sensors do.
@@ -39,32 +44,38 @@ class CommitCSNSensor(LineageMixin, BaseSensorOperator):
     Lineage (OpenLineage provider): `tables` as inputs, each at the version its readers see at the snapshot.
     """
 
-    template_fields: Sequence[str] = ("csn", "tables", "conn_id")
+    template_fields: Sequence[str] = ("csn", "tables", "tag", "conn_id")
     ui_color = "#b4d7f0"
 
     def __init__(self, *, csn: Any = None, tables: Sequence[str] | str | None = None, conn_id: str = DEFAULT_CONN_ID,
-                 deferrable: bool | None = None, **kwargs: Any) -> None:
+                 deferrable: bool | None = None, tag: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.csn = csn
         self.tables = tables or []
+        self.tag = tag
         self.conn_id = conn_id
         self.deferrable = default_deferrable() if deferrable is None else bool(deferrable)
 
-    def _arguments(self) -> tuple[int, list[str]]:
-        """The rendered `csn` and `tables`; bad ones fail the task for good (no retry can fix them)."""
+    def _arguments(self) -> tuple[int, list[str], str | None]:
+        """The rendered `csn`, `tables` and `tag`; bad ones fail the task for good (no retry can fix them)."""
         try:
-            return coerce_csn(self.csn), coerce_tables(self.tables)
+            tag = coerce_tag(self.tag)
+            if tag is not None and self.csn not in (None, "", "None"):
+                raise InvalidArgumentError(f"wait for csn {self.csn!r} or for tag {tag!r}, not both")
+            return coerce_csn(self.csn), coerce_tables(self.tables), tag
         except TxnError as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
 
     def _check(self) -> int | None:
-        csn, tables = self._arguments()
+        csn, tables, tag = self._arguments()
         with TxnHook(conn_id=self.conn_id).warehouse() as wh:
             try:
-                snapshot = snapshot_ready(wh, csn, tables)
-            except FINAL_ERRORS as exc:  # a table name no table can have
+                snapshot = snapshot_ready(wh, csn, tables) if tag is None else tag_ready(wh, tag, tables)
+            except FINAL_ERRORS as exc:  # a table name no table can have, a tag without a table
                 raise AirflowFailException(f"{self.task_id}: {exc}") from exc
-            if snapshot is None:
+            if snapshot is None and tag is not None:
+                self.log.info("waiting for tag %r", tag)
+            elif snapshot is None:
                 self.log.info("waiting for CSN %d%s (readable: %d)", csn,
                               f" with a commit of each of {tables}" if tables else "", wh.readable_csn())
         return snapshot
@@ -92,9 +103,10 @@ class CommitCSNSensor(LineageMixin, BaseSensorOperator):
         snapshot = self._check()
         if snapshot is not None:
             return self._found(context, snapshot)
-        csn, tables = self._arguments()
+        csn, tables, tag = self._arguments()
         self.defer(
-            trigger=CommitCSNTrigger(csn=csn, tables=tables, conn_id=self.conn_id, poke_interval=self.poke_interval),
+            trigger=CommitCSNTrigger(csn=csn, tables=tables, conn_id=self.conn_id, poke_interval=self.poke_interval,
+                                     tag=tag),
             method_name="execute_complete",
             timeout=dt.timedelta(seconds=self.timeout),
         )
@@ -104,9 +116,10 @@ class CommitCSNSensor(LineageMixin, BaseSensorOperator):
         input), else as any error does, so Airflow retries the task (which waits again) when retries are left."""
         if not event or event.get("status") != "success":
             message = (event or {}).get("message", "no event")
-            failure = f"{self.task_id}: waiting for CSN {self.csn} failed in the triggerer: {message}"
+            waited = f"tag {self.tag!r}" if self.tag else f"CSN {self.csn}"
+            failure = f"{self.task_id}: waiting for {waited} failed in the triggerer: {message}"
             if (event or {}).get("final"):
                 raise AirflowFailException(failure)
             raise TxnError(failure)
-        self.log.info("CSN %s readable: snapshot %s", self.csn, event["csn"])
+        self.log.info("%s readable: snapshot %s", f"tag {self.tag!r}" if self.tag else f"CSN {self.csn}", event["csn"])
         return self._found(context, int(event["csn"]))

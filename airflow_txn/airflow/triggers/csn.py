@@ -1,4 +1,4 @@
-"""CommitCSNTrigger: wait in the triggerer until a CSN is readable (CommitCSNSensor, deferred).
+"""CommitCSNTrigger: wait in the triggerer until a CSN is readable, or a tag exists (CommitCSNSensor, deferred).
 
 A trigger does the sensor's full check (`snapshot_ready`: applies pending records, checks the
 tables) when it starts, then whenever the readable watermark moves, and at the latest every
@@ -8,7 +8,9 @@ by it. So a commit releases its waiters within about `watch_interval` whatever t
 and a thousand deferred sensors cost the catalog one small query per interval, not a thousand. The
 poller reads through its own warehouse handle, so the watch owns nothing that could outlive a
 trigger. A committer that died before applying its record does not move the watermark: the check
-every poke_interval applies its record, as the poking sensor does.
+every poke_interval applies its record, as the poking sensor does. A wait for a tag (`tag`) is the same
+loop with `tag_ready` as its check: making a tag does not move the watermark, so it is seen at the latest
+every poke_interval.
 """
 
 from __future__ import annotations
@@ -19,24 +21,26 @@ import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, config_from_extra, snapshot_ready
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, config_from_extra, snapshot_ready, tag_ready
 from airflow_txn.airflow.version_compat import BaseTrigger, TriggerEvent
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError, TableNotInTagError
 
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.2
 """Seconds between two reads of a warehouse's readable watermark in a triggerer (default)."""
 
-FINAL_ERRORS = (InvalidArgumentError, InvalidNameError)
-"""Errors in what the wait was asked (a CSN out of the catalog's range, a malformed table name): no try
+FINAL_ERRORS = (InvalidArgumentError, InvalidNameError, TableNotInTagError)
+"""Errors in what the wait was asked (a CSN out of the catalog's range, a malformed table name, a tag that
+does not hold a table the wait names): no try
 can get past them. Any other error (the catalog or the oracle unreachable, a connection being fixed) may
 pass by the next try, so the sensor leaves it to Airflow's retries."""
 
 
 class CommitCSNTrigger(BaseTrigger):
-    """Fires one TriggerEvent once `csn` (and a commit of each of `tables` at or after it) is readable.
+    """Fires one TriggerEvent once `csn` (and a commit of each of `tables` at or after it) is readable, or,
+    with `tag`, once that tag exists (holding each of `tables`); the event's csn is then the tag's.
 
     The event payload is `{"status": "success", "csn": snapshot}` or `{"status": "error", "csn": csn,
     "message": ..., "final": bool}` (`final`: the error is one of FINAL_ERRORS, no retry can help).
@@ -44,10 +48,11 @@ class CommitCSNTrigger(BaseTrigger):
     """
 
     def __init__(self, csn: int, tables: Sequence[str] | None = None, conn_id: str = DEFAULT_CONN_ID,
-                 poke_interval: float = 5.0, watch_interval: float = WATCH_INTERVAL) -> None:
+                 poke_interval: float = 5.0, watch_interval: float = WATCH_INTERVAL, tag: str | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.csn = int(csn)
         self.tables = list(tables or [])
+        self.tag = tag
         self.conn_id = conn_id
         self.poke_interval = float(poke_interval)
         self.watch_interval = float(watch_interval)
@@ -55,13 +60,13 @@ class CommitCSNTrigger(BaseTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"csn": self.csn, "tables": self.tables, "conn_id": self.conn_id,
-                 "poke_interval": self.poke_interval, "watch_interval": self.watch_interval})
+                 "poke_interval": self.poke_interval, "watch_interval": self.watch_interval, "tag": self.tag})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             snapshot = await self._wait()
         except Exception as exc:
-            self.log.exception("waiting for CSN %d failed", self.csn)
+            self.log.exception("waiting for %s failed", f"tag {self.tag!r}" if self.tag else f"CSN {self.csn}")
             yield TriggerEvent(  # type: ignore[no-untyped-call]
                 {"status": "error", "csn": self.csn, "message": f"{type(exc).__name__}: {exc}",
                  "final": isinstance(exc, FINAL_ERRORS)})
@@ -76,9 +81,13 @@ class CommitCSNTrigger(BaseTrigger):
         try:
             while True:
                 seen = watch.value
-                snapshot = await asyncio.to_thread(snapshot_ready, wh, self.csn, self.tables)
+                if self.tag is None:
+                    snapshot = await asyncio.to_thread(snapshot_ready, wh, self.csn, self.tables)
+                else:
+                    snapshot = await asyncio.to_thread(tag_ready, wh, self.tag, self.tables)
                 if snapshot is not None:
-                    self.log.info("CSN %d is readable: snapshot %d", self.csn, snapshot)
+                    self.log.info("%s is readable: snapshot %d", f"tag {self.tag!r}" if self.tag else f"CSN {self.csn}",
+                                  snapshot)
                     return snapshot
                 await watch.moved_past(seen, wh, self.watch_interval, timeout=self.poke_interval)
         finally:

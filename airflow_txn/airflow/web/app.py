@@ -8,10 +8,11 @@ JSON API (every route needs an Airflow user: `Authorization: Bearer <JWT>` or th
                                                            a bearer token, or the cookie with a JSON body
                                                            from this site (same_origin.py)
     GET  /api/tables                                       each table's readable commit CSN (*)
+    GET  /api/tags                                         the tags (named snapshots), newest CSN first (*)
     GET  /api/watermark                                    the readable CSN; the newest commit (*)
     (*) warehouse-wide: read permission on the plugin's connection (auth.py)
 
-Pages (page.py, Jinja2 templates): `/` (transactions, filter by DAG run, tables; per run the parts
+Pages (page.py, Jinja2 templates): `/` (transactions, filter by DAG run, tables, tags; per run the parts
 each task staged) and `/transactions/{tid}`; their style and script under `/static/`. Errors: 400 bad
 argument, 401 no user, 403 no permission, 404 unknown tid, 409 not active, 503 warehouse unreachable.
 The warehouse is the hook's: connection `[airflow_txn] conn_id` (default `airflow_txn_default`), else
@@ -45,6 +46,7 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
     TxnError,
 )
+from airflow_txn.model.results import TagInfo
 
 URL_PREFIX = "/airflow-txn"
 ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#2563eb" '
@@ -180,6 +182,13 @@ def list_tables(user: GetUserDep, wh: WarehouseDep) -> data.TableList:
     return data.TableList(tables=data.tables(wh))
 
 
+@app.get("/api/tags")
+def list_tags(user: GetUserDep, wh: WarehouseDep) -> list[TagInfo]:
+    _require(may_read_warehouse(user, conn_id()),
+             f"the tags of the whole warehouse need read permission on connection {conn_id()!r}")
+    return wh.tags()
+
+
 @app.get("/api/watermark")
 def get_watermark(user: GetUserDep, wh: WarehouseDep) -> data.PageWatermark:
     return _watermark(wh, user)
@@ -198,9 +207,11 @@ def transactions_page(request: Request, user: GetUserDep, wh: WarehouseDep, stat
                 continue
             cards.append((detail, bool(detail["can_roll_back"])))
     tables = data.tables(wh) if may_read_warehouse(user, conn_id()) else None
+    tags = wh.tags() if tables is not None else None
     return page.index_page(request, root_of(request), user=user_name(user), watermark=_watermark(wh, user),
                            tables=tables, conn_id=conn_id(), transactions=rows, details=cards, states=data.STATES,
-                           filters={"state": state or "", "dag_id": dag_id, "run_id": run_id, "limit": limit})
+                           filters={"state": state or "", "dag_id": dag_id, "run_id": run_id, "limit": limit},
+                           tags=tags)
 
 
 @app.get("/transactions/{tid}", response_class=HTMLResponse)

@@ -1,4 +1,4 @@
-"""The plugin's HTML: the transactions page (filters, tables and their readable CSN, transactions,
+"""The plugin's HTML: the transactions page (filters, tables and their readable CSN, tags, transactions,
 and for a DAG run the parts each task staged), one transaction's page and the error page, rendered
 from the Jinja2 templates in templates/ with autoescape (every value escaped by Jinja2). The style
 and the few lines of vanilla JS (roll back in two clicks: the Airflow UI's iframe allows no
@@ -19,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 from airflow_txn import __version__
 from airflow_txn.airflow.web.data import PageWatermark, TableRow, TransactionSummary, TransactionView
 from airflow_txn.model.csn import ROLLBACK_CSN
+from airflow_txn.model.results import TagInfo
 
 PACKAGE = "airflow_txn.airflow.web"
 
@@ -55,12 +56,14 @@ STATIC = StaticFiles(packages=[(PACKAGE, "static")])  # mounted at /static by ap
 def index_page(request: Request, root: str, *, user: str, watermark: PageWatermark,
                tables: Sequence[TableRow] | None, conn_id: str, transactions: Sequence[TransactionSummary],
                filters: Mapping[str, str | int | None], states: Sequence[str],
-               details: Sequence[tuple[TransactionView, bool]] = ()) -> HTMLResponse:
+               details: Sequence[tuple[TransactionView, bool]] = (),
+               tags: Sequence[TagInfo] | None = None) -> HTMLResponse:
     """The transactions page; `details` (a DAG run's transactions, each with whether the user may roll
-    it back) shown as cards when the filters name a run; `tables` None: the user may not see them."""
+    it back) shown as cards when the filters name a run; `tables` and `tags` (named snapshots) None: the
+    user may not see them."""
     return TEMPLATES.TemplateResponse(request, "index.html", {
         "root": root, "user": user, "watermark": watermark, "tables": tables, "conn_id": conn_id,
-        "transactions": transactions, "filters": filters, "states": states, "details": details})
+        "transactions": transactions, "filters": filters, "states": states, "details": details, "tags": tags})
 
 
 def transaction_page(request: Request, root: str, *, user: str, watermark: PageWatermark,
