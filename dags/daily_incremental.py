@@ -7,8 +7,10 @@ tables as ONE transaction: a reader sees both tables of a day, or neither.
 `@daily` on `data_interval_start`: each run loads the day its interval starts on. Both loads overwrite that
 day's partition, so a run that is re-run (clear `load.begin` with its downstream: a new transaction) replaces
 the day instead of adding it twice, and a retried task replaces its own failed try (keys per task). The
-commit emits one Asset event per table with the CSN; a reader schedules on them and reads both tables at
-that CSN (see multi_table_reader). The rows are generated with Spark; load your own the same way.
+tables are named in the group (`tables=`), so the commit emits one Asset event per table on the table's own
+Asset, with the CSN and the day written as the event's partition key (a partitioned reader maps it); a
+reader schedules on them and reads both tables at that CSN (see multi_table_reader). The rows are generated
+with Spark; load your own the same way.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ with DAG(
     tags=["airflow_txn", "example"],
     doc_md=__doc__,
 ):
-    with transaction_group("load", conn_id=CONN_ID) as load:
+    with transaction_group("load", conn_id=CONN_ID, tables=list(TABLES)) as load:
         orders()
         items()
     create_tables() >> load

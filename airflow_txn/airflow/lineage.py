@@ -12,7 +12,7 @@ What is reported (docs/DESIGN.md, D15):
   table at or below the snapshot.
 - every event of an operator that knows its transaction carries the `airflowTxn` run facet (tid, snapshot,
   state, commit CSN, staging key).
-Datasets are named as the tables' Assets are (assets.table_uri): namespace `airflow-txn://<warehouse>`,
+Datasets are named as the tables' Assets are (assets.table_uri): namespace `airflow-txn://<warehouse id>`,
 name `ns.name`.
 """
 

@@ -6,9 +6,10 @@
         ...  airflow_txn.spark.read(spark, wh, "shop.orders", csn=csn), the items at the same csn
 
 Every commit event (CommitTransactionOperator: one per table written) carries its table and its CSN in the
-extra (assets.event_extra). A reader scheduled on several tables may be triggered by several commits: the
-newest of their CSNs is the snapshot that holds all of them, and reading every table at it gives one
-consistent state (invariant 4), never a mix of commits.
+extra (assets.event_extra); an event of a commit made outside Airflow (commit_watcher's trigger) carries them
+in the extra's `payload` (Airflow wraps a trigger's event so). A reader scheduled on several tables may be
+triggered by several commits: the newest of their CSNs is the snapshot that holds all of them, and reading
+every table at it gives one consistent state (invariant 4), never a mix of commits.
 """
 
 from __future__ import annotations
@@ -29,4 +30,8 @@ def snapshot_of(events: Mapping[Any, Iterable[Any]] | None, tables: Sequence[str
 
 
 def _extra(event: Any) -> Any:
-    return event.get("extra") if isinstance(event, Mapping) else getattr(event, "extra", None)
+    """The commit fields of an Asset event: its extra, or the extra's `payload` for a trigger's event."""
+    extra = event.get("extra") if isinstance(event, Mapping) else getattr(event, "extra", None)
+    if isinstance(extra, Mapping) and extra.get("from_trigger") and isinstance(extra.get("payload"), Mapping):
+        return extra["payload"]
+    return extra

@@ -70,6 +70,7 @@ class TransactionTaskGroup(TaskGroup):
     lease_seconds: float | str | None = None
     on_skip: str = attrs.field(default="commit", converter=_on_skip_value)
     commit_outlets: list[Any] | None = None
+    tables: list[str] | None = None
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
     commit: CommitTransactionOperator | None = attrs.field(default=None, init=False)
     rollback: RollbackTransactionOperator | None = attrs.field(default=None, init=False)
@@ -131,7 +132,7 @@ class TransactionTaskGroup(TaskGroup):
         commit_rule = TriggerRule.NONE_FAILED if self.on_skip == "commit" else TriggerRule.ALL_SUCCESS
         outlets: dict[str, Any] = {} if self.commit_outlets is None else {"outlets": list(self.commit_outlets)}
         self.commit = CommitTransactionOperator(task_id="commit", tid=self.begin.output, conn_id=self.conn_id,
-                                                trigger_rule=commit_rule, **outlets)
+                                                trigger_rule=commit_rule, tables=self.tables, **outlets)
         self.rollback = RollbackTransactionOperator(task_id="rollback", tid=tid, conn_id=self.conn_id,
                                                     trigger_rule=TriggerRule.ONE_FAILED)
         self.outcome = TransactionOutcomeOperator(task_id="outcome", tid=tid, conn_id=self.conn_id,
@@ -154,18 +155,22 @@ def _takes_tid(task: Any) -> bool:
 def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str | None = None,
                       isolation: str | Isolation = Isolation.SNAPSHOT, lease_seconds: float | str | None = None,
                       on_skip: str = "commit", commit_outlets: list[Any] | None = None,
-                      **kwargs: Any) -> TransactionTaskGroup:
+                      tables: list[str] | None = None, **kwargs: Any) -> TransactionTaskGroup:
     """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
     that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`
     and pass `tid=txn.tid` to the tasks inside. `on_skip`: "commit" (default: a skipped task is no
     failure, the commit makes what the others staged visible) or "rollback" (a skip rolls everything back
     and fails the run). `commit_outlets`: the commit task's outlets (default `[commit_alias(conn_id)]`;
-    needed when conn_id is a template). Other keyword arguments go to TaskGroup."""
+    needed when conn_id is a template). `tables`: the tables the transaction writes, when known: the commit
+    emits their Asset events concretely, with the partitions written (CommitTransactionOperator's `tables`).
+    Other keyword arguments go to TaskGroup."""
     if commit_outlets is None:
         default_outlet(conn_id, f"transaction_group {group_id!r}")  # a templated conn_id is refused here
+    elif tables:
+        raise InvalidArgumentError(f"transaction_group {group_id!r}: pass `tables` or `commit_outlets`, not both")
     return TransactionTaskGroup(group_id=group_id, conn_id=conn_id, label=label, isolation=isolation,
                                 lease_seconds=lease_seconds, on_skip=on_skip, commit_outlets=commit_outlets,
-                                **kwargs)
+                                tables=list(tables) if tables else None, **kwargs)
 
 
 __all__ = ["TransactionTaskGroup", "transaction_group"]

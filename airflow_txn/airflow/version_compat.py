@@ -26,6 +26,7 @@ if not AIRFLOW_V_3_0_PLUS:  # pragma: no cover - refused early with what to do
 from airflow.sdk import (  # noqa: E402
     Asset,
     AssetAlias,
+    AssetWatcher,
     BaseOperator,
     BaseOperatorLink,
     BaseSensorOperator,
@@ -36,7 +37,7 @@ from airflow.sdk import (  # noqa: E402
     TriggerRule,
     XComArg,
 )
-from airflow.triggers.base import BaseTrigger, TriggerEvent  # noqa: E402
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent  # noqa: E402
 
 if AIRFLOW_V_3_1_PLUS:
     from airflow.sdk import BaseHook
@@ -124,6 +125,8 @@ __all__ = [
     "AirflowSkipException",
     "Asset",
     "AssetAlias",
+    "AssetWatcher",
+    "BaseEventTrigger",
     "BaseHook",
     "BaseOperator",
     "BaseOperatorLink",

@@ -97,6 +97,17 @@ def tids_between(conn: Connection, low: int, high: int) -> list[str]:
     return [str(t) for t in conn.execute(select(_log.tid).where(_log.csn >= low, _log.csn <= high)).scalars()]
 
 
+def records_with_metadata(conn: Connection, after_csn: int, up_to: int,
+                          limit: int) -> list[tuple[CommitRecord, str | None]]:
+    """The first `limit` records with after_csn < CSN <= up_to, oldest first, each with its transaction's
+    metadata as stored (None: none recorded, or the transaction's row was purged)."""
+    tx = schema.transactions.c
+    stmt = (select(schema.commit_log, tx.metadata_json)
+            .join(schema.transactions, tx.tid == _log.tid, isouter=True)
+            .where(_log.csn > after_csn, _log.csn <= up_to).order_by(_log.csn).limit(limit))
+    return [(_record(r), r.metadata_json) for r in conn.execute(stmt)]
+
+
 def record_of(conn: Connection, tid: str) -> CommitRecord | None:
     row = conn.execute(select(schema.commit_log).where(_log.tid == tid)).first()
     return None if row is None else _record(row)

@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.pool import QueuePool
 
-from airflow_txn.catalog import migrate
+from airflow_txn.catalog import meta_records, migrate
 from airflow_txn.errors import CatalogBusyError, CatalogUnavailableError, InvalidArgumentError
 
 _SQLITE_BUSY_SECONDS = 60.0
@@ -201,11 +201,14 @@ class Catalog:
     def upgrade(self) -> migrate.Upgrade:
         """Bring the catalog to this package's schema with Alembic (catalog/migrate.py), under the schema
         lock: SQLite's database lock, PostgreSQL's advisory lock. Whoever takes it second finds the work
-        done; each revision's changes and its version records commit together."""
+        done; each revision's changes and its version records commit together, and so does the warehouse
+        id of a new catalog (meta_records.warehouse_id)."""
         with self.write() as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
-            return migrate.upgrade(conn)
+            done = migrate.upgrade(conn)
+            meta_records.warehouse_id(conn)  # a new catalog gets its identity with its tables
+            return done
 
     def _is_current(self) -> bool:
         """True when the catalog exists at this package's schema and index versions and Alembic's head,

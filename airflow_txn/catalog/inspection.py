@@ -22,6 +22,8 @@ class CatalogLook:
     """The schema version txn_meta records (None: no meta table, or no version row)."""
     revision: str | None
     """The Alembic revision txn_alembic_version records (None: no such table: new or pre-Alembic)."""
+    warehouse_id: str | None = None
+    """The warehouse id txn_meta records (None: none claimed yet: meta_records.warehouse_id)."""
 
 
 def look(url: URL, timeout: float) -> CatalogLook:
@@ -32,10 +34,11 @@ def look(url: URL, timeout: float) -> CatalogLook:
     try:
         with engine.connect() as conn:
             present = set(inspect(conn).get_table_names())
-            version = None
+            version = warehouse_id = None
             if schema.meta.name in present:
                 version = meta_records.value(conn, meta_records.SCHEMA_VERSION_KEY)
+                warehouse_id = meta_records.value(conn, meta_records.WAREHOUSE_ID_KEY)
             revision = migrate.recorded_revision(conn) if migrate.VERSION_TABLE in present else None
-            return CatalogLook(sorted(set(schema.metadata.tables) - present), version, revision)
+            return CatalogLook(sorted(set(schema.metadata.tables) - present), version, revision, warehouse_id)
     finally:
         engine.dispose()

@@ -1,11 +1,16 @@
 """Facts about the catalog itself (txn_meta key/value rows) read or claimed after it was set up.
 
-`schema_version` (read by the doctor: catalog/inspection.py) and the ZooKeeper oracle's warehouse id
-(oracle/zookeeper.py) live here. Creating the catalog and migrating it, which write the version and
+`schema_version` (read by the doctor: catalog/inspection.py) and the warehouse id live here. The
+warehouse id is the warehouse's stable identity: a random hex string claimed once (`warehouse_id`) and
+kept for the catalog's life, whatever the connection, URL or host it is reached by. The ZooKeeper oracle
+writes it into its log's /meta to claim the chroot; Airflow Asset URIs and lineage names name the
+warehouse by it (airflow/assets.py). Creating the catalog and migrating it, which write the version and
 index rows, is catalog/database.py's business.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from sqlalchemy import Connection, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -13,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from airflow_txn.catalog import schema
 
 SCHEMA_VERSION_KEY = "schema_version"
+WAREHOUSE_ID_KEY = "warehouse_id"
 
 _m = schema.meta.c
 
@@ -35,3 +41,9 @@ def claim(conn: Connection, key: str, new_value: str) -> str:
     except IntegrityError:
         return str(conn.execute(select(_m.value).where(_m.key == key)).scalar_one())
     return new_value
+
+
+def warehouse_id(conn: Connection) -> str:
+    """The catalog's warehouse id, claimed on first use (a new random id, 32 hex digits); the same for
+    every caller from then on. Call inside a write (a read finds it with `value(conn, WAREHOUSE_ID_KEY)`)."""
+    return claim(conn, WAREHOUSE_ID_KEY, uuid.uuid4().hex)

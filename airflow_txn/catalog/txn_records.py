@@ -93,7 +93,7 @@ class TxnRow:
     @property
     def metadata(self) -> JsonObject:
         """The caller's metadata ({} when none was recorded)."""
-        return dict(json.loads(self.metadata_json)) if self.metadata_json else {}
+        return parse_metadata(self.metadata_json)
 
     def as_dict(self) -> TransactionRecord:
         """Public view: `committing` shows as state `active` (not committed until the record exists)
@@ -112,6 +112,11 @@ class TxnRow:
         machine's clock)."""
         at = now if now is not None else self.catalog_now if self.catalog_now is not None else time.time()
         return self.lease_deadline < at
+
+
+def parse_metadata(stored: str | None) -> JsonObject:
+    """A transaction's metadata as stored in metadata_json ({} for NULL)."""
+    return dict(json.loads(stored)) if stored else {}
 
 
 def insert_row(conn: Connection, tid: str, label: str | None, isolation: str, snapshot: int,

@@ -111,7 +111,15 @@ def check_catalog(url: str, timeout: float) -> list[Check]:
         missing = ", ".join(found.missing_tables)
         return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {missing})",
                                _INIT_HINT)]
-    return [reached, _version_check(version, found.revision)]
+    return [reached, _version_check(version, found.revision), _identity_check(found.warehouse_id)]
+
+
+def _identity_check(warehouse_id: str | None) -> Check:
+    """The warehouse id Airflow Assets name the warehouse by (core/identity.py)."""
+    if warehouse_id is None:
+        return Check("warehouse id", WARN, "none recorded yet (a catalog older than warehouse ids)",
+                     "the next open of the warehouse records one (`airflow-txn upgrade`, any write)")
+    return Check("warehouse id", OK, f"{warehouse_id} (Airflow Assets: airflow-txn://{warehouse_id}/<ns.table>)")
 
 
 def _version_check(version: str | None, revision: str | None) -> Check:

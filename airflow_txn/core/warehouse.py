@@ -9,11 +9,20 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_txn.catalog import Catalog, commit_log, counters, key_records, part_records, table_registry, txn_records
+from airflow_txn.catalog import (
+    Catalog,
+    commit_log,
+    counters,
+    key_records,
+    part_records,
+    table_registry,
+    txn_records,
+)
 from airflow_txn.core import (
     apply,
     bounds,
     compaction,
+    identity,
     log_mirror,
     manifests,
     overview,
@@ -40,6 +49,7 @@ from airflow_txn.model.names import check_label
 from airflow_txn.model.results import (
     CommitLogEntry,
     CompactionReport,
+    LoggedCommit,
     ManifestReport,
     PartInfo,
     PartitionSpec,
@@ -78,6 +88,7 @@ class Warehouse:
     def __init__(self, config: WarehouseConfig, runtime: Runtime) -> None:
         self.config = config
         self.runtime = runtime
+        self._warehouse_id: str | None = None
 
     @classmethod
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
@@ -99,6 +110,12 @@ class Warehouse:
         runtime = Runtime(cat, make_oracle(config.oracle, cat), storage, TidFactory())
         return cls(config, runtime)
 
+    @staticmethod
+    def warehouse_id_at(catalog_url: str) -> str:
+        """The warehouse id of the catalog at `catalog_url`, opening neither storage nor the oracle (what an
+        Airflow DAG file needs while it is parsed: core/identity.py)."""
+        return identity.warehouse_id_at(catalog_url)
+
     def close(self) -> None:
         self.runtime.oracle.close()
         self.runtime.catalog.dispose()
@@ -111,6 +128,15 @@ class Warehouse:
 
     def __repr__(self) -> str:
         return f"Warehouse(root={str(self.config.root)!r}, oracle={self.config.oracle!r})"
+
+    @property
+    def warehouse_id(self) -> str:
+        """The warehouse's stable identity (32 hex digits, kept in its catalog: catalog/meta_records.py): the
+        same whichever connection, URL or host reaches the catalog, different for another warehouse.
+        Airflow Asset URIs name the warehouse by it (core/identity.py)."""
+        if self._warehouse_id is None:
+            self._warehouse_id = identity.warehouse_id(self.runtime.catalog)
+        return self._warehouse_id
 
     # -- tables -------------------------------------------------------------------------------------
     def create_table(self, name: str, schema: pa.Schema, partition_by: Sequence[str] = (),
@@ -327,6 +353,19 @@ class Warehouse:
     def untag(self, name: str) -> TagInfo:
         """Remove the tag (the next vacuum may delete what only it kept); returns what it was."""
         return tags.drop(self.runtime, name)
+
+    def commits_after(self, csn: int, limit: int = 100) -> list[LoggedCommit]:
+        """The readable commits above `csn`, oldest first, at most `limit`, each with its transaction's
+        metadata: what a watcher of the commit log reads to hear of new commits (airflow/triggers/commits.py).
+        Compaction merges write no commit record and never appear; a commit not yet readable appears once
+        the watermark covers it."""
+        csn, limit = bounds.catalog_int(csn, "csn"), bounds.catalog_int(limit, "limit")
+        with self.runtime.catalog.read() as conn:
+            watermark = commit_log.readable_csn(conn, self.runtime.oracle)
+            found = commit_log.records_with_metadata(conn, csn, watermark, limit)
+        return [LoggedCommit(csn=r.csn, tid=r.tid, tables=list(r.tables), committed_at=r.committed_at,
+                             applied=r.applied, metadata=txn_records.parse_metadata(stored))
+                for r, stored in found]
 
     # -- maintenance --------------------------------------------------------------------------------
     def recover(self, progress: recovery.Progress | None = None) -> RecoveryReport:

@@ -8,6 +8,7 @@ type. `NotRequired` marks a key present only sometimes (e.g. with an external co
     TransactionInfo     one transaction with its parts: `Warehouse.transaction_info()`, `show`
     PartInfo            a part a transaction wrote (role "created") or removes (role "removed")
     CommitLogEntry      a commit record: `Warehouse.commit_log()`, `log`
+    LoggedCommit        a readable commit record with its transaction's metadata: `Warehouse.commits_after()`
     TableStats          a table at a snapshot: `Warehouse.table_stats()`, `tables`
     WatermarkInfo       readable CSN, oracle CSN and lag: `Warehouse.watermark_info()`, `watermark`
     RecoveryReport      what recovery did and found: `Warehouse.recover()`, `recover`
@@ -98,6 +99,14 @@ class CommitLogEntry(TypedDict):
     tables: list[str]
     committed_at: float
     applied: bool
+
+
+class LoggedCommit(CommitLogEntry):
+    """A readable commit record with what its transaction recorded (Warehouse.commits_after)."""
+
+    metadata: JsonObject
+    """The transaction's metadata ({}: none, or its row was purged): `{"airflow": {...}}` when an Airflow
+    task began or committed it."""
 
 
 # -- overview -----------------------------------------------------------------------------------------------------

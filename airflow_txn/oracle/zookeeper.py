@@ -15,7 +15,6 @@ kazoo-recipe style, wired together here:
 from __future__ import annotations
 
 import os
-import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from airflow_txn.oracle.base import CsnOracle, ExternalLog, LogEntry, LogRecord
 from airflow_txn.oracle.zookeeper_compaction import ABORT_DECISION_TTL, Compactor
 from airflow_txn.oracle.zookeeper_decisions import Decisions
 from airflow_txn.oracle.zookeeper_group import GroupCommitter
-from airflow_txn.oracle.zookeeper_layout import META_KEY, Layout
+from airflow_txn.oracle.zookeeper_layout import Layout
 from airflow_txn.oracle.zookeeper_records import RecordReader
 from airflow_txn.oracle.zookeeper_segments import Segments
 from airflow_txn.oracle.zookeeper_session import ZooKeeperSession
@@ -120,9 +119,9 @@ class ZooKeeperOracle(CsnOracle, ExternalLog):
             return self.last_csn(conn) + 1
 
     def _warehouse_id(self) -> str:
-        """This catalog's id (created on first use), written to the log's /meta to claim the chroot."""
+        """This catalog's warehouse id (meta_records.warehouse_id), written to the log's /meta to claim the chroot."""
         with self.catalog.write() as conn:
-            return meta_records.claim(conn, META_KEY, uuid.uuid4().hex)
+            return meta_records.warehouse_id(conn)
 
     def _after_fork(self) -> None:
         self.session.forget()

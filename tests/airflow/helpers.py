@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -51,6 +52,29 @@ def asset_events(dag_run: Any) -> list[tuple[str, dict[str, Any]]]:
                                .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
                                .where(AssetEvent.source_run_id == dag_run.run_id))
         return sorted((uri, dict(extra)) for uri, extra in rows)
+
+
+def asset_events_with_partitions(dag_run: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """(asset URI, partition key, event extra) of every Asset event the run's tasks emitted, sorted."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(select(AssetModel.uri, AssetEvent.partition_key, AssetEvent.extra)
+                               .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+                               .where(AssetEvent.source_run_id == dag_run.run_id))
+        return sorted(((uri, key, dict(extra)) for uri, key, extra in rows), key=lambda r: (r[0], r[1] or ""))
+
+
+def parse_dag(path: Path, dag_id: str) -> Any:
+    """`dag_id` of DAG file `path`, parsed now (as a worker parses it: its table Assets name the warehouse the
+    test's connection reaches, where the session's DagBag parsed the folder with no connection set)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(path))
+    assert bag.import_errors == {}, bag.import_errors
+    return bag.get_dag(dag_id)
 
 
 def counts(wh: Warehouse, csn: int | None = None) -> dict[str, int]:

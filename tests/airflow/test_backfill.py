@@ -74,8 +74,8 @@ def test_backfill_commits_all_tables_at_one_csn_then_the_reader_checks_them(
 
     events = asset_events(run)
     assert [uri for uri, _ in events] == sorted(table_asset(t).uri for t in BACKFILL_TABLES)
-    assert all(extra == {"table": uri.rsplit("/", 1)[1], "csn": csn, "tid": txn["tid"], "metadata": txn["metadata"]}
-               for uri, extra in events)
+    assert all(extra == {"table": uri.rsplit("/", 1)[1], "csn": csn, "tid": txn["tid"], "metadata": txn["metadata"],
+                         "warehouse_id": wh.warehouse_id} for uri, extra in events)
     assert txn["metadata"]["airflow"]["task_id"] == "backfill.commit"  # the run that committed it
     assert reader_queued()  # the reader DAG is scheduled on those Assets
 

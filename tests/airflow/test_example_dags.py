@@ -18,9 +18,10 @@ def test_every_example_dag_imports_without_errors() -> None:
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"daily_incremental", "month_end_close", "multi_table_backfill", "multi_table_reader",
-                                "warehouse_maintenance"}
-    assert EXAMPLES == ["daily_incremental", "maintenance", "month_end_close", "multi_table_backfill",
+    assert set(bag.dag_ids) == {"daily_incremental", "external_commits_reader", "month_end_close",
+                                "multi_table_backfill", "multi_table_reader", "warehouse_maintenance"}
+    assert EXAMPLES == ["daily_incremental", "external_commits_reader", "maintenance", "month_end_close",
+                        "multi_table_backfill",
                         "multi_table_reader"]
     for dag in bag.dags.values():
         assert dag.tasks, dag.dag_id

@@ -22,7 +22,7 @@ pytest.importorskip("airflow.providers.openlineage", reason="the [openlineage] e
 pytestmark = pytest.mark.airflow
 
 PROBE = REPO / "tests/airflow/dag_files/txn_lineage_probe.py"
-NAMESPACE = "airflow-txn://airflow_txn_default"  # assets.table_uri: the tables' Assets name them the same way
+WAREHOUSE_ID = "0123456789abcdef" * 2
 RUN_BOTH = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
@@ -44,10 +44,10 @@ def test_provider_info_converts_a_table_asset_to_the_dataset_the_operators_repor
     from airflow_txn.airflow import table_asset
     from airflow_txn.airflow.lineage import TableVersion
 
-    converted = translate_airflow_asset(table_asset("shop.order items", "prod"), None)
+    converted = translate_airflow_asset(table_asset("shop.order_items", warehouse_id=WAREHOUSE_ID), None)
     assert converted is not None
-    assert (converted.namespace, converted.name) == TableVersion("prod", "shop.order items", 7).namespace_and_name
-    assert (converted.namespace, converted.name) == ("airflow-txn://prod", "shop.order items")
+    assert (converted.namespace, converted.name) == TableVersion(WAREHOUSE_ID, "shop.order_items", 7).namespace_and_name
+    assert (converted.namespace, converted.name) == (f"airflow-txn://{WAREHOUSE_ID}", "shop.order_items")
 
 
 def task_events(path: Path, run_id: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -62,10 +62,11 @@ def task_events(path: Path, run_id: str) -> dict[tuple[str, str], dict[str, Any]
     return found
 
 
-def datasets(event: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    """{name: dataset} of the event's inputs or outputs in the warehouse's namespace (checked)."""
+def datasets(event: dict[str, Any], kind: str, wh: Warehouse) -> dict[str, dict[str, Any]]:
+    """{name: dataset} of the event's inputs or outputs in the warehouse's namespace (checked: the tables'
+    Assets name the warehouse the same way, assets.table_uri)."""
     listed = event[kind]
-    assert all(d["namespace"] == NAMESPACE for d in listed), listed
+    assert all(d["namespace"] == f"airflow-txn://{wh.warehouse_id}" for d in listed), listed
     return {d["name"]: d for d in listed}
 
 
@@ -93,7 +94,7 @@ def test_commit_reports_outputs_at_its_csn_and_a_rollback_none(airflow_db: None,
     commit = ran[("load.commit", "COMPLETE")]
     csn = commit["run"]["facets"]["airflowTxn"]["commitCsn"]
     assert csn == wh.last_commit_csn("lineage.target") > source_csn
-    outputs = datasets(commit, "outputs")
+    outputs = datasets(commit, "outputs", wh)
     assert sorted(outputs) == ["lineage.audit", "lineage.target"]
     assert {n: d["facets"]["version"]["datasetVersion"] for n, d in outputs.items()} == {
         "lineage.audit": str(csn), "lineage.target": str(csn)}
@@ -101,16 +102,16 @@ def test_commit_reports_outputs_at_its_csn_and_a_rollback_none(airflow_db: None,
         "lineage.audit": 1, "lineage.target": 3}
     assert all(d["outputFacets"]["outputStatistics"]["size"] > 0 for d in outputs.values())
     # what the transaction read, at the version its snapshot saw: the commit that wrote lineage.source
-    assert {n: d["facets"]["version"]["datasetVersion"] for n, d in datasets(commit, "inputs").items()} == {
+    assert {n: d["facets"]["version"]["datasetVersion"] for n, d in datasets(commit, "inputs", wh).items()} == {
         "lineage.source": str(source_csn)}
     # the writers stage: they report what they read, never an output
     copy = ran[("load.copy", "COMPLETE")]
-    assert sorted(datasets(copy, "inputs")) == ["lineage.source"] and copy["outputs"] == []
+    assert sorted(datasets(copy, "inputs", wh)) == ["lineage.source"] and copy["outputs"] == []
     assert copy["run"]["facets"]["airflowTxn"]["stagingKey"] == "txn_lineage_probe/load.copy/-1"
     assert ran[("load.audit", "COMPLETE")]["outputs"] == []
     # the sensor: the table it waited for, at the commit's version
     wait = ran[("wait", "COMPLETE")]
-    assert {n: d["facets"]["version"]["datasetVersion"] for n, d in datasets(wait, "inputs").items()} == {
+    assert {n: d["facets"]["version"]["datasetVersion"] for n, d in datasets(wait, "inputs", wh).items()} == {
         "lineage.target": str(csn)}
 
     failed = task_events(events, rolled_back["run_id"])

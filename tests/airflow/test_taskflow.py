@@ -4,6 +4,7 @@ transaction_group with no tid passed, keyed per map index, committed at one CSN;
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -11,9 +12,18 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog.txn_records import COMMITTED
-from tests.airflow.helpers import PROBE_SCHEMA, rendered_map_indexes, run_dag, task_states, transactions_of
+from tests.airflow.helpers import (
+    PROBE_SCHEMA,
+    asset_events_with_partitions,
+    parse_dag,
+    rendered_map_indexes,
+    run_dag,
+    task_states,
+    transactions_of,
+)
 
 pytestmark = pytest.mark.airflow
+REPO = Path(__file__).resolve().parents[2]
 DAYS = pa.schema([("id", pa.int64()), ("day", pa.string())])
 
 
@@ -60,15 +70,22 @@ def test_the_decorators_are_registered_and_check_the_function_when_the_dag_is_pa
 
 def test_the_daily_incremental_example_loads_its_interval_day_and_a_rerun_replaces_it(
         dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:
-    """The canonical example: @daily on data_interval_start, both tables at one CSN; a second run of the same
-    day (a new transaction) overwrites the day instead of adding it again."""
+    """The canonical example: @daily on data_interval_start, both tables at one CSN, each table's Asset event
+    (concrete: the group names its tables) carrying the day written as its partition key; a second run of the
+    same day (a new transaction) overwrites the day instead of adding it again."""
+    from airflow_txn.airflow import table_asset
+
     wh = txn_conn
-    dag = dagbag.get_dag("daily_incremental")
+    dag = parse_dag(REPO / "dags/daily_incremental.py", "daily_incremental")
     day = dt.datetime(2024, 3, 5, tzinfo=dt.UTC)
     first = dag.test(logical_date=day)
     assert str(first.state) == "success", task_states(first)
     [txn] = transactions_of(wh, "daily_incremental")
     csn = txn["commit_csn"]
+    assert asset_events_with_partitions(first) == [
+        (table_asset(t).uri, "2024-03-05", {"table": t, "csn": csn, "tid": txn["tid"], "metadata": txn["metadata"],
+                                            "warehouse_id": wh.warehouse_id})
+        for t in ("daily.order_items", "daily.orders")]
     assert {t: wh.read(t, csn=csn).num_rows for t in ("daily.orders", "daily.order_items")} == {
         "daily.orders": 20, "daily.order_items": 40}
     assert {t: wh.read(t, csn=csn - 1).num_rows for t in ("daily.orders", "daily.order_items")} == {
@@ -86,16 +103,18 @@ def test_snapshot_of_takes_the_newest_commit_of_the_reader_tables_from_real_asse
 
     from airflow_txn.airflow import snapshot_of, table_asset
 
-    def event(table: str, csn: int, alias: str | None = None) -> AssetEventDagRunReferenceResult:
-        asset = table_asset(table)
+    def event(table: str, csn: int, alias: str | None = None, trigger: bool = False) -> AssetEventDagRunReferenceResult:
+        asset = table_asset(table, warehouse_id="0123456789abcdef" * 2)
+        extra = {"table": table, "csn": csn, "tid": "1-1-0123456789abcdef"}
         return AssetEventDagRunReferenceResult.model_validate({
-            "asset": {"name": asset.name, "uri": asset.uri, "extra": {}}, "extra": {"table": table, "csn": csn,
-                                                                                   "tid": "1-1-0123456789abcdef"},
+            "asset": {"name": asset.name, "uri": asset.uri, "extra": {}},
+            # a commit_watcher event: Airflow wraps the trigger's payload
+            "extra": {"from_trigger": True, "payload": extra} if trigger else extra,
             "source_task_id": "load.commit", "source_dag_id": "load", "source_run_id": "r", "source_map_index": -1,
             "source_aliases": [{"name": alias}] if alias else [], "timestamp": dt.datetime.now(dt.UTC)})
 
     events = TriggeringAssetEventsAccessor.build([
-        event("shop.orders", 7, alias="airflow-txn-commits:airflow_txn_default"), event("shop.orders", 9),
+        event("shop.orders", 7, alias="airflow-txn-commits:airflow_txn_default"), event("shop.orders", 9, trigger=True),
         event("shop.order_items", 8), event("shop.other", 12)])
     assert snapshot_of(events, ["shop.orders", "shop.order_items"]) == 9
     assert snapshot_of(events, ["shop.order_items"]) == 8

@@ -1,7 +1,7 @@
 """Templated transaction arguments (issue 20, item 4): BeginTransactionOperator's isolation and
 lease_seconds are rendered, then checked (and checked when the DAG is parsed when they are no template);
 a templated conn_id on the commit needs outlets the DAG names (an AssetAlias is registered at parse
-time), and the events' table Assets name the rendered connection."""
+time), and the events' table Assets name the warehouse the rendered connection reaches."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def probe_warehouse(catalog_url: str, root: Path, txn_conn: Warehouse, monkeypat
     return txn_conn
 
 
-def test_templated_arguments_are_rendered_then_checked_and_assets_name_the_rendered_connection(
+def test_templated_arguments_are_rendered_then_checked_and_assets_name_the_warehouse_not_the_connection(
         dagbag: Any, probe_warehouse: Warehouse) -> None:
     wh = probe_warehouse
     run = run_dag(dagbag, "txn_templated_probe",
@@ -68,9 +68,13 @@ def test_templated_arguments_are_rendered_then_checked_and_assets_name_the_rende
     info = wh.transaction_info(xcom(run, "begin"))
     assert (info["isolation"], info["lease_seconds"]) == ("serializable", 120.0)
     assert info["commit_csn"] == xcom(run, "commit")
-    assert asset_events(run) == [("airflow-txn://probe_warehouse/probe.templated",
-                                  {"table": "probe.templated", "csn": info["commit_csn"], "tid": info["tid"],
-                                   "metadata": info["metadata"]})]
+    # the Asset names the warehouse, not the connection: both connections reach the same Asset
+    from airflow_txn.airflow import table_asset
+
+    uri = f"airflow-txn://{wh.warehouse_id}/probe.templated"
+    assert table_asset("probe.templated", "probe_warehouse").uri == table_asset("probe.templated").uri == uri
+    assert asset_events(run) == [(uri, {"table": "probe.templated", "csn": info["commit_csn"], "tid": info["tid"],
+                                        "metadata": info["metadata"], "warehouse_id": wh.warehouse_id})]
 
     for bad in ({"isolation": "SERIALIZABLE"}, {"lease": "soon"}, {"lease": "604801"}):
         failed = run_dag(dagbag, "txn_templated_probe", {"conn": "probe_warehouse", **bad})

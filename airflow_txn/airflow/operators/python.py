@@ -59,5 +59,6 @@ class TransactionPythonOperator(LineageMixin, TxnCallableOperator):
                           getattr(self.python_callable, "__name__", "the callable"), tid, task_key(context),
                           try_number)
             result = call_with_context(self.python_callable, [txn, *self.op_args], {**context, **self.op_kwargs})
-            self.record_lineage(context, lambda: writer_lineage(txn, task_key(context), try_number, self.conn_id))
+            self.record_lineage(context, lambda: writer_lineage(txn, task_key(context), try_number,
+                                                                txn.warehouse.warehouse_id))
             return result

@@ -208,7 +208,8 @@ class SparkTransactionOperator(LineageMixin, TxnCallableOperator):
             try:
                 result = call_with_context(self.python_callable, [spark, txn, *self.op_args],
                                            {**context, **self.op_kwargs})
-                self.record_lineage(context, lambda: writer_lineage(txn, key, try_number, self.conn_id))
+                self.record_lineage(context,
+                                    lambda: writer_lineage(txn, key, try_number, txn.warehouse.warehouse_id))
                 return result
             finally:
                 self._running = None

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_txn.airflow.assets import commit_alias, event_extra, table_asset, table_of
+from airflow_txn.airflow.assets import (
+    SCHEME,
+    asset_partition_keys,
+    commit_alias,
+    event_extra,
+    table_asset,
+    table_of,
+)
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, coerce_tag, default_lease_seconds
 from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, committed_outputs, transaction_reads
 from airflow_txn.airflow.links import TransactionLink
@@ -30,6 +37,7 @@ from airflow_txn.errors import (
     TransactionClosedError,
     TxnError,
 )
+from airflow_txn.model.partitioning import Partition, partition_key
 from airflow_txn.model.results import TransactionInfo
 
 ENDED = (COMMITTED, ROLLED_BACK)  # any other state (active, committing) is still open
@@ -108,11 +116,19 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
     Before committing it records the Airflow context in the transaction's metadata (`{"airflow":
     {dag_id, run_id, task_id, try_number, url}}`, over what the begin task recorded). After the commit
     (never before) it emits one Asset event per table the commit wrote, with `{"table", "csn", "tid",
-    "metadata"}` (and `"tag"` with `tag`) in the event extra: through the alias `commit_alias(conn_id)`
-    (the default outlet), or into an explicit `table_asset(...)` outlet. A commit that can no longer
-    succeed (conflict, expired lease, failed statement) rolls back and fails without retrying; a
-    commit that fails on its last try rolls back too. A retry after a successful commit returns
-    the same CSN.
+    "metadata", "warehouse_id"}` (and `"tag"` with `tag`) in the event extra. A table with a concrete outlet
+    (`table_asset(...)`, made for each of `tables`) gets its event there, with one partition key per partition
+    the commit wrote (`add_partitions`; the event extra also says `"written": false` when the commit left the
+    table alone, since Airflow emits an event for each declared outlet); every other table written gets its
+    event through the alias `commit_alias(conn_id)` (the default outlet; an alias event takes no partition
+    keys). A commit that can no longer succeed (conflict, expired lease, failed statement) rolls back and
+    fails without retrying; a commit that fails on its last try rolls back too. A retry after a successful
+    commit returns the same CSN.
+
+    :param tables: the tables the transaction writes, when known as the DAG is written: their Assets
+        become outlets (next to `commit_alias(conn_id)`, for any other table written), so readers of
+        partitioned Assets see the partitions. The warehouse id is read through `conn_id` as the DAG is
+        parsed (assets.table_asset); a templated conn_id needs `outlets` instead.
 
     Lineage (OpenLineage provider, lineage.py): the tables the commit changed as outputs, version the commit
     CSN, with the rows and bytes it added; what the transaction's tasks read as inputs. A rollback: none.
@@ -128,10 +144,14 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
     ui_color = "#a6e3a1"
     operator_extra_links = (TransactionLink(),)
 
-    def __init__(self, *, tid: Any, tag: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, tid: Any, tag: str | None = None, tables: Sequence[str] | None = None,
+                 **kwargs: Any) -> None:
         checked_tag = tag if tag is None or is_template(tag) else coerce_tag(tag)
         if "outlets" not in kwargs:
-            kwargs["outlets"] = [default_outlet(kwargs.get("conn_id") or DEFAULT_CONN_ID, kwargs.get("task_id"))]
+            kwargs["outlets"] = default_outlets(kwargs.get("conn_id") or DEFAULT_CONN_ID, tables, kwargs.get("task_id"))
+        elif tables:
+            raise InvalidArgumentError(f"{kwargs.get('task_id') or 'CommitTransactionOperator'}: pass `tables` or "
+                                       "`outlets`, not both (tables=[...] makes the outlets)")
         super().__init__(**kwargs)
         self.tid = tid
         self.tag: Any = checked_tag
@@ -145,23 +165,25 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
         except TxnError as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}; nothing was committed") from exc
         with self.hook.warehouse() as wh:
+            warehouse_id = wh.warehouse_id
+            self._check_outlets(warehouse_id)
             if tag is not None:
                 self._check_tag_free(wh, tag, tid)
             csn = self._commit(wh, tid, context)
             info = wh.transaction_info(tid)
-            self.record_lineage(context, lambda: self._commit_lineage(wh, info, csn))
-            tables = committed_tables(info, csn)
+            self.record_lineage(context, lambda: self._commit_lineage(wh, info, csn, warehouse_id))
+            written = committed_partitions(info, csn)
             if tag is not None:
-                self._tag(wh, tag, csn, tables)
-        self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(tables) or "no table written")
-        self._emit_asset_events(context, tid, csn, tables, info["metadata"], tag)
+                self._tag(wh, tag, csn, list(written))
+        self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(written) or "no table written")
+        self._emit_asset_events(context, warehouse_id, tid, csn, written, info["metadata"], tag)
         return csn
 
-    def _commit_lineage(self, wh: Warehouse, info: TransactionInfo, csn: int) -> TxnLineage:
+    def _commit_lineage(self, wh: Warehouse, info: TransactionInfo, csn: int, warehouse_id: str) -> TxnLineage:
         """The commit's lineage: what it made visible, and what the transaction read to make it."""
         return TxnLineage(info["tid"], state=COMMITTED, snapshot_csn=info["snapshot_csn"], commit_csn=csn,
-                          inputs=transaction_reads(wh, info["tid"], info["snapshot_csn"], self.conn_id),
-                          outputs=committed_outputs(info, csn, self.conn_id))
+                          inputs=transaction_reads(wh, info["tid"], info["snapshot_csn"], warehouse_id),
+                          outputs=committed_outputs(info, csn, warehouse_id))
 
     def _check_tag_free(self, wh: Warehouse, tag: str, tid: str) -> None:
         """Before the commit: the name is free, or an earlier try of this task tagged this commit with it."""
@@ -208,18 +230,43 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
                 roll_back_quietly(wh, tid, f"commit failed on its last try: {exc}", self.log)
             raise
 
-    def _emit_asset_events(self, context: Context, tid: str, csn: int, tables: Sequence[str],
-                           metadata: Mapping[str, object], tag: str | None = None) -> None:
+    def _check_outlets(self, warehouse_id: str) -> None:
+        """Refuse (before committing) airflow-txn Assets that are no table of the warehouse the connection
+        reaches (another warehouse's, a commit-log Asset): Airflow would emit an event for each with no commit
+        of that table behind it."""
+        foreign = [o.uri for o in self.outlets if isinstance(o, Asset) and o.uri.startswith(f"{SCHEME}://")
+                   and table_of(o, warehouse_id) is None]
+        if foreign:
+            raise AirflowFailException(
+                f"{self.task_id}: outlets {foreign} are no table Assets of the warehouse connection {self.conn_id!r} "
+                f"reaches (warehouse id {warehouse_id}); nothing was committed. Make them with table_asset(table, "
+                "conn_id), or with the warehouse_id `airflow-txn doctor` shows")
+
+    def _emit_asset_events(self, context: Context, warehouse_id: str, tid: str, csn: int,
+                           written: Mapping[str, list[Partition]], metadata: Mapping[str, object],
+                           tag: str | None = None) -> None:
+        """A concrete event (with partition keys) for each table with a table_asset outlet, an alias event
+        for each other table written (module docstring of assets.py: tables named by warehouse id)."""
         events = context["outlet_events"]
+        concrete = set()
+        for outlet in self.outlets:
+            table = table_of(outlet, warehouse_id) if isinstance(outlet, Asset) else None
+            if table is None:
+                continue
+            concrete.add(table)
+            extra = event_extra(table, csn, tid, metadata, warehouse_id, tag)
+            if table not in written:
+                extra["written"] = False
+            events[outlet].extra.update(extra)
+            keys = asset_partition_keys(written.get(table, []))
+            if keys:
+                events[outlet].add_partitions(keys)
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
-                for table in tables:
-                    events[outlet].add(table_asset(table, self.conn_id),
-                                       extra=event_extra(table, csn, tid, metadata, tag))
-            elif isinstance(outlet, Asset):
-                written = table_of(outlet, self.conn_id)
-                if written is not None:
-                    events[outlet].extra.update(event_extra(written, csn, tid, metadata, tag))
+                for table in written:
+                    if table not in concrete:
+                        events[outlet].add(table_asset(table, warehouse_id=warehouse_id),
+                                           extra=event_extra(table, csn, tid, metadata, warehouse_id, tag))
 
 
 class RollbackTransactionOperator(LineageMixin, TxnBaseOperator):
@@ -290,6 +337,13 @@ class TransactionOutcomeOperator(LineageMixin, TxnBaseOperator):
                                    "no table changed")
 
 
+def default_outlets(conn_id: Any, tables: Sequence[str] | None, task_id: object = None) -> list[Any]:
+    """CommitTransactionOperator's outlets when it is given none: `table_asset(t, conn_id)` for each of
+    `tables` (the warehouse id read as the DAG is parsed), then `commit_alias(conn_id)`."""
+    alias = default_outlet(conn_id, task_id)
+    return [*(table_asset(table, conn_id) for table in tables or ()), alias]
+
+
 def default_outlet(conn_id: Any, task_id: object = None) -> AssetAlias:
     """CommitTransactionOperator's default outlet, `commit_alias(conn_id)`.
 
@@ -329,10 +383,17 @@ def committed_csn(info: TransactionInfo) -> int:
 
 def committed_tables(info: TransactionInfo, csn: int) -> list[str]:
     """The tables whose visible content the commit of a transaction (`info`) at `csn` changed."""
-    parts = info["parts"]
-    return sorted({p["table"] for p in parts
-                   if (p["role"] == "created" and p["creation_csn"] == csn)
-                   or (p["role"] == "removed" and p["removal_csn"] == csn)})
+    return list(committed_partitions(info, csn))
+
+
+def committed_partitions(info: TransactionInfo, csn: int) -> dict[str, list[Partition]]:
+    """{table: the partitions whose content the commit at `csn` changed}, the tables sorted."""
+    found: dict[str, dict[str, Partition]] = {}
+    for p in info["parts"]:
+        changed = p["creation_csn"] if p["role"] == "created" else p["removal_csn"]
+        if changed == csn:
+            found.setdefault(p["table"], {}).setdefault(partition_key(p["partition"]), p["partition"])
+    return {table: list(found[table].values()) for table in sorted(found)}
 
 
 def roll_back_quietly(wh: Warehouse, tid: str, reason: str, log: Any, quiet: bool = True) -> str:

@@ -89,7 +89,7 @@ class CommitCSNSensor(LineageMixin, BaseSensorOperator):
 
     def _read_at(self, tables: list[str], snapshot: int) -> TxnLineage:
         with TxnHook(conn_id=self.conn_id).warehouse() as wh:
-            return TxnLineage(None, inputs=read_versions(wh, tables, snapshot, self.conn_id))
+            return TxnLineage(None, inputs=read_versions(wh, tables, snapshot, wh.warehouse_id))
 
     def poke(self, context: Context) -> PokeReturnValue:
         snapshot = self._check()

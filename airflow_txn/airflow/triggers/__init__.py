@@ -1,4 +1,5 @@
-"""Triggers of the airflow layer, run in Airflow's triggerer (listed in public.py)."""
+"""Triggers of the airflow layer, run in Airflow's triggerer (listed in public.py): CommitCSNTrigger (a deferred
+CommitCSNSensor) and CommitLogTrigger (the event trigger of commit_watcher's AssetWatcher)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 from airflow_txn.airflow import public as _public
 
 if TYPE_CHECKING:  # what type checkers see; at run time the names below are imported on first use
+    from airflow_txn.airflow.triggers.commits import CommitLogTrigger as CommitLogTrigger
     from airflow_txn.airflow.triggers.csn import CommitCSNTrigger as CommitCSNTrigger
 else:
     __all__ = _public.names(__name__)
