@@ -123,7 +123,8 @@ def get_provider_info() -> dict[str, Any]:
             "hook-name": "airflow_txn warehouse",
             "conn-fields": {
                 "catalog": {"label": "Catalog URL", "description":
-                            "SQLAlchemy URL of the catalog, e.g. postgresql+psycopg://user@host/db "
+                            "SQLAlchemy URL of the catalog, e.g. postgresql+psycopg://user@host/db, its password "
+                            "in the Catalog password field "
                             "(empty: [airflow_txn] catalog, AIRFLOW_TXN_CATALOG or the embedded SQLite file)",
                             "schema": {"type": ["string", "null"]}},
                 "root": {"label": "Storage root", "description":
@@ -138,10 +139,14 @@ def get_provider_info() -> dict[str, Any]:
                                     "secret_access_key, ... (empty: [airflow_txn] storage_options, "
                                     "AIRFLOW_TXN_STORAGE_OPTIONS or the AWS_* environment)",
                                     "schema": {"type": ["string", "null"]}},
+                "spark_conf": {"label": "Spark conf", "description":
+                               "A JSON object of Spark settings for the Spark tasks of this warehouse "
+                               "(SparkTransactionOperator, @task.txn_spark, @task.txn_read), under their own",
+                               "schema": {"type": ["string", "null"]}},
             },
             "ui-field-behaviour": {
-                "hidden-fields": ["host", "schema", "login", "password", "port"],
-                "relabeling": {},
+                "hidden-fields": ["host", "schema", "login", "port"],
+                "relabeling": {"password": "Catalog password"},
                 "placeholders": {"catalog": "sqlite:////var/lib/airflow_txn/catalog.db", "root": "/data/warehouse",
                                  "oracle": "sql"},
             },

@@ -9,6 +9,7 @@ from airflow_txn.errors import (
     TableNotFoundError,
     TransactionNotFoundError,
     TxnError,
+    WarehouseNotFoundError,
 )
 
 OK = 0
@@ -23,7 +24,8 @@ prefix several tids begin with, a number out of range (an integer beyond the cat
 question that cannot be asked (`rollback` without --yes, stdin no terminal), --conn-id without Airflow
 or naming no connection."""
 NOT_FOUND = 3
-"""The table or transaction named (or a tid prefix) does not exist in this warehouse."""
+"""The table or transaction named (or a tid prefix) does not exist in this warehouse, or no warehouse exists
+where the command looked (a read on a catalog that was never created: `init` creates it)."""
 DOCTOR_FAILED = 4
 """`doctor` found at least one failing check."""
 INTERRUPTED = 130
@@ -32,7 +34,7 @@ INTERRUPTED = 130
 
 def for_error(exc: BaseException) -> int:
     """The exit code of an error raised by a command."""
-    if isinstance(exc, TableNotFoundError | TransactionNotFoundError):
+    if isinstance(exc, TableNotFoundError | TransactionNotFoundError | WarehouseNotFoundError):
         return NOT_FOUND
     if isinstance(exc, InvalidNameError | InvalidArgumentError):
         return USAGE
