@@ -107,7 +107,8 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": _modules(Kind.HOOK),
         "operators": _modules(Kind.OPERATOR),
         "task-decorators": [{"name": "txn_spark", "class-name": "airflow_txn.airflow.decorators.txn_spark_task"},
-                            {"name": "txn", "class-name": "airflow_txn.airflow.decorators.txn_task"}],
+                            {"name": "txn", "class-name": "airflow_txn.airflow.decorators.txn_task"},
+                            {"name": "txn_read", "class-name": "airflow_txn.airflow.decorators.txn_read_task"}],
         "sensors": _modules(Kind.SENSOR),
         "triggers": _modules(Kind.TRIGGER),
         # table_asset(): kept as written; the OpenLineage provider converts it to the dataset the operators report
