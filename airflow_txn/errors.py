@@ -43,6 +43,17 @@ class TransactionNotFoundError(TxnError):
     """No transaction has that tid in this warehouse: check the tid and the warehouse you opened."""
 
 
+class WarehouseNotFoundError(TxnError):
+    """No warehouse exists where one was opened (no catalog there yet) and the call only reads: check the
+    catalog URL and root (a typo?), or create the warehouse with `airflow-txn init` (any write creates it:
+    create_table, begin, Warehouse.init)."""
+
+
+class CatalogReadOnlyError(TxnError):
+    """This process may only read the catalog (a read-only database role, a read-only file or mount) and
+    the call writes: list, show and read work; writing needs a role or mount that can write."""
+
+
 class TableNotFoundError(TxnError):
     """The table does not exist: create it with Warehouse.create_table first. `table` names it (None when
     the raiser did not say)."""
@@ -120,6 +131,7 @@ class StorageError(TxnError):
 
 __all__ = [
     "CatalogBusyError",
+    "CatalogReadOnlyError",
     "CatalogUnavailableError",
     "InvalidArgumentError",
     "InvalidNameError",
@@ -142,4 +154,5 @@ __all__ = [
     "TransactionNotFoundError",
     "TxnError",
     "WaitTimeoutError",
+    "WarehouseNotFoundError",
 ]

@@ -182,12 +182,14 @@ def root(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
 
 @pytest.fixture
 def open_wh(catalog_url: str, root: Path) -> Iterator[Callable[[], Warehouse]]:
-    """Open another handle on the same warehouse (as another process or task would)."""
+    """Open another handle on the same warehouse (as another process or task would); the first one creates
+    it (`init`: opening alone creates nothing, docs/DESIGN.md D17)."""
     opened: list[Warehouse] = []
 
     def _open() -> Warehouse:
         wh = Warehouse.open(catalog=catalog_url, root=str(root))
         opened.append(wh)
+        wh.init()
         return wh
 
     yield _open

@@ -107,7 +107,8 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": _modules(Kind.HOOK),
         "operators": _modules(Kind.OPERATOR),
         "task-decorators": [{"name": "txn_spark", "class-name": "airflow_txn.airflow.decorators.txn_spark_task"},
-                            {"name": "txn", "class-name": "airflow_txn.airflow.decorators.txn_task"}],
+                            {"name": "txn", "class-name": "airflow_txn.airflow.decorators.txn_task"},
+                            {"name": "txn_read", "class-name": "airflow_txn.airflow.decorators.txn_read_task"}],
         "sensors": _modules(Kind.SENSOR),
         "triggers": _modules(Kind.TRIGGER),
         # table_asset(): kept as written; the OpenLineage provider converts it to the dataset the operators report
@@ -123,7 +124,8 @@ def get_provider_info() -> dict[str, Any]:
             "hook-name": "airflow_txn warehouse",
             "conn-fields": {
                 "catalog": {"label": "Catalog URL", "description":
-                            "SQLAlchemy URL of the catalog, e.g. postgresql+psycopg://user@host/db "
+                            "SQLAlchemy URL of the catalog, e.g. postgresql+psycopg://user@host/db, its password "
+                            "in the Catalog password field "
                             "(empty: [airflow_txn] catalog, AIRFLOW_TXN_CATALOG or the embedded SQLite file)",
                             "schema": {"type": ["string", "null"]}},
                 "root": {"label": "Storage root", "description":
@@ -138,10 +140,14 @@ def get_provider_info() -> dict[str, Any]:
                                     "secret_access_key, ... (empty: [airflow_txn] storage_options, "
                                     "AIRFLOW_TXN_STORAGE_OPTIONS or the AWS_* environment)",
                                     "schema": {"type": ["string", "null"]}},
+                "spark_conf": {"label": "Spark conf", "description":
+                               "A JSON object of Spark settings for the Spark tasks of this warehouse "
+                               "(SparkTransactionOperator, @task.txn_spark, @task.txn_read), under their own",
+                               "schema": {"type": ["string", "null"]}},
             },
             "ui-field-behaviour": {
-                "hidden-fields": ["host", "schema", "login", "password", "port"],
-                "relabeling": {},
+                "hidden-fields": ["host", "schema", "login", "port"],
+                "relabeling": {"password": "Catalog password"},
                 "placeholders": {"catalog": "sqlite:////var/lib/airflow_txn/catalog.db", "root": "/data/warehouse",
                                  "oracle": "sql"},
             },

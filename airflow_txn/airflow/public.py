@@ -43,6 +43,7 @@ PUBLIC = (
     Public("TransactionOutcomeOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.transaction"),
     Public("SparkTransactionOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.spark"),
     Public("TransactionPythonOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.python"),
+    Public("SnapshotReadOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.read"),
     Public("CompactOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.maintenance"),
     Public("VacuumOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.maintenance"),
     Public("CommitCSNSensor", Kind.SENSOR, "airflow_txn.airflow.sensors.csn"),

@@ -1,5 +1,5 @@
 """The catalog: a SQL database (SQLite or PostgreSQL) reached through SQLAlchemy Core."""
 
-from airflow_txn.catalog.database import Catalog
+from airflow_txn.catalog.database import Catalog, State
 
-__all__ = ["Catalog"]
+__all__ = ["Catalog", "State"]

@@ -8,6 +8,13 @@ emit the BEGIN themselves as the transaction's first statement (the pysqlite rec
 statement, ~6% of a small commit: docs/BENCHMARKS.md, B1). On PostgreSQL writers run at READ
 COMMITTED and lock the rows they change (`FOR UPDATE`), which `lock_for_update` adds only where the
 dialect supports it.
+
+A Catalog object creates nothing: connecting to a SQLite file that is not there would create it, so
+`exists()` looks before anything connects, and `read()`/`write()` refuse a catalog that does not exist
+(WarehouseNotFoundError) until `initialize()` or `upgrade()` creates it (docs/DESIGN.md, D17). A SQLite
+catalog this process may not write (a read-only file, directory or mount) is opened read-only, one
+connection per use: through the writer's `-wal` and `-shm` files while a writer has them, else as an
+immutable file (a WAL-mode database cannot be opened read-only otherwise).
 """
 
 from __future__ import annotations
@@ -16,20 +23,29 @@ import logging
 import math
 import os
 import random
+import sqlite3
 import time
+import urllib.parse
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Select, create_engine, event, text
+from sqlalchemy import Connection, Engine, Select, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import NullPool, QueuePool
 
-from airflow_txn.catalog import meta_records, migrate
-from airflow_txn.errors import CatalogBusyError, CatalogUnavailableError, InvalidArgumentError
+from airflow_txn.catalog import meta_records, migrate, schema
+from airflow_txn.errors import (
+    CatalogBusyError,
+    CatalogReadOnlyError,
+    CatalogUnavailableError,
+    InvalidArgumentError,
+    WarehouseNotFoundError,
+)
 
 _SQLITE_BUSY_SECONDS = 60.0
 """How long a SQLite writer waits for the database lock unless the URL says (`?timeout=SECONDS`)."""
@@ -79,14 +95,67 @@ def sqlite_busy_seconds(url: str) -> float:
     return seconds
 
 
+class State(Enum):
+    """What `Catalog.probe` found."""
+
+    ABSENT = "absent"
+    """No airflow_txn catalog there (no SQLite file, or no txn_meta table): nothing to read yet."""
+    CURRENT = "current"
+    """At this package's schema: ready."""
+    OLDER = "older"
+    """Made by an older airflow_txn: `upgrade` brings it to this one."""
+
+
+def read_only_reason(exc: BaseException) -> str | None:
+    """What refused a write of this process, when the database did: SQLite's `attempt to write a readonly
+    database`, PostgreSQL's insufficient_privilege (SQLSTATE 42501) or read_only_sql_transaction (25006)."""
+    if not isinstance(exc, DBAPIError) or exc.connection_invalidated:
+        return None
+    if str(getattr(exc.orig, "sqlstate", "") or "") in ("42501", "25006"):
+        return "the database role may not write"
+    if type(exc.orig).__module__.startswith("sqlite3") and "readonly database" in str(exc.orig):
+        return "the SQLite file, its directory or its mount is read-only for this process"
+    return None
+
+
+def safe_url(url: str) -> str:
+    """The catalog URL with its password hidden (for messages)."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite catalog URL (None: in memory)."""
+    database = make_url(url).database
+    return None if not database or database == ":memory:" else Path(database).expanduser()
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the SQLite file `path` and create its -wal and -shm beside it."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _read_only_connect(path: Path, timeout: float) -> Callable[[], sqlite3.Connection]:
+    """Connections to a SQLite file this process may not write: read-only through the writer's -wal and -shm
+    while a writer has them, else immutable (nobody is writing: the whole database is in the file)."""
+
+    def connect() -> sqlite3.Connection:
+        writer = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
+        uri = f"file:{urllib.parse.quote(str(path.absolute()))}?mode=ro" + ("" if writer else "&immutable=1")
+        return sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+
+    return connect
+
+
 def _sqlite_engine(url: str) -> Engine:
-    parsed = make_url(url)
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    # A small pool: opening a SQLite connection (and its PRAGMAs) cost more than a whole catalog
-    # transaction (docs/BENCHMARKS.md, B1). Connections go back to it outside any transaction.
-    engine = create_engine(url, poolclass=QueuePool, pool_size=_SQLITE_POOL, max_overflow=-1,
-                           connect_args={"timeout": sqlite_busy_seconds(url), "check_same_thread": False})
+    file = _sqlite_file(url)
+    if file is not None and file.exists() and not _writable(file):  # a read-only consumer: decide per connection
+        engine = create_engine(url, poolclass=NullPool,
+                               creator=_read_only_connect(file, sqlite_busy_seconds(url)))
+    else:
+        # A small pool: opening a SQLite connection (and its PRAGMAs) cost more than a whole catalog
+        # transaction (docs/BENCHMARKS.md, B1). Connections go back to it outside any transaction.
+        engine = create_engine(url, poolclass=QueuePool, pool_size=_SQLITE_POOL, max_overflow=-1,
+                               connect_args={"timeout": sqlite_busy_seconds(url), "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -105,20 +174,60 @@ def _generic_engine(url: str) -> Engine:
 
 
 class Catalog:
-    """One catalog database; `write()` and `read()` hand out connections inside a transaction."""
+    """One catalog database; `write()` and `read()` hand out connections inside a transaction.
 
-    def __init__(self, url: str) -> None:
+    `where` names the warehouse in the error a missing catalog raises (default: the catalog's URL)."""
+
+    def __init__(self, url: str, where: str | None = None) -> None:
         self.url = url
+        self.where = where or f"catalog {self._safe_url()}"
         self.dialect = make_url(url).get_backend_name()
         self.engine = _sqlite_engine(url) if self.dialect == "sqlite" else _generic_engine(url)
         self.supports_for_update = self.dialect != "sqlite"
+        self._exists = False
+        """Seen to exist (a catalog is never removed under a running process, so this is never unset)."""
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _dispose_in_child(ref))
 
+    def missing_message(self) -> str:
+        return (f"no warehouse at {self.where}; run `airflow-txn init` to create it (or check the catalog URL "
+                "and root: a typo?)")
+
+    def _require(self) -> None:
+        """WarehouseNotFoundError unless the catalog exists (looked up until it is seen once)."""
+        if not self._exists and self.probe() is State.ABSENT:
+            raise WarehouseNotFoundError(self.missing_message())
+
+    def exists(self) -> bool:
+        """Whether an airflow_txn catalog is there (creates nothing, not even a SQLite file)."""
+        return self._exists or self.probe() is not State.ABSENT
+
+    def probe(self) -> State:
+        """What is there, read in a read transaction (a current catalog never queues behind a writer); a
+        catalog newer than this package is refused (TxnError). Nothing is created."""
+        file = _sqlite_file(self.url) if self.dialect == "sqlite" else None
+        if file is not None and (not file.exists() or file.stat().st_size == 0):
+            return State.ABSENT  # connecting would create the file
+        try:
+            with self._read_unchecked() as conn:
+                versions = migrate.read_versions(conn)
+        except (OperationalError, ProgrammingError):  # no txn_meta or txn_alembic_version (or no right to read)
+            with self._read_unchecked() as conn:
+                if not inspect(conn).has_table(schema.meta.name):
+                    return State.ABSENT
+            self._exists = True
+            return State.OLDER  # made before Alembic: upgrade() stamps it (one we may not read fails there)
+        versions.refuse_newer()
+        self._exists = True
+        return State.CURRENT if versions.current else State.OLDER
+
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A read-write transaction: committed on clean exit, rolled back on exception."""
-        with self._retrying_connect() as conn, conn.begin():
+        """A read-write transaction: committed on clean exit, rolled back on exception.
+        WarehouseNotFoundError when the catalog does not exist (initialize creates it)."""
+        if not self._exists:
+            self._require()
+        with self._retrying_connect(write=True) as conn, conn.begin():
             if self.dialect == "sqlite":
                 conn.exec_driver_sql("BEGIN IMMEDIATE")  # the database lock now, not at the first write
             yield conn
@@ -149,7 +258,16 @@ class Catalog:
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (one consistent view on SQLite; per statement on PostgreSQL, which
         therefore runs reads in autocommit: READ COMMITTED gives each statement its own snapshot
-        either way, and BEGIN and COMMIT would cost two more round trips per read)."""
+        either way, and BEGIN and COMMIT would cost two more round trips per read).
+        WarehouseNotFoundError when the catalog does not exist."""
+        if not self._exists:
+            self._require()
+        with self._read_unchecked() as conn:
+            yield conn
+
+    @contextmanager
+    def _read_unchecked(self) -> Iterator[Connection]:
+        """read() whether or not the catalog exists (probe's own reads)."""
         options: dict[str, Any] = {}
         if self.dialect == "postgresql":
             options["isolation_level"] = "AUTOCOMMIT"
@@ -159,7 +277,7 @@ class Catalog:
             yield conn
 
     @contextmanager
-    def _retrying_connect(self, **options: Any) -> Iterator[Connection]:
+    def _retrying_connect(self, write: bool = False, **options: Any) -> Iterator[Connection]:
         conn = None
         for attempt in range(5):
             try:
@@ -176,6 +294,12 @@ class Catalog:
         except DBAPIError as exc:  # also a failed COMMIT: the caller's `with conn.begin()` ends inside this
             if busy_reason(exc) is not None:
                 raise CatalogBusyError(self._busy_message(exc)) from exc
+            refused = read_only_reason(exc) if write else None
+            if refused is not None:
+                raise CatalogReadOnlyError(
+                    f"the catalog at {self._safe_url()} refused a write: {refused} ({str(exc.orig).strip()}). "
+                    "A read-only consumer can list, show and read; writing needs a role or mount that can "
+                    "write") from exc
             if not exc.connection_invalidated:
                 raise
             raise CatalogUnavailableError(
@@ -191,36 +315,31 @@ class Catalog:
         return stmt.with_for_update() if self.supports_for_update else stmt
 
     def initialize(self) -> None:
-        """Check the schema's version records in a read transaction; only a catalog that must be created
-        or upgraded takes the write lock (safe when several processes race) and is migrated (`upgrade`).
-        A catalog newer than this package is refused (TxnError)."""
-        if self._is_current():
+        """Create the catalog, or bring it to this package's schema: checks the schema's version records in
+        a read transaction; only a catalog that must be created or upgraded takes the write lock (safe
+        when several processes race) and is migrated (`upgrade`). A catalog newer than this package is
+        refused (TxnError)."""
+        if self.probe() is State.CURRENT:
             return
         self.upgrade()
 
     def upgrade(self) -> migrate.Upgrade:
-        """Bring the catalog to this package's schema with Alembic (catalog/migrate.py), under the schema
-        lock: SQLite's database lock, PostgreSQL's advisory lock. Whoever takes it second finds the work
-        done; each revision's changes and its version records commit together, and so does the warehouse
-        id of a new catalog (meta_records.warehouse_id)."""
-        with self.write() as conn:
+        """Create the catalog or bring it to this package's schema with Alembic (catalog/migrate.py), under
+        the schema lock: SQLite's database lock, PostgreSQL's advisory lock. Whoever takes it second finds
+        the work done; each revision's changes and its version records commit together, and so does the warehouse id of
+        a new catalog (meta_records.warehouse_id)."""
+        file = _sqlite_file(self.url) if self.dialect == "sqlite" else None
+        if file is not None:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        with self._retrying_connect(write=True) as conn, conn.begin():
+            if self.dialect == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
             done = migrate.upgrade(conn)
             meta_records.warehouse_id(conn)  # a new catalog gets its identity with its tables
-            return done
-
-    def _is_current(self) -> bool:
-        """True when the catalog exists at this package's schema and index versions and Alembic's head,
-        read in a read transaction (opening a current catalog never queues behind a writer); False when
-        it must be created or upgraded. A catalog newer than this package is refused."""
-        try:
-            with self.read() as conn:
-                versions = migrate.read_versions(conn)
-        except (OperationalError, ProgrammingError):  # no txn_meta or txn_alembic_version yet
-            return False
-        versions.refuse_newer()
-        return versions.current
+        self._exists = True
+        return done
 
     def _busy_message(self, exc: DBAPIError) -> str:
         if busy_reason(exc) == "sqlite":
@@ -235,7 +354,7 @@ class Catalog:
                 f"holding a write transaction open on the catalog; {longer}")
 
     def _safe_url(self) -> str:
-        return make_url(self.url).render_as_string(hide_password=True)
+        return safe_url(self.url)
 
     def dispose(self) -> None:
         self.engine.dispose()

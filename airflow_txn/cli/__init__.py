@@ -21,7 +21,7 @@ import click
 from airflow_txn.cli import exit_codes
 from airflow_txn.cli.commands import Settings, cli, log_level
 from airflow_txn.cli.render import to_json
-from airflow_txn.errors import TableNotFoundError
+from airflow_txn.errors import TableNotFoundError, WarehouseNotFoundError
 from airflow_txn.telemetry import logs
 
 __all__ = ["cli", "exit_codes", "main"]
@@ -62,6 +62,8 @@ def _message(exc: BaseException, prog_name: str) -> str:
     """An engine error's message, worded for the command line where the engine's speaks to Python callers."""
     if isinstance(exc, TableNotFoundError) and exc.table is not None:
         return f"table {exc.table} does not exist: run `{prog_name} tables` to list them"
+    if isinstance(exc, WarehouseNotFoundError):
+        return str(exc).replace("`airflow-txn init`", f"`{prog_name} init`")
     return str(exc) or type(exc).__name__
 
 

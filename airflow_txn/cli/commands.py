@@ -92,7 +92,8 @@ class Settings:
         return WarehouseConfig.resolve(where.catalog, where.root, where.oracle, storage_options=where.storage_options)
 
     def open(self) -> Warehouse:
-        """Open the warehouse (creating catalog and root if needed); closed when the command ends."""
+        """Open the warehouse (nothing is created: `init` creates it; a command that reads a warehouse that
+        does not exist fails with WarehouseNotFoundError, exit 3); closed when the command ends."""
         from airflow_txn.core.warehouse import Warehouse
 
         where = self.where()
@@ -185,6 +186,7 @@ def init(settings: Settings) -> int:
     from airflow_txn.model.results import InitResult
 
     wh = settings.open()
+    wh.init()
     marks = wh.watermark_info()
     if "oracle_error" in marks:
         raise OracleUnavailableError(marks["oracle_error"])

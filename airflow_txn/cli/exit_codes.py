@@ -10,6 +10,7 @@ from airflow_txn.errors import (
     TagNotFoundError,
     TransactionNotFoundError,
     TxnError,
+    WarehouseNotFoundError,
 )
 
 OK = 0
@@ -24,8 +25,9 @@ prefix several tids begin with, a number out of range (an integer beyond the cat
 question that cannot be asked (`rollback` without --yes, stdin no terminal), --conn-id without Airflow
 or naming no connection."""
 NOT_FOUND = 3
-"""The table, transaction or tag named (or a tid prefix) does not exist in this warehouse, or the tag read
-does not hold the table."""
+"""The table, transaction or tag named (or a tid prefix) does not exist in this warehouse, the tag read
+does not hold the table, or no warehouse exists where the command looked (a read on a catalog that was never
+created: `init` creates it)."""
 DOCTOR_FAILED = 4
 """`doctor` found at least one failing check."""
 INTERRUPTED = 130
@@ -34,7 +36,7 @@ INTERRUPTED = 130
 
 def for_error(exc: BaseException) -> int:
     """The exit code of an error raised by a command."""
-    if isinstance(exc, TableNotFoundError | TransactionNotFoundError | TagNotFoundError):
+    if isinstance(exc, TableNotFoundError | TransactionNotFoundError | TagNotFoundError | WarehouseNotFoundError):
         return NOT_FOUND
     if isinstance(exc, InvalidNameError | InvalidArgumentError):
         return USAGE

@@ -22,8 +22,9 @@ def warehouse_id(catalog: Catalog) -> str:
 
 def warehouse_id_at(catalog_url: str) -> str:
     """The warehouse id of the catalog at `catalog_url`, opening neither storage nor the oracle (what an
-    Airflow DAG file needs while it is parsed). A catalog that does not exist yet is created, as
-    Warehouse.open does."""
+    Airflow DAG file needs while it is parsed). A catalog that does not exist yet is created (Warehouse.init
+    without the root): a DAG naming a warehouse's tables as Assets declares that warehouse, and its Assets need
+    the id before any task runs (docs/DESIGN.md, D16 and D17)."""
     catalog = Catalog(catalog_url)
     try:
         catalog.initialize()

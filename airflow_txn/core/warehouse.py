@@ -1,4 +1,8 @@
-"""The Warehouse: one catalog + one storage root + one CSN oracle, and the operations on them."""
+"""The Warehouse: one catalog + one storage root + one CSN oracle, and the operations on them.
+
+Opening is lazy (docs/DESIGN.md, D17): `open` creates nothing, the first call that writes (`init`,
+`create_table`, `begin`) creates the catalog and the storage root, and every other call on a warehouse
+that does not exist raises WarehouseNotFoundError (the catalog's own check, catalog/database.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +15,10 @@ import pyarrow.compute as pc
 
 from airflow_txn.catalog import (
     Catalog,
+    State,
     commit_log,
     counters,
+    database,
     key_records,
     part_records,
     table_registry,
@@ -89,21 +95,26 @@ class Warehouse:
         self.config = config
         self.runtime = runtime
         self._warehouse_id: str | None = None
+        self._created = False
+        """Catalog and root made sure of by this object's first writing call (init, create_table, begin)."""
 
     @classmethod
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
              oracle: str | None = None, manifests: str | None = None,
              storage_options: Mapping[str, str | bool] | str | None = None) -> Warehouse:
-        """Open (creating if needed) the warehouse; arguments override AIRFLOW_TXN_* and the defaults.
+        """Open the warehouse; arguments override AIRFLOW_TXN_* and the defaults. Creates nothing: the first
+        `init`, `create_table` or `begin` creates a missing catalog and root; any other call on a warehouse
+        that does not exist raises WarehouseNotFoundError. An existing catalog of an older airflow_txn is
+        upgraded here, one of a newer refused (TxnError).
         `root` may be an object store (`s3://bucket/prefix`, whose bucket must exist); `storage_options`
         its settings (endpoint_url, region, access_key_id, ...: docs/DEPLOYMENT.md), else the AWS_* environment.
         manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md)."""
         config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options)
-        storage = Storage(config.location())  # settings and bucket checked before the catalog is touched
-        storage.ensure()
-        cat = Catalog(config.catalog_url)
+        storage = Storage(config.location())  # settings checked before the catalog is touched
+        cat = Catalog(config.catalog_url, where=f"catalog {database.safe_url(config.catalog_url)} (root {config.root})")
         try:
-            cat.initialize()
+            if cat.probe() is State.OLDER:
+                cat.upgrade()
         except BaseException:  # e.g. a catalog of a newer schema version: close its connections
             cat.dispose()
             raise
@@ -115,6 +126,19 @@ class Warehouse:
         """The warehouse id of the catalog at `catalog_url`, opening neither storage nor the oracle (what an
         Airflow DAG file needs while it is parsed: core/identity.py)."""
         return identity.warehouse_id_at(catalog_url)
+
+    def init(self) -> None:
+        """Create the storage root (an object store's bucket must exist) and the catalog if they are missing;
+        a warehouse that exists is left as it is. Safe to call any number of times, from any process."""
+        if self._created:
+            return
+        self.runtime.storage.ensure()  # the root (or the bucket check) first: a bad root creates no catalog
+        self.runtime.catalog.initialize()
+        self._created = True
+
+    def exists(self) -> bool:
+        """Whether the warehouse's catalog exists (creates nothing)."""
+        return self.runtime.catalog.exists()
 
     def close(self) -> None:
         self.runtime.oracle.close()
@@ -143,6 +167,7 @@ class Warehouse:
                      exist_ok: bool = False) -> None:
         """Create `namespace.table`; with exist_ok an identical existing table is fine."""
         table_name, arrow_schema = table_registry.validate_new_table(name, schema, partition_by)
+        self.init()
         with self.runtime.catalog.write() as conn:
             existing = table_registry.find(conn, name)
             if existing is not None:
@@ -176,6 +201,7 @@ class Warehouse:
         level = Isolation.parse(isolation)
         lease = bounds.lease_seconds(lease_seconds)
         stored = None if metadata is None else bounds.metadata_json(metadata)
+        self.init()
         cat = self.runtime.catalog
         with cat.write() as conn:
             counters.share_snapshot_gate(conn, cat)

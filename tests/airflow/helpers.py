@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,49 @@ def rendered_map_indexes(dag_run: Any, task_id: str) -> list[str]:
         return sorted(str(shown) for shown in session.scalars(select(TaskInstance.rendered_map_index).where(
             TaskInstance.run_id == dag_run.run_id, TaskInstance.dag_id == dag_run.dag_id,
             TaskInstance.task_id == task_id)))
+
+
+def clear_and_run_again(dag: Any, dag_run: Any, task_id: str) -> Any:
+    """Clear `task_id` of a finished run WITH its downstream tasks, as a user does in the grid (Clear,
+    "Downstream" on: Airflow's own SerializedDAG.clear, which sets the tasks to no state and the run to
+    queued), then run that SAME run to its end in this process as the scheduler would: the cleared tasks
+    are scheduled again, each with its next try number. (dag.test() cannot: it deletes the run of its
+    logical date and starts a new one.) Returns the DagRun, reloaded."""
+    from airflow.models.dagbag import DBDagBag
+    from airflow.models.dagrun import DagRun
+    from airflow.sdk.definitions.dag import _run_task
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState, TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        scheduler_dag = DBDagBag().get_latest_version_of_dag(dag.dag_id, session=session)
+        assert scheduler_dag is not None
+        cleared = scheduler_dag.partial_subset(task_ids=[task_id], include_downstream=True, include_upstream=False)
+        scheduler_dag.clear(task_ids=list(cleared.task_dict), run_id=dag_run.run_id, session=session)
+    with create_session() as session:
+        run = session.scalar(select(DagRun).where(DagRun.dag_id == dag.dag_id, DagRun.run_id == dag_run.run_id))
+        assert run is not None and run.state == DagRunState.QUEUED
+        run.dag = scheduler_dag
+        run.state = DagRunState.RUNNING  # what the scheduler does to a queued run it starts
+        session.commit()
+        for _ in range(600):  # dag.test()'s own loop, on this run (bounded: a stuck run fails the caller's check)
+            if run.state != DagRunState.RUNNING:
+                break
+            session.expire_all()
+            schedulable, _ = run.update_state(session=session)
+            for ti in schedulable:
+                if ti.state != TaskInstanceState.UP_FOR_RESCHEDULE:
+                    ti.try_number += 1
+                ti.state = TaskInstanceState.SCHEDULED
+            session.commit()
+            tis = run.get_task_instances(session=session)
+            scheduled = [ti for ti in tis if ti.state == TaskInstanceState.SCHEDULED]
+            for ti in scheduled:
+                _run_task(ti=ti, task=dag.task_dict[ti.task_id], run_triggerer=True)
+            if not scheduled:
+                time.sleep(0.1)  # a task's state is being settled (as dag.test() waits, before it looks again)
+    with create_session() as session:
+        run = session.scalar(select(DagRun).where(DagRun.dag_id == dag.dag_id, DagRun.run_id == dag_run.run_id))
+        session.expunge(run)  # loaded, and kept loaded: the session's commit expires only what it holds
+        return run

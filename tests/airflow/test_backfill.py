@@ -16,6 +16,7 @@ from airflow_txn.catalog.txn_records import COMMITTED, ROLLED_BACK
 from tests.airflow.helpers import (
     BACKFILL_TABLES,
     asset_events,
+    clear_and_run_again,
     counts,
     rendered_map_indexes,
     run_dag,
@@ -132,3 +133,29 @@ def test_retries_exhausted_roll_back_every_table_and_fail_the_run(dagbag: Any, s
                if p["role"] == "created")
     with wh.begin() as t:  # the removal locks the rolled-back overwrite took are released
         t.overwrite("shop.customers", before["shop.customers"], partitions=[{"day": "2024-05-01"}])
+
+
+@pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)  # Airflow's part; the catalogs: the tests above
+def test_clearing_the_group_of_a_committed_run_commits_a_new_transaction_whose_overwrites_replace_the_old(
+        dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:
+    """issue 20, item 4: a user clears `backfill.begin` with its downstream tasks in a committed backfill run.
+    The SAME Airflow run runs the group again: begin starts a NEW transaction, the loads overwrite their days
+    in it, and its commit replaces what the first transaction committed (no day twice)."""
+    wh = txn_conn
+    run = run_dag(dagbag, DAG_ID, {"start": "2024-06-01", "days": 1})
+    assert str(run.state) == "success", task_states(run)
+    first_csn, first_tid = xcom(run, "backfill.commit"), xcom(run, "backfill.begin")
+
+    again = clear_and_run_again(dagbag.get_dag(DAG_ID), run, "backfill.begin")
+    states = task_states(again)
+    assert again.run_id == run.run_id and str(again.state) == "success", states
+    assert states["backfill.begin"] == ("success", 2) and states["backfill.commit"] == ("success", 2)
+    assert states["create_tables"] == ("success", 1)  # upstream of the group: not cleared, not run again
+    second_csn, second_tid = xcom(again, "backfill.commit"), xcom(again, "backfill.begin")
+    assert second_tid != first_tid and second_csn > first_csn
+    assert [t["state"] for t in transactions_of(wh, DAG_ID)] == [COMMITTED, COMMITTED]
+    assert counts(wh) == expected(1) == counts(wh, first_csn)  # replaced, not added again
+    old = wh.transaction_info(first_tid)
+    assert {p["removal_csn"] for p in old["parts"]} == {second_csn}  # every part the first one committed
+    removed = {p["path"] for p in wh.transaction_info(second_tid)["parts"] if p["role"] == "removed"}
+    assert removed == {p["path"] for p in old["parts"]}  # the overwrites removed exactly those

@@ -68,7 +68,7 @@ def test_provider_registers_the_connection_type() -> None:
     conn = Connection(conn_id="some_warehouse", conn_type="airflow_txn", extra='{"catalog": "sqlite:////tmp/c.db"}')
     hook = conn.get_hook()
     assert isinstance(hook, TxnHook) and hook.conn_id == "some_warehouse"
-    assert manager.field_behaviours["airflow_txn"]["hidden_fields"] == ["host", "schema", "login", "password", "port"]
+    assert manager.field_behaviours["airflow_txn"]["hidden_fields"] == ["host", "schema", "login", "port"]
     assert {"extra__airflow_txn__catalog", "extra__airflow_txn__root", "extra__airflow_txn__oracle"} <= set(
         manager.connection_form_widgets)
 

@@ -1,5 +1,6 @@
 """@task.txn and @task.txn_spark (issue 20, item 1): registered through provider info, mapped per day inside a
-transaction_group with no tid passed, keyed per map index, committed at one CSN; real dag.test() runs."""
+transaction_group with no tid passed, keyed per map index, committed at one CSN; @task.txn_read hands a reader
+its tables at ONE snapshot; real dag.test() runs."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.airflow.helpers import (
     run_dag,
     task_states,
     transactions_of,
+    xcom,
 )
 
 pytestmark = pytest.mark.airflow
@@ -120,3 +122,55 @@ def test_snapshot_of_takes_the_newest_commit_of_the_reader_tables_from_real_asse
     assert snapshot_of(events, ["shop.order_items"]) == 8
     assert snapshot_of(events) == 12
     assert snapshot_of(events, ["shop.nope"]) is None and snapshot_of(None) is None
+
+
+def test_txn_read_hands_the_tables_at_one_snapshot_as_dataframes_or_arrow(
+        dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:
+    """Two commits; the Spark reader reads both tables at the first CSN (given by the call), the pyarrow reader
+    its table at the watermark (the second); each table of a reader at the same CSN."""
+    wh = txn_conn
+    wh.create_table("probe.orders", PROBE_SCHEMA)
+    wh.create_table("probe.items", PROBE_SCHEMA)
+    csns = []
+    for orders, items in ((2, 3), (1, 1)):
+        t = wh.begin()
+        t.append("probe.orders", pa.table({"id": list(range(orders))}))
+        t.append("probe.items", pa.table({"id": list(range(items))}))
+        csns.append(t.commit())
+    run = run_dag(dagbag, "txn_read_probe", {"csn": csns[0]})
+    assert str(run.state) == "success", task_states(run)
+    assert xcom(run, "count_both") == {"csn": csns[0], "orders": 2, "items": 3, "spark": True}
+    assert xcom(run, "count_orders") == {"csn": csns[1], "orders": 3, "spark": False, "type": "Table"}
+
+
+def test_txn_read_takes_the_snapshot_from_the_asset_events_of_its_tables_and_checks_the_function(
+        txn_conn: Warehouse) -> None:
+    from airflow.sdk import DAG, task
+    from airflow.sdk.execution_time.comms import AssetEventDagRunReferenceResult
+    from airflow.sdk.execution_time.context import TriggeringAssetEventsAccessor
+
+    from airflow_txn.airflow import table_asset
+    from airflow_txn.airflow.operators.read import choose_snapshot
+    from airflow_txn.errors import InvalidNameError
+
+    def event(table: str, csn: int) -> AssetEventDagRunReferenceResult:
+        asset = table_asset(table)
+        return AssetEventDagRunReferenceResult.model_validate({
+            "asset": {"name": asset.name, "uri": asset.uri, "extra": {}}, "extra": {"table": table, "csn": csn},
+            "source_task_id": "load.commit", "source_dag_id": "load", "source_run_id": "r", "source_map_index": -1,
+            "source_aliases": [], "timestamp": dt.datetime.now(dt.UTC)})
+
+    events = TriggeringAssetEventsAccessor.build([event("shop.orders", 5), event("shop.items", 6),
+                                                  event("shop.other", 9)])
+    tables = ["shop.orders", "shop.items"]
+    assert choose_snapshot(txn_conn, None, {"triggering_asset_events": events}, tables) == (
+        6, "triggering_asset_events")
+    assert choose_snapshot(txn_conn, "4", {"triggering_asset_events": events}, tables) == (4, "the csn argument")
+    assert choose_snapshot(txn_conn, None, {}, tables) == (txn_conn.readable_csn(), "the readable watermark")
+    with DAG("txn_read_parse_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):
+        with pytest.raises(TypeError, match=r"takes no parameter \['items'\] for its tables"):
+            @task.txn_read(tables=tables)
+            def no_items(orders: Any) -> None: ...
+        with pytest.raises(InvalidNameError, match="two tables would reach parameter 'orders'"):
+            @task.txn_read(tables=["a.orders", "b.orders"])
+            def twice(orders: Any) -> None: ...

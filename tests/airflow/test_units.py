@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,52 @@ def test_without_the_connection_the_environment_applies(monkeypatch: pytest.Monk
     assert hook.extra() == {}
     assert hook.config().catalog_url == f"sqlite:///{tmp_path}/env.db"
     with hook.warehouse() as wh:
+        wh.init()
         assert wh.readable_csn() == 1
-    assert hook.test_connection()[0] is True
+    assert hook.test_connection() == (True, "warehouse reachable, readable CSN 1")
+
+
+def test_the_test_button_reports_a_missing_warehouse_and_creates_nothing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """issue 20, item 5: a typo in the connection no longer creates an empty catalog and root that test fine."""
+    typo = tmp_path / "typo"
+    monkeypatch.setenv("AIRFLOW_CONN_TYPO", json.dumps({"conn_type": "airflow_txn", "extra": {
+        "catalog": f"sqlite:///{typo}/catalog.db", "root": str(typo / "warehouse")}}))
+    ok, message = TxnHook(conn_id="typo").test_connection()
+    assert not ok and message.startswith(f"no warehouse at catalog sqlite:///{typo}/catalog.db (root {typo}/warehouse)")
+    assert "run `airflow-txn init`" in message
+    assert not typo.exists()
+
+
+def test_the_catalog_password_comes_from_the_password_field_and_spark_conf_is_a_form_field(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    from airflow_txn.cli.in_airflow import connection_config
+
+    catalog = "postgresql+psycopg://reader@db.example:5432/warehouse"
+    monkeypatch.setenv("AIRFLOW_CONN_PG_WAREHOUSE", json.dumps({"conn_type": "airflow_txn", "password": "s3cr/et",
+                                                                "extra": {"catalog": catalog, "root": "/data/wh"}}))
+    with_secret = "postgresql+psycopg://reader:s3cr%2Fet@db.example:5432/warehouse"
+    assert TxnHook(conn_id="pg_warehouse").config().catalog_url == with_secret
+    assert connection_config("pg_warehouse").catalog_url == with_secret  # `airflow-txn --conn-id` too
+    assert "s3cr" not in json.dumps(TxnHook(conn_id="pg_warehouse").extra())
+    with pytest.raises(TxnError, match="holds a password and so does its password field"):
+        config_from_extra({"catalog": "postgresql+psycopg://reader:old@db/wh"}, password="new")
+    with pytest.raises(TxnError, match="SQLite file, which takes none"):
+        config_from_extra({"catalog": "sqlite:////x/c.db"}, password="pw")
+    manager = ProvidersManager()
+    behaviour = manager.field_behaviours["airflow_txn"]
+    assert "password" not in behaviour["hidden_fields"] and behaviour["relabeling"] == {"password": "Catalog password"}
+    assert "extra__airflow_txn__spark_conf" in manager.connection_form_widgets
+    form = {"extra__airflow_txn__spark_conf": '{"spark.sql.shuffle.partitions": "4"}'}  # as the form stores it
+    assert TxnHook.spark_conf(_with_extra(form)) == {"spark.sql.shuffle.partitions": "4"}
+
+
+def _with_extra(extra: dict[str, Any]) -> TxnHook:
+    hook = TxnHook(conn_id="unused")
+    hook._extra = extra
+    return hook
 
 
 def test_rendered_arguments_are_coerced() -> None:

@@ -553,7 +553,8 @@ def test_doctor_unreachable_or_missing_catalog(tmp_path: Path, capsys: pytest.Ca
 
 def test_doctor_unreachable_zookeeper(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     catalog, root = f"sqlite:///{tmp_path / 'c.db'}", str(tmp_path / "root")
-    Warehouse.open(catalog=catalog, root=root).close()
+    with Warehouse.open(catalog=catalog, root=root) as wh:
+        wh.init()
     args = ["--catalog", catalog, "--root", root, "--oracle", "zookeeper://127.0.0.1:1/nowhere", "doctor",
             "--timeout", "1"]
     report = run_json(capsys, args, exit_codes.DOCTOR_FAILED)

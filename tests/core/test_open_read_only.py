@@ -65,7 +65,8 @@ def test_an_older_catalog_is_still_upgraded_on_open(tmp_path: Path) -> None:
     """issue 16, case 8: the read-only check still sends a catalog below the current index version
     through the (locking) upgrade, which records the new version."""
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    Warehouse.open(catalog=url, root=str(tmp_path / "root")).close()
+    with Warehouse.open(catalog=url, root=str(tmp_path / "root")) as wh:
+        wh.init()
     engine = create_engine(url)
     with engine.begin() as conn:
         conn.execute(schema.meta.update().where(schema.meta.c.key == "index_version").values(value="1"))
@@ -79,7 +80,8 @@ def test_an_older_catalog_is_still_upgraded_on_open(tmp_path: Path) -> None:
 def test_a_newer_catalog_is_refused_without_a_write(tmp_path: Path) -> None:
     """issue 16, case 8: the version check stays: a catalog newer than this package is refused."""
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    Warehouse.open(catalog=url, root=str(tmp_path / "root")).close()
+    with Warehouse.open(catalog=url, root=str(tmp_path / "root")) as wh:
+        wh.init()
     engine = create_engine(url)
     with engine.begin() as conn:
         newer = str(schema.SCHEMA_VERSION + 1)

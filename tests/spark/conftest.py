@@ -77,5 +77,6 @@ def any_spark(request: pytest.FixtureRequest) -> SparkSession:
 def swh(tmp_path: Path) -> Iterator[Warehouse]:
     """A warehouse on a SQLite catalog (the Spark tests' default; `wh` runs on both catalogs)."""
     warehouse = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'catalog.db'}", root=str(tmp_path / "warehouse"))
+    warehouse.init()
     yield warehouse
     warehouse.close()

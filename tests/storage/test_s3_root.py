@@ -96,7 +96,8 @@ def test_a_wrong_secret_is_refused_and_never_shown(s3_server: S3Server, s3_bucke
 def test_doctor_checks_an_object_store_root(s3_server: S3Server, s3_bucket: str, no_aws_env: None,
                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     catalog = f"sqlite:///{tmp_path / 'c.db'}"
-    Warehouse.open(catalog=catalog, root=f"s3://{s3_bucket}/doc", storage_options=options(s3_server)).close()
+    with Warehouse.open(catalog=catalog, root=f"s3://{s3_bucket}/doc", storage_options=options(s3_server)) as wh:
+        wh.init()
     monkeypatch.setenv("AIRFLOW_TXN_STORAGE_OPTIONS", json.dumps(options(s3_server)))
     report = doctor(catalog, f"s3://{s3_bucket}/doc", None)
     checks = {c["name"]: c for c in report["checks"]}

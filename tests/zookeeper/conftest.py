@@ -36,6 +36,7 @@ def make_wh(zookeeper_hosts: str, pg_schema_url: str, tmp_path: Path, chroot: st
         spec = f"zookeeper://{hosts or zookeeper_hosts}{path or chroot}?{query}"
         wh = Warehouse.open(catalog=catalog or pg_schema_url, root=str(tmp_path / "warehouse"), oracle=spec)
         opened.append(wh)
+        wh.init()
         return wh
 
     yield _open

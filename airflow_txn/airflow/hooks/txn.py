@@ -2,7 +2,8 @@
 
 The connection's extra holds `{"catalog": URL, "root": path or s3://bucket/prefix, "oracle": "sql" |
 "zookeeper://...", "storage_options": {...}}` (S3 settings, taken whole: storage/location.S3_OPTIONS; optionally
-`"spark_conf": {...}` for SparkTransactionOperator). A field the connection does not
+`"spark_conf": {...}` for SparkTransactionOperator); the catalog's database password goes in the connection's
+own password field (a secret: masked in the UI and the logs), not in the URL. A field the connection does not
 set (or a missing connection) falls back to the `[airflow_txn]` section of Airflow's configuration
 (`AIRFLOW__AIRFLOW_TXN__CATALOG`, ...), then to the AIRFLOW_TXN_* variables and the embedded defaults
 (airflow_txn.core.config). The first hook of a process also installs the metrics sink (airflow/metrics.py).
@@ -12,10 +13,13 @@ set (or a missing connection) falls back to the `[airflow_txn]` section of Airfl
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from sqlalchemy.engine import make_url
 
 from airflow_txn.airflow.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
@@ -73,27 +77,44 @@ def _field(extra: Mapping[str, Any], name: str) -> Any:
     return None if value in (None, "") else value
 
 
-def config_from_extra(extra: Mapping[str, Any]) -> WarehouseConfig:
+def config_from_extra(extra: Mapping[str, Any], password: str | None = None) -> WarehouseConfig:
     """The warehouse configuration an `airflow_txn` connection's extra describes (missing fields:
-    Airflow's `[airflow_txn]` options, then the AIRFLOW_TXN_* environment and the embedded defaults)."""
+    Airflow's `[airflow_txn]` options, then the AIRFLOW_TXN_* environment and the embedded defaults);
+    `password`, the connection's password field, is the catalog database's password."""
     known = (*EXTRA_FIELDS, "storage_options", "spark_conf")
     unknown = sorted(k for k in extra if k not in known and not k.startswith("extra__"))
     if unknown:
         raise TxnError(f"unknown field(s) {unknown} in the airflow_txn connection's extra; use {list(known)}")
     catalog, root, oracle = (_field(extra, name) or config_option(name) for name in EXTRA_FIELDS)
     options = _field(extra, "storage_options") or config_option("storage_options")  # None: the environment's
-    return WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options)
+    config = WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options)
+    if not password:
+        return config
+    return dataclasses.replace(config, catalog_url=with_password(config.catalog_url, password))
+
+
+def with_password(catalog_url: str, password: str) -> str:
+    """The catalog URL with the connection's password; TxnError when the URL has one of its own (keep it in
+    the password field only) or names a database without passwords (SQLite)."""
+    url = make_url(catalog_url)
+    if url.get_backend_name() == "sqlite":
+        raise TxnError("the airflow_txn connection has a password, but its catalog is a SQLite file, which takes "
+                       "none: clear the password field (it is the catalog database server's password)")
+    if url.password:
+        raise TxnError("the airflow_txn connection's catalog URL holds a password and so does its password field: "
+                       "remove it from the URL (the password field keeps it secret)")
+    return url.set(password=password).render_as_string(hide_password=False)
 
 
 def connection_config(conn_id: str) -> WarehouseConfig | None:
-    """The warehouse connection `conn_id` describes (config_from_extra of its extra), or None when Airflow
-    knows no such connection. TxnHook falls back to the defaults then; `airflow-txn --conn-id`, which
-    names a connection on purpose, refuses it."""
+    """The warehouse connection `conn_id` describes (config_from_extra of its extra and password), or None
+    when Airflow knows no such connection. TxnHook falls back to the defaults then; `airflow-txn
+    --conn-id`, which names a connection on purpose, refuses it."""
     try:
-        extra = TxnHook.get_connection(conn_id).extra_dejson
+        conn = TxnHook.get_connection(conn_id)
     except AirflowNotFoundException:
         return None
-    return config_from_extra(dict(extra))
+    return config_from_extra(dict(conn.extra_dejson), conn.password)
 
 
 def spark_conf_from_extra(extra: Mapping[str, Any]) -> dict[str, str]:
@@ -121,29 +142,33 @@ class TxnHook(BaseHook):
         super().__init__(**kwargs)
         self.conn_id = conn_id
         self._extra: dict[str, Any] | None = None
+        self._password: str | None = None
         install_metrics()  # once per process: the engine's metrics go to Airflow's stats
 
     def extra(self) -> dict[str, Any]:
         """The connection's extra ({} when the connection does not exist: the environment applies)."""
         if self._extra is None:
             try:
-                self._extra = dict(self.get_connection(self.conn_id).extra_dejson)
+                conn = self.get_connection(self.conn_id)
+                self._extra, self._password = dict(conn.extra_dejson), conn.password
             except AirflowNotFoundException:
                 self.log.info("connection %s not defined: using the AIRFLOW_TXN_* defaults", self.conn_id)
                 self._extra = {}
         return self._extra
 
-    async def aextra(self) -> dict[str, Any]:
-        """extra() for async code (triggers): never blocks the event loop on the connection lookup."""
+    async def aconfig(self) -> WarehouseConfig:
+        """config() for async code (triggers): never blocks the event loop on the connection lookup."""
         if self._extra is None:
             try:
-                self._extra = dict((await self.aget_connection(self.conn_id)).extra_dejson)
+                conn = await self.aget_connection(self.conn_id)
+                self._extra, self._password = dict(conn.extra_dejson), conn.password
             except AirflowNotFoundException:
                 self._extra = {}
-        return self._extra
+        return self.config()
 
     def config(self) -> WarehouseConfig:
-        return config_from_extra(self.extra())
+        """The warehouse of the connection: its extra, and its password field as the catalog's password."""
+        return config_from_extra(self.extra(), self._password)
 
     def spark_conf(self) -> dict[str, str]:
         """Spark settings from the connection's `spark_conf` (operators add their own on top)."""
@@ -164,7 +189,9 @@ class TxnHook(BaseHook):
             wh.close()
 
     def test_connection(self) -> tuple[bool, str]:
-        """The UI's "Test" button: open the warehouse and read its watermark."""
+        """The UI's "Test" button: open the warehouse and read its watermark. Creates nothing: a warehouse
+        that does not exist (a typo in the catalog URL or root, or one never created) fails the test with
+        "no warehouse at ...; run `airflow-txn init`"."""
         try:
             with self.warehouse() as wh:
                 return True, f"warehouse reachable, readable CSN {wh.readable_csn()}"
@@ -177,8 +204,11 @@ def snapshot_ready(wh: Warehouse, csn: int, tables: Sequence[str] = ()) -> int |
 
     Ready when the readable watermark covers `csn` and each of `tables` has a readable commit at or
     after `csn`; the snapshot is then `csn` or the latest such table commit, whichever is later.
-    Commit records not yet applied (a committer that died mid-apply) are applied on the way.
+    Commit records not yet applied (a committer that died mid-apply) are applied on the way. A warehouse
+    nobody has created yet is waited for, as a table nobody has created is.
     """
+    if not wh.exists():
+        return None
     latest = wh.commit_log(limit=1)
     target = max([csn, *(r["csn"] for r in latest)])
     try:

@@ -10,6 +10,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names below are imp
     from airflow_txn.airflow.operators.maintenance import CompactOperator as CompactOperator
     from airflow_txn.airflow.operators.maintenance import VacuumOperator as VacuumOperator
     from airflow_txn.airflow.operators.python import TransactionPythonOperator as TransactionPythonOperator
+    from airflow_txn.airflow.operators.read import SnapshotReadOperator as SnapshotReadOperator
     from airflow_txn.airflow.operators.spark import SparkTransactionOperator as SparkTransactionOperator
     from airflow_txn.airflow.operators.transaction import BeginTransactionOperator as BeginTransactionOperator
     from airflow_txn.airflow.operators.transaction import CommitTransactionOperator as CommitTransactionOperator

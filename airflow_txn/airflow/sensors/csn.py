@@ -76,8 +76,9 @@ class CommitCSNSensor(LineageMixin, BaseSensorOperator):
             if snapshot is None and tag is not None:
                 self.log.info("waiting for tag %r", tag)
             elif snapshot is None:
-                self.log.info("waiting for CSN %d%s (readable: %d)", csn,
-                              f" with a commit of each of {tables}" if tables else "", wh.readable_csn())
+                readable = str(wh.readable_csn()) if wh.exists() else "none: the warehouse does not exist yet"
+                self.log.info("waiting for CSN %d%s (readable: %s)", csn,
+                              f" with a commit of each of {tables}" if tables else "", readable)
         return snapshot
 
     def _found(self, context: Context, snapshot: int) -> int:

@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, config_from_extra
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
 from airflow_txn.airflow.version_compat import BaseEventTrigger, TriggerEvent
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.model.names import parse_table_name
@@ -89,7 +89,7 @@ class CommitLogTrigger(BaseEventTrigger):
         """The warehouse, opened once its connection and catalog answer (retried every poll_interval)."""
         while True:
             try:
-                config = config_from_extra(await TxnHook(conn_id=self.conn_id).aextra())
+                config = await TxnHook(conn_id=self.conn_id).aconfig()
                 return await asyncio.to_thread(Warehouse.open, config.catalog_url, config.root, config.oracle,
                                                storage_options=dict(config.storage_options))
             except Exception:

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, config_from_extra, snapshot_ready, tag_ready
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, snapshot_ready, tag_ready
 from airflow_txn.airflow.version_compat import BaseTrigger, TriggerEvent
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, TableNotInTagError
@@ -74,7 +74,7 @@ class CommitCSNTrigger(BaseTrigger):
         yield TriggerEvent({"status": "success", "csn": snapshot})  # type: ignore[no-untyped-call]
 
     async def _wait(self) -> int:
-        config = config_from_extra(await TxnHook(conn_id=self.conn_id).aextra())
+        config = await TxnHook(conn_id=self.conn_id).aconfig()
         watch = _Watch.of((config.catalog_url, str(config.root), config.oracle))
         wh = await asyncio.to_thread(Warehouse.open, config.catalog_url, config.root, config.oracle,
                                      storage_options=dict(config.storage_options))

@@ -45,6 +45,7 @@ from airflow_txn.errors import (
     TransactionClosedError,
     TransactionNotFoundError,
     TxnError,
+    WarehouseNotFoundError,
 )
 from airflow_txn.model.results import TagInfo
 
@@ -99,6 +100,7 @@ def _error(request: Request, code: int, message: str) -> Response:
 
 _ERROR_CODES: list[tuple[type[Exception], int]] = [
     (TransactionNotFoundError, status.HTTP_404_NOT_FOUND),
+    (WarehouseNotFoundError, status.HTTP_404_NOT_FOUND),
     (TransactionClosedError, status.HTTP_409_CONFLICT),
     (OracleUnavailableError, status.HTTP_503_SERVICE_UNAVAILABLE),
     (CatalogUnavailableError, status.HTTP_503_SERVICE_UNAVAILABLE),

@@ -11,6 +11,8 @@ txn_ended_probe   a Spark task given the tid of a transaction that already ended
                   of a finished run does), with a retry it must not use
 txn_taskflow_probe  @task.txn mapped over days inside a group (no tid passed; map_index_template shows the
                   day), then @task.txn_spark
+txn_read_probe    @task.txn_read: two tables as Spark DataFrames at the CSN the call passes (param `csn`), and
+                  one as a pyarrow Table at the readable watermark
 """
 
 from __future__ import annotations
@@ -136,3 +138,19 @@ with (DAG("txn_taskflow_probe", schedule=None, start_date=START, catchup=False,
           params={"rows": Param(2, type="integer"), "days": Param(["2024-01-01", "2024-01-02"], type="array")}),
       transaction_group("txn") as taskflow_group):
     stage_day.expand(day=["2024-01-01", "2024-01-02", "2024-01-03"]) >> stage_with_spark()
+
+
+@task.txn_read(tables=["probe.orders", "probe.items"])
+def count_both(orders: Any, items: Any, csn: int, spark: Any) -> dict[str, Any]:
+    return {"csn": csn, "orders": orders.count(), "items": items.count(), "spark": spark is not None}
+
+
+@task.txn_read(tables={"rows": "probe.orders"}, frames="arrow")
+def count_orders(rows: Any, csn: int, spark: Any, params: dict[str, Any]) -> dict[str, Any]:
+    return {"csn": csn, "orders": rows.num_rows, "spark": spark is not None, "type": type(rows).__name__}
+
+
+with DAG("txn_read_probe", schedule=None, start_date=START, catchup=False,
+         params={"csn": Param(None, type=["null", "integer"])}):
+    count_both(csn="{{ params.csn }}")
+    count_orders()
