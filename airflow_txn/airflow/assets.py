@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_txn.airflow.asset_uris import SCHEME, WATCH_QUERY
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
 from airflow_txn.airflow.version_compat import Asset, AssetAlias, AssetWatcher
 from airflow_txn.core.warehouse import Warehouse
@@ -22,13 +23,10 @@ from airflow_txn.errors import InvalidNameError
 from airflow_txn.model.names import parse_table_name
 from airflow_txn.model.partitioning import Partition
 
-SCHEME = "airflow-txn"
 GROUP = "airflow-txn"
 """The Asset group of every warehouse table (what the Assets page shows and filters by)."""
 NAME_ID_DIGITS = 12
 """How many hex digits of the warehouse id a table's Asset name shows (Asset names are unique in Airflow)."""
-WATCH_QUERY = "watch=commit-log"
-"""What tells a table's commit-log Asset (commit_watcher) from its Asset."""
 PARTITION_KEY_DELIMITER = "|"
 """Between the values of a multi-column partition key: ProductMapper's default delimiter."""
 PARTITION_KEY_MAX = 250

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_txn.airflow.assets import SCHEME, split_table_uri, table_uri
+from airflow_txn.airflow.asset_uris import SCHEME
+from airflow_txn.airflow.assets import split_table_uri, table_uri
 
 if TYPE_CHECKING:
     from airflow_txn.core.transaction import Transaction

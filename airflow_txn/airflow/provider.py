@@ -111,8 +111,9 @@ def get_provider_info() -> dict[str, Any]:
                             {"name": "txn_read", "class-name": "airflow_txn.airflow.decorators.txn_read_task"}],
         "sensors": _modules(Kind.SENSOR),
         "triggers": _modules(Kind.TRIGGER),
-        # table_asset(): kept as written; the OpenLineage provider converts it to the dataset the operators report
-        "asset-uris": [{"schemes": ["airflow-txn"], "handler": None,
+        # a URI naming no warehouse table is refused as the DAG is parsed; the OpenLineage provider converts
+        # a table's Asset to the dataset the operators report
+        "asset-uris": [{"schemes": ["airflow-txn"], "handler": "airflow_txn.airflow.asset_uris.normalize",
                         "to_openlineage_converter": OPENLINEAGE_CONVERTER}],
         "config": CONFIG,
         "cli": [CLI_FUNCTION],

@@ -156,3 +156,19 @@ def test_the_example_reader_is_scheduled_on_a_watched_asset_that_airflow_registe
             Trigger.classpath == "airflow_txn.airflow.triggers.commits.CommitLogTrigger")).all()
         watched_uris = {asset.uri for t in triggers for asset in t.assets}
     assert log_asset.uri in watched_uris
+
+
+@pytest.mark.parametrize(("uri", "wrong"), [
+    ("airflow-txn://airflow_txn_default/shop.orders", "names a warehouse by its id"),  # the old conn-id form
+    ("airflow-txn://0a1b2c/shop", "table"),
+    ("airflow-txn://0a1b2c/shop.orders?version=3", "the only query"),
+])
+def test_an_asset_uri_naming_no_warehouse_table_is_refused_when_written(uri: str, wrong: str) -> None:
+    """Airflow calls the scheme's handler (provider info asset-uris) on every airflow-txn URI: a malformed one fails
+    the DAG file, rather than becoming an Asset no commit ever updates."""
+    from airflow.sdk import Asset
+
+    with pytest.raises(ValueError, match=wrong):
+        Asset(uri=uri)
+    assert Asset(uri="airflow-txn://0A1B2C/shop.orders").uri == "airflow-txn://0a1b2c/shop.orders"
+    assert Asset(uri="airflow-txn://0a1b2c/shop.orders?watch=commit-log").uri.endswith("?watch=commit-log")

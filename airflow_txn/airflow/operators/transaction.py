@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_txn.airflow.asset_uris import SCHEME
 from airflow_txn.airflow.assets import (
-    SCHEME,
     asset_partition_keys,
     commit_alias,
     event_extra,
