@@ -36,4 +36,4 @@ def normalize(uri: SplitResult) -> SplitResult:
     if uri.query not in ("", WATCH_QUERY):
         raise ValueError(f"{written}: the only query an {SCHEME} Asset URI takes is {WATCH_QUERY!r} "
                          "(commit_watcher)")
-    return uri._replace(netloc=uri.netloc.lower())
+    return SplitResult(uri.scheme, uri.netloc.lower(), uri.path, uri.query, uri.fragment)

@@ -42,9 +42,13 @@ def test_commit_releases_every_waiting_trigger_through_one_shared_watch(txn_conn
             raise AssertionError("no event")
 
         tasks = [asyncio.create_task(first_event(t)) for t in triggers]
-        await asyncio.sleep(0.5)  # every trigger checked once, found nothing, and waits on the watch
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60  # each trigger opens the warehouse first: slow on a loaded machine
+        while not any(w.polling for w in _Watch._registry.get(loop, {}).values()):
+            assert loop.time() < deadline, "no trigger came to wait on the watch"
+            await asyncio.sleep(0.05)
         assert not any(task.done() for task in tasks)
-        [watch] = _Watch._registry[asyncio.get_running_loop()].values()  # one watch for the warehouse
+        [watch] = _Watch._registry[loop].values()  # one watch for the warehouse
         assert watch.polling  # one of the three reads the watermark, the others wait on it
         assert await asyncio.to_thread(_commit, wh, 1) == first
         done, _ = await asyncio.wait(tasks[:2], timeout=60)  # far below poke_interval
