@@ -148,7 +148,7 @@ def txn_read_task(python_callable: Callable[..., Any] | None = None, multiple_ou
 def txn_check_task(python_callable: Callable[..., Any] | None = None, multiple_outputs: bool | None = None,
                    **kwargs: Any) -> Any:
     """`@task.txn_check`: the function, returning a list of checks, as a TransactionCheckOperator (module
-    docstring); operator arguments (engine, rollback_on_failure, conn_id, ...) go to the decorator."""
+    docstring); operator arguments (engine, conn_id, ...) go to the decorator."""
     return _factory(python_callable, multiple_outputs, _TxnCheckDecorated, "txn_check", (), kwargs)
 
 

@@ -69,8 +69,6 @@ class TransactionCheckOperator(TxnBaseOperator):
     :param engine: "duckdb" (default: the transaction's Parquet files, read by DuckDB in the task) or
         "spark" (each table read by Spark at the transaction's view: a SparkSession as for
         SparkTransactionOperator, with `spark_conf` and `remote`).
-    :param rollback_on_failure: roll the transaction back when a check fails (default True); with False
-        the task still fails and the enclosing transaction_group rolls back.
     :param conn_id: the airflow_txn connection.
     """
 
@@ -82,7 +80,7 @@ class TransactionCheckOperator(TxnBaseOperator):
     def __init__(self, *, checks: Sequence[Check] | None = None, python_callable: Callable[..., Any] | None = None,
                  tid: Any = None, engine: str = "duckdb", op_args: Sequence[Any] | None = None,
                  op_kwargs: Mapping[str, Any] | None = None, spark_conf: Mapping[str, str] | None = None,
-                 remote: str | None = None, rollback_on_failure: bool = True, **kwargs: Any) -> None:
+                 remote: str | None = None, **kwargs: Any) -> None:
         task = kwargs.get("task_id", "TransactionCheckOperator")
         if (checks is None) == (python_callable is None):
             raise InvalidArgumentError(f"{task}: give either checks=[...] or python_callable (returning them)")
@@ -102,7 +100,6 @@ class TransactionCheckOperator(TxnBaseOperator):
         self.engine = checked_engine
         self.spark_conf = dict(spark_conf or {})
         self.remote = remote
-        self.rollback_on_failure = rollback_on_failure
 
     def execute(self, context: Context) -> CheckReport:
         tid = self.linked_tid = require_tid(self.tid, self.task_id)
@@ -125,10 +122,8 @@ class TransactionCheckOperator(TxnBaseOperator):
             if report["passed"]:
                 return report
             reason = failure_reason(report, f"checks of {self.task_id}")
-            if self.rollback_on_failure:
-                roll_back_quietly(wh, tid, reason, self.log)
-        outcome = "rolled back" if self.rollback_on_failure else "left to the transaction_group's rollback"
-        raise AirflowFailException(f"{reason}; transaction {tid} {outcome}\n{format_report(report)}")
+            roll_back_quietly(wh, tid, reason, self.log)
+        raise AirflowFailException(f"{reason}; transaction {tid} rolled back\n{format_report(report)}")
 
     def _checks(self, context: Context) -> list[Check]:
         if self.checks is not None:
