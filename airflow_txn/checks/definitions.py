@@ -262,7 +262,7 @@ def check_list(checks: object) -> list[Check]:
         raise InvalidArgumentError("checks is empty: give at least one check")
     seen: set[str] = set()
     for position, check in enumerate(checks):
-        if not isinstance(check, Check):
+        if not isinstance(check, Check) or type(check).sql is Check.sql:
             kinds = ", ".join(t.__name__ for t in CHECK_TYPES)
             raise InvalidArgumentError(f"checks[{position}] is {check!r}, not a check ({kinds})")
         if check.label in seen:

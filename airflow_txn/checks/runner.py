@@ -135,7 +135,7 @@ def failure_reason(report: CheckReport, who: str = "checks") -> str:
 def record(txn: Transaction, report: CheckReport, key: str) -> None:
     """Record `report` in the transaction's metadata under {"checks": {key: report}}, beside what other
     check steps recorded (the Transactions page and `airflow-txn show` read it there)."""
-    earlier = txn.warehouse.transaction_info(txn.tid)["metadata"].get("checks")
+    earlier = txn.annotate({}).get("checks")  # the metadata as it stands (merging nothing; no part listing)
     recorded = dict(earlier) if isinstance(earlier, Mapping) else {}
     recorded[key] = dict(report)
     txn.annotate({"checks": recorded})

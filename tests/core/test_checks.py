@@ -107,6 +107,7 @@ BAD: list[tuple[Callable[[], object], type[Exception], str]] = [
     (lambda: ReferenceCheck("sales.events", ["id", "day"], "sales.accounts", "id"), InvalidArgumentError,
      "differ in length"),
     (lambda: check_list([{"table": "sales.events"}]), InvalidArgumentError, r"checks\[0\] is .* not a check"),
+    (lambda: check_list([Check("sales.events")]), InvalidArgumentError, r"checks\[0\] is Check\(.* not a check"),
     (lambda: check_list([NullCheck("sales.events", "id"), NullCheck("sales.events", "id")]), InvalidArgumentError,
      r"two checks are named 'nulls\(sales.events.id\)'"),
 ]

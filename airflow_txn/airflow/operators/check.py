@@ -12,10 +12,10 @@ tables) run against the transaction's OWN view: its snapshot plus what its tasks
 sees yet. DuckDB (engine="duckdb", the default) reads the Parquet files of the transaction's manifest;
 engine="spark" reads each table with airflow_txn.spark.read at the transaction's view (for large tables).
 Each check's result (value, bounds, passed) is recorded in the transaction's metadata under
-{"checks": {task_id: report}} (the Transactions page shows it) and is the task's XCom. When a check
-fails, the operator rolls the transaction back (reason: the failed checks) and fails without retry (the
-staged data a retry would check is the same), so no reader ever sees the data. `@task.txn_check`
-(decorators.py) builds the checks at run time instead, from a function's return value.
+{"checks": {task_id (or task_id[map_index]): report}} (the Transactions page shows it) and is the
+task's XCom. When a check fails, the operator rolls the transaction back (reason: the failed checks)
+and fails without retry (the staged data a retry would check is the same), so no reader ever sees the
+data. `@task.txn_check` (decorators.py) builds the checks at run time instead, from a function's return.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ class TransactionCheckOperator(TxnBaseOperator):
                 raise ended_transaction(self.task_id, tid, txn.state)
             with txn.keep_alive():
                 report = self._run(txn, checks, context)
-            record(txn, report, self.task_id)
+            _dag, _run, task_id, map_index, _try = run_ids(context)
+            record(txn, report, task_id if map_index < 0 else f"{task_id}[{map_index}]")
             self.log.info("checks of transaction %s at snapshot %d (%s):\n%s", tid, report["snapshot_csn"],
                           report["engine"], format_report(report))
             if report["passed"]:
