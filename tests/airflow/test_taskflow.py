@@ -75,6 +75,20 @@ def test_the_decorators_are_registered_and_check_the_function_when_the_dag_is_pa
     assert op.op_kwargs == {"day": "2024-01-01"}
 
 
+@pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)  # the engine is what is tested
+def test_checks_run_by_spark_roll_back_a_duplicate(dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:
+    wh = txn_conn
+    wh.create_table("probe.days", DAYS, partition_by=["day"])
+    run = run_dag(dagbag, "txn_spark_check_probe")
+    states = task_states(run)
+    assert str(run.state) == "failed" and states["audited.check"] == ("failed", 1), states
+    [txn] = transactions_of(wh, "txn_spark_check_probe")
+    report = txn["metadata"]["checks"]["audited.check"]
+    assert report["engine"] == "spark" and [(c["value"], c["passed"]) for c in report["checks"]] == [
+        (3, True), (1, False)]
+    assert txn["state"] == "rolled_back" and wh.read("probe.days").num_rows == 0
+
+
 def test_bad_checks_fail_when_the_dag_is_parsed() -> None:
     """Write-audit-publish: a check that is no check, a bad engine or no checks at all is refused before
     anything runs, naming the task or group and the check."""

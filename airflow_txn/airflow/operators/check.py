@@ -20,7 +20,8 @@ data. `@task.txn_check` (decorators.py) builds the checks at run time instead, f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_txn.airflow.links import TransactionLink
@@ -134,16 +135,28 @@ class TransactionCheckOperator(TxnBaseOperator):
 
     def _run(self, txn: Transaction, checks: Sequence[Check], context: Context) -> CheckReport:
         try:
-            return run_checks(txn, checks, self._engine(context))
+            with self._engine(txn.tid, context) as engine:
+                return run_checks(txn, checks, engine)
         except _BAD_CHECKS as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
 
-    def _engine(self, context: Context) -> Engine | None:
+    @contextmanager
+    def _engine(self, tid: str, context: Context) -> Iterator[Engine | None]:
+        """The engine (None: run_checks' default, DuckDB); with Spark, the process's SparkSession (or the
+        transaction's Spark Connect session, left open for its next task as SparkTransactionOperator does)."""
         if self.engine == "duckdb":
-            return None  # run_checks' default
+            yield None
+            return
+        from airflow_txn.airflow.connect_sessions import leave_open
         from airflow_txn.airflow.operators.spark import spark_session
         from airflow_txn.spark.checks import SparkEngine
+        from airflow_txn.spark.via import is_connect
 
         dag_id, _run, task_id, _map, _try = run_ids(context)
         conf = {**self.hook.spark_conf(), **self.spark_conf}
-        return SparkEngine(spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None))
+        spark = spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid)
+        try:
+            yield SparkEngine(spark)
+        finally:
+            if is_connect(spark):  # its gRPC channel's threads would keep the task's process alive
+                leave_open(spark)

@@ -13,6 +13,7 @@ txn_taskflow_probe  @task.txn mapped over days inside a group (no tid passed; ma
                   day), then @task.txn_spark, then @task.txn_check before the commit
 txn_read_probe    @task.txn_read: two tables as Spark DataFrames at the CSN the call passes (param `csn`), and
                   one as a pyarrow Table at the readable watermark
+txn_spark_check_probe  a group whose checks run with check_engine="spark"; the task stages a duplicate key
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from airflow.sdk import DAG, Param, task
 
 from airflow_txn.airflow import TxnHook, transaction_group
 from airflow_txn.airflow.version_compat import AirflowSkipException
+from airflow_txn.checks import RowCountCheck, UniqueCheck
 from airflow_txn.operators import BeginTransactionOperator, SparkTransactionOperator
 from airflow_txn.sensors import CommitCSNSensor
 
@@ -137,8 +139,6 @@ def stage_with_spark(spark: Any, txn: Any, params: dict[str, Any]) -> int:
 @task.txn_check
 def audit(days: int, params: dict[str, Any]) -> list[Any]:
     """The checks, built when the task runs from its arguments (the rows each day staged)."""
-    from airflow_txn.checks import RowCountCheck, UniqueCheck
-
     rows = int(params["rows"])
     return [RowCountCheck(DAYS_TABLE, min=rows * days, max=rows * days), UniqueCheck(DAYS_TABLE, ["id", "day"])]
 
@@ -163,3 +163,16 @@ with DAG("txn_read_probe", schedule=None, start_date=START, catchup=False,
          params={"csn": Param(None, type=["null", "integer"])}):
     count_both(csn="{{ params.csn }}")
     count_orders()
+
+
+@task.txn
+def stage_duplicate(txn: Any) -> None:
+    import pyarrow as pa
+
+    txn.append(DAYS_TABLE, pa.table({"id": [1, 1, 2], "day": ["2024-01-01"] * 3}))
+
+
+SPARK_CHECKS = [RowCountCheck(DAYS_TABLE, min=1), UniqueCheck(DAYS_TABLE, ["id", "day"])]
+with (DAG("txn_spark_check_probe", schedule=None, start_date=START, catchup=False),
+      transaction_group("audited", check_engine="spark", checks=SPARK_CHECKS)):
+    stage_duplicate()
