@@ -64,12 +64,17 @@ class TransactionCheckOperator(TxnBaseOperator):
     """Run `checks` against transaction `tid`'s own view before its commit (module docstring).
 
     :param checks: the checks (airflow_txn.checks), validated when the DAG is parsed: InvalidArgumentError
-        names the bad one. Or give `python_callable` instead: a function returning them when the task runs
-        (called with `op_args`, then the context and `op_kwargs` it names; `@task.txn_check`).
+        names the bad one.
+    :param python_callable: instead of `checks`: a function returning them when the task runs (called with
+        `op_args`, then the context and `op_kwargs` it names; `@task.txn_check`).
     :param tid: the transaction id; inside a transaction_group it defaults to the group's.
     :param engine: "duckdb" (default: the transaction's Parquet files, read by DuckDB in the task) or
         "spark" (each table read by Spark at the transaction's view: a SparkSession as for
-        SparkTransactionOperator, with `spark_conf` and `remote`).
+        SparkTransactionOperator).
+    :param op_args: positional arguments of `python_callable`.
+    :param op_kwargs: keyword arguments of `python_callable` (templated).
+    :param spark_conf: with engine="spark": Spark settings over the connection's `spark_conf`.
+    :param remote: with engine="spark": a Spark Connect server (`sc://host:15002`) instead of a local session.
     :param conn_id: the airflow_txn connection.
     """
 
