@@ -94,7 +94,7 @@ def api_pages() -> dict[str, str]:
             "Airflow: operators, sensors, hooks, triggers, decorators",
             "Operators import from `airflow_txn.operators`, sensors from `airflow_txn.sensors`, every name from "
             "`airflow_txn.airflow`; each is shown at its home module. The task decorators are `@task.txn_spark`, "
-            "`@task.txn` and `@task.txn_check`. Needs the `airflow` extra.",
+            "`@task.txn`, `@task.txn_read` and `@task.txn_check`. Needs the `airflow` extra.",
             [(heading, names) for heading, names in by_kind if names]),
     }
 
