@@ -129,10 +129,15 @@ class StorageError(TxnError):
     """A part's files are missing or unreadable in the storage root: run `airflow-txn recover`."""
 
 
+class CheckError(TxnError):
+    """A write-audit-publish check could not be evaluated (its SQL does not run on the engine): fix the check."""
+
+
 __all__ = [
     "CatalogBusyError",
     "CatalogReadOnlyError",
     "CatalogUnavailableError",
+    "CheckError",
     "InvalidArgumentError",
     "InvalidNameError",
     "InvalidatedKeysError",

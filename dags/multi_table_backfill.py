@@ -1,7 +1,7 @@
 """multi_table_backfill: backfill three related tables over a date range as ONE transaction.
 
     create_tables ─► plan_days ─► backfill[ begin ─► load_customers[day] ─┐
-                                                ─► load_orders[day]    ─┼─► commit ─► rollback ─► outcome ]
+                                                ─► load_orders[day]    ─┼─► check ─► commit ─► rollback ─► outcome ]
                                                 ─► load_order_items[day]┘
 
 Each day of `shop.customers`, `shop.orders` and `shop.order_items` is generated deterministically
@@ -10,9 +10,16 @@ Every mapped load stages its parts in the run's transaction; the commit makes al
 under one CSN and emits one Asset event per table (multi_table_reader is scheduled on them). Any
 load that fails for good rolls every table back and the run ends `failed`.
 
+Write-audit-publish: before the commit, the group's `check` task runs CHECKS against the transaction's
+own view of the three tables (what the loads staged plus the snapshot, which no reader sees yet): no
+order without its customer, no item without its order, order ids unique. A failed check rolls the
+whole transaction back, so all three tables stay exactly as they were.
+
 Params: `start` (first day), `days` (how many), `fail_task` (e.g. "load_orders": its first day's
 instance raises after writing, to demonstrate retry and rollback) and `fail_tries` (how many tries
-of it fail: 1 shows a retry that does not duplicate, 99 exhausts the retries and rolls back).
+of it fail: 1 shows a retry that does not duplicate, 99 exhausts the retries and rolls back), and
+`bad_row` ("order_without_customer" or "item_without_order": the first day's load adds one such row, so
+the integrity check fails and every table is left unchanged).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import pyarrow as pa
 from airflow.sdk import DAG, Param, task
 
 from airflow_txn.airflow import TxnHook, transaction_group
+from airflow_txn.checks import ReferenceCheck, UniqueCheck
 from airflow_txn.operators import SparkTransactionOperator
 
 CONN_ID = "airflow_txn_default"
@@ -34,6 +42,13 @@ ORDERS = pa.schema([("order_id", pa.int64()), ("customer_id", pa.int64()), ("amo
 ITEMS = pa.schema([("order_id", pa.int64()), ("line", pa.int32()), ("sku", pa.string()), ("qty", pa.int32()),
                    ("day", pa.date32())])
 TABLES = {"shop.customers": CUSTOMERS, "shop.orders": ORDERS, "shop.order_items": ITEMS}
+CHECKS = [
+    ReferenceCheck("shop.orders", "customer_id", "shop.customers", name="every order has its customer"),
+    ReferenceCheck("shop.order_items", "order_id", "shop.orders", name="every item has its order"),
+    UniqueCheck("shop.orders", "order_id"),
+]
+BAD_ROWS = {"order_without_customer": "shop.orders", "item_without_order": "shop.order_items"}
+"""The `bad_row` param: which table's first day gets a row breaking a reference."""
 
 
 class InjectedFailure(RuntimeError):
@@ -72,11 +87,22 @@ def items_frame(spark: Any, day: str) -> Any:
         (F.col("order_id") % 3 + 1).cast("int").alias("qty"), "day")
 
 
+def bad_row(frame: Any, table: str) -> Any:
+    """`frame` plus one row referencing nothing: order -1 of customer -1, or an item of order -1."""
+    from pyspark.sql import functions as F
+
+    keys = ["order_id", "customer_id"] if table == "shop.orders" else ["order_id"]
+    return frame.unionByName(frame.limit(1).withColumns({k: F.lit(-1).cast("long") for k in keys}))
+
+
 def _load(table: str, frame: Any) -> Any:
     def load(spark: Any, txn: Any, day: str, ti: Any, params: dict[str, Any]) -> int:
         import airflow_txn.spark as txn_spark
 
-        rows = txn_spark.write(frame(spark, day), txn, table, mode="overwrite", partitions=[{"day": day}])
+        rows_of_day = frame(spark, day)
+        if BAD_ROWS.get(params.get("bad_row") or "") == table and ti.map_index == 0:
+            rows_of_day = bad_row(rows_of_day, table)
+        rows = txn_spark.write(rows_of_day, txn, table, mode="overwrite", partitions=[{"day": day}])
         short = ti.task_id.rsplit(".", 1)[-1]
         if params.get("fail_task") == short and ti.map_index == 0 and ti.try_number <= int(params["fail_tries"]):
             raise InjectedFailure(f"injected failure of {short}[{day}], try {ti.try_number}, after staging {rows} rows")
@@ -118,12 +144,13 @@ with DAG(
         "days": Param(3, type="integer", minimum=1, maximum=366),
         "fail_task": Param("", type="string", enum=["", *(f"load_{t}" for t in LOADERS)]),
         "fail_tries": Param(99, type="integer", minimum=1),
+        "bad_row": Param("", type="string", enum=["", *BAD_ROWS]),
     },
     default_args={"retries": 1, "retry_delay": dt.timedelta(seconds=2)},
     doc_md=__doc__,
 ) as dag:
     days = plan_days()
-    with transaction_group("backfill", conn_id=CONN_ID) as txn:
+    with transaction_group("backfill", conn_id=CONN_ID, checks=CHECKS) as txn:
         for name, loader in LOADERS.items():
             SparkTransactionOperator.partial(task_id=f"load_{name}", tid=txn.tid, python_callable=loader,
                                              conn_id=CONN_ID, map_index_template="{{ task.op_kwargs['day'] }}",

@@ -58,6 +58,7 @@ Generated from the docstrings of the public names (docs/DESIGN.md, D20); the com
 - [Core](core.md): `import airflow_txn`: the Warehouse, the Transaction and what they return
 - [Errors](errors.md): `airflow_txn.errors`
 - [Spark](spark.md): `import airflow_txn.spark`
+- [Checks](checks.md): `airflow_txn.checks`, write-audit-publish
 - [Airflow](airflow.md): the operators, sensors, hooks, triggers, task decorators and helpers of the provider
 """
 
@@ -65,6 +66,7 @@ Generated from the docstrings of the public names (docs/DESIGN.md, D20); the com
 def api_pages() -> dict[str, str]:
     """{site path: markdown} of the API reference, from the package's own lists of public names."""
     import airflow_txn
+    import airflow_txn.checks
     import airflow_txn.spark
     from airflow_txn.airflow import provider, public
 
@@ -72,6 +74,8 @@ def api_pages() -> dict[str, str]:
     core = [f"{airflow_txn._LAZY[name]}.{name}" for name in first + sorted(set(airflow_txn._LAZY) - set(first))]
     constants = [f"airflow_txn.model.csn.{name}" for name in airflow_txn.__all__ if name.endswith("_CSN")]
     spark = [f"{airflow_txn.spark._EXPORTS[name]}.{name}" for name in airflow_txn.spark.__all__]
+    checks = [f"{getattr(airflow_txn.checks, name).__module__}.{name}" for name in airflow_txn.checks.__all__
+              if callable(getattr(airflow_txn.checks, name))]  # the classes and functions (not CHECK_TYPES)
     decorators = [d["class-name"] for d in provider.get_provider_info()["task-decorators"]]
     by_kind = [(kind.value.capitalize() + "s", [public.class_path(p.name) for p in public.of_kind(kind)])
                for kind in public.Kind]
@@ -83,11 +87,14 @@ def api_pages() -> dict[str, str]:
         "api/errors.md": _page("Errors: airflow_txn.errors", "Every error is a `TxnError`.",
                                [("", ["airflow_txn.errors"])]),
         "api/spark.md": _page("Spark: import airflow_txn.spark", "Needs the `spark` extra.", [("", spark)]),
+        "api/checks.md": _page("Checks: airflow_txn.checks", "Write-audit-publish (CONCEPTS.md). DuckDB (the `checks` "
+                               "or `airflow` extra) evaluates them; `airflow_txn.spark.checks.SparkEngine` with Spark.",
+                               [("", checks)]),
         "api/airflow.md": _page(
             "Airflow: operators, sensors, hooks, triggers, decorators",
             "Operators import from `airflow_txn.operators`, sensors from `airflow_txn.sensors`, every name from "
-            "`airflow_txn.airflow`; each is shown at its home module. The task decorators are `@task.txn_spark` "
-            "and `@task.txn`. Needs the `airflow` extra.",
+            "`airflow_txn.airflow`; each is shown at its home module. The task decorators are `@task.txn_spark`, "
+            "`@task.txn`, `@task.txn_read` and `@task.txn_check`. Needs the `airflow` extra.",
             [(heading, names) for heading, names in by_kind if names]),
     }
 

@@ -9,9 +9,14 @@
     def load_rates(txn, day):
         txn.append("shop.rates", rates_for(day))
 
+    @task.txn_check                          # TransactionCheckOperator: the checks, built when it runs
+    def audit(days):
+        return [RowCountCheck("shop.orders", min=10 * days, max=10 * days)]
+
     with transaction_group("daily") as group:   # no tid= needed inside a group
-        load_orders.expand(day=days)            # keyed per map index: a retry replaces its own try's parts
-        load_rates(day="{{ ds }}")
+        orders = load_orders.expand(day=days)   # keyed per map index: a retry replaces its own try's parts
+        rates = load_rates(day="{{ ds }}")
+        [orders, rates] >> audit(days=3)        # last before the commit: a failed check rolls back
 
     @task.txn_read(tables=["shop.orders", "shop.order_items"])   # SnapshotReadOperator: a reader
     def check(orders, order_items, csn):     # DataFrames of both tables at ONE snapshot, its CSN
@@ -20,9 +25,10 @@
     check(csn=wait.output)                   # or the CSN given (a sensor's XCom)
 
 The decorated function takes `spark, txn` (`@task.txn_spark`) or `txn` (`@task.txn`) first: the task gives
-them; the call passes the rest (its arguments are checked against the function without them when the DAG is
-parsed, and `.partial()/.expand()` map over them). Context values (`ds`, `ti`, `params`, ...) reach parameters
-named after them, as for `@task`. Outside a transaction_group pass `tid=` to the decorator
+them (a `@task.txn_check` function takes nothing first and returns the checks); the call passes the
+rest (its arguments are checked against the function without them when the DAG is parsed, and
+`.partial()/.expand()` map over them). Context values (`ds`, `ti`, `params`, ...) reach parameters named
+after them, as for `@task`. Outside a transaction_group pass `tid=` to the decorator
 (`@task.txn_spark(tid=begin.output)`). Operator arguments (conn_id, spark_conf, remote, spark_conn_id,
 retries, map_index_template, ...) go to the decorator as for any `@task.<kind>`.
 
@@ -38,6 +44,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow_txn.airflow.operators.check import TransactionCheckOperator
 from airflow_txn.airflow.operators.python import TransactionPythonOperator
 from airflow_txn.airflow.operators.read import GIVEN, SnapshotReadOperator, check_reader, table_parameters
 from airflow_txn.airflow.operators.spark import SparkTransactionOperator
@@ -105,6 +112,7 @@ def _decorated_operator(operator: type, decorator: str, given: Sequence[str]) ->
 _TxnSparkDecorated = _decorated_operator(SparkTransactionOperator, "txn_spark", ("spark", "txn"))
 _TxnDecorated = _decorated_operator(TransactionPythonOperator, "txn", ("txn",))
 _TxnReadDecorated = _decorated_operator(SnapshotReadOperator, "txn_read", ())
+_TxnCheckDecorated = _decorated_operator(TransactionCheckOperator, "txn_check", ())
 
 
 def txn_spark_task(python_callable: Callable[..., Any] | None = None, multiple_outputs: bool | None = None,
@@ -137,6 +145,13 @@ def txn_read_task(python_callable: Callable[..., Any] | None = None, multiple_ou
     return decorate if python_callable is None else decorate(python_callable)
 
 
+def txn_check_task(python_callable: Callable[..., Any] | None = None, multiple_outputs: bool | None = None,
+                   **kwargs: Any) -> Any:
+    """`@task.txn_check`: the function, returning a list of checks, as a TransactionCheckOperator (module
+    docstring); operator arguments (engine, conn_id, ...) go to the decorator."""
+    return _factory(python_callable, multiple_outputs, _TxnCheckDecorated, "txn_check", (), kwargs)
+
+
 def _factory(python_callable: Callable[..., Any] | None, multiple_outputs: bool | None, operator: type,
              decorator: str, given: Sequence[str], kwargs: dict[str, Any]) -> Any:
     from airflow.sdk.bases.decorator import task_decorator_factory
@@ -148,4 +163,4 @@ def _factory(python_callable: Callable[..., Any] | None, multiple_outputs: bool 
     return decorate if python_callable is None else decorate(python_callable)
 
 
-__all__ = ["txn_read_task", "txn_spark_task", "txn_task"]
+__all__ = ["txn_check_task", "txn_read_task", "txn_spark_task", "txn_task"]

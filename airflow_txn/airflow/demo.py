@@ -6,9 +6,12 @@
    its rows and is retried: one commit, one CSN, no duplicate.
 2. multi_table_backfill over 2024-01-03..05 with load_order_items failing on every try: the
    transaction rolls back, the run ends `failed`, every table is unchanged.
-3. multi_table_reader at the first run's CSN: CommitCSNSensor (deferred), then a Spark read of the
+3. write-audit-publish: multi_table_backfill of 2024-01-03 with an item whose order does not exist:
+   every load succeeds, the group's check task finds the item, rolls the transaction back and fails
+   the run; every table is unchanged.
+4. multi_table_reader at the first run's CSN: CommitCSNSensor (deferred), then a Spark read of the
    three tables at exactly that snapshot and a referential-integrity check.
-4. A summary of runs, transactions, CSNs and row counts.
+5. A summary of runs, transactions, CSNs and row counts.
 
 Everything lives under --home (default $AIRFLOW_TXN_HOME or ./.airflow_txn_demo): Airflow's home
 with its SQLite metadata database, the catalog, the warehouse files and airflow.log, where the
@@ -32,6 +35,7 @@ SPARK_CONF = {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.sq
               "spark.driver.bindAddress": "127.0.0.1"}
 RUN_1 = {"start": "2024-01-01", "days": 3, "fail_task": "load_orders", "fail_tries": 1}
 RUN_2 = {"start": "2024-01-03", "days": 3, "fail_task": "load_order_items", "fail_tries": 99}
+RUN_3 = {"start": "2024-01-03", "days": 1, "bad_row": "item_without_order"}
 
 
 def configure(home: Path, dags: Path) -> None:
@@ -192,7 +196,21 @@ def run(home: Path, dags: Path) -> int:
         unchanged = after_second == after_first and wh.readable_csn() == watermark
         print(f"   tables unchanged: {unchanged}")
 
-    print(f"\n3. multi_table_reader at CSN {csn} (deferrable CommitCSNSensor, then Spark reads that snapshot)")
+    print("\n3. write-audit-publish: multi_table_backfill 2024-01-03 with an item whose order does not exist")
+    third = run_dag(bag, "multi_table_backfill", RUN_3, log_path)
+    print(f"   run {third.run_id}: {third.state}")
+    show_tasks(third, ("load_order_items[0]", "check", "commit", "rollback", "outcome"))
+    with TxnHook().warehouse() as wh:
+        audited = transaction_of(wh, third)
+        report = audited["metadata"].get("checks", {}).get("backfill.check", {})
+        for result in report.get("checks", []):
+            print(f"   check {result['name']!r}: {result['value']} (bounds ..{result['max']}) "
+                  f"{'passed' if result['passed'] else 'FAILED'}")
+        print(f"   transaction {audited['tid']} {audited['state']}: {audited['failed_reason']}")
+        audit_unchanged = counts(wh) == after_first and wh.readable_csn() == watermark
+        print(f"   tables unchanged: {audit_unchanged}")
+
+    print(f"\n4. multi_table_reader at CSN {csn} (deferrable CommitCSNSensor, then Spark reads that snapshot)")
     reader = run_dag(bag, "multi_table_reader", {"csn": csn}, log_path)
     checked = xcom(reader, "check_integrity") or {}
     print(f"   run {reader.run_id}: {reader.state}")
@@ -201,16 +219,17 @@ def run(home: Path, dags: Path) -> int:
     with TxnHook().warehouse() as wh:
         print("\nSummary")
         print(f"   {'run':<28} {'state':<8} {'transaction':<12} {'CSN':>4}  rows (customers/orders/order_items)")
-        for dag_run in (first, second):
+        for number, dag_run in enumerate((first, second, third), start=1):
             txn = transaction_of(wh, dag_run)
             rows = "/".join(str(v) for v in counts(wh, txn["commit_csn"]).values()) if txn["commit_csn"] else "-"
-            print(f"   {dag_run.dag_id + ' #' + str(1 if dag_run is first else 2):<28} {dag_run.state!s:<8} "
+            print(f"   {dag_run.dag_id + ' #' + str(number):<28} {dag_run.state!s:<8} "
                   f"{txn['state']:<12} {txn['commit_csn'] or '-':>4}  {rows}")
         print(f"   {'multi_table_reader':<28} {reader.state!s:<8} {'(reads)':<12} {csn:>4}  "
               f"{checked.get('customers')}/{checked.get('orders')}/{checked.get('order_items')}")
         print(f"   readable watermark: CSN {wh.readable_csn()}")
 
     ok = (str(first.state) == "success" and str(second.state) == "failed" and unchanged
+          and str(third.state) == "failed" and audit_unchanged and report.get("passed") is False
           and str(reader.state) == "success" and after_first == {"shop.customers": 15, "shop.orders": 30,
                                                                   "shop.order_items": 60}
           and checked.get("orphan_orders") == 0 and checked.get("orphan_items") == 0)

@@ -108,7 +108,8 @@ def get_provider_info() -> dict[str, Any]:
         "operators": _modules(Kind.OPERATOR),
         "task-decorators": [{"name": "txn_spark", "class-name": "airflow_txn.airflow.decorators.txn_spark_task"},
                             {"name": "txn", "class-name": "airflow_txn.airflow.decorators.txn_task"},
-                            {"name": "txn_read", "class-name": "airflow_txn.airflow.decorators.txn_read_task"}],
+                            {"name": "txn_read", "class-name": "airflow_txn.airflow.decorators.txn_read_task"},
+                            {"name": "txn_check", "class-name": "airflow_txn.airflow.decorators.txn_check_task"}],
         "sensors": _modules(Kind.SENSOR),
         "triggers": _modules(Kind.TRIGGER),
         # a URI naming no warehouse table is refused as the DAG is parsed; the OpenLineage provider converts

@@ -44,6 +44,7 @@ PUBLIC = (
     Public("SparkTransactionOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.spark"),
     Public("TransactionPythonOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.python"),
     Public("SnapshotReadOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.read"),
+    Public("TransactionCheckOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.check"),
     Public("CompactOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.maintenance"),
     Public("VacuumOperator", Kind.OPERATOR, "airflow_txn.airflow.operators.maintenance"),
     Public("CommitCSNSensor", Kind.SENSOR, "airflow_txn.airflow.sensors.csn"),

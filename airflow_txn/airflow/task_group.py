@@ -6,8 +6,12 @@
 
 wires, inside the group:
 
-    begin ──► body tasks ──► commit ──► rollback (one_failed) ──► outcome (all_done)
-                    └─────────────────────┘
+    begin ──► body tasks ──► [check] ──► commit ──► rollback (one_failed) ──► outcome (all_done)
+                    └──────────────┴───────────────────┘
+
+With `checks=[...]` (airflow_txn.checks) a TransactionCheckOperator `check` runs them between the body and
+the commit, against the transaction's own view: a failed check rolls everything back and fails the run
+(write-audit-publish across every table of the transaction).
 
 `rollback` runs as soon as a body task fails for good (or the commit does) and compensates every
 staged part. `outcome` is the group's only leaf: it succeeds with the commit CSN, or fails when the
@@ -30,6 +34,7 @@ import attrs
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID
 from airflow_txn.airflow.operators.base import is_template
+from airflow_txn.airflow.operators.check import TransactionCheckOperator, engine_value
 from airflow_txn.airflow.operators.transaction import (
     BeginTransactionOperator,
     CommitTransactionOperator,
@@ -39,6 +44,7 @@ from airflow_txn.airflow.operators.transaction import (
     isolation_value,
 )
 from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
+from airflow_txn.checks import Check, check_list
 from airflow_txn.core.adapter import Isolation
 from airflow_txn.errors import InvalidArgumentError
 
@@ -60,6 +66,11 @@ def _on_skip_value(value: object) -> str:
     return str(value)
 
 
+def _checks_value(value: object) -> list[Check] | None:
+    """The group's checks, validated when the DAG is parsed (InvalidArgumentError names the bad one)."""
+    return None if value is None else check_list(value)
+
+
 @attrs.define(kw_only=True, repr=False)
 class TransactionTaskGroup(TaskGroup):
     """The TaskGroup made by transaction_group(); `tid` and `csn` are XComArgs for the tasks."""
@@ -71,7 +82,10 @@ class TransactionTaskGroup(TaskGroup):
     on_skip: str = attrs.field(default="commit", converter=_on_skip_value)
     commit_outlets: list[Any] | None = None
     tables: list[str] | None = None
+    checks: list[Check] | None = attrs.field(default=None, converter=_checks_value)
+    check_engine: str = attrs.field(default="duckdb", converter=engine_value)
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
+    check: TransactionCheckOperator | None = attrs.field(default=None, init=False)
     commit: CommitTransactionOperator | None = attrs.field(default=None, init=False)
     rollback: RollbackTransactionOperator | None = attrs.field(default=None, init=False)
     outcome: TransactionOutcomeOperator | None = attrs.field(default=None, init=False)
@@ -138,9 +152,16 @@ class TransactionTaskGroup(TaskGroup):
         self.outcome = TransactionOutcomeOperator(task_id="outcome", tid=tid, conn_id=self.conn_id,
                                                   begin_task_id=self.begin.task_id, trigger_rule=TriggerRule.ALL_DONE)
         upstream_of_commit: list[Any] = leaves or [self.begin]
+        if self.checks:
+            self.check = TransactionCheckOperator(task_id="check", tid=tid, checks=self.checks,
+                                                  engine=self.check_engine, conn_id=self.conn_id,
+                                                  trigger_rule=commit_rule)
+            for task in upstream_of_commit:
+                task.set_downstream(self.check)
+            upstream_of_commit = [self.check]
         for task in upstream_of_commit:
             task.set_downstream(self.commit)
-        for task in [*leaves, self.commit]:
+        for task in [*leaves, *upstream_of_commit, self.commit]:
             task.set_downstream(self.rollback)
         self.commit.set_downstream(self.outcome)
         self.rollback.set_downstream(self.outcome)
@@ -155,7 +176,8 @@ def _takes_tid(task: Any) -> bool:
 def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str | None = None,
                       isolation: str | Isolation = Isolation.SNAPSHOT, lease_seconds: float | str | None = None,
                       on_skip: str = "commit", commit_outlets: list[Any] | None = None,
-                      tables: list[str] | None = None, **kwargs: Any) -> TransactionTaskGroup:
+                      tables: list[str] | None = None, checks: list[Check] | None = None,
+                      check_engine: str = "duckdb", **kwargs: Any) -> TransactionTaskGroup:
     """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
     that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`
     and pass `tid=txn.tid` to the tasks inside. `on_skip`: "commit" (default: a skipped task is no
@@ -163,14 +185,17 @@ def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str 
     and fails the run). `commit_outlets`: the commit task's outlets (default `[commit_alias(conn_id)]`;
     needed when conn_id is a template). `tables`: the tables the transaction writes, when known: the commit
     emits their Asset events concretely, with the partitions written (CommitTransactionOperator's `tables`).
-    Other keyword arguments go to TaskGroup."""
+    `checks`: write-audit-publish checks (airflow_txn.checks) run by a `check` task between the body and the
+    commit, with `check_engine` ("duckdb" or "spark"); a failed check rolls the transaction back. Other
+    keyword arguments go to TaskGroup."""
     if commit_outlets is None:
         default_outlet(conn_id, f"transaction_group {group_id!r}")  # a templated conn_id is refused here
     elif tables:
         raise InvalidArgumentError(f"transaction_group {group_id!r}: pass `tables` or `commit_outlets`, not both")
     return TransactionTaskGroup(group_id=group_id, conn_id=conn_id, label=label, isolation=isolation,
                                 lease_seconds=lease_seconds, on_skip=on_skip, commit_outlets=commit_outlets,
-                                tables=list(tables) if tables else None, **kwargs)
+                                tables=list(tables) if tables else None, checks=checks, check_engine=check_engine,
+                                **kwargs)
 
 
 __all__ = ["TransactionTaskGroup", "transaction_group"]

@@ -1,4 +1,5 @@
-"""Snapshot manifests: JSON listings of the part files visible at one CSN, for engines outside airflow_txn."""
+"""Snapshot manifests: JSON listings of the part files visible at one CSN, for engines outside airflow_txn,
+and the same listing of a transaction's own view (its snapshot plus its staged parts), kept in memory."""
 
 from __future__ import annotations
 
@@ -63,6 +64,16 @@ def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.Pa
         file_count=file_count,
         parts=entries,
     )
+
+
+def view_manifest(rt: Runtime, info: TableInfo, tid: str, snapshot: int) -> TableManifest:
+    """The manifest of one table as transaction `tid` sees it at its snapshot (its own staged parts
+    included): what a check before its commit reads (Transaction.manifest). Never written to storage."""
+    with rt.catalog.read() as conn:
+        parts = part_records.visible_parts(conn, info.id, tid, snapshot)
+    manifest = table_manifest(rt, info, parts, snapshot)
+    manifest["tid"] = tid
+    return manifest
 
 
 def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -> ManifestReport:

@@ -38,7 +38,7 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
 )
 from airflow_txn.model.names import check_key
-from airflow_txn.model.results import JsonObject, PartitionSpec, TransactionState
+from airflow_txn.model.results import JsonObject, PartitionSpec, TableManifest, TransactionState
 from airflow_txn.telemetry import logs, metrics
 
 if TYPE_CHECKING:
@@ -187,6 +187,27 @@ class Transaction:
         record_read_set(self, info.id, keys)  # isolation: what the commit check covers
         note_read(self, info.id, keys)  # retries: what a retry of this handle's key withdraws
         return reading.read(self._rt, info, self._tid, self._snapshot, filter, keys)
+
+    def manifest(self, tables: Sequence[str] | None = None) -> dict[str, TableManifest]:
+        """The transaction's own view of `tables` (None: every table) as manifests (docs/MANIFESTS.md),
+        {table: TableManifest}: exactly the Parquet files a read of this transaction sees, its staged parts
+        included, with `csn` its snapshot and `tid` set. Nothing is written; read the files while the
+        transaction is open (write-audit-publish checks read them before the commit: docs/CONCEPTS.md). The
+        tables count as read, as by `read` (recorded for the isolation level)."""
+        if isinstance(tables, str) or not (tables is None or (isinstance(tables, Sequence)
+                                                                and all(isinstance(t, str) for t in tables))):
+            raise InvalidNameError(f"tables must be a list of table names, got {tables!r}")
+        rt = self._rt
+        with rt.catalog.read() as conn:
+            txn_records.require_usable(txn_records.fetch(conn, self._tid))
+            infos = table_registry.all_tables(conn) if tables is None else [table_registry.get(conn, t)
+                                                                             for t in tables]
+        views = {}
+        for info in sorted({i.id: i for i in infos}.values(), key=lambda i: i.name.qualified):
+            record_read_set(self, info.id, None)
+            note_read(self, info.id, None)
+            views[info.name.qualified] = manifests.view_manifest(rt, info, self._tid, self._snapshot)
+        return views
 
     # -- end ----------------------------------------------------------------------------------------
     def commit(self) -> int:

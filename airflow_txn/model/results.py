@@ -269,6 +269,9 @@ class TableManifest(TypedDict):
     row_count: int
     file_count: int
     parts: list[ManifestPart]
+    tid: NotRequired[str]
+    """Only in a transaction's view (Transaction.manifest): the transaction, whose staged parts are listed
+    beside those its snapshot (`csn`) sees."""
 
 
 class ManifestIndexEntry(TypedDict):

@@ -3,6 +3,7 @@ catalog on SQLite and on PostgreSQL (the `catalog_url` parametrisation)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 from pathlib import Path
 from types import ModuleType
@@ -78,6 +79,11 @@ def test_backfill_commits_all_tables_at_one_csn_then_the_reader_checks_them(
     assert all(extra == {"table": uri.rsplit("/", 1)[1], "csn": csn, "tid": txn["tid"], "metadata": txn["metadata"],
                          "warehouse_id": wh.warehouse_id} for uri, extra in events)
     assert txn["metadata"]["airflow"]["task_id"] == "backfill.commit"  # the run that committed it
+    report = xcom(run, "backfill.check")  # the integrity checks passed on the transaction's own view
+    assert report["passed"] and report["engine"] == "duckdb" and report["snapshot_csn"] < csn
+    assert [(c["name"], c["value"]) for c in report["checks"]] == [
+        ("every order has its customer", 0), ("every item has its order", 0), ("unique(shop.orders: order_id)", 0)]
+    assert txn["metadata"]["checks"] == {"backfill.check": report}  # recorded on the transaction
     assert reader_queued()  # the reader DAG is scheduled on those Assets
 
     reader = run_dag(dagbag, "multi_table_reader", {"csn": csn})
@@ -85,6 +91,37 @@ def test_backfill_commits_all_tables_at_one_csn_then_the_reader_checks_them(
     assert xcom(reader, "wait_for_commit") == csn
     assert xcom(reader, "check_integrity") == {"csn": csn, "customers": 10, "orders": 20, "order_items": 40,
                                                "orphan_orders": 0, "orphan_items": 0}
+
+
+@pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)  # the check reads files: one catalog will do
+def test_a_failed_integrity_check_rolls_back_every_table(dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:
+    """Write-audit-publish: an item whose order does not exist fails the check before the commit; the
+    whole transaction rolls back and no table changes, though every load succeeded."""
+    wh = txn_conn
+    module = backfill_module()
+    for name, schema in module.TABLES.items():
+        wh.create_table(name, schema, partition_by=["day"], exist_ok=True)
+    with wh.begin(label="baseline") as t:  # a committed day the failing backfill overwrites
+        t.append("shop.customers", pa.table({"customer_id": [1], "name": ["old"], "day": [dt.date(2024, 6, 2)]},
+                                            schema=module.CUSTOMERS))
+    before_csn, before = wh.readable_csn(), {t: wh.read(t) for t in BACKFILL_TABLES}
+
+    run = run_dag(dagbag, DAG_ID, {"start": "2024-06-02", "days": 1, "bad_row": "item_without_order"})
+    states = task_states(run)
+    assert str(run.state) == "failed", states
+    assert states["backfill.load_order_items[0]"] == ("success", 1)  # the bad row was staged...
+    assert states["backfill.check"] == ("failed", 1)  # ...and caught, without a retry
+    assert states["backfill.commit"][0] == "upstream_failed" and states["backfill.outcome"][0] == "failed"
+    assert wh.readable_csn() == before_csn
+    assert {t: wh.read(t) for t in BACKFILL_TABLES} == before  # all three tables exactly as they were
+    txn = transactions_of(wh, DAG_ID)[0]
+    assert txn["label"] == f"{DAG_ID}/{run.run_id}" and txn["state"] == ROLLED_BACK
+    assert txn["failed_reason"].startswith("checks of backfill.check failed: every item has its order = 1 (bounds ..0)")
+    report = txn["metadata"]["checks"]["backfill.check"]
+    assert not report["passed"]
+    assert [(c["name"], c["value"], c["passed"]) for c in report["checks"]] == [
+        ("every order has its customer", 0, True), ("every item has its order", 1, False),
+        ("unique(shop.orders: order_id)", 0, True)]
 
 
 def test_a_failed_try_is_retried_without_duplicates(dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:

@@ -24,6 +24,7 @@ def test_airflow_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert "AIRFLOW DEMO OK" in out
     assert "backfill.load_orders[0]            success (try 2)" in out  # a retried task ...
     assert "customers=15  orders=30  order_items=60" in out  # ... without duplicates
-    assert "tables unchanged: True" in out
+    assert out.count("tables unchanged: True") == 2  # after the failed task, and after the failed check
+    assert "check 'every item has its order': 1 (bounds ..0) FAILED" in out  # write-audit-publish
     assert "'orphan_orders': 0, 'orphan_items': 0" in out
     assert (tmp_path / "demo" / "airflow.log").stat().st_size > 0

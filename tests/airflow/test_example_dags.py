@@ -36,11 +36,17 @@ def test_backfill_dag_is_wired_as_one_transaction(dagbag: Any) -> None:
     dag = dagbag.get_dag("multi_table_backfill")
     group = {t.task_id: t for t in dag.tasks if t.task_id.startswith("backfill.")}
     assert set(group) == {"backfill.begin", "backfill.load_customers", "backfill.load_orders",
-                          "backfill.load_order_items", "backfill.commit", "backfill.rollback", "backfill.outcome"}
+                          "backfill.load_order_items", "backfill.check", "backfill.commit", "backfill.rollback",
+                          "backfill.outcome"}
     loads = [group[f"backfill.load_{t}"] for t in ("customers", "orders", "order_items")]
     assert all("backfill.begin" in t.upstream_task_ids for t in loads)
-    assert group["backfill.commit"].upstream_task_ids == {"backfill.begin", *(t.task_id for t in loads)}
-    assert group["backfill.rollback"].upstream_task_ids == {*(t.task_id for t in loads), "backfill.commit"}
+    assert group["backfill.check"].upstream_task_ids == {t.task_id for t in loads}
+    assert group["backfill.check"].trigger_rule == group["backfill.commit"].trigger_rule == "none_failed"
+    assert [c.label for c in group["backfill.check"].checks] == [
+        "every order has its customer", "every item has its order", "unique(shop.orders: order_id)"]
+    assert group["backfill.commit"].upstream_task_ids == {"backfill.begin", "backfill.check"}  # audit, then publish
+    assert group["backfill.rollback"].upstream_task_ids == {*(t.task_id for t in loads), "backfill.check",
+                                                            "backfill.commit"}
     assert group["backfill.rollback"].trigger_rule == "one_failed"
     assert group["backfill.outcome"].upstream_task_ids == {"backfill.commit", "backfill.rollback"}
     assert group["backfill.outcome"].trigger_rule == "all_done"

@@ -32,6 +32,7 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.airflow.web import data
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
+from airflow_txn.checks import RowCountCheck, UniqueCheck, record, run_checks
 from airflow_txn.model.csn import ROLLBACK_CSN
 from tests.airflow.helpers import run_dag
 from tests.harness.chromium import ensure_installed, png_size
@@ -69,6 +70,7 @@ def populate(wh: Warehouse) -> dict[str, str]:
     txn = wh.begin(label=f"{DAG}/{RUNS['committed']}")
     wh.attach(txn.tid).use_key(f"{DAG}/load_orders/0", attempt=1).append("shop.orders", _orders([1, 2, 3], "d1"))
     wh.attach(txn.tid).use_key(f"{DAG}/load_customers/0", attempt=1).append("shop.customers", _customers([1, 2]))
+    record(txn, run_checks(txn, [RowCountCheck("shop.orders", min=3), UniqueCheck("shop.orders", "id")]), "check")
     txn.commit()
     tids["committed"] = txn.tid
     wh.tag(TAG, tables=["shop.orders"], note="closed by the probe")  # the page lists it with the tables
@@ -343,6 +345,7 @@ def test_the_pages_list_transactions_and_the_parts_each_task_staged(site: Site) 
     assert f"DAG run {DAG} / {RUNS['committed']}" in run.text and "Parts staged per task" in run.text
     assert f"{DAG}/load_orders/0" in run.text and site.tids["active"] not in run.text
     assert one.status_code == 200 and "Every part" in one.text and "day=d1" in one.text
+    assert "<h3>Checks</h3>" in one.text and "unique(shop.orders: id)" in one.text  # what its check task found
     assert missing.status_code == 404 and "no transaction" in missing.text
 
 

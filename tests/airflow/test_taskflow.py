@@ -13,6 +13,7 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog.txn_records import COMMITTED
+from airflow_txn.errors import InvalidArgumentError
 from tests.airflow.helpers import (
     PROBE_SCHEMA,
     asset_events_with_partitions,
@@ -48,6 +49,10 @@ def test_taskflow_tasks_stage_in_the_group_transaction_keyed_per_map_index(
     assert sorted(set(days.column("day").to_pylist())) == ["2024-01-01", "2024-01-02", "2024-01-03"]
     assert days.num_rows == 6 and wh.read("probe.events").num_rows == 2
     assert rendered_map_indexes(run, "txn.stage_day") == ["2024-01-01", "2024-01-02", "2024-01-03"]  # days
+    report = xcom(run, "txn.audit")  # @task.txn_check: checks built when it ran, on the transaction's own view
+    assert [(c["name"], c["value"], c["passed"]) for c in report["checks"]] == [
+        ("row_count(probe.days)", 6, True), ("unique(probe.days: id, day)", 0, True)]
+    assert info["metadata"]["checks"] == {"txn.audit": report}
 
 
 def test_the_decorators_are_registered_and_check_the_function_when_the_dag_is_parsed() -> None:
@@ -68,6 +73,44 @@ def test_the_decorators_are_registered_and_check_the_function_when_the_dag_is_pa
             load()
     assert isinstance(op, TransactionPythonOperator) and op.tid == "1-1-0123456789abcdef"
     assert op.op_kwargs == {"day": "2024-01-01"}
+
+
+@pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)  # the engine is what is tested
+def test_checks_run_by_spark_roll_back_a_duplicate(dagbag: Any, spark: Any, txn_conn: Warehouse) -> None:
+    wh = txn_conn
+    wh.create_table("probe.days", DAYS, partition_by=["day"])
+    run = run_dag(dagbag, "txn_spark_check_probe")
+    states = task_states(run)
+    assert str(run.state) == "failed" and states["audited.check"] == ("failed", 1), states
+    [txn] = transactions_of(wh, "txn_spark_check_probe")
+    report = txn["metadata"]["checks"]["audited.check"]
+    assert report["engine"] == "spark" and [(c["value"], c["passed"]) for c in report["checks"]] == [
+        (3, True), (1, False)]
+    assert txn["state"] == "rolled_back" and wh.read("probe.days").num_rows == 0
+
+
+def test_bad_checks_fail_when_the_dag_is_parsed() -> None:
+    """Write-audit-publish: a check that is no check, a bad engine or no checks at all is refused before
+    anything runs, naming the task or group and the check."""
+    from airflow.sdk import DAG
+
+    from airflow_txn.airflow import TransactionCheckOperator, transaction_group
+    from airflow_txn.checks import NullCheck
+
+    good = [NullCheck("shop.orders", "customer_id")]
+    with DAG("check_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):
+        with pytest.raises(InvalidArgumentError, match=r"audit: checks\[1\] is 'amount > 0', not a check"):
+            TransactionCheckOperator(task_id="audit", tid="1-1-0123456789abcdef", checks=[*good, "amount > 0"])
+        with pytest.raises(InvalidArgumentError, match="engine must be one of 'duckdb', 'spark', got 'trino'"):
+            TransactionCheckOperator(task_id="audit", tid="1-1-0123456789abcdef", checks=good, engine="trino")
+        with pytest.raises(InvalidArgumentError, match="give either checks"):
+            TransactionCheckOperator(task_id="audit", tid="1-1-0123456789abcdef")
+        with pytest.raises(InvalidArgumentError, match="two checks are named"):
+            transaction_group("bad_group", checks=good * 2)
+        with transaction_group("checked", checks=good) as group:
+            pass
+    assert group.check is not None and group.check.checks == good and group.check.engine == "duckdb"
+    assert group.commit is not None and group.commit.upstream_task_ids == {"checked.begin", "checked.check"}
 
 
 def test_the_daily_incremental_example_loads_its_interval_day_and_a_rerun_replaces_it(

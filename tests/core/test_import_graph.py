@@ -47,9 +47,10 @@ class Layer:
     only: loaded by the one code path that needs them, never by importing the layer."""
 
 
-OPTIONAL = frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j", "kazoo", "psycopg"})
+OPTIONAL = frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j", "kazoo", "psycopg", "duckdb"})
 """Third-party packages that come only with an extra (airflow: Airflow and its API server's fastapi and
-starlette; spark: pyspark and py4j; zookeeper: kazoo; postgres: psycopg, which SQLAlchemy loads by URL).
+starlette; spark: pyspark and py4j; zookeeper: kazoo; postgres: psycopg, which SQLAlchemy loads by URL; checks:
+duckdb).
 Every other third-party import (pyarrow, sqlalchemy, click, rich, ...) is the base install's or an
 upper layer's own business and is not governed here."""
 
@@ -64,9 +65,11 @@ foundation (errors, model/, telemetry/) is a layer of its own, open to every lay
 LAYERS = (
     # `from airflow_txn.operators import ...` / `from airflow_txn.sensors import ...`: re-exports of the airflow layer
     Layer("shims", ("airflow_txn.operators", "airflow_txn.sensors"), frozenset({"airflow"})),
-    Layer("airflow", ("airflow_txn.airflow",), CORE | {"spark", "airflow"},
+    Layer("airflow", ("airflow_txn.airflow",), CORE | {"spark", "airflow", "checks"},
           frozenset({"airflow", "fastapi", "starlette", "pyspark", "py4j"}), PUBLIC_FACE),
     Layer("spark", ("airflow_txn.spark",), CORE | {"spark"}, frozenset({"pyspark", "py4j"}), PUBLIC_FACE),
+    # write-audit-publish checks (airflow_txn.checks): on the core's public face, DuckDB their engine's own
+    Layer("checks", ("airflow_txn.checks",), CORE | {"checks"}, frozenset({"duckdb"}), PUBLIC_FACE),
     # the cli's --conn-id and `airflow txn` (cli/in_airflow.py): TxnHook's module and Airflow's CLI classes,
     # imported inside the functions that run only for them
     Layer("cli", ("airflow_txn.cli",), CORE | {"cli"},
@@ -329,7 +332,7 @@ def test_modules_belong_to_the_layer_their_path_says() -> None:
         "airflow_txn.operators": "shims", "airflow_txn.sensors": "shims", "airflow_txn.cli.__main__": "cli",
         "airflow_txn.demo": "demo", "airflow_txn.model.tid": "foundation",
         "airflow_txn.errors": "foundation", "airflow_txn.telemetry.logs": "foundation",
-        "airflow_txn.sparkish": "core",
+        "airflow_txn.sparkish": "core", "airflow_txn.checks.runner": "checks",
     }
     assert {m: layer_of(m).name for m in expected} == expected
 
@@ -356,7 +359,7 @@ def _own(value: ast.expr) -> bool:
 
 
 def test_the_adapter_layers_touch_no_private_attribute() -> None:
-    assert sorted(ADAPTER_LAYERS) == ["airflow", "spark"]
+    assert sorted(ADAPTER_LAYERS) == ["airflow", "checks", "spark"]
     found = [f"{path.relative_to(REPO)}:{hit}" for path, module, _pkg in package_modules()
              if layer_of(module).name in ADAPTER_LAYERS for hit in private_attributes(path.read_text(encoding="utf-8"))]
     assert found == [], "\n".join(found)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from airflow_txn.airflow import public as _public
 
 if TYPE_CHECKING:  # what type checkers see; at run time the names below are imported on first use
+    from airflow_txn.airflow.operators.check import TransactionCheckOperator as TransactionCheckOperator
     from airflow_txn.airflow.operators.maintenance import CompactOperator as CompactOperator
     from airflow_txn.airflow.operators.maintenance import VacuumOperator as VacuumOperator
     from airflow_txn.airflow.operators.python import TransactionPythonOperator as TransactionPythonOperator

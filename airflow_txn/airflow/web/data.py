@@ -90,9 +90,20 @@ class TableGroup(Counts):
     tasks: list[str]
 
 
-class TransactionDetail(TransactionSummary):
-    """One transaction with every part, grouped by task and by table."""
+class PageCheck(TypedDict):
+    """One write-audit-publish check's result, as a check task recorded it (airflow_txn.checks)."""
 
+    task: str
+    name: str
+    value: int | None
+    bounds: str
+    passed: bool
+
+
+class TransactionDetail(TransactionSummary):
+    """One transaction with every part, grouped by task and by table, and its checks' results."""
+
+    checks: list[PageCheck]
     tables: list[str]
     owner_dags: list[str]
     parts: list[PagePart]
@@ -225,8 +236,26 @@ def by_table(parts: Sequence[PagePart]) -> list[TableGroup]:
 def detail(info: TransactionInfo) -> TransactionDetail:
     """One transaction (wh.transaction_info()) with every part, grouped by task and by table."""
     parts = [PagePart(**p, status=part_status(p)) for p in info["parts"]]
-    return TransactionDetail(**summary(info), tables=list(info["tables"]), owner_dags=owner_dags(info),
+    return TransactionDetail(**summary(info), checks=checks_of(info), tables=list(info["tables"]),
+                             owner_dags=owner_dags(info),
                              parts=parts, by_task=by_task(parts), by_table=by_table(parts))
+
+
+def checks_of(info: TransactionInfo) -> list[PageCheck]:
+    """The checks' results recorded in the transaction's metadata ({"checks": {task: report}}: the
+    CheckReport of each check task), in task order; whatever does not look like a report is skipped."""
+    recorded = info.get("metadata", {}).get("checks")
+    found = []
+    for task, report in sorted(recorded.items()) if isinstance(recorded, dict) else []:
+        for result in report.get("checks", []) if isinstance(report, dict) else []:
+            if isinstance(result, dict):
+                low, high = result.get("min"), result.get("max")
+                value = result.get("value")
+                found.append(PageCheck(task=str(task), name=str(result.get("name")),
+                                       value=value if isinstance(value, int) else None,
+                                       bounds=f"{'' if low is None else low}..{'' if high is None else high}",
+                                       passed=result.get("passed") is True))
+    return found
 
 
 def owner_dags(info: TransactionInfo) -> list[str]:

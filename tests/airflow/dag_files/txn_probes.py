@@ -10,9 +10,10 @@ txn_skip_probe    a group whose body stages rows in one task while another finds
 txn_ended_probe   a Spark task given the tid of a transaction that already ended (what clearing one task
                   of a finished run does), with a retry it must not use
 txn_taskflow_probe  @task.txn mapped over days inside a group (no tid passed; map_index_template shows the
-                  day), then @task.txn_spark
+                  day), then @task.txn_spark, then @task.txn_check before the commit
 txn_read_probe    @task.txn_read: two tables as Spark DataFrames at the CSN the call passes (param `csn`), and
                   one as a pyarrow Table at the readable watermark
+txn_spark_check_probe  a group whose checks run with check_engine="spark"; the task stages a duplicate key
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from airflow.sdk import DAG, Param, task
 
 from airflow_txn.airflow import TxnHook, transaction_group
 from airflow_txn.airflow.version_compat import AirflowSkipException
+from airflow_txn.checks import RowCountCheck, UniqueCheck
 from airflow_txn.operators import BeginTransactionOperator, SparkTransactionOperator
 from airflow_txn.sensors import CommitCSNSensor
 
@@ -134,10 +136,17 @@ def stage_with_spark(spark: Any, txn: Any, params: dict[str, Any]) -> int:
     return stage_rows(spark, txn, params)
 
 
+@task.txn_check
+def audit(days: int, params: dict[str, Any]) -> list[Any]:
+    """The checks, built when the task runs from its arguments (the rows each day staged)."""
+    rows = int(params["rows"])
+    return [RowCountCheck(DAYS_TABLE, min=rows * days, max=rows * days), UniqueCheck(DAYS_TABLE, ["id", "day"])]
+
+
 with (DAG("txn_taskflow_probe", schedule=None, start_date=START, catchup=False,
           params={"rows": Param(2, type="integer"), "days": Param(["2024-01-01", "2024-01-02"], type="array")}),
       transaction_group("txn") as taskflow_group):
-    stage_day.expand(day=["2024-01-01", "2024-01-02", "2024-01-03"]) >> stage_with_spark()
+    stage_day.expand(day=["2024-01-01", "2024-01-02", "2024-01-03"]) >> stage_with_spark() >> audit(days=3)
 
 
 @task.txn_read(tables=["probe.orders", "probe.items"])
@@ -154,3 +163,16 @@ with DAG("txn_read_probe", schedule=None, start_date=START, catchup=False,
          params={"csn": Param(None, type=["null", "integer"])}):
     count_both(csn="{{ params.csn }}")
     count_orders()
+
+
+@task.txn
+def stage_duplicate(txn: Any) -> None:
+    import pyarrow as pa
+
+    txn.append(DAYS_TABLE, pa.table({"id": [1, 1, 2], "day": ["2024-01-01"] * 3}))
+
+
+SPARK_CHECKS = [RowCountCheck(DAYS_TABLE, min=1), UniqueCheck(DAYS_TABLE, ["id", "day"])]
+with (DAG("txn_spark_check_probe", schedule=None, start_date=START, catchup=False),
+      transaction_group("audited", check_engine="spark", checks=SPARK_CHECKS)):
+    stage_duplicate()
