@@ -136,6 +136,7 @@ def airflow_txn(*args: str, home: Path, env: dict[str, str]) -> subprocess.Compl
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)  # the commands themselves run on both: tests/core
 def test_airflow_txn_runs_the_commands(wh: Warehouse, catalog_url: str, root: Path, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The real `airflow` command: the group's help, a command on the `[airflow_txn] conn_id` connection
