@@ -67,7 +67,7 @@ def populate(wh: Warehouse) -> dict[str, str]:
     wh.create_table("shop.orders", ORDERS, partition_by=["day"])
     wh.create_table("shop.customers", CUSTOMERS)
     tids = {}
-    txn = wh.begin(label=f"{DAG}/{RUNS['committed']}")
+    txn = wh.begin(label=f"{DAG}/{RUNS['committed']}", metadata={"airflow": {"dag_id": DAG, "task_id": "begin"}})
     wh.attach(txn.tid).use_key(f"{DAG}/load_orders/0", attempt=1).append("shop.orders", _orders([1, 2, 3], "d1"))
     wh.attach(txn.tid).use_key(f"{DAG}/load_customers/0", attempt=1).append("shop.customers", _customers([1, 2]))
     record(txn, run_checks(txn, [RowCountCheck("shop.orders", min=3), UniqueCheck("shop.orders", "id")]), "check")
@@ -346,6 +346,7 @@ def test_the_pages_list_transactions_and_the_parts_each_task_staged(site: Site) 
     assert f"{DAG}/load_orders/0" in run.text and site.tids["active"] not in run.text
     assert one.status_code == 200 and "Every part" in one.text and "day=d1" in one.text
     assert "<h3>Checks</h3>" in one.text and "unique(shop.orders: id)" in one.text  # what its check task found
+    assert "<summary>metadata</summary>" in one.text and "\"task_id\": \"begin\"" in one.text  # the run that began it
     assert missing.status_code == 404 and "no transaction" in missing.text
 
 

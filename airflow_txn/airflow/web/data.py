@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from typing_extensions import TypedDict  # pydantic (FastAPI's response types) needs this one before Python 3.12
 
@@ -104,6 +104,9 @@ class TransactionDetail(TransactionSummary):
     """One transaction with every part, grouped by task and by table, and its checks' results."""
 
     checks: list[PageCheck]
+    metadata: dict[str, Any]
+    """What the transaction recorded of itself (Warehouse.begin(metadata=), Transaction.annotate: the Airflow
+    run, task and try that began and committed it), the checks' reports left out (`checks` shows them)."""
     tables: list[str]
     owner_dags: list[str]
     parts: list[PagePart]
@@ -236,7 +239,8 @@ def by_table(parts: Sequence[PagePart]) -> list[TableGroup]:
 def detail(info: TransactionInfo) -> TransactionDetail:
     """One transaction (wh.transaction_info()) with every part, grouped by task and by table."""
     parts = [PagePart(**p, status=part_status(p)) for p in info["parts"]]
-    return TransactionDetail(**summary(info), checks=checks_of(info), tables=list(info["tables"]),
+    metadata = {k: v for k, v in info.get("metadata", {}).items() if k != "checks"}
+    return TransactionDetail(**summary(info), checks=checks_of(info), metadata=metadata, tables=list(info["tables"]),
                              owner_dags=owner_dags(info),
                              parts=parts, by_task=by_task(parts), by_table=by_table(parts))
 
