@@ -1,18 +1,22 @@
 """One DataFrame over a list of parts: a single Parquet scan of exactly their files, with the
-partition columns restored from the catalog.
+partition columns restored.
 
 Part files never store partition columns; the catalog holds each part's partition values. The scan
 reads every part file at once (one file index, Spark's own split planning, filters on data columns
-pushed into the Parquet reader) and gets the partition values of each row by a broadcast join of
-the row's `_metadata.file_path` with a small table built on the driver: file -> part id, partition
-values. The driver writes each file's key in the form Spark reports it (Hadoop's URI of the path),
-so no row pays for decoding; a row whose file is not in the table fails the query rather than
-losing its partition values. The table is distinct on the file, so Spark drops the join from
-queries that use no partition column (they cost what a plain read costs); a query that uses one
-took about 1.8 times a plain read of Hive-partitioned files with Spark's own partition discovery
-(2M rows, three columns, group by the partition column). Measured and rejected: one scan per
-partition joined by `union` (its plan grows with the partitions: minutes for a thousand), and
-decoding the path in every row (six times a plain read).
+pushed into the Parquet reader). When every partition value of the parts read comes back exactly from
+its directory name (discovery.py: ASCII, not null, empty or hashed, a type Spark casts back exactly),
+the scan gets them from Spark's own partition discovery (the table's schema given, `basePath` the
+table's directory, each Spark write dir a root of its own): a filter on a partition column prunes
+files, and a query costs what a plain read of Hive-partitioned files costs. Otherwise the partition
+values of each row come from a broadcast join of the row's `_metadata.file_path` with a small table
+built on the driver: file -> part id, partition values; then Spark reads every file and filters after
+the join. The part id a copy-on-write statement asks for is always joined on that way, with the
+partition values too when discovery cannot give them. The driver writes each file's key in the form
+Spark reports it (Hadoop's URI of the path), so no row pays for decoding; a row whose file is not in the
+table fails the query rather than losing its partition values. The table is distinct on the file, so
+Spark drops the join from queries that use no partition column. Measured and rejected: one scan per
+partition joined by `union` (its plan grows with the partitions: minutes for a thousand), and decoding
+the path in every row (six times a plain read).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pyspark.sql import types as T
 
 from airflow_txn.core.adapter import PartView, TableView
 from airflow_txn.model.partitioning import partition_column
+from airflow_txn.spark.discovery import discoverable
 from airflow_txn.spark.settings import temporary_setting
 from airflow_txn.spark.types import PART_ID, to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, spark_path
@@ -50,15 +55,21 @@ def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
         return spark.createDataFrame([], T.StructType([*to_spark_schema(info.schema).fields, *extra]))
     base = info.location
     files = [(base / part.path / name, part) for part in parts for name in part.files]
-    data_schema = to_spark_schema(pa.schema([f for f in info.schema if f.name not in info.partition_by]))
+    discovered = discoverable(info, parts)
+    joined_on = [] if discovered else list(info.partition_by)
+    if discovered:  # the partition columns from the directory names: a filter on them prunes files
+        reader = (spark.read.schema(to_spark_schema(info.schema)).option("basePath", spark_path(base))
+                  .option("ignoreInvalidPartitionPaths", "true"))  # each Spark write dir is a root of its own
+    else:
+        reader = spark.read.schema(to_spark_schema(pa.schema([f for f in info.schema if f.name not in joined_on])))
     with _listed_here(spark, len(files)):
-        scan = spark.read.schema(data_schema).parquet(*[_literal(path) for path, _ in files])
-    if not info.partition_by and not with_part_id:
+        scan = reader.parquet(*[_literal(path) for path, _ in files])
+    if not joined_on and not with_part_id:
         return scan.select(*[column_of(n) for n in info.schema.names])
     mapping = spark.createDataFrame(
-        [(key, part.id, *_values(part, info)) for path, part in files for key in file_keys(path)],
+        [(key, part.id, *_values(part, info, joined_on)) for path, part in files for key in file_keys(path)],
         T.StructType([T.StructField(_FILE, T.StringType(), False), T.StructField(PART_ID, T.LongType(), False),
-                      *[T.StructField(c, to_spark_type(info.schema.field(c).type), True) for c in info.partition_by]]),
+                      *[T.StructField(c, to_spark_type(info.schema.field(c).type), True) for c in joined_on]]),
     )
     keyed = scan.select("*", F.col("_metadata.file_path").alias(_FILE))
     joined = keyed.join(F.broadcast(mapping.dropDuplicates([_FILE])), on=_FILE, how="left")
@@ -67,7 +78,7 @@ def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
     def restored(name: str) -> Column:  # a join that found no part fails the query, never yields nulls
         return F.when(F.col(PART_ID).isNull(), unmatched).otherwise(column_of(name)).alias(name)
 
-    columns = [restored(n) if n in info.partition_by else column_of(n) for n in info.schema.names]
+    columns = [restored(n) if n in joined_on else column_of(n) for n in info.schema.names]
     return joined.select(*columns, restored(PART_ID)) if with_part_id else joined.select(*columns)
 
 
@@ -84,9 +95,9 @@ def _listed_here(spark: SparkSession, paths: int) -> AbstractContextManager[None
     return temporary_setting(spark, _LISTING_THRESHOLD, str(paths + 1))
 
 
-def _values(part: PartView, info: TableView) -> list[object]:
+def _values(part: PartView, info: TableView, columns: Sequence[str]) -> list[object]:
     partition = part.partition
-    return [partition_column(partition.get(c), info.schema.field(c).type, 1)[0].as_py() for c in info.partition_by]
+    return [partition_column(partition.get(c), info.schema.field(c).type, 1)[0].as_py() for c in columns]
 
 
 def _literal(path: Path) -> str:
