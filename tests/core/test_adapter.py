@@ -115,7 +115,7 @@ def test_plan_read_takes_a_csn_or_a_transaction(wh: Warehouse) -> None:
         t.append(EVENTS, events([1]))
     csn = wh.readable_csn()
     assert adapter.plan_read(wh, EVENTS, csn=csn).snapshot == csn
-    with pytest.raises(TxnError, match="not both"):
+    with pytest.raises(TxnError, match="not several"):
         adapter.plan_read(wh, EVENTS, csn=csn, txn=wh.begin())
     with pytest.raises(TxnError, match="not readable yet"):
         adapter.plan_read(wh, EVENTS, csn=csn + 100)
