@@ -61,6 +61,13 @@ def _pg_reachable(url: str) -> str | None:
         return str(exc).splitlines()[0]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest-xdist worker (scripts/test.sh runs the service phases on two) starts with COLUMNS=80 in its
+    environment, which the CLI takes as the width of its tables: its output to a pipe must not depend on it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.pop("COLUMNS", None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the PostgreSQL half of parametrised tests so `-m postgres` selects it, and the ZooKeeper
     variant so `-m zookeeper` does (it runs for the core suite only: elsewhere it is deselected)."""

@@ -84,6 +84,8 @@ class TransactionTaskGroup(TaskGroup):
     tables: list[str] | None = None
     checks: list[Check] | None = attrs.field(default=None, converter=_checks_value)
     check_engine: str = attrs.field(default="duckdb", converter=engine_value)
+    tag: str | None = None
+    """The name the commit's snapshot gets (CommitTransactionOperator's `tag`: templated)."""
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
     check: TransactionCheckOperator | None = attrs.field(default=None, init=False)
     commit: CommitTransactionOperator | None = attrs.field(default=None, init=False)
@@ -146,7 +148,8 @@ class TransactionTaskGroup(TaskGroup):
         commit_rule = TriggerRule.NONE_FAILED if self.on_skip == "commit" else TriggerRule.ALL_SUCCESS
         outlets: dict[str, Any] = {} if self.commit_outlets is None else {"outlets": list(self.commit_outlets)}
         self.commit = CommitTransactionOperator(task_id="commit", tid=self.begin.output, conn_id=self.conn_id,
-                                                trigger_rule=commit_rule, tables=self.tables, **outlets)
+                                                trigger_rule=commit_rule, tables=self.tables, tag=self.tag,
+                                                **outlets)
         self.rollback = RollbackTransactionOperator(task_id="rollback", tid=tid, conn_id=self.conn_id,
                                                     trigger_rule=TriggerRule.ONE_FAILED)
         self.outcome = TransactionOutcomeOperator(task_id="outcome", tid=tid, conn_id=self.conn_id,
@@ -177,7 +180,7 @@ def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str 
                       isolation: str | Isolation = Isolation.SNAPSHOT, lease_seconds: float | str | None = None,
                       on_skip: str = "commit", commit_outlets: list[Any] | None = None,
                       tables: list[str] | None = None, checks: list[Check] | None = None,
-                      check_engine: str = "duckdb", **kwargs: Any) -> TransactionTaskGroup:
+                      check_engine: str = "duckdb", tag: str | None = None, **kwargs: Any) -> TransactionTaskGroup:
     """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
     that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`
     and pass `tid=txn.tid` to the tasks inside. `on_skip`: "commit" (default: a skipped task is no
@@ -186,8 +189,9 @@ def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str 
     needed when conn_id is a template). `tables`: the tables the transaction writes, when known: the commit
     emits their Asset events concretely, with the partitions written (CommitTransactionOperator's `tables`).
     `checks`: write-audit-publish checks (airflow_txn.checks) run by a `check` task between the body and the
-    commit, with `check_engine` ("duckdb" or "spark"); a failed check rolls the transaction back. Other
-    keyword arguments go to TaskGroup."""
+    commit, with `check_engine` ("duckdb" or "spark"); a failed check rolls the transaction back. `tag`: the
+    name the commit's snapshot gets (templated, e.g. "backfill-{{ ds }}": CommitTransactionOperator's `tag`).
+    Other keyword arguments go to TaskGroup."""
     if commit_outlets is None:
         default_outlet(conn_id, f"transaction_group {group_id!r}")  # a templated conn_id is refused here
     elif tables:
@@ -195,7 +199,7 @@ def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str 
     return TransactionTaskGroup(group_id=group_id, conn_id=conn_id, label=label, isolation=isolation,
                                 lease_seconds=lease_seconds, on_skip=on_skip, commit_outlets=commit_outlets,
                                 tables=list(tables) if tables else None, checks=checks, check_engine=check_engine,
-                                **kwargs)
+                                tag=tag, **kwargs)
 
 
 __all__ = ["TransactionTaskGroup", "transaction_group"]

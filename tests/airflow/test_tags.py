@@ -63,3 +63,20 @@ def test_the_trigger_waits_for_a_tag_and_fails_for_good_on_a_table_it_does_not_h
     [event] = _events(CommitCSNTrigger(csn=1, tag="probe-tag", tables=["probe.other"], poke_interval=0.1))
     assert event.payload["status"] == "error" and event.payload["final"]
     assert "does not hold table probe.other" in event.payload["message"]
+
+
+def test_a_transaction_group_tags_its_commit() -> None:
+    """transaction_group(tag=...) hands the (templated) name to its commit task; a malformed literal name is refused
+    when the DAG is parsed."""
+    from airflow.sdk import DAG
+
+    from airflow_txn.airflow import transaction_group
+    from airflow_txn.errors import InvalidNameError
+
+    with DAG("group_tag_probe", schedule=None), transaction_group("load", tag="backfill-{{ ds }}") as group:
+        pass
+    assert group.commit is not None and group.commit.tag == "backfill-{{ ds }}"
+    assert "tag" in group.commit.template_fields
+    with pytest.raises(InvalidNameError), DAG("group_tag_refused", schedule=None), \
+            transaction_group("load", tag="no spaces allowed"):
+        pass
