@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from typing_extensions import TypedDict  # pydantic (FastAPI's response types) needs this one before Python 3.12
 
@@ -23,6 +23,7 @@ from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.results import (
     CommitLogEntry,
     IsolationName,
+    JsonObject,
     PartInfo,
     TransactionInfo,
     TransactionRecord,
@@ -104,7 +105,7 @@ class TransactionDetail(TransactionSummary):
     """One transaction with every part, grouped by task and by table, and its checks' results."""
 
     checks: list[PageCheck]
-    metadata: dict[str, Any]
+    metadata: JsonObject
     """What the transaction recorded of itself (Warehouse.begin(metadata=), Transaction.annotate: the Airflow
     run, task and try that began and committed it), the checks' reports left out (`checks` shows them)."""
     tables: list[str]
