@@ -58,9 +58,9 @@ if [ $# -eq 0 ]; then
     RELIABILITY=(--ignore=tests/core/test_crash_points.py --ignore=tests/faults --ignore=tests/history
                  --ignore=tests/core/test_fuzz_bad_input.py --ignore=tests/zookeeper/test_processes.py)
 fi
-# The phases without Spark or Airflow run on two pytest-xdist workers: their tests wait on servers (PostgreSQL,
-# SeaweedFS, ZooKeeper) and child processes about half the time, so two workers finish in about half the time
-# on a 2-core machine (each worker starts the session's servers of its own).
+# The phases up to the Airflow tests run on two pytest-xdist workers: their tests wait on servers (PostgreSQL,
+# SeaweedFS, ZooKeeper, Spark's JVM) and child processes about half the time, so two workers finish in about
+# half the time on a 2-core machine (each worker starts the session's servers of its own).
 XDIST=(-n 2)
 log "unit tests (no services; two workers)"
 run_pytest "${XDIST[@]}" -m "not postgres and not slow and not spark and not zookeeper and not airflow and not s3" "${RELIABILITY[@]}" "$@"
@@ -68,8 +68,8 @@ log "tests against PostgreSQL, multi-process and crash tests (two workers)"
 run_pytest "${XDIST[@]}" -m "(postgres or slow) and not spark and not zookeeper and not airflow and not s3" "${RELIABILITY[@]}" "$@"
 log "object store tests (a SeaweedFS S3 server per worker; two workers)"
 run_pytest "${XDIST[@]}" -m "s3 and not spark and not zookeeper and not airflow" "${RELIABILITY[@]}" "$@"
-log "Spark tests (one local SparkSession)"
-run_pytest -m "spark and not airflow" "$@"
+log "Spark tests (two workers, a local SparkSession and a Spark Connect server each)"
+run_pytest "${XDIST[@]}" -m "spark and not airflow" "$@"
 log "ZooKeeper oracle tests (the core suite on PostgreSQL + ZooKeeper, failures of real servers; two workers)"
 run_pytest "${XDIST[@]}" -m "zookeeper and not spark and not airflow" "${RELIABILITY[@]}" "$@"
 log "Airflow tests (dag.test() of the example DAGs with Spark; a throw-away Airflow home)"
