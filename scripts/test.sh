@@ -58,7 +58,7 @@ if [ $# -eq 0 ]; then
     RELIABILITY=(--ignore=tests/core/test_crash_points.py --ignore=tests/faults --ignore=tests/history
                  --ignore=tests/core/test_fuzz_bad_input.py --ignore=tests/zookeeper/test_processes.py)
 fi
-# The phases up to the Airflow tests run on two pytest-xdist workers: their tests wait on servers (PostgreSQL,
+# Every pytest phase runs on two pytest-xdist workers: their tests wait on servers (PostgreSQL,
 # SeaweedFS, ZooKeeper, Spark's JVM) and child processes about half the time, so two workers finish in about
 # half the time on a 2-core machine (each worker starts the session's servers of its own).
 XDIST=(-n 2)
@@ -72,8 +72,8 @@ log "Spark tests (two workers, a local SparkSession and a Spark Connect server e
 run_pytest "${XDIST[@]}" -m "spark and not airflow" "$@"
 log "ZooKeeper oracle tests (the core suite on PostgreSQL + ZooKeeper, failures of real servers; two workers)"
 run_pytest "${XDIST[@]}" -m "zookeeper and not spark and not airflow" "${RELIABILITY[@]}" "$@"
-log "Airflow tests (dag.test() of the example DAGs with Spark; a throw-away Airflow home)"
-run_pytest -m airflow "$@"
+log "Airflow tests (dag.test() of the example DAGs with Spark; a throw-away Airflow home per worker; two workers)"
+run_pytest "${XDIST[@]}" -m airflow "$@"
 if [ $# -eq 0 ]; then
     log "benchmarks, quick mode (fails only if a ratio passes its gate, twice its target) -> build/benchmarks/"
     "$VENV/bin/python" benchmarks/run.py --quick
