@@ -156,6 +156,14 @@ again; a plain Connect write runs in the JVM alone. That is the 19x: about 10 s 
 target cannot be reached without keeping the Python workers across sessions or tasks (not changed here: the
 operator and the data source are outside this benchmark's scope).
 
+**Since that run: one Connect session per transaction (not yet re-measured as a full B11 run).**
+SparkTransactionOperator now attaches every Spark task of a transaction to ONE server session (its id derived from
+the server and the tid: airflow/connect_sessions.py) and leaves it open when the task ends, closing only its own
+channel. A probe through the operator's session code on a local Connect server, 100-row data-source writes, each
+followed by the task's end (load 10 from other work): a new session per write 5.9-6.1 s, after the first, the
+transaction's session 0.29-0.45 s. So the Connect variant's per-task cost should fall to about the later-write
+cost above; the full row is to be re-run on a quiet machine.
+
 **Local Spark: where the 2.36x goes.** The transactional DAG has four more tasks than the plain one (begin,
 commit, outcome, and rollback, skipped), each a full Airflow task under dag.test(): the run minus its load tasks'
 durations was 5.7 s against 2.1 s plain. Per load task (766 ms against 337 ms), probes outside Airflow after the

@@ -15,9 +15,9 @@ Contenders, interleaved (repetition r of all six before r+1 of any, the order ro
 airflow_txn            `airflow_txn.spark.read(spark, wh, table, via="native")` (frames.parts_frame: one
                        Parquet scan of exactly the visible parts' files, `day` from Spark's own partition
                        discovery, since every value here comes back exactly from its directory name)
-airflow_txn, data source   the same with via="datasource" (the "airflow_txn" Python data source: one Spark
-                       partition per part, read by a Python worker through pyarrow and handed to the JVM
-                       as Arrow)
+airflow_txn, data source   the same with via="datasource" (the "airflow_txn" Python data source: the parts
+                       packed into Spark partitions as Spark packs a native scan's files, read by Python
+                       workers through pyarrow and handed to the JVM as Arrow)
 plain                  `spark.read.parquet(dir)` (Spark's own partition discovery)
 
 Full: 2,000,000 rows, 3 repetitions; quick: 200,000 rows, 3. Every contender's answers are checked equal
