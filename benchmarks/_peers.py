@@ -25,7 +25,10 @@ from airflow_txn import Warehouse
 
 
 def warehouse(base: Path) -> Warehouse:
-    return Warehouse.open(catalog=f"sqlite:///{base / 'catalog.db'}", root=str(base / "warehouse"), oracle="sql")
+    """A new warehouse under `base`, created (opening alone creates nothing: docs/DESIGN.md D17)."""
+    wh = Warehouse.open(catalog=f"sqlite:///{base / 'catalog.db'}", root=str(base / "warehouse"), oracle="sql")
+    wh.init()
+    return wh
 
 
 class Floor:
@@ -135,6 +138,7 @@ class ProtocolMinimumCore(ProtocolMinimum):
         super().__init__(base)  # the schema, created by sqlite3; SQLAlchemy works on the same file
         self.db.close()
         self.catalog = Catalog(f"sqlite:///{base / 'protocol.db'}")
+        self.catalog.initialize()  # Catalog.write() needs an airflow_txn catalog there (its tables stay unused)
         meta = MetaData()
         txns = Table("txns", meta, Column("tid", String, primary_key=True), Column("state", String),
                      Column("csn", Integer))

@@ -65,6 +65,7 @@ def row(what: str, group: bool, threads: int, seconds: float, latencies: list[fl
 def bench_appends(hosts: str, catalog: str, root: Path, threads: int, per_thread: int, group: bool) -> str:
     spec = f"zookeeper://{hosts}/bench_{uuid.uuid4().hex[:8]}?group_commit={int(group)}&segment_size=100000"
     wh = Warehouse.open(catalog=catalog, root=str(root), oracle=spec)
+    wh.init()  # the oracle keeps the warehouse's id in the catalog, which opening alone does not create
     oracle = wh.runtime.oracle
     assert isinstance(oracle, ZooKeeperOracle)
     oracle.append(LogEntry(f"warmup-{uuid.uuid4().hex}", ("b.t",), time.time()))
