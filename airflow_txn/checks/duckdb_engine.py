@@ -2,7 +2,8 @@
 
 Each table's view reads exactly the files `Transaction.manifest` lists (its snapshot plus its staged
 parts): one `read_parquet([...])` per partition, the partition columns (never stored in the files) added as
-typed literals, glued with UNION ALL, as docs/MANIFESTS.md reads a manifest. DuckDB scans the files itself
+typed constants, glued with UNION ALL, as docs/MANIFESTS.md reads a manifest. The views are built with
+DuckDB's relational API, so no path or partition value is ever SQL text. DuckDB scans the files itself
 (in parallel, only the columns a check uses), so a check reads no table into memory. On an object-store
 root DuckDB would need its httpfs extension (downloaded at run time), so there each table is read
 through the core into Arrow first (memory-bound: use engine="spark" for large tables there).
@@ -26,10 +27,6 @@ def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _import_duckdb() -> Any:
     try:
         import duckdb
@@ -38,21 +35,23 @@ def _import_duckdb() -> Any:
     return duckdb
 
 
-def view_sql(manifest: TableManifest, types: Mapping[str, str]) -> str | None:
-    """The SELECT reading a table's manifest with its columns in order (`types`: column -> DuckDB type);
-    None when it lists no part."""
+def view_relation(con: Any, manifest: TableManifest, types: Mapping[str, Any]) -> Any:
+    """The DuckDB relation reading a table's manifest with its columns in order (`types`: column -> DuckDB
+    type), built with DuckDB's relational API: the file paths and partition values are arguments, never SQL
+    text (invariant 10). None when it lists no part."""
+    duckdb = _import_duckdb()
     by_partition: dict[tuple[tuple[str, str | None], ...], list[str]] = {}
     for part in manifest["parts"]:
         key = tuple((c, part["partition"].get(c)) for c in manifest["partition_by"])
         by_partition.setdefault(key, []).extend(f["path"] for f in part["files"])
-    selects = []
+    found = None
     for key, files in by_partition.items():
         values = dict(key)
-        columns = [f"CAST({'NULL' if values[c] is None else _literal(str(values[c]))} AS {types[c]}) AS {quote(c)}"
-                   if c in values else quote(c) for c in types]
-        listed = ", ".join(_literal(f) for f in files)
-        selects.append(f"SELECT {', '.join(columns)} FROM read_parquet([{listed}], union_by_name = true)")  # noqa: S608
-    return " UNION ALL ".join(selects) or None
+        columns = [(duckdb.ConstantExpression(values[c]).cast(types[c]) if c in values
+                    else duckdb.ColumnExpression(c)).alias(c) for c in types]
+        relation = con.read_parquet(files, union_by_name=True).select(*columns)
+        found = relation if found is None else found.union(relation)  # UNION ALL: every row of every part
+    return found
 
 
 class DuckDBEngine:
@@ -70,10 +69,8 @@ class DuckDBEngine:
     def views(self, txn: Transaction, views: Mapping[str, str]) -> Iterator[Callable[[str], object]]:
         duckdb = _import_duckdb()
         manifests = txn.manifest(list(views))
-        con = duckdb.connect(":memory:")
+        con = duckdb.connect(":memory:", config={} if self.threads is None else {"threads": int(self.threads)})
         try:
-            if self.threads is not None:
-                con.execute(f"SET threads = {int(self.threads)}")
             for table, view in views.items():
                 self._create_view(con, txn, table, view, manifests[table])
             yield lambda sql: con.execute(sql).fetchone()[0]
@@ -86,9 +83,9 @@ class DuckDBEngine:
         if on_object_store:
             con.register(view, txn.read(table))
             return
-        types = dict(zip(schema.names, (str(t) for t in con.from_arrow(schema.empty_table()).types), strict=True))
-        select = view_sql(manifest, types)
-        if select is None:
+        types = dict(zip(schema.names, con.from_arrow(schema.empty_table()).types, strict=True))
+        relation = view_relation(con, manifest, types)
+        if relation is None:
             con.register(view, schema.empty_table())
         else:
-            con.execute(f"CREATE VIEW {quote(view)} AS {select}")
+            relation.create_view(view)
