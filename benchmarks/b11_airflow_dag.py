@@ -138,10 +138,18 @@ def _rows(measure: str, tasks: int, samples: dict[str, list[float]], durations: 
 
 
 NOTES = """\
-**Full run (2026-11-27, the table above; load average 5-14 from other work on this 2-core machine).** Local Spark:
-28.7 s for the transactional DAG against 12.2 s plain, 2.36x; Airflow's median load-task duration 766 ms against
-337 ms. Spark Connect: 321 s against 16.9 s, 19.0x, 10.7 s of the run per load task against 0.56 s. Neither meets
-the 1.05 target.
+**Full run (2026-11-27 16:51 UTC, the table above; the machine otherwise idle).** Local Spark: 9.7 s for the
+transactional DAG against 6.0 s plain, **1.63x**. Spark Connect: 17.3 s against 7.7 s, **2.25x** (it was 19.0x in the
+run of the morning: 321 s against 16.9 s). Neither meets the 1.05 target; what changed and what is left follow.
+
+**Spark Connect: one server session per transaction (since the morning run).** SparkTransactionOperator now
+attaches every Spark task of a transaction to ONE server session (its id derived from the server and the tid:
+airflow/connect_sessions.py) and leaves it open when the task ends, closing only its own channel, so the server's
+Python workers (which the data source's driver side and its write tasks run in) start once per transaction, not
+once per task: what the transaction adds per load task is now (17.3 - 7.7) / 30 = 0.32 s of the run, against about
+10 s before. A probe through the operator's session
+code (100-row data-source writes, load 10): a new session per write 5.9-6.1 s, the transaction's session 0.29-0.45
+s. What the morning run measured, for the record:
 
 **Spark Connect: every task pays the Python start-up of the data source.** A probe outside Airflow, on the same
 kind of Connect server: the first airflow_txn write (data source, 10,000 rows, overwrite of one day) in a new
@@ -156,15 +164,8 @@ again; a plain Connect write runs in the JVM alone. That is the 19x: about 10 s 
 target cannot be reached without keeping the Python workers across sessions or tasks (not changed here: the
 operator and the data source are outside this benchmark's scope).
 
-**Since that run: one Connect session per transaction (not yet re-measured as a full B11 run).**
-SparkTransactionOperator now attaches every Spark task of a transaction to ONE server session (its id derived from
-the server and the tid: airflow/connect_sessions.py) and leaves it open when the task ends, closing only its own
-channel. A probe through the operator's session code on a local Connect server, 100-row data-source writes, each
-followed by the task's end (load 10 from other work): a new session per write 5.9-6.1 s, after the first, the
-transaction's session 0.29-0.45 s. So the Connect variant's per-task cost should fall to about the later-write
-cost above; the full row is to be re-run on a quiet machine.
-
-**Local Spark: where the 2.36x goes.** The transactional DAG has four more tasks than the plain one (begin,
+**Local Spark: where the 2.36x of the morning run went (1.63x now).** The transactional DAG has four more tasks
+than the plain one (begin,
 commit, outcome, and rollback, skipped), each a full Airflow task under dag.test(): the run minus its load tasks'
 durations was 5.7 s against 2.1 s plain. Per load task (766 ms against 337 ms), probes outside Airflow after the
 run, 10,000 rows, medians of 11: the transactional write + commit 391 ms against 299 ms for the plain write (its
