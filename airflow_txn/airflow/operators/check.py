@@ -152,16 +152,10 @@ class TransactionCheckOperator(TxnBaseOperator):
         if self.engine == "duckdb":
             yield None
             return
-        from airflow_txn.airflow.connect_sessions import leave_open
-        from airflow_txn.airflow.operators.spark import spark_session
+        from airflow_txn.airflow.operators.spark import task_spark_session
         from airflow_txn.spark.checks import SparkEngine
-        from airflow_txn.spark.via import is_connect
 
         dag_id, _run, task_id, _map, _try = run_ids(context)
         conf = {**self.hook.spark_conf(), **self.spark_conf}
-        spark = spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid)
-        try:
+        with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid) as spark:
             yield SparkEngine(spark)
-        finally:
-            if is_connect(spark):  # its gRPC channel's threads would keep the task's process alive
-                leave_open(spark)

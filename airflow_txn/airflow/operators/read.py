@@ -16,8 +16,10 @@ session; None with frames="arrow"), any context value and its `op_kwargs`.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from airflow_txn.airflow.hooks.txn import coerce_csn
@@ -136,23 +138,26 @@ class SnapshotReadOperator(TxnBaseOperator):
                 snapshot, source = choose_snapshot(wh, given_csn, context, tables)
             except InvalidArgumentError as exc:  # a rendered csn that is no CSN: no retry can fix it
                 raise AirflowFailException(f"{self.task_id}: {exc}") from exc
-            spark = self._spark(context) if self.frames == "spark" else None
-            self.log.info("reading %s at CSN %d (%s)", ", ".join(tables), snapshot, source)
-            try:
-                frames = self._read(wh, spark, snapshot)
-            except TxnError as exc:
-                raise TxnError(f"{self.task_id}: reading {', '.join(tables)} at CSN {snapshot} ({source}): {exc}") \
-                    from exc
-            given = {**frames, "csn": snapshot, "spark": spark}
-            return call_with_context(self._target(self.python_callable), self.op_args,
-                                     {**context, **self.op_kwargs, **given})
+            with self._spark(context) as spark:
+                self.log.info("reading %s at CSN %d (%s)", ", ".join(tables), snapshot, source)
+                try:
+                    frames = self._read(wh, spark, snapshot)
+                except TxnError as exc:
+                    raise TxnError(f"{self.task_id}: reading {', '.join(tables)} at CSN {snapshot} ({source}): "
+                                   f"{exc}") from exc
+                given = {**frames, "csn": snapshot, "spark": spark}
+                return call_with_context(self._target(self.python_callable), self.op_args,
+                                         {**context, **self.op_kwargs, **given})
 
-    def _spark(self, context: Context) -> Any:
-        from airflow_txn.airflow.operators.spark import spark_session
+    def _spark(self, context: Context) -> AbstractContextManager[Any]:
+        """The task's SparkSession (None with frames="arrow"), its Connect channel closed when the task ends."""
+        if self.frames != "spark":
+            return contextlib.nullcontext()
+        from airflow_txn.airflow.operators.spark import task_spark_session
 
         dag_id, _run, task_id, _map, _try = run_ids(context)
         conf = {**self.hook.spark_conf(), **self.spark_conf}
-        return spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None)
+        return task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None)
 
     def _read(self, wh: Warehouse, spark: Any, snapshot: int) -> dict[str, Any]:
         if spark is None:

@@ -24,9 +24,10 @@ the Spark Connect server: that server must reach the catalog, the oracle and the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_txn.airflow.connect_sessions import is_closed_session_error, leave_open, session_id_for, with_session_id
@@ -118,6 +119,23 @@ def _connect_session(url: str, conf: Mapping[str, str], app_name: str) -> SparkS
     return cast("SparkSession", builder.getOrCreate())  # the same API, by duck typing
 
 
+@contextlib.contextmanager
+def task_spark_session(conf: Mapping[str, str], app_name: str, remote: str | None = None,
+                       tid: str | None = None) -> Iterator[SparkSession]:
+    """spark_session() for the span of one task: a Spark Connect session's channel is closed when the task
+    ends (its gRPC threads would keep the task's process alive), leaving transaction `tid`'s server session
+    open for the transaction's next task, or releasing it when the task has no transaction."""
+    spark = spark_session(conf, app_name=app_name, remote=remote, tid=tid)
+    try:
+        yield spark
+    finally:
+        if _is_connect(spark):
+            if tid is None:
+                spark.stop()
+            else:
+                leave_open(spark)
+
+
 def _is_connect(spark: SparkSession) -> bool:
     from airflow_txn.spark.via import is_connect  # loads pyspark: only once a session exists
 
@@ -197,25 +215,24 @@ class SparkTransactionOperator(LineageMixin, TxnCallableOperator):
         hook = self.hook
         with keyed_try(hook, tid, context, self.task_id, self.log) as txn:  # also while the SparkSession starts
             conf = {**self._connection_conf(), **hook.spark_conf(), **self.spark_conf}
-            spark = spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid)
-            tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
-            spark.addTag(tag)
-            self._running = (spark, tag)
-            self._link_spark_ui(spark, context)
-            self.log.info("running %s in transaction %s (key %s, attempt %d) on %s",
-                          getattr(self.python_callable, "__name__", "the callable"), tid, key, try_number,
-                          "Spark Connect" if _is_connect(spark) else "a local SparkSession")
-            try:
-                result = call_with_context(self.python_callable, [spark, txn, *self.op_args],
-                                           {**context, **self.op_kwargs})
-                self.record_lineage(context,
-                                    lambda: writer_lineage(txn, key, try_number, txn.warehouse.warehouse_id))
-                return result
-            finally:
-                self._running = None
-                spark.removeTag(tag)
-                if _is_connect(spark):  # its gRPC channel's threads would keep the task's process alive
-                    leave_open(spark)  # the server's session stays, for the transaction's next task
+            with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None,
+                                    tid=tid) as spark:
+                tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
+                spark.addTag(tag)
+                self._running = (spark, tag)
+                self._link_spark_ui(spark, context)
+                self.log.info("running %s in transaction %s (key %s, attempt %d) on %s",
+                              getattr(self.python_callable, "__name__", "the callable"), tid, key, try_number,
+                              "Spark Connect" if _is_connect(spark) else "a local SparkSession")
+                try:
+                    result = call_with_context(self.python_callable, [spark, txn, *self.op_args],
+                                               {**context, **self.op_kwargs})
+                    self.record_lineage(context,
+                                        lambda: writer_lineage(txn, key, try_number, txn.warehouse.warehouse_id))
+                    return result
+                finally:
+                    self._running = None
+                    spark.removeTag(tag)
 
     def _link_spark_ui(self, spark: SparkSession, context: Context) -> None:
         """Record the driver's UI and publish its link now (Airflow pushes links only when a task ends,
