@@ -3,7 +3,8 @@
 # then the test suite (fast unit tests first, then the tests against real PostgreSQL, multi-process and crash tests,
 # then the object-storage tests against a real S3-compatible server (SeaweedFS),
 # then the Spark tests on a local SparkSession, then the ZooKeeper oracle tests against real servers,
-# then the Airflow tests: real dag.test() runs of the example DAGs with Spark, on SQLite and PostgreSQL).
+# then the Airflow tests: real dag.test() runs of the example DAGs with Spark, on SQLite and PostgreSQL,
+# then Airflow as its four real processes driven through its REST API).
 # Starts the services it needs itself. Safe to run twice. Extra arguments go to pytest.
 # Leaves `git status` as it found it: reports go under build/ (ignored by git), and the last step checks.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
@@ -73,7 +74,9 @@ run_pytest "${XDIST[@]}" -m "spark and not airflow" "$@"
 log "ZooKeeper oracle tests (the core suite on PostgreSQL + ZooKeeper, failures of real servers; two workers)"
 run_pytest "${XDIST[@]}" -m "zookeeper and not spark and not airflow" "${RELIABILITY[@]}" "$@"
 log "Airflow tests (dag.test() of the example DAGs with Spark; a throw-away Airflow home per worker; two workers)"
-run_pytest "${XDIST[@]}" -m airflow "$@"
+run_pytest "${XDIST[@]}" -m "airflow and not real_airflow" "$@"
+log "real Airflow (the wheel in its own venv; api-server, scheduler, dag-processor, triggerer as processes on PostgreSQL)"
+run_pytest -n 0 -m real_airflow "$@"
 if [ $# -eq 0 ]; then
     log "benchmarks, quick mode (fails only if a ratio passes its gate, twice its target) -> build/benchmarks/"
     "$VENV/bin/python" benchmarks/run.py --quick

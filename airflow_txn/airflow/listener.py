@@ -2,8 +2,10 @@
 task of a transaction that fails with no retries left, roll back the run's active transactions.
 
 It finds them through the run's BeginTransactionOperator tasks and their XCom (the tid); a task's
-failure only concerns the transactions it is downstream of. A listener never raises: a rollback it
-cannot do is logged, and the transaction's lease (or `airflow-txn recover`) ends it later.
+failure only concerns the transactions it is downstream of. The hooks run inside the scheduler loop and the
+API server: they copy the run's ids off the host's objects, then do everything else in a thread of their own
+with sessions of their own, bounded by `[airflow_txn] listener_timeout` (airflow/hosted.py). A listener never
+raises: a rollback it cannot do is logged, and the transaction's lease (or `airflow-txn recover`) ends it later.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from airflow.listeners import hookimpl
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
+from airflow_txn.airflow.hosted import run_hosted
 from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcom
 
 log = logging.getLogger(__name__)
@@ -65,43 +68,59 @@ def _concerned(begins: Iterable[Any], failed_task_id: str | None) -> list[Any]:
     return concerned
 
 
-def _dag_of(task_instance: Any) -> Any:
+def _dag_of(task: Any, dag_id: str) -> Any:
     """The task's DAG: attached to it in a worker; in the scheduler (a task found dead, say) maybe
-    not, then the serialized DAG from the metadata database."""
-    task = getattr(task_instance, "task", None)
+    not, then the serialized DAG from the metadata database (on a session of our own)."""
     dag = getattr(task, "dag", None) if task is not None else None
     if dag is None:
         try:
-            dag = load_serialized_dag(task_instance.dag_id)
+            dag = load_serialized_dag(dag_id)
         except Exception:  # no metadata database here (a worker): the DAG run's failure will do
-            log.debug("no DAG for %s", task_instance.dag_id, exc_info=True)
+            log.debug("no DAG for %s", dag_id, exc_info=True)
     return dag
+
+
+def _failed_for_good(task_instance: Any) -> dict[str, Any] | None:
+    """The plain values of a task instance that failed with no retries left (None when it will be retried), copied
+    on the host's thread before anything of ours runs: the host's ORM objects belong to its session and thread."""
+    if str(getattr(task_instance, "state", "")).split(".")[-1].lower() != "failed":
+        return None
+    return {"task": getattr(task_instance, "task", None), "dag_id": str(task_instance.dag_id),
+            "run_id": str(task_instance.run_id), "task_id": str(task_instance.task_id),
+            "runtime": task_instance if type(task_instance).__name__ == "RuntimeTaskInstance" else None}
+
+
+def _roll_back_after_task(ids: dict[str, Any]) -> list[str]:
+    dag = _dag_of(ids["task"], ids["dag_id"])
+    if dag is None or not begin_tasks(dag):
+        return []
+    reason = f"task {ids['task_id']} of run {ids['run_id']} failed with no retries left"
+    return rollback_run(dag, ids["dag_id"], ids["run_id"], reason, failed_task_id=ids["task_id"],
+                        task_instance=ids["runtime"])
 
 
 @hookimpl
 def on_task_instance_failed(previous_state: Any, task_instance: Any, error: Any) -> None:
     """A task failed: roll back only when it has no retries left (a retry replaces its writes)."""
     try:
-        if str(getattr(task_instance, "state", "")).split(".")[-1].lower() != "failed":
-            return
-        dag = _dag_of(task_instance)
-        if dag is None or not begin_tasks(dag):
-            return
-        reason = f"task {task_instance.task_id} of run {task_instance.run_id} failed with no retries left"
-        rollback_run(dag, task_instance.dag_id, task_instance.run_id, reason,
-                     failed_task_id=task_instance.task_id, task_instance=task_instance)
+        ids = _failed_for_good(task_instance)
     except Exception:
-        log.exception("airflow_txn listener: rollback after the failure of %s failed",
-                      getattr(task_instance, "task_id", "?"))
+        log.exception("airflow_txn listener: cannot read the failed task instance; its transaction's lease ends it")
+        return
+    if ids is not None:
+        run_hosted(f"rollback after {ids['dag_id']}/{ids['run_id']}/{ids['task_id']} failed",
+                   lambda: _roll_back_after_task(ids))
 
 
 @hookimpl
 def on_dag_run_failed(dag_run: Any, msg: str) -> None:
     """A DAG run failed (or was marked failed): roll back its transactions that are still active."""
     try:
-        dag = getattr(dag_run, "dag", None)
-        if dag is None or not begin_tasks(dag):
-            return
-        rollback_run(dag, dag_run.dag_id, dag_run.run_id, f"DAG run {dag_run.run_id} failed: {msg}")
+        dag, dag_id, run_id = getattr(dag_run, "dag", None), str(dag_run.dag_id), str(dag_run.run_id)
     except Exception:
-        log.exception("airflow_txn listener: rollback of the failed run %s failed", getattr(dag_run, "run_id", "?"))
+        log.exception("airflow_txn listener: cannot read the failed DAG run; its transactions' leases end them")
+        return
+    if dag is None or not begin_tasks(dag):
+        return
+    run_hosted(f"rollback of the failed run {dag_id}/{run_id}",
+               lambda: rollback_run(dag, dag_id, run_id, f"DAG run {run_id} failed: {msg}"))

@@ -6,6 +6,8 @@ once; the rest of the layer imports them from this module, never from Airflow di
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -62,9 +64,8 @@ def pull_run_xcom(dag_id: str, run_id: str, task_id: str, task_instance: Any = N
             "RuntimeTaskInstance"):
         return task_instance.xcom_pull(task_ids=task_id, dag_id=dag_id, key="return_value")
     from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
 
-    with create_session() as session:
+    with own_session() as session:
         query = XComModel.get_many(run_id=run_id, dag_ids=dag_id, task_ids=task_id, key="return_value", limit=1)
         row = session.scalars(query).first()
         return None if row is None else XComModel.deserialize_value(row)
@@ -111,10 +112,39 @@ def airflow_conf() -> Any:
 def load_serialized_dag(dag_id: str) -> Any:
     """The DAG as the scheduler knows it (serialized), from the metadata database; None if unknown."""
     from airflow.models.serialized_dag import SerializedDagModel
-    from airflow.utils.session import create_session
 
-    with create_session() as session:
+    with own_session() as session:
         return SerializedDagModel.get_dag(dag_id, session=session)
+
+
+@contextmanager
+def own_session() -> Iterator[Any]:
+    """A metadata-database session of our own (Airflow's non-scoped factory): never the thread's scoped session,
+    which in the scheduler loop is the loop's own, under prohibit_commit (committing or closing it kills the
+    scheduler). Read-only use: rolled back and closed at the end."""
+    from airflow import settings
+
+    factory = getattr(settings, "NonScopedSession", None)
+    if factory is None:  # pragma: no cover - an ORM that was never configured in this process
+        raise RuntimeError("Airflow's metadata database is not configured in this process")
+    session = factory()
+    try:
+        yield session
+    finally:
+        session.rollback()
+        session.close()
+
+
+def release_thread_session() -> None:
+    """Remove this thread's scoped metadata session (`settings.Session`), if Airflow made one here: a thread of
+    ours that looked something up through Airflow (a connection in the metastore) leaves no session behind."""
+    try:
+        from airflow import settings
+    except ImportError:  # pragma: no cover - the layer needs Airflow
+        return
+    remove = getattr(getattr(settings, "Session", None), "remove", None)
+    if callable(remove):
+        remove()
 
 
 __all__ = [
@@ -142,5 +172,7 @@ __all__ = [
     "airflow_conf",
     "airflow_stats",
     "load_serialized_dag",
+    "own_session",
     "pull_run_xcom",
+    "release_thread_session",
 ]
