@@ -49,6 +49,20 @@ class WarehouseNotFoundError(TxnError):
     create_table, begin, Warehouse.init)."""
 
 
+class ConnectionNotFoundError(TxnError):
+    """An Airflow connection the warehouse is named by is not defined where this runs (no AIRFLOW_CONN_*
+    variable, secrets backend entry or metastore row): define it there. `conn_id` names it."""
+
+    def __init__(self, message: str, conn_id: str) -> None:
+        super().__init__(message)
+        self.conn_id = conn_id
+
+
+class MissingDependencyError(TxnError, ImportError):
+    """A feature needs a package that is not installed (a catalog database's driver, Airflow's Amazon
+    provider): the message names the `pip install 'airflow-txn[EXTRA]'` that brings it."""
+
+
 class CatalogReadOnlyError(TxnError):
     """This process may only read the catalog (a read-only database role, a read-only file or mount) and
     the call writes: list, show and read work; writing needs a role or mount that can write."""
@@ -138,11 +152,13 @@ __all__ = [
     "CatalogReadOnlyError",
     "CatalogUnavailableError",
     "CheckError",
+    "ConnectionNotFoundError",
     "InvalidArgumentError",
     "InvalidNameError",
     "InvalidatedKeysError",
     "LeaseExpiredError",
     "MergedAwayError",
+    "MissingDependencyError",
     "OracleUnavailableError",
     "RetryConflictError",
     "SchemaMismatchError",

@@ -20,14 +20,26 @@ WATCH_QUERY = "watch=commit-log"
 _HEX = frozenset(string.hexdigits)
 
 
+def check_warehouse_id(value: str) -> str:
+    """THE check of a warehouse id as a name carries it (table_identity, this scheme's handler): hex digits of
+    either case (Warehouse.warehouse_id is lower-case; Airflow lower-cases a URI's host), returned lower-cased.
+    InvalidNameError for anything else."""
+    if not isinstance(value, str) or not value or not set(value) <= _HEX:
+        raise InvalidNameError(f"a warehouse id is hex digits (Warehouse.warehouse_id; `airflow-txn doctor` shows "
+                               f"it), got {value!r}")
+    return value.lower()
+
+
 def normalize(uri: SplitResult) -> SplitResult:
     """`uri` (already split and sanitized by Airflow) with its warehouse id lower-cased; ValueError, saying
     what is wrong, for a URI that names no warehouse table."""
     written = urllib.parse.urlunsplit(uri)
-    if not uri.netloc or not set(uri.netloc) <= _HEX:
+    try:
+        warehouse_id = check_warehouse_id(uri.netloc)
+    except InvalidNameError:
         raise ValueError(f"{written}: an {SCHEME} Asset URI names a warehouse by its id (hex digits: "
                          f"`airflow-txn doctor` shows it), got {uri.netloc!r}; make it with "
-                         "table_asset(table, conn_id)")
+                         "table_asset(table, conn_id)") from None
     table = urllib.parse.unquote(uri.path.lstrip("/"))
     try:
         parse_table_name(table)
@@ -36,4 +48,4 @@ def normalize(uri: SplitResult) -> SplitResult:
     if uri.query not in ("", WATCH_QUERY):
         raise ValueError(f"{written}: the only query an {SCHEME} Asset URI takes is {WATCH_QUERY!r} "
                          "(commit_watcher)")
-    return SplitResult(uri.scheme, uri.netloc.lower(), uri.path, uri.query, uri.fragment)
+    return SplitResult(uri.scheme, warehouse_id, uri.path, uri.query, uri.fragment)

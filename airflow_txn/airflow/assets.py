@@ -10,16 +10,17 @@ table of the same name has another Asset (docs/DESIGN.md D16).
 
 from __future__ import annotations
 
+import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_txn.airflow.asset_uris import SCHEME, WATCH_QUERY
-from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
+from airflow_txn.airflow.asset_uris import SCHEME, WATCH_QUERY, check_warehouse_id
+from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, parse_config
 from airflow_txn.airflow.version_compat import Asset, AssetAlias, AssetWatcher
+from airflow_txn.catalog.database import safe_url
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidNameError
 from airflow_txn.model.names import parse_table_name
 from airflow_txn.model.partitioning import Partition
 
@@ -71,32 +72,41 @@ class TableIdentity:
 
 def table_identity(warehouse_id: str, table: str) -> TableIdentity:
     """THE naming of table `ns.name` of warehouse `warehouse_id`: its Asset's uri, name and group and its
-    lineage namespace (every part of the package names tables through this function). InvalidNameError
-    for a malformed table name or warehouse id."""
-    if not warehouse_id or not all(c in "0123456789abcdef" for c in warehouse_id):
-        raise InvalidNameError(f"a warehouse id is hex digits (Warehouse.warehouse_id), got {warehouse_id!r}")
-    return TableIdentity(warehouse_id, parse_table_name(table).qualified)
+    lineage namespace (every part of the package names tables through this function). The warehouse id is
+    checked (and lower-cased) by asset_uris.check_warehouse_id, the check the URI scheme's handler makes.
+    InvalidNameError for a malformed table name or warehouse id."""
+    return TableIdentity(check_warehouse_id(warehouse_id), parse_table_name(table).qualified)
 
 
 _IDS: dict[str, str] = {}
 """{catalog URL: warehouse id} looked up by this process (a catalog keeps its id for life)."""
+_IDS_LOCK = threading.Lock()
 
 
 def warehouse_id_of(conn_id: str = DEFAULT_CONN_ID) -> str:
     """The id of the warehouse connection `conn_id` reaches, read from its catalog once per process and
-    catalog (what table_asset() needs while a DAG file is parsed)."""
-    url = TxnHook(conn_id=conn_id).config().catalog_url
-    if url not in _IDS:
-        _IDS[url] = Warehouse.warehouse_id_at(url)
-    return _IDS[url]
+    catalog (what table_asset() needs while a DAG file is parsed). Parsing never guesses and never creates
+    (docs/DESIGN.md, D16): a connection that is not defined, with no catalog configured on purpose, raises
+    ConnectionNotFoundError naming it (hooks/txn.parse_config); a catalog that does not exist raises
+    WarehouseNotFoundError naming it and the connection; nothing is created, not even a SQLite file."""
+    url = parse_config(conn_id).catalog_url
+    with _IDS_LOCK:
+        found = _IDS.get(url)
+    if found is None:
+        where = f"catalog {safe_url(url)} (connection {conn_id!r})"
+        found = Warehouse.warehouse_id_at(url, where=where)
+        with _IDS_LOCK:
+            _IDS[url] = found
+    return found
 
 
 def table_asset(table: str, conn_id: str = DEFAULT_CONN_ID, *, warehouse_id: str | None = None) -> Asset:
     """The Asset of warehouse table `ns.name` (table_identity: `airflow-txn://<warehouse id>/<ns.name>`,
     name `<ns.name>@<id prefix>`, group `airflow-txn`). Schedule a DAG on it to run after each commit that
     wrote the table. The warehouse is the one connection `conn_id` reaches, its id read from the catalog
-    when the DAG file is parsed (once per process); pass `warehouse_id` (`airflow-txn doctor` shows it) to
-    name it without reaching the catalog."""
+    when the DAG file is parsed (once per process; warehouse_id_of: a connection that is not defined, or a
+    catalog that does not exist, fails the DAG file with a message naming it, and nothing is created); pass
+    `warehouse_id` (`airflow-txn doctor` shows it) to name it without reaching the catalog."""
     wid = warehouse_id if warehouse_id is not None else warehouse_id_of(conn_id)
     ident = table_identity(wid, table)
     return Asset(name=ident.name, uri=ident.uri, group=ident.group,

@@ -15,6 +15,9 @@ from airflow_txn.core.config import DEFAULT_LEASE_SECONDS
 
 INTEGRATION = "airflow_txn"
 PACKAGE = "airflow-txn"
+DISPLAY_NAME = "Airflow Txn"
+"""The provider's name as Airflow's Providers page shows it (as "Amazon" or "Postgres": the package name is
+`package-name`)."""
 DESCRIPTION = "Make a DAG of Spark tasks writing several tables behave as ONE database transaction."
 VERSION_ADDED = "0.1.0"
 CLI_FUNCTION = "airflow_txn.cli.in_airflow.get_cli_commands"
@@ -98,7 +101,7 @@ def _modules(kind: Kind) -> list[dict[str, Any]]:
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": PACKAGE,
-        "name": "airflow_txn",
+        "name": DISPLAY_NAME,
         "description": DESCRIPTION,
         "versions": [_version()],
         "documentation-url": DOCUMENTATION_URL,
@@ -128,8 +131,14 @@ def get_provider_info() -> dict[str, Any]:
                 "catalog": {"label": "Catalog URL", "description":
                             "SQLAlchemy URL of the catalog, e.g. postgresql+psycopg://user@host/db, its password "
                             "in the Catalog password field "
-                            "(empty: [airflow_txn] catalog, AIRFLOW_TXN_CATALOG or the embedded SQLite file)",
+                            "(empty: Catalog connection, [airflow_txn] catalog, AIRFLOW_TXN_CATALOG or the "
+                            "embedded SQLite file)",
                             "schema": {"type": ["string", "null"]}},
+                "catalog_conn_id": {"label": "Catalog connection", "description":
+                                    "Instead of the Catalog URL: the id of a postgres or sqlite connection whose "
+                                    "host, port, schema (database), login and password reach the catalog (leave "
+                                    "the Catalog URL and Catalog password empty)",
+                                    "schema": {"type": ["string", "null"]}},
                 "root": {"label": "Storage root", "description":
                          "Directory of the Parquet files, or s3://bucket/prefix (empty: [airflow_txn] root, "
                          "AIRFLOW_TXN_ROOT or ~/.airflow_txn/warehouse)",
@@ -142,16 +151,23 @@ def get_provider_info() -> dict[str, Any]:
                                     "secret_access_key, ... (empty: [airflow_txn] storage_options, "
                                     "AIRFLOW_TXN_STORAGE_OPTIONS or the AWS_* environment)",
                                     "schema": {"type": ["string", "null"]}},
+                "aws_conn_id": {"label": "AWS connection", "description":
+                                "For an s3:// root: the id of an Amazon (aws) connection whose credentials, "
+                                "endpoint_url and region reach it; its credentials are refreshed before they "
+                                "expire (needs airflow-txn[amazon]; keep credentials out of Storage options)",
+                                "schema": {"type": ["string", "null"]}},
                 "spark_conf": {"label": "Spark conf", "description":
                                "A JSON object of Spark settings for the Spark tasks of this warehouse "
-                               "(SparkTransactionOperator, @task.txn_spark, @task.txn_read), under their own",
+                               "(SparkTransactionOperator, @task.txn_spark, @task.txn_read); a task's own "
+                               "spark_conf wins over it",
                                "schema": {"type": ["string", "null"]}},
             },
             "ui-field-behaviour": {
                 "hidden-fields": ["host", "schema", "login", "port"],
                 "relabeling": {"password": "Catalog password"},
                 "placeholders": {"catalog": "sqlite:////var/lib/airflow_txn/catalog.db", "root": "/data/warehouse",
-                                 "oracle": "sql"},
+                                 "oracle": "sql", "catalog_conn_id": "airflow_txn_catalog",
+                                 "aws_conn_id": "aws_default"},
             },
         }],
     }

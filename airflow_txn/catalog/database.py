@@ -44,6 +44,7 @@ from airflow_txn.errors import (
     CatalogReadOnlyError,
     CatalogUnavailableError,
     InvalidArgumentError,
+    MissingDependencyError,
     WarehouseNotFoundError,
 )
 
@@ -118,6 +119,19 @@ def read_only_reason(exc: BaseException) -> str | None:
     return None
 
 
+DRIVER_EXTRAS = {"psycopg": "postgres", "psycopg_binary": "postgres"}
+"""The extra of airflow-txn that installs a catalog driver module (the `airflow` extra brings psycopg too)."""
+
+
+def missing_driver_message(url: str, exc: ImportError) -> str:
+    """What to install when the catalog URL's driver module is missing."""
+    module = (exc.name or str(exc)).split(".")[0]
+    extra = DRIVER_EXTRAS.get(module)
+    install = (f"pip install 'airflow-txn[{extra}]' (the `airflow` extra brings it too)" if extra is not None
+               else f"install the Python module {module!r} (SQLAlchemy's driver for this URL)")
+    return f"the catalog {safe_url(url)} needs the database driver {module!r}, which is not installed: {install}"
+
+
 def safe_url(url: str) -> str:
     """The catalog URL with its password hidden (for messages)."""
     return make_url(url).render_as_string(hide_password=True)
@@ -182,7 +196,10 @@ class Catalog:
         self.url = url
         self.where = where or f"catalog {self._safe_url()}"
         self.dialect = make_url(url).get_backend_name()
-        self.engine = _sqlite_engine(url) if self.dialect == "sqlite" else _generic_engine(url)
+        try:
+            self.engine = _sqlite_engine(url) if self.dialect == "sqlite" else _generic_engine(url)
+        except ImportError as exc:  # the URL's driver (SQLAlchemy imports it when the engine is made)
+            raise MissingDependencyError(missing_driver_message(url, exc)) from exc
         self.supports_for_update = self.dialect != "sqlite"
         self._exists = False
         """Seen to exist (a catalog is never removed under a running process, so this is never unset)."""

@@ -6,12 +6,14 @@ that does not exist raises WarehouseNotFoundError (the catalog's own check, cata
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from airflow_txn.catalog import (
     Catalog,
@@ -101,16 +103,20 @@ class Warehouse:
     @classmethod
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
              oracle: str | None = None, manifests: str | None = None,
-             storage_options: Mapping[str, str | bool] | str | None = None) -> Warehouse:
+             storage_options: Mapping[str, str | bool] | str | None = None,
+             filesystem: pafs.FileSystem | None = None) -> Warehouse:
         """Open the warehouse; arguments override AIRFLOW_TXN_* and the defaults. Creates nothing: the first
         `init`, `create_table` or `begin` creates a missing catalog and root; any other call on a warehouse
         that does not exist raises WarehouseNotFoundError. An existing catalog of an older airflow_txn is
         upgraded here, one of a newer refused (TxnError).
         `root` may be an object store (`s3://bucket/prefix`, whose bucket must exist); `storage_options`
         its settings (endpoint_url, region, access_key_id, ...: docs/DEPLOYMENT.md), else the AWS_* environment.
-        manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md)."""
+        manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md).
+        `filesystem` replaces the pyarrow filesystem the root's settings make (its caller keeps it equivalent:
+        the Airflow hook's S3 filesystem whose credentials refresh, airflow/hooks/aws.py)."""
         config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options)
-        storage = Storage(config.location())  # settings checked before the catalog is touched
+        where = config.location()  # settings checked before the catalog is touched
+        storage = Storage(where if filesystem is None else dataclasses.replace(where, filesystem=filesystem))
         cat = Catalog(config.catalog_url, where=f"catalog {database.safe_url(config.catalog_url)} (root {config.root})")
         try:
             if cat.probe() is State.OLDER:
@@ -122,10 +128,11 @@ class Warehouse:
         return cls(config, runtime)
 
     @staticmethod
-    def warehouse_id_at(catalog_url: str) -> str:
+    def warehouse_id_at(catalog_url: str, where: str | None = None) -> str:
         """The warehouse id of the catalog at `catalog_url`, opening neither storage nor the oracle (what an
-        Airflow DAG file needs while it is parsed: core/identity.py)."""
-        return identity.warehouse_id_at(catalog_url)
+        Airflow DAG file needs while it is parsed: core/identity.py). Creates nothing: a missing catalog
+        raises WarehouseNotFoundError naming `where` (default: the catalog URL)."""
+        return identity.warehouse_id_at(catalog_url, where)
 
     def init(self) -> None:
         """Create the storage root (an object store's bucket must exist) and the catalog if they are missing;

@@ -46,9 +46,11 @@ def _prepare_airflow_home() -> Path:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(base / "plugins"),
-        # the default warehouse (no connection set, e.g. DAG files parsed outside a test: table_asset reads
-        # its warehouse id) lives here too, not in ~/.airflow_txn
+        # the default warehouse (no connection set, e.g. DAG files parsed outside a test) lives here too, not in
+        # ~/.airflow_txn; named on purpose, so a DAG file parsed without the connection may read its warehouse
+        # id there (parsing never falls back to the embedded default: parse_warehouse creates it first)
         "AIRFLOW_TXN_HOME": str(base / "txn_home"),
+        "AIRFLOW_TXN_CATALOG": f"sqlite:///{base / 'txn_home' / 'catalog.db'}",
     })
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return base
@@ -86,7 +88,25 @@ def airflow_db() -> None:
 
 
 @pytest.fixture(scope="session")
-def dagbag(airflow_db: None) -> Any:
+def parse_warehouse() -> None:
+    """The warehouse of AIRFLOW_TXN_CATALOG, created: the example DAGs parsed with no connection set name
+    their Assets by its id (a DAG file never creates a warehouse while parsed)."""
+    with Warehouse.open() as wh:
+        wh.init()
+
+
+@pytest.fixture(autouse=True)
+def _close_shared_warehouses() -> Iterator[None]:
+    """Each test's hooks share one Warehouse per configuration (TxnHook.get_conn); close them after the test,
+    before its catalog (a PostgreSQL schema, a temporary directory) goes away."""
+    yield
+    from airflow_txn.airflow.hooks.txn import close_warehouses
+
+    close_warehouses()
+
+
+@pytest.fixture(scope="session")
+def dagbag(airflow_db: None, parse_warehouse: None) -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(DAGS_FOLDER))

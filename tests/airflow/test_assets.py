@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_txn import Warehouse
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError, WarehouseNotFoundError
 from tests.airflow.conftest import connection_json
 from tests.airflow.helpers import run_dag, task_states, xcom
 
@@ -44,11 +44,17 @@ def test_a_table_asset_names_the_warehouse_its_catalog_keeps_not_the_connection(
     # another warehouse with a table of the same name, through another connection: another Asset
     monkeypatch.setenv("AIRFLOW_CONN_OTHER_WAREHOUSE", connection_json(f"sqlite:///{tmp_path / 'other.db'}",
                                                                        tmp_path / "other"))
+    with pytest.raises(WarehouseNotFoundError, match="connection 'other_warehouse'"):
+        table_asset("shop.orders", "other_warehouse")  # naming its tables does not create it (D16, D17)
+    assert not (tmp_path / "other.db").exists()
+    with Warehouse.open(f"sqlite:///{tmp_path / 'other.db'}", tmp_path / "other") as other_wh:
+        other_wh.init()
     other = table_asset("shop.orders", "other_warehouse")
     assert other.uri != asset.uri and other.name != asset.name
-    for bad_id, bad_table in (("not-hex", "shop.orders"), (wid, "orders")):
+    for bad_id, bad_table in (("not-hex", "shop.orders"), (wid, "orders"), ("", "shop.orders")):
         with pytest.raises(InvalidNameError):
             table_identity(bad_id, bad_table)
+    assert table_identity(wid.upper(), "shop.orders") == ident  # one check of the id's form, as the URI handler's
 
     # a commit whose tables are known gets their Assets as outlets, the alias for any other table
     from airflow.sdk import DAG

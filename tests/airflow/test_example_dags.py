@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p.stem for p in (REPO / "dags").glob("*.py"))
 
 
-def test_every_example_dag_imports_without_errors() -> None:
+def test_every_example_dag_imports_without_errors(parse_warehouse: None) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(REPO / "dags"))

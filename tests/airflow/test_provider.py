@@ -317,3 +317,17 @@ def test_metrics_option_off_installs_nothing(airflow_stats_backend: RecordingSta
     hand_made = metrics.RecordingSink()
     metrics.set_sink(hand_made)
     assert install() is False and metrics.get_sink() is hand_made  # a sink installed by hand is kept
+
+
+def test_the_provider_has_a_display_name_and_the_form_describes_every_field() -> None:
+    """issue 29: `name` is what the Providers page shows (as "Amazon"), the package keeps `package-name`; the
+    form has catalog_conn_id and aws_conn_id, and every description is a whole phrase."""
+    info = provider.get_provider_info()
+    assert (info["name"], info["package-name"]) == ("Airflow Txn", "airflow-txn")
+    [conn] = info["connection-types"]
+    fields = conn["conn-fields"]
+    assert set(fields) == {"catalog", "catalog_conn_id", "root", "oracle", "storage_options", "aws_conn_id",
+                           "spark_conf"}
+    for name, field in fields.items():
+        assert field["label"] and field["description"].rstrip()[-1] in ")'abcdefghijklmnopqrstuvwxyz", name
+        assert not field["description"].endswith(("under their own", ",", " or", " and")), name

@@ -109,6 +109,10 @@ class Ports:
         return [*paths, Path(f"/tmp/seaweedfs-filer-{self.filer}.sock"), Path(f"/tmp/seaweedfs-s3-{self.s3}.sock")]
 
 
+ROTATED_KEY = ("airflow-txn-test-rotated", "airflow-txn-test-rotated-secret")
+"""A second key of the same identity: what refreshed credentials hand out (tests/airflow/test_connections.py)."""
+
+
 @dataclass
 class S3Server:
     """One `weed server` with its S3 gateway on 127.0.0.1:`port`; data and log under `workdir`."""
@@ -157,7 +161,8 @@ class S3Server:
 
     def _write_identities(self) -> Path:
         identity = {"name": "airflow-txn", "actions": list(ACTIONS),
-                    "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}]}
+                    "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key},
+                                    {"accessKey": ROTATED_KEY[0], "secretKey": ROTATED_KEY[1]}]}
         path = self.workdir / "identities.json"
         path.write_text(json.dumps({"identities": [identity]}, indent=2) + "\n")
         return path

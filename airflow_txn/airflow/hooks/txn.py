@@ -1,13 +1,18 @@
-"""TxnHook: the warehouse named by an Airflow connection of type `airflow_txn`.
+"""TxnHook: the warehouse named by an Airflow connection of type `airflow_txn`, one open Warehouse per
+configuration per process.
 
 The connection's extra holds `{"catalog": URL, "root": path or s3://bucket/prefix, "oracle": "sql" |
 "zookeeper://...", "storage_options": {...}}` (S3 settings, taken whole: storage/location.S3_OPTIONS; optionally
 `"spark_conf": {...}` for SparkTransactionOperator); the catalog's database password goes in the connection's
-own password field (a secret: masked in the UI and the logs), not in the URL. A field the connection does not
-set (or a missing connection) falls back to the `[airflow_txn]` section of Airflow's configuration
-(`AIRFLOW__AIRFLOW_TXN__CATALOG`, ...), then to the AIRFLOW_TXN_* variables and the embedded defaults
-(airflow_txn.core.config). The first hook of a process also installs the metrics sink (airflow/metrics.py).
-`connection_config` reads a connection that must exist (the command line's --conn-id).
+own password field (a secret: masked in the UI and the logs), not in the URL. Two fields name other Airflow
+connections instead: `catalog_conn_id`, a `postgres` or `sqlite` connection the catalog URL is built from
+(host, port, schema, login, password: no provider needed), and `aws_conn_id`, an Amazon `aws` connection the
+S3 credentials, endpoint and region come from (hooks/aws.py: they refresh before they expire). A field the
+connection does not set (or a missing connection) falls back to the `[airflow_txn]` section of Airflow's
+configuration (`AIRFLOW__AIRFLOW_TXN__CATALOG`, ...), then to the AIRFLOW_TXN_* variables and the embedded
+defaults (airflow_txn.core.config). The first hook of a process also installs the metrics sink
+(airflow/metrics.py). `connection_config` reads a connection that must exist (the command line's --conn-id);
+`parse_config` what a DAG file being parsed may use (no embedded default: assets.py).
 """
 
 from __future__ import annotations
@@ -15,18 +20,21 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from airflow_txn.airflow.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
 from airflow_txn.core.adapter import check_csn, check_lease_seconds
-from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, WarehouseConfig
+from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, ENV_CATALOG, WarehouseConfig
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (
+    ConnectionNotFoundError,
     InvalidArgumentError,
     InvalidNameError,
     TableNotFoundError,
@@ -37,10 +45,12 @@ from airflow_txn.errors import (
 )
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import check_tag_name, parse_table_name
+from airflow_txn.storage.location import parse_storage_options
 
 DEFAULT_CONN_ID = "airflow_txn_default"
 CONN_TYPE = "airflow_txn"
 EXTRA_FIELDS = ("catalog", "root", "oracle")
+KNOWN_FIELDS = (*EXTRA_FIELDS, "catalog_conn_id", "aws_conn_id", "storage_options", "spark_conf")
 CONFIG_SECTION = "airflow_txn"
 
 
@@ -80,17 +90,80 @@ def _field(extra: Mapping[str, Any], name: str) -> Any:
 def config_from_extra(extra: Mapping[str, Any], password: str | None = None) -> WarehouseConfig:
     """The warehouse configuration an `airflow_txn` connection's extra describes (missing fields:
     Airflow's `[airflow_txn]` options, then the AIRFLOW_TXN_* environment and the embedded defaults);
-    `password`, the connection's password field, is the catalog database's password."""
-    known = (*EXTRA_FIELDS, "storage_options", "spark_conf")
-    unknown = sorted(k for k in extra if k not in known and not k.startswith("extra__"))
+    `password`, the connection's password field, is the catalog database's password. `catalog_conn_id`
+    and `aws_conn_id` are looked up (TxnError when they contradict a field the extra also sets)."""
+    unknown = sorted(k for k in extra if k not in KNOWN_FIELDS and not k.startswith("extra__"))
     if unknown:
-        raise TxnError(f"unknown field(s) {unknown} in the airflow_txn connection's extra; use {list(known)}")
-    catalog, root, oracle = (_field(extra, name) or config_option(name) for name in EXTRA_FIELDS)
+        raise TxnError(f"unknown field(s) {unknown} in the airflow_txn connection's extra; use {list(KNOWN_FIELDS)}")
+    catalog = _catalog(extra, password)
+    root, oracle = (_field(extra, name) or config_option(name) for name in ("root", "oracle"))
     options = _field(extra, "storage_options") or config_option("storage_options")  # None: the environment's
     config = WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options)
-    if not password:
+    aws_conn_id = _field(extra, "aws_conn_id")
+    if aws_conn_id is not None:
+        config = _with_aws(config, str(aws_conn_id), options)
+    if not password or _field(extra, "catalog_conn_id") is not None:
         return config
     return dataclasses.replace(config, catalog_url=with_password(config.catalog_url, password))
+
+
+def _catalog(extra: Mapping[str, Any], password: str | None) -> str | None:
+    """The catalog URL: the extra's `catalog`, or the one `catalog_conn_id` names, or the configuration's."""
+    linked = _field(extra, "catalog_conn_id")
+    if linked is None:
+        return _field(extra, "catalog") or config_option("catalog")
+    if _field(extra, "catalog") is not None:
+        raise TxnError("the airflow_txn connection sets both catalog and catalog_conn_id: keep one")
+    if password:
+        raise TxnError(f"the airflow_txn connection names its catalog by catalog_conn_id {linked!r} and also has a "
+                       "password: the catalog's password is that connection's; clear this one")
+    try:
+        conn = BaseHook.get_connection(str(linked))
+    except AirflowNotFoundException:
+        raise ConnectionNotFoundError(f"the airflow_txn connection's catalog_conn_id names connection {linked!r}, "
+                                      "which is not defined: define it (type postgres or sqlite) or set `catalog`",
+                                      conn_id=str(linked)) from None
+    return catalog_url_of(conn)
+
+
+CATALOG_CONN_TYPES = ("postgres", "sqlite")
+"""The connection types `catalog_conn_id` may name (their URL is built here: no provider is needed)."""
+PG_URL_PARAMETERS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "options", "application_name",
+                     "connect_timeout", "target_session_attrs", "keepalives", "keepalives_idle")
+"""libpq parameters a postgres connection's extra may hold; they become the catalog URL's query."""
+
+
+def catalog_url_of(conn: Any) -> str:
+    """The SQLAlchemy URL of Airflow connection `conn` (type postgres: psycopg 3 `postgresql+psycopg://`
+    from host, port, schema (the database), login, password and the libpq parameters of its extra;
+    type sqlite: its host is the file's path). TxnError for any other type."""
+    kind = str(conn.conn_type or "")
+    if kind in ("postgres", "postgresql"):
+        extra = dict(conn.extra_dejson or {})
+        query = {k: str(extra[k]) for k in PG_URL_PARAMETERS if extra.get(k) not in (None, "")}
+        url = URL.create("postgresql+psycopg", username=conn.login or None, password=conn.password or None,
+                         host=conn.host or None, port=int(conn.port) if conn.port else None,
+                         database=conn.schema or None, query=query)
+        return url.render_as_string(hide_password=False)
+    if kind == "sqlite":
+        path = conn.host or conn.schema
+        if not path:
+            raise TxnError(f"connection {conn.conn_id!r} (type sqlite) names no file: set its host to the "
+                           "catalog file's path")
+        return f"sqlite:///{path}"
+    raise TxnError(f"catalog_conn_id names connection {conn.conn_id!r} of type {kind!r}; a catalog connection is "
+                   f"one of {list(CATALOG_CONN_TYPES)}")
+
+
+def _with_aws(config: WarehouseConfig, aws_conn_id: str, given: Any) -> WarehouseConfig:
+    """`config` with the S3 settings of Amazon connection `aws_conn_id` (hooks/aws.py)."""
+    from airflow_txn.airflow.hooks import aws
+
+    if not config.root.startswith("s3://"):
+        raise TxnError(f"the airflow_txn connection sets aws_conn_id {aws_conn_id!r} but its root {config.root!r} is "
+                       "not an s3:// root: aws_conn_id gives the credentials of an S3 root")
+    own = parse_storage_options(given, "storage_options") if given is not None else {}
+    return dataclasses.replace(config, storage_options=aws.credentials(aws_conn_id).storage_options(own))
 
 
 def with_password(catalog_url: str, password: str) -> str:
@@ -115,6 +188,23 @@ def connection_config(conn_id: str) -> WarehouseConfig | None:
     except AirflowNotFoundException:
         return None
     return config_from_extra(dict(conn.extra_dejson), conn.password)
+
+
+def parse_config(conn_id: str) -> WarehouseConfig:
+    """The warehouse a DAG file being parsed means by connection `conn_id`: the connection's, else a
+    catalog the deployment names on purpose (`[airflow_txn] catalog` or AIRFLOW_TXN_CATALOG). Never the
+    embedded default under ~/.airflow_txn, a guess that would name (and once created) a warehouse of its
+    own: ConnectionNotFoundError naming `conn_id` instead (docs/DESIGN.md, D16)."""
+    found = connection_config(conn_id)
+    if found is not None:
+        return found
+    if config_option("catalog") is None and not os.environ.get(ENV_CATALOG):
+        raise ConnectionNotFoundError(
+            f"connection {conn_id!r} is not defined where this DAG file is parsed, and neither [airflow_txn] "
+            f"catalog nor {ENV_CATALOG} names a catalog: define the connection (type airflow_txn) for the "
+            "dag-processor and the workers, or pass warehouse_id='<id>' (`airflow-txn doctor` shows it)",
+            conn_id=conn_id)
+    return config_from_extra({})
 
 
 def spark_conf_from_extra(extra: Mapping[str, Any]) -> dict[str, str]:
@@ -174,29 +264,99 @@ class TxnHook(BaseHook):
         """Spark settings from the connection's `spark_conf` (operators add their own on top)."""
         return spark_conf_from_extra(self.extra())
 
+    def aws_conn_id(self) -> str | None:
+        """The connection's `aws_conn_id` (None: the root's credentials come from storage_options or the
+        AWS environment)."""
+        found = _field(self.extra(), "aws_conn_id")
+        return None if found is None else str(found)
+
     def get_conn(self) -> Warehouse:
-        """Open the warehouse; the caller closes it (or use `warehouse()`)."""
-        cfg = self.config()
-        return Warehouse.open(catalog=cfg.catalog_url, root=cfg.root, oracle=cfg.oracle,
-                              storage_options=dict(cfg.storage_options))
+        """The warehouse of the connection: ONE open Warehouse per configuration per process, shared by every
+        hook (and thread) that resolves to it (shared_warehouse). Do not close it: it lives as long as the
+        process (close_warehouses() closes them all)."""
+        return shared_warehouse(self.config(), self.aws_conn_id())
 
     @contextmanager
     def warehouse(self) -> Iterator[Warehouse]:
-        wh = self.get_conn()
-        try:
-            yield wh
-        finally:
-            wh.close()
+        """`with hook.warehouse() as wh:` the shared warehouse (get_conn); leaving the block keeps it open for
+        the next user in this process (it used to close a warehouse opened for the block)."""
+        yield self.get_conn()
 
     def test_connection(self) -> tuple[bool, str]:
-        """The UI's "Test" button: open the warehouse and read its watermark. Creates nothing: a warehouse
+        """The UI's "Test" button: open the warehouse and read its watermark, on a Warehouse of its own (closed
+        after: the form's tries are not kept). Creates nothing: a warehouse
         that does not exist (a typo in the catalog URL or root, or one never created) fails the test with
         "no warehouse at ...; run `airflow-txn init`"."""
         try:
-            with self.warehouse() as wh:
+            with open_warehouse(self.config(), self.aws_conn_id()) as wh:
                 return True, f"warehouse reachable, readable CSN {wh.readable_csn()}"
         except Exception as exc:
             return False, str(exc)
+
+
+class _Shared:
+    """The process's open warehouses, by configuration (reset in a forked child: hooks/txn.py)."""
+
+    def __init__(self) -> None:
+        self.open: dict[tuple[Any, ...], Warehouse] = {}
+        self.lock = threading.Lock()
+
+
+_SHARED = _Shared()
+
+
+def _forget_in_child() -> None:
+    """A forked child (a LocalExecutor worker) opens its own: the parent's catalog engines are disposed by
+    the Catalog's own fork hook, a ZooKeeper client's threads do not survive a fork."""
+    global _SHARED
+    _SHARED = _Shared()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _key(config: WarehouseConfig, aws_conn_id: str | None) -> tuple[Any, ...]:
+    """What makes two configurations one warehouse handle: the configuration (its storage options are not part
+    of its equality: they are here), and the aws connection, whose credentials change as they refresh."""
+    options = {k: v for k, v in config.storage_options.items()
+               if aws_conn_id is None or k not in ("access_key_id", "secret_access_key", "session_token")}
+    return config, aws_conn_id, tuple(sorted(options.items()))
+
+
+def shared_warehouse(config: WarehouseConfig, aws_conn_id: str | None = None) -> Warehouse:
+    """The open Warehouse of `config` in this process, opened on first use (thread-safe), never closed by its
+    users (close_warehouses)."""
+    key = _key(config, aws_conn_id)
+    shared = _SHARED
+    with shared.lock:
+        wh = shared.open.get(key)
+        if wh is None:
+            wh = shared.open[key] = open_warehouse(config, aws_conn_id)
+        return wh
+
+
+def open_warehouse(config: WarehouseConfig, aws_conn_id: str | None = None) -> Warehouse:
+    """A new Warehouse of `config`, the caller's to close; with `aws_conn_id` its S3 filesystem takes that
+    connection's current credentials before each call (hooks/aws.py)."""
+    filesystem = None
+    if aws_conn_id is not None:
+        from airflow_txn.airflow.hooks import aws
+
+        filesystem, _ = aws.refreshing_s3(config.storage_options, aws.credentials(aws_conn_id))
+    return Warehouse.open(catalog=config.catalog_url, root=config.root, oracle=config.oracle,
+                          manifests=config.manifests, storage_options=dict(config.storage_options),
+                          filesystem=filesystem)
+
+
+def close_warehouses() -> None:
+    """Close every warehouse the hooks of this process opened (the next get_conn opens anew): for tests, and
+    a process that changes its connections' targets for good."""
+    shared = _SHARED
+    with shared.lock:
+        opened = list(shared.open.values())
+        shared.open.clear()
+    for wh in opened:
+        wh.close()
 
 
 def snapshot_ready(wh: Warehouse, csn: int, tables: Sequence[str] = ()) -> int | None:
