@@ -1,17 +1,23 @@
 """Lineage of the transaction operators: what a task read, and what a commit made visible, as the operators
 record it while they run (TxnLineage, plain data), and LineageMixin, which hands it to the OpenLineage
-provider (`get_openlineage_facets_on_complete` / `_on_failure`, converted by openlineage.py) when that
-provider is installed (`pip install 'airflow-txn[openlineage]'`).
+provider (`get_openlineage_facets_on_start` / `_on_complete` / `_on_failure`, converted by openlineage.py)
+when that provider is installed (`pip install 'airflow-txn[openlineage]'`).
 
-What is reported (docs/DESIGN.md, D15):
-- outputs: only CommitTransactionOperator's, once the commit stood: every table the commit changed, its
-  version the commit CSN, with the rows and bytes the commit added. Writers stage: nothing they write is
-  visible before the commit, so they report no outputs; a rollback reports none.
-- inputs: the tables a task (a writer) or the whole transaction (the commit) read through `txn`, and the
-  tables CommitCSNSensor waited for; each at the version the read saw: the CSN of the newest commit of the
-  table at or below the snapshot.
+What is reported (docs/DESIGN.md, D15), event by event:
+- START: no dataset; the `airflowTxn` run facet with the tid when the task's rendered `tid` names one.
+- COMPLETE: outputs only on CommitTransactionOperator's, once the commit stood: every table the commit
+  changed, its version the commit CSN, with the rows and bytes the commit added. Writers stage: nothing they
+  write is visible before the commit, so they report no outputs. Inputs: the tables a task (a writer) or the
+  whole transaction (the commit) read through `txn`, the tables CommitCSNSensor waited for and those a
+  SnapshotReadOperator (`@task.txn_read`) read; each at the version the read saw: the CSN of the newest
+  commit of the table at or below the snapshot.
+- FAIL: never an output (a rollback, a failed commit); what the try recorded before failing (a reader's
+  inputs), else the `airflowTxn` facet of the transaction the task worked in, its state read at the failure.
 - every event of an operator that knows its transaction carries the `airflowTxn` run facet (tid, snapshot,
-  state, commit CSN, staging key).
+  state, commit CSN, staging key); a reader's carries the snapshot it read.
+Every dataset has the schema facet (the table's columns, Arrow types as strings) and the storage facet.
+The provider adds a task's declared inlets and outlets (a commit's table Assets) to any event whose lineage
+lists no dataset; openlineage.py's lists keep it from doing so on our operators' events.
 Datasets are named as the tables' Assets are (assets.table_uri): namespace `airflow-txn://<warehouse id>`,
 name `ns.name`.
 """
@@ -42,6 +48,8 @@ class TableVersion:
     csn: int | None
     rows: int | None = None
     bytes: int | None = None
+    fields: tuple[tuple[str, str], ...] | None = None
+    """The table's columns: (name, Arrow type as a string); None: not looked up."""
 
     @property
     def namespace_and_name(self) -> tuple[str, str]:
@@ -88,9 +96,20 @@ def committed_outputs(info: TransactionInfo, csn: int, warehouse: str) -> tuple[
     return tuple(TableVersion(warehouse, table, csn, rows, size) for table, (rows, size) in sorted(written.items()))
 
 
+def described(wh: Warehouse, tables: Iterable[TableVersion]) -> tuple[TableVersion, ...]:
+    """`tables` with their columns (the schema facet): a table's schema is the one it was created with."""
+    return tuple(replace(t, fields=tuple((f.name, str(f.type)) for f in wh.schema(t.table))) for t in tables)
+
+
 def read_versions(wh: Warehouse, tables: Iterable[str], snapshot: int, warehouse: str) -> tuple[TableVersion, ...]:
-    """`tables` as a read at `snapshot` saw them: each at its newest commit at or below `snapshot`."""
-    return tuple(TableVersion(warehouse, t, wh.last_commit_csn(t, at=snapshot)) for t in sorted(set(tables)))
+    """`tables` as a read at `snapshot` saw them: each at its newest commit at or below `snapshot`, with its
+    columns."""
+    return described(wh, (TableVersion(warehouse, t, wh.last_commit_csn(t, at=snapshot)) for t in sorted(set(tables))))
+
+
+def reader_lineage(wh: Warehouse, tables: Iterable[str], snapshot: int) -> TxnLineage:
+    """What a reader outside any transaction (SnapshotReadOperator) reports: the tables it read at `snapshot`."""
+    return TxnLineage(None, snapshot_csn=snapshot, inputs=read_versions(wh, tables, snapshot, wh.warehouse_id))
 
 
 def transaction_reads(wh: Warehouse, tid: str, snapshot: int, warehouse: str, key: str | None = None,
@@ -129,8 +148,9 @@ def _identity(ti: Any) -> tuple[str, str, int, int]:
 class LineageMixin:
     """The OpenLineage methods of an operator that records its lineage with `record_lineage` while it runs.
 
-    The provider calls them in the task's process once the try ended, on the operator that ran it; what
-    another try or an earlier run (Airflow may reuse an operator object) recorded is never reported."""
+    The provider calls them in the task's process: on start before `execute`, on complete or failure once the
+    try ended, on the operator that ran it; what another try or an earlier run (Airflow may reuse an operator
+    object) recorded is never reported."""
 
     txn_lineage: TxnLineage | None = None
 
@@ -154,6 +174,14 @@ class LineageMixin:
             return None
         return recorded
 
+    def get_openlineage_facets_on_start(self) -> Any:
+        """START: no dataset (nothing is read or committed yet: a commit's declared outlets are no output
+        before it stood); the `airflowTxn` facet with the tid when the rendered `tid` names one."""
+        from airflow_txn.airflow.openlineage import operator_lineage
+
+        tid = lineage_tid(self)
+        return operator_lineage(None if tid is None else TxnLineage(tid))
+
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The provider's OperatorLineage of this try (inputs, outputs, the `airflowTxn` run facet)."""
         from airflow_txn.airflow.openlineage import operator_lineage
@@ -161,11 +189,51 @@ class LineageMixin:
         return operator_lineage(self.lineage_of(task_instance))
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
-        """As on complete: a failed try recorded no outputs (a commit records them only once it stood), so
-        a rollback or a failed commit reports none."""
+        """What the failed try recorded, without outputs (a rollback or a failed commit made nothing
+        visible), else the transaction the task worked in, its state read now (failed_lineage)."""
         from airflow_txn.airflow.openlineage import operator_lineage
 
-        return operator_lineage(self.lineage_of(task_instance))
+        recorded = self.lineage_of(task_instance)
+        if recorded is None:
+            recorded = failed_lineage(self, task_instance)
+        return operator_lineage(None if recorded is None else replace(recorded, outputs=()))
+
+
+def lineage_tid(operator: Any) -> str | None:
+    """The transaction `operator` works in: its rendered `tid` argument when that names a transaction (rendered
+    before the START event), else the tid it linked while running (None: no tid, or an unrendered template)."""
+    from airflow_txn.model.tid import Tid
+
+    for value in (getattr(operator, "tid", None), getattr(operator, "linked_tid", None)):
+        if isinstance(value, str):
+            try:
+                return str(Tid.parse(value.strip()))
+            except Exception:
+                continue
+    return None
+
+
+def failed_lineage(operator: Any, task_instance: Any) -> TxnLineage | None:
+    """The `airflowTxn` facet of a try that failed before recording its lineage: the tid, the transaction's
+    state, snapshot and commit CSN read from the catalog now (only the tid if that read fails: logged), and
+    a writer's staging key. None for an operator with no transaction."""
+    from airflow_txn.airflow.operators.base import TxnCallableOperator
+
+    tid = lineage_tid(operator)
+    if tid is None:
+        return None
+    key = None
+    if isinstance(operator, TxnCallableOperator) and task_instance is not None:
+        dag_id, _run, map_index, _try = _identity(task_instance)
+        key = f"{dag_id}/{task_instance.task_id}/{map_index}"
+    try:
+        with operator.hook.warehouse() as wh:
+            info = wh.transaction_info(tid)
+    except Exception:
+        logging.getLogger(__name__).warning("could not read the state of transaction %s", tid, exc_info=True)
+        return TxnLineage(tid, key=key)
+    return TxnLineage(tid, state=info["state"], snapshot_csn=info["snapshot_csn"], commit_csn=info["commit_csn"],
+                      key=key)
 
 
 def to_openlineage_dataset(asset: Any, lineage_context: Any = None) -> Any:

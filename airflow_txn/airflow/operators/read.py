@@ -12,6 +12,10 @@ run's `triggering_asset_events` for those tables (readers.snapshot_of; then its 
 the readable watermark. Every table is read at that one CSN, so the function sees one committed state,
 never a mix of commits (invariant 4). The function may also name `csn` (the snapshot), `spark` (the
 session; None with frames="arrow"), any context value and its `op_kwargs`.
+
+Lineage (OpenLineage provider, lineage.py): each table as an input, version = the table's newest commit at or
+below the snapshot, and the snapshot in the `airflowTxn` run facet; on COMPLETE, and on FAIL when the
+function failed after the tables were chosen.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from airflow_txn.airflow.hooks.txn import coerce_csn
+from airflow_txn.airflow.lineage import LineageMixin, reader_lineage
 from airflow_txn.airflow.operators.base import TxnBaseOperator, call_with_context, is_template, run_ids
 from airflow_txn.airflow.readers import snapshot_of
 from airflow_txn.airflow.version_compat import AirflowFailException, Context
@@ -86,7 +91,7 @@ def choose_snapshot(wh: Warehouse, given: Any, context: Mapping[str, Any], table
     return wh.readable_csn(), "the readable watermark"
 
 
-class SnapshotReadOperator(TxnBaseOperator):
+class SnapshotReadOperator(LineageMixin, TxnBaseOperator):
     """Run `python_callable(*op_args, <one argument per table>, **context_and_op_kwargs)` with the tables read
     at ONE snapshot (module docstring).
 
@@ -138,6 +143,7 @@ class SnapshotReadOperator(TxnBaseOperator):
                 snapshot, source = choose_snapshot(wh, given_csn, context, tables)
             except InvalidArgumentError as exc:  # a rendered csn that is no CSN: no retry can fix it
                 raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+            self.record_lineage(context, lambda: reader_lineage(wh, tables, snapshot))
             with self._spark(context) as spark:
                 self.log.info("reading %s at CSN %d (%s)", ", ".join(tables), snapshot, source)
                 try:

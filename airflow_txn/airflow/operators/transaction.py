@@ -14,7 +14,7 @@ from airflow_txn.airflow.assets import (
     table_of,
 )
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, coerce_tag, default_lease_seconds
-from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, committed_outputs, transaction_reads
+from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, committed_outputs, described, transaction_reads
 from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     RERUN_HINT,
@@ -130,8 +130,9 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
         partitioned Assets see the partitions. The warehouse id is read through `conn_id` as the DAG is
         parsed (assets.table_asset); a templated conn_id needs `outlets` instead.
 
-    Lineage (OpenLineage provider, lineage.py): the tables the commit changed as outputs, version the commit
-    CSN, with the rows and bytes it added; what the transaction's tasks read as inputs. A rollback: none.
+    Lineage (OpenLineage provider, lineage.py): on the COMPLETE event only, the tables the commit changed as
+    outputs, version the commit CSN, with the rows and bytes it added; what the transaction's tasks read as
+    inputs. START and FAIL events (a rollback, a failed commit) list no output, declared outlets included.
 
     :param tag: name the commit's snapshot (Warehouse.tag) after the commit, e.g. `backfill-{{ ds }}`
         (templated): the tag holds the tables the commit wrote (every table when it wrote none), readable
@@ -183,7 +184,7 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
         """The commit's lineage: what it made visible, and what the transaction read to make it."""
         return TxnLineage(info["tid"], state=COMMITTED, snapshot_csn=info["snapshot_csn"], commit_csn=csn,
                           inputs=transaction_reads(wh, info["tid"], info["snapshot_csn"], warehouse_id),
-                          outputs=committed_outputs(info, csn, warehouse_id))
+                          outputs=described(wh, committed_outputs(info, csn, warehouse_id)))
 
     def _check_tag_free(self, wh: Warehouse, tag: str, tid: str) -> None:
         """Before the commit: the name is free, or an earlier try of this task tagged this commit with it."""
