@@ -1,7 +1,8 @@
 """MkDocs hooks of the documentation site (mkdocs.yml): the pages the site has beyond docs/, and the links
 that leave docs/.
 
-- The repository's README.md becomes the site's Overview page (overview.md).
+- The repository's README.md becomes the site's Overview page (overview.md), its CHANGELOG.md the Changelog
+  page (changelog.md): REPOSITORY_PAGES.
 - The API reference pages (api/*.md) are written from the lists the package already keeps of its public
   names: `airflow_txn.__all__`, `airflow_txn.spark.__all__`, the Airflow layer's `public.PUBLIC` and the
   provider info's task decorators, so a new public name appears without editing a page. mkdocstrings renders
@@ -38,6 +39,8 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = "docs"
 OVERVIEW = "overview.md"
 """Where the repository's README.md is on the site."""
+REPOSITORY_PAGES = {OVERVIEW: "README.md", "changelog.md": "CHANGELOG.md"}
+"""{site path: file of the repository outside docs/} of the pages the site takes from the repository's root."""
 BRANCH = "main"
 
 
@@ -119,7 +122,8 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    files.append(File.generated(config, OVERVIEW, content=(REPO / "README.md").read_text(encoding="utf-8")))
+    for site, repo in REPOSITORY_PAGES.items():
+        files.append(File.generated(config, site, content=(REPO / repo).read_text(encoding="utf-8")))
     for path, content in api_pages().items():
         files.append(File.generated(config, path, content=content))
     return files
@@ -141,15 +145,16 @@ _rendering = _Rendering()
 
 def on_page_markdown(markdown_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     _rendering.site = page.file.src_uri
-    _rendering.repo = "README.md" if page.file.src_uri == OVERVIEW else f"{DOCS}/{page.file.src_uri}"
+    _rendering.repo = REPOSITORY_PAGES.get(page.file.src_uri, f"{DOCS}/{page.file.src_uri}")
     _rendering.files = files
     return markdown_text
 
 
 def site_path(repo_path: str, files: Files) -> str | None:
     """The site path of a file of the repository, when the site has it."""
-    if repo_path == "README.md":
-        return OVERVIEW
+    for site, repo in REPOSITORY_PAGES.items():
+        if repo_path == repo:
+            return site
     if repo_path.startswith(DOCS + "/") and files.get_file_from_path(repo_path[len(DOCS) + 1:]) is not None:
         return repo_path[len(DOCS) + 1:]
     return None

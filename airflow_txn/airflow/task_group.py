@@ -1,8 +1,8 @@
 """transaction_group: a TaskGroup whose tasks form ONE warehouse transaction.
 
-    with transaction_group("backfill") as txn:
-        SparkTransactionOperator(task_id="load_orders", tid=txn.tid, python_callable=load_orders)
-        SparkTransactionOperator(task_id="load_items", tid=txn.tid, python_callable=load_items)
+    with transaction_group("backfill") as txn:    # the operators made inside take the group's tid
+        SparkTransactionOperator(task_id="load_orders", python_callable=load_orders)
+        SparkTransactionOperator(task_id="load_items", python_callable=load_items)
 
 wires, inside the group:
 
@@ -111,7 +111,8 @@ class TransactionTaskGroup(TaskGroup):
 
     @property
     def tid(self) -> XComArg:
-        """The transaction id (the begin task's XCom); pass it as `tid=` to the body's operators."""
+        """The transaction id (the begin task's XCom). The body's transaction operators take the group's on
+        their own (tid_template); pass this where a task of the group needs the tid as an argument."""
         if self.begin is None:
             raise RuntimeError("use transaction_group(...) as a context manager: `with ... as txn:`")
         return self.begin.output
@@ -181,17 +182,17 @@ def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str 
                       on_skip: str = "commit", commit_outlets: list[Any] | None = None,
                       tables: list[str] | None = None, checks: list[Check] | None = None,
                       check_engine: str = "duckdb", tag: str | None = None, **kwargs: Any) -> TransactionTaskGroup:
-    """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task
-    that fails the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`
-    and pass `tid=txn.tid` to the tasks inside. `on_skip`: "commit" (default: a skipped task is no
-    failure, the commit makes what the others staged visible) or "rollback" (a skip rolls everything back
-    and fails the run). `commit_outlets`: the commit task's outlets (default `[commit_alias(conn_id)]`;
-    needed when conn_id is a template). `tables`: the tables the transaction writes, when known: the commit
-    emits their Asset events concretely, with the partitions written (CommitTransactionOperator's `tables`).
-    `checks`: write-audit-publish checks (airflow_txn.checks) run by a `check` task between the body and the
-    commit, with `check_engine` ("duckdb" or "spark"); a failed check rolls the transaction back. `tag`: the
-    name the commit's snapshot gets (templated, e.g. "backfill-{{ ds }}": CommitTransactionOperator's `tag`).
-    Other keyword arguments go to TaskGroup."""
+    """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task that fails
+    the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`; the transaction
+    operators and task decorators made inside take its transaction (no `tid=`). `on_skip`: "commit" (default: a
+    skipped task is no failure, the commit makes what the others staged visible) or "rollback" (a skip rolls
+    everything back and fails the run). `commit_outlets`: the commit task's outlets (default
+    `[commit_alias(conn_id)]`; needed when conn_id is a template). `tables`: the tables the transaction writes,
+    when known: the commit emits their Asset events concretely, with the partitions written
+    (CommitTransactionOperator's `tables`). `checks`: write-audit-publish checks (airflow_txn.checks) run by a
+    `check` task between the body and the commit, with `check_engine` ("duckdb" or "spark"); a failed check
+    rolls the transaction back. `tag`: the name the commit's snapshot gets (templated, e.g. "backfill-{{ ds }}":
+    CommitTransactionOperator's `tag`). Other keyword arguments go to TaskGroup."""
     if commit_outlets is None:
         default_outlet(conn_id, f"transaction_group {group_id!r}")  # a templated conn_id is refused here
     elif tables:

@@ -86,17 +86,17 @@ class Settings:
         return Where(self.catalog, self.root, self.oracle)
 
     def config(self) -> WarehouseConfig:
-        from airflow_txn.core.config import WarehouseConfig
-
-        where = self.where()
-        return WarehouseConfig.resolve(where.catalog, where.root, where.oracle, storage_options=where.storage_options)
+        """The warehouse's resolved configuration; a malformed one is bad usage (check_config)."""
+        return check_config(self.where())
 
     def open(self) -> Warehouse:
         """Open the warehouse (nothing is created: `init` creates it; a command that reads a warehouse that
-        does not exist fails with WarehouseNotFoundError, exit 3); closed when the command ends."""
+        does not exist fails with WarehouseNotFoundError, exit 3); closed when the command ends. A malformed
+        catalog URL, root or oracle spec is bad usage (exit 2), found before anything is opened."""
         from airflow_txn.core.warehouse import Warehouse
 
         where = self.where()
+        check_config(where)
         wh = Warehouse.open(catalog=where.catalog, root=where.root, oracle=where.oracle,
                             storage_options=where.storage_options)
         click.get_current_context().call_on_close(wh.close)
@@ -114,6 +114,45 @@ class Settings:
         from airflow_txn.cli.progress import ProgressBars
 
         return ProgressBars(render.stderr_console(), enabled=not self.quiet)
+
+
+def check_config(where: Where) -> WarehouseConfig:
+    """The configuration `where` names (the options, else the AIRFLOW_TXN_* variables, else the defaults), checked
+    as far as it can be without opening anything: a catalog URL SQLAlchemy cannot parse or whose dialect it does
+    not know, a storage root or an oracle spec of no known form, malformed storage options. Each is bad usage
+    (click.UsageError: exit 2, the message naming the value), not an engine error."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    from airflow_txn.core.config import WarehouseConfig
+    from airflow_txn.errors import TxnError
+    from airflow_txn.oracle.registry import kind_of
+
+    try:
+        config = WarehouseConfig.resolve(where.catalog, where.root, where.oracle, storage_options=where.storage_options)
+        kind_of(config.oracle).parse(config.oracle)
+    except TxnError as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        make_url(config.catalog_url).get_dialect()
+    except NoSuchModuleError as exc:  # an ArgumentError: first
+        raise click.UsageError(f"catalog {_shown(config.catalog_url)}: SQLAlchemy knows no such database or driver "
+                               "(sqlite, postgresql+psycopg, ...)") from exc
+    except (ArgumentError, ValueError) as exc:
+        raise click.UsageError(f"catalog {_shown(config.catalog_url)} is not a SQLAlchemy URL ({exc}); e.g. "
+                               "sqlite:////path/catalog.db or postgresql+psycopg://user@host/db") from exc
+    return config
+
+
+def _shown(url: str) -> str:
+    """A catalog URL for a message: its password hidden; one SQLAlchemy cannot parse shows its scheme only (no
+    password could be told apart in it)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return repr(make_url(url).render_as_string(hide_password=True))
+    except Exception:
+        return repr(url.split("://", 1)[0] + "://...")
 
 
 def _int64(minimum: int) -> click.IntRange:

@@ -1,10 +1,10 @@
 """`airflow-txn doctor`: check a warehouse's configuration, catalog, oracle, storage root and recovery
 backlog, each with a status (ok, warn, fail, skip) and a hint saying what to do.
 
-Unlike every other command it does not call Warehouse.open, which would create a missing catalog or
-root: it connects with short timeouts and writes only a probe directory in the root, deleted at once
-(the ZooKeeper check connects like any client, which sets up the log's nodes under the chroot if they
-are missing). A check that needs a failed one is reported as skip.
+Unlike every other command it does not call Warehouse.open (which would fail at once on a missing catalog
+or a malformed configuration, where doctor reports each check): it connects with short timeouts and writes
+only a probe directory in the root, deleted at once (the ZooKeeper check connects like any client, which sets
+up the log's nodes under the chroot if they are missing). A check that needs a failed one is reported as skip.
 """
 
 from __future__ import annotations

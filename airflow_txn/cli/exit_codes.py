@@ -23,7 +23,7 @@ USAGE = 2
 """Bad usage: unknown command or option, a malformed value (a tid, table name, CSN or partition), a tid
 prefix several tids begin with, a number out of range (an integer beyond the catalog's 64 bits), a
 question that cannot be asked (`rollback` without --yes, stdin no terminal), --conn-id without Airflow
-or naming no connection."""
+or naming no connection, a malformed warehouse configuration (catalog URL, root, oracle spec: commands.check_config)."""
 NOT_FOUND = 3
 """The table, transaction or tag named (or a tid prefix) does not exist in this warehouse, the tag read
 does not hold the table, or no warehouse exists where the command looked (a read on a catalog that was never

@@ -3,8 +3,10 @@
 Every command produces one JSON-able value; `emit` prints it as JSON (`--json`) or hands it to the
 command's renderer. Renderers only format: they never query the warehouse. Times and spans of seconds
 are written by cli/times.py: in tables ISO 8601 with the local zone and words; in JSON the moments
-(epoch seconds in the result) become ISO 8601 in UTC and spans stay numbers. A part's creation CSN
-ROLLBACK_CSN (a withdrawn part) is written `withdrawn` in tables and kept as the number in JSON.
+(epoch seconds in the result) become ISO 8601 in UTC (airflow_txn/model/moments.py) and spans stay numbers.
+A part's creation CSN ROLLBACK_CSN (a withdrawn part: rolled back, or replaced by a retry) is no CSN: it is
+written `withdrawn` in tables, and in JSON the part's `creation_csn` is null and its `withdrawn` true (every
+part of `show` has `withdrawn`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from airflow_txn.cli import times
+from airflow_txn.model import moments
 from airflow_txn.model.csn import ROLLBACK_CSN
 
 if TYPE_CHECKING:  # only annotations: the result types load pyarrow, which printing a help never needs
@@ -40,7 +43,7 @@ T = TypeVar("T")
 Renderer = Callable[[Console, T], None]
 """Prints a command's result (of type T) for people."""
 
-_TIME_FIELDS = {"created_at", "ended_at", "lease_deadline", "committed_at"}
+_TIME_FIELDS = moments.TIME_FIELDS
 _DURATION_FIELDS = {"lease_seconds", "seconds"}
 _CSN_FIELDS = {"creation_csn", "removal_csn"}
 _BYTE_FIELDS = {"bytes", "bytes_freed", "size_bytes", "free_bytes", "target_file_bytes", "bytes_before", "bytes_after"}
@@ -60,17 +63,23 @@ def stderr_console() -> Console:
 
 
 def to_json(value: object) -> str:
-    """The value as JSON, its moments (fields like created_at, in epoch seconds) as ISO 8601 in UTC."""
-    return json.dumps(_utc_times(value), indent=2, default=str, ensure_ascii=False)
+    """The value as JSON, its moments (fields like created_at, in epoch seconds) as ISO 8601 in UTC, a withdrawn
+    part's creation CSN null (module docstring)."""
+    return json.dumps(moments.utc_times(_no_rollback_csn(value)), indent=2, default=str, ensure_ascii=False)
 
 
-def _utc_times(value: object, field: str | None = None) -> object:
+def _no_rollback_csn(value: object) -> object:
+    """`value` with each part (a dict with `creation_csn`) saying whether it was withdrawn, ROLLBACK_CSN gone."""
     if isinstance(value, Mapping):
-        return {k: _utc_times(v, str(k)) for k, v in value.items()}
+        out = {k: _no_rollback_csn(v) for k, v in value.items()}
+        if "creation_csn" in out:
+            withdrawn = out["creation_csn"] == ROLLBACK_CSN
+            out["withdrawn"] = withdrawn
+            if withdrawn:
+                out["creation_csn"] = None
+        return out
     if isinstance(value, list | tuple):
-        return [_utc_times(v) for v in value]
-    if field in _TIME_FIELDS and isinstance(value, int | float) and not isinstance(value, bool):
-        return times.utc(float(value))
+        return [_no_rollback_csn(v) for v in value]
     return value
 
 

@@ -1,8 +1,9 @@
 """How the CLI writes and reads times, with pendulum: in tables a moment is ISO 8601 with its zone offset
 (local time, to the second) and a span of seconds is in words (`1 hour 30 minutes`); in JSON a moment
-is ISO 8601 in UTC (`2026-11-24T21:10:05.250000Z`, to the microsecond) and a span stays a number of
-seconds. On the command line a duration is seconds (`3600`), a number with a unit (`45s`, `30m`, `12h`,
-`7d`, `2w`, or several: `1h30m`) or ISO 8601 (`PT1H`, `P7D`), and where an option allows it a point in
+is ISO 8601 in UTC (`2026-11-24T21:10:05.250000Z`, to the microsecond: airflow_txn/model/moments.py, which
+the Transactions page's JSON API shares) and a span stays a number of seconds. On the command line a
+duration is seconds (`3600`), a number with a unit (`45s`, `30m`, `12h`, `7d`, `2w`, or several: `1h30m`) or
+ISO 8601 (`PT1H`, `P7D`), and where an option allows it a point in
 time (`2026-01-01T00:00:00Z`; without an offset it is local time) stands for the span from then until now.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 import click
 import pendulum
@@ -28,11 +28,6 @@ _FORMS = "seconds (3600), a number with a unit (45s, 30m, 12h, 7d, 1h30m) or ISO
 def moment(epoch: float) -> str:
     """An epoch (seconds) as ISO 8601 in the local zone, to the second: `2026-11-24T22:10:05+01:00`."""
     return pendulum.from_timestamp(math.floor(epoch), tz=_LOCAL).to_iso8601_string()
-
-
-def utc(epoch: float) -> str:
-    """An epoch (seconds) as ISO 8601 in UTC, to the microsecond, for JSON: `2026-11-24T21:10:05.250000Z`."""
-    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def relative(epoch: float) -> str:

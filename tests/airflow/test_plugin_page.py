@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,7 @@ from airflow_txn import Warehouse
 from airflow_txn.airflow.web import data
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
 from airflow_txn.checks import RowCountCheck, UniqueCheck, record, run_checks
+from airflow_txn.model import moments
 from airflow_txn.model.csn import ROLLBACK_CSN
 from tests.airflow.helpers import run_dag
 from tests.harness.chromium import ensure_installed, png_size
@@ -234,6 +236,26 @@ def test_tables_show_their_readable_commit_and_the_watermark(site: Site) -> None
     assert tables["shop.orders"]["last_commit_csn"] == commit_csn == site.wh.last_commit_csn("shop.orders")
     assert tables["shop.orders"]["readable_csn"] == site.wh.readable_csn() == watermark["readable_csn"]
     assert watermark["latest_commit"]["tid"] == site.tids["committed"]
+
+
+def test_the_json_api_gives_moments_as_iso_8601_in_utc_like_the_cli(site: Site) -> None:
+    """Every moment of the API (a transaction's, the newest commit's, a tag's) is what `airflow-txn --json` prints
+    for it: ISO 8601 in UTC to the microsecond (airflow_txn/model/moments.py), not epoch seconds."""
+    info = site.wh.transaction_info(site.tids["committed"])
+    with site.client("admin") as admin:
+        listed = {t["tid"]: t for t in admin.get("/airflow-txn/api/transactions").json()["transactions"]}
+        detail = admin.get(f"/airflow-txn/api/transactions/{site.tids['committed']}").json()
+        active = admin.get(f"/airflow-txn/api/transactions/{site.tids['active']}").json()
+        latest = admin.get("/airflow-txn/api/watermark").json()["latest_commit"]
+        [tag] = admin.get("/airflow-txn/api/tags").json()
+    for shown in (listed[info["tid"]], detail):
+        assert (shown["created_at"], shown["ended_at"], shown["lease_deadline"]) == (
+            moments.utc(info["created_at"]), moments.utc(info["ended_at"]), moments.utc(info["lease_deadline"]))
+    assert active["ended_at"] is None and active["created_at"].endswith("Z")
+    log = {entry["csn"]: entry for entry in site.wh.commit_log(limit=50)}
+    assert latest["committed_at"] == moments.utc(log[latest["csn"]]["committed_at"])
+    assert tag["created_at"] == moments.utc(site.wh.tag_info(TAG)["created_at"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", tag["created_at"]), tag
 
 
 def test_the_whole_warehouse_needs_read_permission_on_its_connection(site: Site) -> None:

@@ -304,6 +304,27 @@ def test_unreachable_catalog_is_an_engine_error(tmp_path: Path, capsys: pytest.C
     assert_error(capsys, args, exit_codes.ERROR, "CatalogUnavailableError", "cannot reach the catalog")
 
 
+@pytest.mark.parametrize(("option", "value", "words"), [
+    ("--catalog", "notaurl", "'notaurl' is not a SQLAlchemy URL"),
+    ("--catalog", "postgresql://user:secret@host:notaport/db", "'postgresql://...' is not a SQLAlchemy URL"),
+    ("--catalog", "postgresql+nodriver://host/db", "knows no such database or driver"),
+    ("--oracle", "bogus", "unknown oracle 'bogus'"),
+    ("--oracle", "zookeeper://:x/", "bad ZooKeeper host"),
+    ("--root", "ftp://host/warehouse", "the ftp:// scheme is not supported"),
+])
+def test_a_malformed_warehouse_option_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       option: str, value: str, words: str) -> None:
+    """Exit 2, naming the value (a password never shown), before anything is opened or created."""
+    where = {"--catalog": f"sqlite:///{tmp_path / 'c.db'}", "--root": str(tmp_path / "r"), "--oracle": "sql",
+             option: value}
+    args = [arg for name, given in where.items() for arg in (name, given)]
+    for command in (["tables"], ["init"], ["upgrade"]):
+        assert_error(capsys, [*args, *command], exit_codes.USAGE, "UsageError", words)
+        _out, err = run(capsys, [*args, *command], exit_codes.USAGE)
+        assert "secret" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_options_after_the_command_and_help(opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     catalog, root = opts[1], opts[3]
     assert run_json(capsys, ["watermark", "--catalog", catalog, "--root", root])["readable_csn"] == 1
@@ -371,14 +392,18 @@ def test_show_says_withdrawn(wh: Warehouse, opts: list[str], capsys: pytest.Capt
     t = wh.begin()
     t.append("sales.events", events([1]))
     t.rollback()
-    [part] = run_json(capsys, [*opts, "show", t.tid])["parts"]
-    assert part["creation_csn"] == ROLLBACK_CSN  # JSON keeps the number (airflow_txn.ROLLBACK_CSN)
+    out, _ = run(capsys, [*opts, "show", t.tid, "--json"])
+    [part] = json.loads(out)["parts"]
+    assert part["creation_csn"] is None and part["withdrawn"] is True  # no CSN: the marker is no number to print
+    assert str(ROLLBACK_CSN) not in out
     out, _ = run(capsys, [*opts, "show", t.tid])
     assert "sales.events: 1 part(s) written (" in out and ", 1 withdrawn), 0 removed" in out
     [row] = [line for line in out.splitlines() if part["path"] in line]
     assert re.search(r"\bcreated\s+withdrawn\s+-", row) and str(ROLLBACK_CSN) not in out
     committed = commit_events(wh, [2])
     assert "withdrawn" not in run(capsys, [*opts, "show", committed])[0]
+    [part] = run_json(capsys, [*opts, "show", committed])["parts"]
+    assert part["creation_csn"] == 2 and part["withdrawn"] is False
 
 
 def test_vacuum_dry_run_says_would_remove(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:

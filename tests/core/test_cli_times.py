@@ -15,6 +15,7 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.cli import exit_codes, main, times
+from airflow_txn.model import moments
 from tests.helpers import events, make_tables
 
 ISO_8601 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)")
@@ -29,10 +30,10 @@ def test_a_moment_is_iso_8601_with_its_zone_to_the_second() -> None:
 
 
 def test_a_moment_in_json_is_iso_8601_in_utc_to_the_microsecond() -> None:
-    assert times.utc(1_764_000_000.25) == "2025-11-24T16:00:00.250000Z"
-    assert times.utc(0) == "1970-01-01T00:00:00.000000Z"
+    assert moments.utc(1_764_000_000.25) == "2025-11-24T16:00:00.250000Z"
+    assert moments.utc(0) == "1970-01-01T00:00:00.000000Z"
     epoch = 1_764_000_123.456789
-    assert datetime.fromisoformat(times.utc(epoch)).timestamp() == pytest.approx(epoch, abs=1e-6)
+    assert datetime.fromisoformat(moments.utc(epoch)).timestamp() == pytest.approx(epoch, abs=1e-6)
 
 
 def test_a_span_is_in_words() -> None:

@@ -115,6 +115,18 @@ def test_airflow_and_spark_share_the_warehouse_volume(stack: dict[str, Any]) -> 
     assert images == {"airflow-txn:local"}  # driver and executors: one Spark, one Python
 
 
+def test_the_image_is_built_once(stack: dict[str, Any]) -> None:
+    """One service builds airflow-txn:local; every other service that runs it names the image only and never
+    tries to pull it (it is on no registry), so `up --build` builds it once."""
+    services = stack["services"]
+    built = [name for name, svc in services.items() if "build" in svc]
+    assert built == ["airflow-init"]
+    assert services["airflow-init"]["image"] == "airflow-txn:local"
+    users = {name for name, svc in services.items() if svc.get("image") == "airflow-txn:local"}
+    assert users == {*AIRFLOW_SERVICES, *SPARK_SERVICES, "s3-bucket"}
+    assert {services[name].get("pull_policy") for name in users - {"airflow-init"}} == {"never"}
+
+
 def test_warehouse_settings_point_at_the_stack(stack: dict[str, Any]) -> None:
     services = stack["services"]
     for name in AIRFLOW_SERVICES:
@@ -203,7 +215,7 @@ def test_start_order(stack: dict[str, Any]) -> None:
 def test_versions_can_be_overridden(compose: list[str]) -> None:
     result = run_compose(compose, "config", "--format", "json", env={"PYSPARK_VERSION": "4.0.1"})
     assert result.returncode == 0, result.stderr
-    args = json.loads(result.stdout)["services"]["spark-master"]["build"]["args"]
+    args = json.loads(result.stdout)["services"]["airflow-init"]["build"]["args"]
     assert args["PYSPARK_VERSION"] == "4.0.1"
 
 

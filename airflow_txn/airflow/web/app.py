@@ -11,6 +11,7 @@ JSON API (every route needs an Airflow user: `Authorization: Bearer <JWT>` or th
     GET  /api/tags                                         the tags (named snapshots), newest CSN first (*)
     GET  /api/watermark                                    the readable CSN; the newest commit (*)
     (*) warehouse-wide: read permission on the plugin's connection (auth.py)
+    Moments (created_at, ended_at, lease_deadline, committed_at) are ISO 8601 in UTC, as `airflow-txn --json`.
 
 Pages (page.py, Jinja2 templates): `/` (transactions, filter by DAG run, tables, tags; per run the parts
 each task staged) and `/transactions/{tid}`; their style and script under `/static/`. Errors: 400 bad
@@ -47,7 +48,6 @@ from airflow_txn.errors import (
     TxnError,
     WarehouseNotFoundError,
 )
-from airflow_txn.model.results import TagInfo
 
 URL_PREFIX = "/airflow-txn"
 ICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#2563eb" '
@@ -185,10 +185,10 @@ def list_tables(user: GetUserDep, wh: WarehouseDep) -> data.TableList:
 
 
 @app.get("/api/tags")
-def list_tags(user: GetUserDep, wh: WarehouseDep) -> list[TagInfo]:
+def list_tags(user: GetUserDep, wh: WarehouseDep) -> list[data.PageTag]:
     _require(may_read_warehouse(user, conn_id()),
              f"the tags of the whole warehouse need read permission on connection {conn_id()!r}")
-    return wh.tags()
+    return data.tags(wh)
 
 
 @app.get("/api/watermark")
@@ -209,7 +209,7 @@ def transactions_page(request: Request, user: GetUserDep, wh: WarehouseDep, stat
                 continue
             cards.append((detail, bool(detail["can_roll_back"])))
     tables = data.tables(wh) if may_read_warehouse(user, conn_id()) else None
-    tags = wh.tags() if tables is not None else None
+    tags = data.tags(wh) if tables is not None else None
     return page.index_page(request, root_of(request), user=user_name(user), watermark=_watermark(wh, user),
                            tables=tables, conn_id=conn_id(), transactions=rows, details=cards, states=data.STATES,
                            filters={"state": state or "", "dag_id": dag_id, "run_id": run_id, "limit": limit},

@@ -3,6 +3,9 @@ one transaction's parts grouped by task and by table, the tables with their read
 watermark. Plain dicts of JSON types, each shaped by a TypedDict below (the JSON API's response types,
 built on airflow_txn/model/results.py); imports neither FastAPI nor Airflow.
 
+Moments are ISO 8601 in UTC, as `airflow-txn --json` writes them (airflow_txn/model/moments.py:
+`2026-11-24T21:10:05.250000Z`), not the engine's epoch seconds.
+
 A transaction's DAG and run come from its label (`<dag_id>/<run_id>`, BeginTransactionOperator's
 default) and its DAG(s) also from its parts' staging keys (`<dag_id>/<task_id>/<map_index>`). The
 listing keeps the DAGs a permission check allows in the catalog's query, before its limit.
@@ -20,11 +23,13 @@ from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import TxnError
 from airflow_txn.model.csn import ROLLBACK_CSN
+from airflow_txn.model.moments import utc
 from airflow_txn.model.results import (
     CommitLogEntry,
     IsolationName,
     JsonObject,
     PartInfo,
+    TagInfo,
     TransactionInfo,
     TransactionRecord,
     TransactionState,
@@ -56,9 +61,10 @@ class TransactionSummary(TypedDict):
     isolation: IsolationName
     snapshot_csn: int
     commit_csn: int | None
-    created_at: float
-    ended_at: float | None
-    lease_deadline: float
+    created_at: str
+    """When it began: ISO 8601 in UTC (module docstring), as every moment below."""
+    ended_at: str | None
+    lease_deadline: str
     failed_reason: str | None
     dag_id: str | None
     run_id: str | None
@@ -130,10 +136,30 @@ class TableRow(TypedDict):
     """A newer commit whose record is written but not applied yet."""
 
 
+class PageCommit(TypedDict):
+    """A commit record (CommitLogEntry) with its moment in ISO 8601."""
+
+    csn: int
+    tid: str
+    tables: list[str]
+    committed_at: str
+    applied: bool
+
+
 class PageWatermark(TypedDict):
     readable_csn: int
-    latest_commit: CommitLogEntry | None
+    latest_commit: PageCommit | None
     unapplied_commits: int | None
+
+
+class PageTag(TypedDict):
+    """A tag (TagInfo) with its moment in ISO 8601: GET /api/tags."""
+
+    name: str
+    csn: int
+    tables: list[str]
+    created_at: str
+    note: str | None
 
 
 class TransactionList(TypedDict):
@@ -179,7 +205,7 @@ def summary(row: TransactionRecord) -> TransactionSummary:
     return TransactionSummary(
         tid=row["tid"], label=row["label"], state=row["state"], commit_in_progress=row["commit_in_progress"],
         isolation=row["isolation"], snapshot_csn=row["snapshot_csn"], commit_csn=row["commit_csn"],
-        created_at=row["created_at"], ended_at=row["ended_at"], lease_deadline=row["lease_deadline"],
+        created_at=utc(row["created_at"]), ended_at=utc(row["ended_at"]), lease_deadline=utc(row["lease_deadline"]),
         failed_reason=row["failed_reason"], dag_id=dag_id, run_id=run_id)
 
 
@@ -352,5 +378,20 @@ def watermark(wh: Warehouse, warehouse_wide: bool = True) -> PageWatermark:
     if not warehouse_wide:
         return PageWatermark(readable_csn=readable, latest_commit=None, unapplied_commits=None)
     log = wh.commit_log(limit=50)
-    return PageWatermark(readable_csn=readable, latest_commit=log[0] if log else None,
+    return PageWatermark(readable_csn=readable, latest_commit=commit(log[0]) if log else None,
                          unapplied_commits=sum(1 for r in log if r["csn"] > readable))
+
+
+def commit(entry: CommitLogEntry) -> PageCommit:
+    return PageCommit(csn=entry["csn"], tid=entry["tid"], tables=list(entry["tables"]),
+                      committed_at=utc(entry["committed_at"]), applied=entry["applied"])
+
+
+def tags(wh: Warehouse) -> list[PageTag]:
+    """The tags (named snapshots), the newest CSN first."""
+    return [tag(t) for t in wh.tags()]
+
+
+def tag(info: TagInfo) -> PageTag:
+    return PageTag(name=info["name"], csn=info["csn"], tables=list(info["tables"]), created_at=utc(info["created_at"]),
+                   note=info["note"])

@@ -8,6 +8,7 @@ Times are shown by pendulum as ISO 8601 with their zone. No build step."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 import jinja2
 import pendulum
@@ -17,16 +18,15 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from airflow_txn import __version__
-from airflow_txn.airflow.web.data import PageWatermark, TableRow, TransactionSummary, TransactionView
+from airflow_txn.airflow.web.data import PageTag, PageWatermark, TableRow, TransactionSummary, TransactionView
 from airflow_txn.model.csn import ROLLBACK_CSN
-from airflow_txn.model.results import TagInfo
 
 PACKAGE = "airflow_txn.airflow.web"
 
 
-def moment(epoch: float) -> pendulum.DateTime:
-    """An epoch (seconds) as a time in UTC, to the second."""
-    return pendulum.from_timestamp(int(epoch), tz="UTC")
+def moment(iso: str) -> pendulum.DateTime:
+    """A moment of the page's data (ISO 8601 in UTC: data.py) as a time in UTC, to the second."""
+    return pendulum.instance(datetime.fromisoformat(iso)).in_tz("UTC").replace(microsecond=0)
 
 
 def csn(value: int | None) -> int | str | None:
@@ -57,7 +57,7 @@ def index_page(request: Request, root: str, *, user: str, watermark: PageWaterma
                tables: Sequence[TableRow] | None, conn_id: str, transactions: Sequence[TransactionSummary],
                filters: Mapping[str, str | int | None], states: Sequence[str],
                details: Sequence[tuple[TransactionView, bool]] = (),
-               tags: Sequence[TagInfo] | None = None) -> HTMLResponse:
+               tags: Sequence[PageTag] | None = None) -> HTMLResponse:
     """The transactions page; `details` (a DAG run's transactions, each with whether the user may roll
     it back) shown as cards when the filters name a run; `tables` and `tags` (named snapshots) None: the
     user may not see them."""
