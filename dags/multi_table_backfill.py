@@ -152,7 +152,7 @@ with DAG(
     days = plan_days()
     with transaction_group("backfill", conn_id=CONN_ID, checks=CHECKS) as txn:
         for name, loader in LOADERS.items():
-            SparkTransactionOperator.partial(task_id=f"load_{name}", tid=txn.tid, python_callable=loader,
+            SparkTransactionOperator.partial(task_id=f"load_{name}", python_callable=loader,
                                              conn_id=CONN_ID, map_index_template="{{ task.op_kwargs['day'] }}",
                                              ).expand(op_kwargs=days)
     create_tables() >> days >> txn
