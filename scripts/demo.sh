@@ -19,4 +19,5 @@ ensure_venv "postgres,spark,airflow"
 ensure_java
 rm -rf "$AIRFLOW_TXN_HOME"
 log "running the Airflow demo in $AIRFLOW_TXN_HOME (about a minute or two)"
-exec "$VENV/bin/python" -m airflow_txn.airflow.demo --home "$AIRFLOW_TXN_HOME" --dags "$REPO/dags" "$@"
+cd "$REPO"  # the demo is the checkout's `demo` package (python -m demo.airflow_demo), not part of the installed package
+exec "$VENV/bin/python" -m demo.airflow_demo --home "$AIRFLOW_TXN_HOME" --dags "$REPO/dags" "$@"

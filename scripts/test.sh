@@ -40,7 +40,7 @@ log "Chromium (Debian package, for the Airflow plugin page test)"
 "$VENV/bin/python" -c "from tests.harness.chromium import ensure_installed; ensure_installed()"
 
 log "ruff"
-"$VENV/bin/ruff" check airflow_txn tests benchmarks scripts dags plugins
+"$VENV/bin/ruff" check airflow_txn demo tests benchmarks scripts dags plugins
 log "mypy --strict"
 "$VENV/bin/mypy"
 

@@ -9,4 +9,5 @@ export AIRFLOW_TXN_HOME="${AIRFLOW_TXN_HOME:-$REPO/.airflow_txn_demo}"
 ensure_venv "postgres,spark,airflow"
 [ -d "$AIRFLOW_TXN_HOME" ] || log "no demo in $AIRFLOW_TXN_HOME yet: run scripts/demo.sh first (the page will be empty)"
 log "starting the Airflow API server on the demo home $AIRFLOW_TXN_HOME"
-exec "$VENV/bin/python" -m airflow_txn.airflow.web.serve --home "$AIRFLOW_TXN_HOME" --dags "$REPO/dags" "$@"
+cd "$REPO"  # the checkout's `demo` package
+exec "$VENV/bin/python" -m demo.ui_server --home "$AIRFLOW_TXN_HOME" --dags "$REPO/dags" "$@"

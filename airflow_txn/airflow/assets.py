@@ -19,7 +19,7 @@ from typing import Any
 from airflow_txn.airflow.asset_uris import SCHEME, WATCH_QUERY, check_warehouse_id
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, parse_config
 from airflow_txn.airflow.version_compat import Asset, AssetAlias, AssetWatcher
-from airflow_txn.catalog.database import safe_url
+from airflow_txn.core.adapter import masked_url
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.model.names import parse_table_name
 from airflow_txn.model.partitioning import Partition
@@ -93,7 +93,7 @@ def warehouse_id_of(conn_id: str = DEFAULT_CONN_ID) -> str:
     with _IDS_LOCK:
         found = _IDS.get(url)
     if found is None:
-        where = f"catalog {safe_url(url)} (connection {conn_id!r})"
+        where = f"catalog {masked_url(url)} (connection {conn_id!r})"
         found = Warehouse.warehouse_id_at(url, where=where)
         with _IDS_LOCK:
             _IDS[url] = found

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from airflow_txn.catalog import part_records, table_registry, txn_records
+from airflow_txn.catalog.database import safe_url
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
@@ -56,14 +57,40 @@ from airflow_txn.model.partitioning import (
 )
 from airflow_txn.model.schema_check import conform
 from airflow_txn.storage import location
+from airflow_txn.storage.location import parse_storage_options
 from airflow_txn.storage.root import Storage, WrittenPart, is_plain_part, new_statement_id
 
 __all__ = [
-    "ACTIVE", "COMMITTED", "DEFAULT_TARGET_FILE_BYTES", "ROLLED_BACK", "Isolation", "LabelFilter", "MergeTask",
-    "MergeWrite", "MergedAwayError", "PartView", "Progress", "ReadPlan", "Statement", "StoredTable", "TableView",
-    "WriteDir", "Writer", "WrittenPart",
-    "check_csn", "check_lease_seconds", "merge_writer", "new_statement_id", "open_root", "open_statement",
-    "plan_read", "stored_table", "table_view",
+    "ACTIVE",
+    "COMMITTED",
+    "DEFAULT_TARGET_FILE_BYTES",
+    "ROLLED_BACK",
+    "Isolation",
+    "LabelFilter",
+    "MergeTask",
+    "MergeWrite",
+    "MergedAwayError",
+    "PartView",
+    "Progress",
+    "ReadPlan",
+    "Statement",
+    "StoredTable",
+    "TableView",
+    "WriteDir",
+    "Writer",
+    "WrittenPart",
+    "check_csn",
+    "check_lease_seconds",
+    "masked_url",
+    "merge_writer",
+    "new_statement_id",
+    "open_root",
+    "open_statement",
+    "parse_storage_options",
+    "plan_read",
+    "s3_filesystem",
+    "stored_table",
+    "table_view",
 ]
 
 T = TypeVar("T")
@@ -498,3 +525,13 @@ def check_lease_seconds(value: object) -> float:
 def check_csn(value: object) -> int:
     """A CSN as the catalog stores it (an integer from PREHISTORIC_CSN up); InvalidArgumentError otherwise."""
     return bounds.catalog_int(value, "csn", PREHISTORIC_CSN)
+
+
+def masked_url(url: str) -> str:
+    """A catalog URL fit for a message or a log: its secrets masked (the catalog's own rule)."""
+    return safe_url(url)
+
+
+def s3_filesystem(options: Mapping[str, str]) -> Any:
+    """The pyarrow filesystem of an `s3://` root reached with `options` (the storage layer's resolution)."""
+    return location.resolve("s3://bucket", options).filesystem

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_airflow_demo_runs_end_to_end(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
-    result = subprocess.run([sys.executable, "-m", "airflow_txn.airflow.demo", "--home", str(tmp_path / "demo"),
+    result = subprocess.run([sys.executable, "-m", "demo.airflow_demo", "--home", str(tmp_path / "demo"),
                              "--dags", str(REPO / "dags")], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=600, check=False)
     out = result.stdout

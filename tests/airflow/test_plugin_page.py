@@ -1,5 +1,5 @@
 """The transactions page of the plugin on a real `airflow api-server` (loopback port, throw-away home,
-started by `python -m airflow_txn.airflow.web.serve` as the README's newcomer does, SimpleAuthManager
+started by `python -m demo.ui_server` as the README's newcomer does, SimpleAuthManager
 users admin, editor (role user) and viewer): the JSON API over HTTP with bearer tokens, the
 rollback's permission checks, the HTML pages, and the page rendered in headless Chromium (Playwright
 driving Debian's /usr/bin/chromium, no browser download) alone and inside the Airflow UI. In
@@ -151,7 +151,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     users = [arg for name, role in USERS.items() for arg in ("--user", f"{name}:{role}:{name}-pw")]
     log = home / "api-server.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "airflow_txn.airflow.web.serve", "--home", str(home),
+        process = subprocess.Popen([sys.executable, "-m", "demo.ui_server", "--home", str(home),
                                     "--port", str(port), *users], cwd=REPO, env=env, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"

@@ -31,9 +31,6 @@ ALLOWED_SQLALCHEMY = frozenset({"sqlalchemy.Connection", "sqlalchemy.engine.Conn
 TABLES = frozenset({name for name, value in vars(schema).items() if isinstance(value, Table)} | {"metadata"})
 
 EXCEPTIONS = {
-    "airflow_txn.airflow.demo": "reads Airflow's own metadata database (the asset events of a run, the asset "
-                                "queue) through Airflow's session: not the catalog, and Airflow offers no "
-                                "public read of these outside a task",
     "airflow_txn.checks.duckdb_engine": "runs the write-audit-publish checks' SQL in an in-process DuckDB over the "
                                         "transaction's Parquet files: no catalog table is ever read or written",
 }

@@ -20,8 +20,8 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook
+from airflow_txn.core.adapter import s3_filesystem
 from airflow_txn.errors import ConnectionNotFoundError, MissingDependencyError, TxnError
-from airflow_txn.storage import location
 
 CREDENTIAL_OPTIONS = ("access_key_id", "secret_access_key", "session_token")
 """The storage options an `aws_conn_id` supplies (the connection's extra may not set them too)."""
@@ -185,7 +185,7 @@ class RefreshingS3(pafs.FileSystemHandler):  # type: ignore[misc]
 
 
 def _s3(options: Mapping[str, str]) -> pafs.FileSystem:
-    return location.resolve("s3://bucket", options).filesystem
+    return s3_filesystem(options)
 
 
 def refreshing_s3(options: Mapping[str, str], creds: AwsCredentials) -> tuple[pafs.PyFileSystem, RefreshingS3]:

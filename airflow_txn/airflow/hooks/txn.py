@@ -30,7 +30,7 @@ from sqlalchemy.engine import URL, make_url
 
 from airflow_txn.airflow.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
-from airflow_txn.core.adapter import check_csn, check_lease_seconds
+from airflow_txn.core.adapter import check_csn, check_lease_seconds, parse_storage_options
 from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, ENV_CATALOG, WarehouseConfig
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (
@@ -45,7 +45,6 @@ from airflow_txn.errors import (
 )
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import check_tag_name, parse_table_name
-from airflow_txn.storage.location import parse_storage_options
 
 DEFAULT_CONN_ID = "airflow_txn_default"
 CONN_TYPE = "airflow_txn"

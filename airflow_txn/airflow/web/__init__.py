@@ -12,7 +12,6 @@ transactions, per-table readable CSNs and the parts each task staged, and a roll
     page.py   the HTML, rendered from templates/ (Jinja2, autoescape); static/ holds the style and
               the few lines of vanilla JS (rollback button, watermark poll); no build step
     runs.py   the transactions a DAG run began (its BeginTransactionOperator XComs)
-    serve.py  `python -m airflow_txn.airflow.web.serve`: the API server on the demo's home
 
 Importing this package imports nothing; the plugin imports `app` on the first request only.
 """

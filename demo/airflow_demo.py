@@ -1,6 +1,6 @@
 """The quick-start demo on real Airflow: the example DAGs, run with `dag.test()` on the embedded default.
 
-    python -m airflow_txn.airflow.demo [--home DIR] [--dags DIR]      (scripts/demo.sh runs it)
+    python -m demo.airflow_demo [--home DIR] [--dags DIR]      (scripts/demo.sh runs it)
 
 1. multi_table_backfill over 2024-01-01..03; the first try of load_orders[0] fails after staging
    its rows and is retried: one commit, one CSN, no duplicate.

@@ -1,9 +1,9 @@
 """Start Airflow's API server (UI, REST API and the transactions page) on the demo's home:
 
-    python -m airflow_txn.airflow.web.serve [--home DIR] [--port 8080] [--user NAME:ROLE:PASSWORD ...]
+    python -m demo.ui_server [--home DIR] [--port 8080] [--user NAME:ROLE:PASSWORD ...]
     (scripts/ui.sh runs it on the demo's home)
 
-The same settings as `python -m airflow_txn.airflow.demo --home DIR` (Airflow's home and metadata
+The same settings as `python -m demo.airflow_demo --home DIR` (Airflow's home and metadata
 database, the example DAGs, the `airflow_txn_default` connection to the demo's warehouse), plus the
 SimpleAuthManager users (default admin:admin:admin) with their passwords. It migrates the metadata
 database, prints where to go and replaces itself with `airflow api-server` (one worker, loopback).
@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_txn.airflow.demo import configure
+from demo.airflow_demo import configure
 
 ROLES = ("viewer", "user", "op", "admin")
 PAGE = "/airflow-txn/"
@@ -63,7 +63,7 @@ def server_env(home: Path, dags: Path, users: list[tuple[str, str, str]], host: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=Path(os.environ.get("AIRFLOW_TXN_HOME") or ".airflow_txn_demo"),
-                        help="the demo's home (python -m airflow_txn.airflow.demo --home DIR)")
+                        help="the demo's home (python -m demo.airflow_demo --home DIR)")
     parser.add_argument("--dags", type=Path, default=Path(__file__).resolve().parents[3] / "dags",
                         help="the DAG folder (default: the clone's dags/)")
     parser.add_argument("--host", default="127.0.0.1")
