@@ -38,6 +38,8 @@ OPENLINEAGE_CONVERTER = "airflow_txn.airflow.lineage.to_openlineage_dataset"
 """A table Asset as the OpenLineage dataset the operators report for the table (lineage.py)."""
 
 PLUGIN_NAME = "airflow_txn"
+LISTENER_TIMEOUT_SECONDS = 60.0
+"""`[airflow_txn] listener_timeout`'s default: how long a host process waits for a listener's work (D21)."""
 PLUGIN_CLASS = "airflow_txn.airflow.plugin.AirflowTxnPlugin"
 """Airflow loads a provider's plugins only with `[core] lazy_discover_providers = False`; otherwise (the
 default) the `airflow.plugins` entry point registers it, never both (airflow_txn/airflow/plugin.py)."""
@@ -85,6 +87,11 @@ CONFIG: dict[str, Any] = {
                                      "transaction_group without an explicit lease_seconds: how long a "
                                      "transaction lives without a heartbeat before recovery rolls it back.",
                                      "float", str(DEFAULT_LEASE_SECONDS), "7200"),
+            "listener_timeout": _option("Seconds the scheduler or the API server waits for the listener's "
+                                        "rollback of a failed run (done on a thread of its own, never on the "
+                                        "host's session); past it the rollback goes on in the background and "
+                                        "the transaction's lease ends whatever it does not finish.",
+                                        "float", str(LISTENER_TIMEOUT_SECONDS), "30"),
             "metrics": _option("Send the engine's metrics (airflow_txn.commit.latency_ms, "
                                "airflow_txn.rollbacks, airflow_txn.conflicts, airflow_txn.watermark_lag) "
                                "to Airflow's stats ([metrics] decides where they go).",

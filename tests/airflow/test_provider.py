@@ -48,7 +48,8 @@ def test_provider_info_validates_against_airflows_schema() -> None:
         for name in names:
             assert importlib.util.find_spec(name) is not None, f"{kind} module {name} does not exist"
     options = info["config"]["airflow_txn"]["options"]
-    assert set(options) == {"conn_id", "catalog", "root", "storage_options", "oracle", "lease_seconds", "metrics"}
+    assert set(options) == {"conn_id", "catalog", "root", "storage_options", "oracle", "lease_seconds",
+                            "listener_timeout", "metrics"}
     assert options["storage_options"]["sensitive"] is True  # Airflow hides it (config list, the UI)
     assert {o["type"] for o in options.values()} <= {"string", "float", "boolean"}
     assert info["cli"] == ["airflow_txn.cli.in_airflow.get_cli_commands"]  # `airflow txn ...`
