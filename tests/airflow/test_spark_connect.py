@@ -5,6 +5,7 @@ Spark provider's connections become Spark settings."""
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,3 +119,76 @@ def test_a_connection_of_another_type_is_refused() -> None:
         spark_target_of("postgres", "db", 5432, None, None, {})
     with pytest.raises(ValueError, match="needs a host"):
         spark_target_of("spark_connect", None, None, None, None, {})
+
+
+RETRIES_EXCEEDED = "ignore:.*RETRIES_EXCEEDED:UserWarning"
+"""pyspark's client warns when it gives up retrying (a warning is an error in this suite)."""
+
+
+@pytest.fixture(params=["refused", "silent"])
+def dead_connect_port(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A loopback port whose Spark Connect server is gone (nothing listens) or hung (it accepts, never answers)."""
+    from tests.harness.ports import free_port
+
+    if request.param == "refused":
+        yield free_port()
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.filterwarnings(RETRIES_EXCEEDED)
+@pytest.mark.parametrize("tid", [None, "1-1-a"])
+def test_an_unreachable_spark_connect_server_fails_the_session_within_the_bound_naming_it(
+        dead_connect_port: int, tid: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyspark's own client retries an unreachable server for about ten minutes; the task's session gives up
+    after connect_timeout with a typed error naming the server, never the URL's token."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from airflow_txn.airflow.operators.spark import task_spark_session
+    from airflow_txn.errors import SparkConnectUnavailableError
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    url = f"sc://127.0.0.1:{dead_connect_port}/;user_id=etl;token=s3cr3t-t0ken"
+    says = rf"server sc://127\.0\.0\.1:{dead_connect_port} did not answer within connect_timeout \(4 s\)"
+    with (pytest.raises(SparkConnectUnavailableError, match=says) as info,
+          task_spark_session({}, "dag.task", remote=url, tid=tid, connect_timeout=4)):
+        pytest.fail("no session on a dead server")
+    assert "s3cr3t-t0ken" not in str(info.value)
+    assert ConnectSession.getActiveSession() is None  # forgotten: the next task's session connects anew
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.filterwarnings(RETRIES_EXCEEDED)
+def test_the_default_bound_applies_to_spark_connect_without_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_txn.airflow.operators.spark import spark_session
+    from airflow_txn.core.config import ENV_CONNECT_TIMEOUT
+    from airflow_txn.errors import SparkConnectUnavailableError
+    from tests.harness.ports import free_port
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    monkeypatch.delenv(ENV_CONNECT_TIMEOUT, raising=False)
+    port = free_port()
+    with pytest.raises(SparkConnectUnavailableError, match=rf"sc://127\.0\.0\.1:{port} .*\(20 s\)"):
+        spark_session({}, remote=f"sc://127.0.0.1:{port}")
+
+
+def test_connect_timeout_comes_from_the_connection_extra_then_the_airflow_config(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_txn.airflow.hooks.txn import config_from_extra
+    from airflow_txn.core.config import DEFAULT_CONNECT_TIMEOUT, ENV_CONNECT_TIMEOUT
+    from airflow_txn.errors import InvalidArgumentError
+
+    monkeypatch.delenv(ENV_CONNECT_TIMEOUT, raising=False)
+    monkeypatch.delenv("AIRFLOW__AIRFLOW_TXN__CONNECT_TIMEOUT", raising=False)
+    assert config_from_extra({}).connect_timeout == DEFAULT_CONNECT_TIMEOUT
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__CONNECT_TIMEOUT", "12")
+    assert config_from_extra({}).connect_timeout == 12
+    assert config_from_extra({"connect_timeout": 5}).connect_timeout == 5
+    with pytest.raises(InvalidArgumentError, match="connect_timeout must be a number of seconds > 0"):
+        config_from_extra({"connect_timeout": 0})
+    with pytest.raises(InvalidArgumentError, match="connect_timeout must be a number of seconds"):
+        config_from_extra({"connect_timeout": "later"})

@@ -81,13 +81,16 @@ def config_from_extra(extra: Mapping[str, Any], password: str | None = None) -> 
     """The warehouse configuration an `airflow_txn` connection's extra describes (missing fields:
     Airflow's `[airflow_txn]` options, then the AIRFLOW_TXN_* environment and the embedded defaults);
     `password`, the connection's password field, is the catalog database's password."""
-    known = (*EXTRA_FIELDS, "storage_options", "spark_conf")
+    known = (*EXTRA_FIELDS, "storage_options", "spark_conf", "connect_timeout")
     unknown = sorted(k for k in extra if k not in known and not k.startswith("extra__"))
     if unknown:
         raise TxnError(f"unknown field(s) {unknown} in the airflow_txn connection's extra; use {list(known)}")
     catalog, root, oracle = (_field(extra, name) or config_option(name) for name in EXTRA_FIELDS)
     options = _field(extra, "storage_options") or config_option("storage_options")  # None: the environment's
-    config = WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options)
+    timeout = _field(extra, "connect_timeout")
+    timeout = config_option("connect_timeout") if timeout is None else timeout  # None: the environment's
+    config = WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options,
+                                     connect_timeout=timeout)
     if not password:
         return config
     return dataclasses.replace(config, catalog_url=with_password(config.catalog_url, password))
@@ -178,7 +181,7 @@ class TxnHook(BaseHook):
         """Open the warehouse; the caller closes it (or use `warehouse()`)."""
         cfg = self.config()
         return Warehouse.open(catalog=cfg.catalog_url, root=cfg.root, oracle=cfg.oracle,
-                              storage_options=dict(cfg.storage_options))
+                              storage_options=dict(cfg.storage_options), connect_timeout=cfg.connect_timeout)
 
     @contextmanager
     def warehouse(self) -> Iterator[Warehouse]:
