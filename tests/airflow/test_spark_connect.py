@@ -1,6 +1,8 @@
 """SparkTransactionOperator attached to a running Spark Connect server (no JVM in the task's process): the
 example backfill DAG with the warehouse root on a real S3 server (SeaweedFS), through dag.test(); and how the
-Spark provider's connections become Spark settings."""
+Spark provider's connections become Spark settings; and a dead or hung server fails the session (and the
+Spark tasks) within `connect_timeout` with SparkConnectUnavailableError naming it, not after pyspark's ten minutes
+of retries (refused and silent loopback ports; the pytest timeouts guard the bound, nothing measures time)."""
 
 from __future__ import annotations
 
@@ -192,3 +194,29 @@ def test_connect_timeout_comes_from_the_connection_extra_then_the_airflow_config
         config_from_extra({"connect_timeout": 0})
     with pytest.raises(InvalidArgumentError, match="connect_timeout must be a number of seconds"):
         config_from_extra({"connect_timeout": "later"})
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.filterwarnings(RETRIES_EXCEEDED)
+def test_a_dead_spark_connect_server_fails_the_spark_tasks_within_the_connection_s_bound(
+        dagbag: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operators take `connect_timeout` from the airflow_txn connection: the Spark tasks fail (and retry)
+    within it, the run fails and its transaction is rolled back."""
+    from airflow_txn.catalog.txn_records import ROLLED_BACK
+    from tests.harness.ports import free_port
+
+    port = free_port()
+    catalog, root = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "wh"
+    monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_TXN_DEFAULT", json.dumps({"conn_type": "airflow_txn", "extra": {
+        "catalog": catalog, "root": str(root), "connect_timeout": 3,
+        "spark_conf": {"spark.remote": f"sc://127.0.0.1:{port}/;token=s3cr3t-t0ken"}}}))
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    run = run_dag(dagbag, "multi_table_backfill", {"start": "2024-03-01", "days": 1})
+    states = task_states(run)
+    assert str(run.state) == "failed", states
+    loads = {task: state for task, state in states.items() if ".load_" in task}
+    assert loads and all(state[0] == "failed" for state in loads.values()), states
+    assert max(tries for _state, tries in loads.values()) == 2, states  # failed fast, then retried (and failed)
+    with Warehouse.open(catalog=catalog, root=root) as wh:
+        [txn] = transactions_of(wh, "multi_table_backfill")
+    assert txn["state"] == ROLLED_BACK and "failed with no retries left" in txn["failed_reason"]
