@@ -6,8 +6,10 @@ of retries (refused and silent loopback ports; the pytest timeouts guard the bou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,3 +222,43 @@ def test_a_dead_spark_connect_server_fails_the_spark_tasks_within_the_connection
     with Warehouse.open(catalog=catalog, root=root) as wh:
         [txn] = transactions_of(wh, "multi_table_backfill")
     assert txn["state"] == ROLLED_BACK and "failed with no retries left" in txn["failed_reason"]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.filterwarnings(RETRIES_EXCEEDED)
+def test_a_server_lost_during_the_task_fails_it_with_the_typed_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server stopped while the task works: its next call fails within connect_timeout, typed and naming the
+    server, and the session is forgotten without waiting on the dead server to release it."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from airflow_txn.airflow.operators.spark import task_spark_session
+    from airflow_txn.errors import SparkConnectUnavailableError
+    from tests.harness.spark_connect import SparkConnectUnavailable, server
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    running = contextlib.ExitStack()
+    try:
+        connect = running.enter_context(server(tmp_path / "stopped-mid-task"))
+    except SparkConnectUnavailable as exc:
+        pytest.fail(f"the Spark Connect server cannot start: {exc}")
+    with running, pytest.raises(SparkConnectUnavailableError, match=f"server {connect.url} did not answer"), \
+            task_spark_session({}, "dag.task", remote=connect.url, connect_timeout=5) as spark:
+        assert spark.range(3).count() == 3
+        running.close()  # the server stops
+        _wait_until_closed(connect.url)
+        spark.range(4).count()
+    assert ConnectSession.getActiveSession() is None
+
+
+def _wait_until_closed(url: str) -> None:
+    """Until nothing listens at the server's port any more (stop-connect-server.sh returns while it exits)."""
+    host, _, port = url.removeprefix("sc://").partition(":")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.1)  # polling a condition
+    pytest.fail(f"the Spark Connect server at {url} still listens")

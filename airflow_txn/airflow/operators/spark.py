@@ -159,13 +159,25 @@ def task_spark_session(conf: Mapping[str, str], app_name: str, remote: str | Non
                        tid: str | None = None, connect_timeout: float | None = None) -> Iterator[SparkSession]:
     """spark_session() for the span of one task: a Spark Connect session's channel is closed when the task
     ends (its gRPC threads would keep the task's process alive), leaving transaction `tid`'s server session
-    open for the transaction's next task, or releasing it when the task has no transaction."""
+    open for the transaction's next task, or releasing it when the task has no transaction. A Connect server
+    that stops answering during the task raises SparkConnectUnavailableError naming it (then nothing is
+    released: that would wait for the server again)."""
     spark = spark_session(conf, app_name=app_name, remote=remote, tid=tid, connect_timeout=connect_timeout)
+    url = remote or conf.get("spark.remote")
+    connect = _is_connect(spark)
+    lost = False
     try:
-        yield spark
+        if connect and url:
+            with unreachable_as_typed(str(url), connect_timeout_seconds(connect_timeout)):
+                yield spark
+        else:
+            yield spark
+    except SparkConnectUnavailableError:
+        lost = True
+        raise
     finally:
-        if _is_connect(spark):
-            if tid is None:
+        if connect:
+            if tid is None and not lost:
                 spark.stop()
             else:
                 leave_open(spark)
