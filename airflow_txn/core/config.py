@@ -9,6 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
 from airflow_txn.errors import InvalidArgumentError, TxnError
 from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.storage import location
@@ -60,6 +63,18 @@ def connect_timeout_seconds(value: float | str | None = None, source: str = "con
     return seconds
 
 
+def check_catalog_url(catalog_url: str) -> None:
+    """InvalidArgumentError unless `catalog_url` is a SQLAlchemy URL whose parts parse (a port that is a number); the
+    message never repeats the URL's password."""
+    if "://" not in catalog_url:
+        raise InvalidArgumentError(f"catalog {catalog_url!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
+    try:
+        _ = make_url(catalog_url).port
+    except (ValueError, ArgumentError) as exc:
+        raise InvalidArgumentError(f"the catalog URL is not a valid SQLAlchemy URL ({exc}); e.g. "
+                                   "postgresql+psycopg://user@host:5432/db") from exc
+
+
 def home_dir() -> Path:
     """`$AIRFLOW_TXN_HOME`, else `~/.airflow_txn`: where the embedded defaults live. Absolute (a relative
     home is taken from the working directory, `~` is expanded), so the default catalog URL and storage
@@ -98,8 +113,7 @@ class WarehouseConfig:
             options = location.parse_storage_options(storage_options, "storage_options")
         oracle_spec = (oracle or os.environ.get(ENV_ORACLE) or "sql").strip()
         oracle_kinds.kind_of(oracle_spec)  # a known kind; its options are checked when it is opened
-        if "://" not in catalog_url:
-            raise TxnError(f"catalog {catalog_url!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
+        check_catalog_url(catalog_url)
         manifest_mode = manifests or os.environ.get(ENV_MANIFESTS) or "off"
         if manifest_mode not in MANIFEST_MODES:
             raise TxnError(f"manifests must be one of {MANIFEST_MODES} (argument or ${ENV_MANIFESTS}), "
