@@ -9,6 +9,7 @@ The revisions form one chain, one step of the schema's history each (REVISIONS):
     indexes_v2  the visible-part index of index version 2
     schema_v4   txn_transactions.metadata_json (a transaction's metadata)
     schema_v5   txn_tags and txn_tag_tables (named snapshots)
+    schema_v6   txn_check_reports (write-audit-publish check reports, one row each)
 
 Alembic records the catalog's revision in txn_alembic_version (not Alembic's default alembic_version:
 a catalog may share a PostgreSQL database with Airflow's own, which has that table). The revisions
@@ -43,10 +44,11 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "txn_alembic_version"
-REVISIONS = ("schema_v1", "schema_v2", "schema_v3", "indexes_v2", "schema_v4", "schema_v5")
+REVISIONS = ("schema_v1", "schema_v2", "schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6")
 """The chain, oldest first (a test checks it against the script directory)."""
 HEAD = REVISIONS[-1]
-_BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3", 4: "schema_v4", 5: "schema_v5"}
+_BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3", 4: "schema_v4", 5: "schema_v5",
+                      6: "schema_v6"}
 """The revision a pre-Alembic catalog is at, by its txn_meta schema_version (index version below 2)."""
 
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")

@@ -17,6 +17,8 @@ scans           (tid, seq, table, partition): what each statement of a transacti
                 a retry can tell which later statements saw what it withdraws (retries.py)
 tags            named snapshots: a name, a CSN and (tag_tables) the tables it holds; vacuum keeps every
                 part a tag can see (core/tags.py)
+check_reports   one row per report a write-audit-publish check step recorded on a transaction (its tid, the
+                step's key, when, the report as JSON), appended: steps recording at once never overwrite
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # 1 -> 2: tables txn_table_retention and txn_compactions added; 2 -> 3: tables txn_keys and txn_scans added;
-# 3 -> 4: column txn_transactions.metadata_json added; 4 -> 5: tables txn_tags and txn_tag_tables added.
+# 3 -> 4: column txn_transactions.metadata_json added; 4 -> 5: tables txn_tags and txn_tag_tables added;
+# 5 -> 6: table txn_check_reports added.
 # Each step is an Alembic revision in catalog/migrations/versions/ (catalog/migrate.py runs them); a change
 # here needs a new revision, and tests/core/test_migrations.py checks that the two agree.
 
@@ -208,6 +211,17 @@ tag_tables = Table(
     Column("tag", String(128), ForeignKey("txn_tags.name"), primary_key=True),
     Column("table_id", _Id, ForeignKey("txn_tables.id"), primary_key=True, autoincrement=False),
     Index("ix_txn_tag_tables_table", "table_id"),  # vacuum: the tags of one table
+)
+
+check_reports = Table(
+    "txn_check_reports",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),  # the order reports were recorded in
+    Column("tid", String(64), nullable=False),  # the transaction checked (no foreign key: purged after its row)
+    Column("key", Text, nullable=False),  # the check step's key (in Airflow: task_id or task_id[map_index])
+    Column("recorded_at", Float, nullable=False),
+    Column("report_json", Text, nullable=False),  # the CheckReport, a JSON object
+    Index("ix_txn_check_reports_tid", "tid", "id"),
 )
 
 INDEX_VERSION = 2

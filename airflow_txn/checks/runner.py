@@ -1,7 +1,7 @@
 """Running checks against a transaction's own view and recording what they found.
 
     report = run_checks(txn, [ReferenceCheck("shop.orders", "customer_id", "shop.customers")])
-    record(txn, report, "audit")        # into the transaction's metadata: {"checks": {"audit": report}}
+    record(txn, report, "audit")        # appended to the transaction's check reports under "audit"
     if not report["passed"]:
         txn.rollback(reason=failure_reason(report))
 
@@ -133,9 +133,8 @@ def failure_reason(report: CheckReport, who: str = "checks") -> str:
 
 
 def record(txn: Transaction, report: CheckReport, key: str) -> None:
-    """Record `report` in the transaction's metadata under {"checks": {key: report}}, beside what other
-    check steps recorded (the Transactions page and `airflow-txn show` read it there)."""
-    earlier = txn.annotate({}).get("checks")  # the metadata as it stands (merging nothing; no part listing)
-    recorded = dict(earlier) if isinstance(earlier, Mapping) else {}
-    recorded[key] = dict(report)
-    txn.annotate({"checks": recorded})
+    """Record `report` on the transaction under `key` (the check step): one row appended to the catalog, so
+    check steps of one transaction recording at once each keep theirs. `Warehouse.check_reports(tid)` lists
+    them in the order recorded; `transaction_info(tid)["metadata"]["checks"]` shows {key: newest report}
+    (the Transactions page and `airflow-txn show` read it there)."""
+    txn.record_check(key, dict(report))

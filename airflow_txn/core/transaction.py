@@ -18,7 +18,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_txn.catalog import table_registry, txn_records
-from airflow_txn.core import bounds, commit, crashpoints, log_mirror, manifests, reading, rollback, staging
+from airflow_txn.core import (
+    bounds,
+    check_reports,
+    commit,
+    crashpoints,
+    log_mirror,
+    manifests,
+    reading,
+    rollback,
+    staging,
+)
 from airflow_txn.core.bounds import catalog_int
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.leases import LeaseKeeper
@@ -236,6 +246,12 @@ class Transaction:
             merged = {**txn_records.fetch(conn, self._tid).metadata, **metadata}
             txn_records.set_metadata(conn, self._tid, bounds.metadata_json(merged))
         return merged
+
+    def record_check(self, key: str, report: Mapping[str, object]) -> None:
+        """Append a write-audit-publish check report (a JSON object) under `key` (the check step); steps
+        recording at once each keep theirs (core/check_reports.py). Allowed while the transaction may run a
+        statement; a bad key or report is refused before anything changes (InvalidArgumentError)."""
+        check_reports.record(self._rt, self._tid, key, report)
 
     def heartbeat(self) -> bool:
         """Extend the lease; False if the transaction is no longer active or its lease already ran out."""

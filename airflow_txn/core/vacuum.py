@@ -32,6 +32,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import (
+    check_reports,
     commit_log,
     compaction_records,
     counters,
@@ -220,7 +221,7 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
     """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets, staging-key
     and statement-scan rows of ended transactions; commit records and table-commit rows below every
     horizon and running snapshot (`keep`), each table's newest kept; rows of transactions that ended
-    before the window with nothing left."""
+    before the window with nothing left, then the check reports of transactions whose row is gone."""
     keep = _keep_csn(rt, h, tables)
     before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
     steps = [
@@ -230,14 +231,16 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
         *[Purge("table_commits", commit_log.purgeable_table_commits(t.id, keep),
                 functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
         Purge("transactions", txn_records.purgeable(keep, before), txn_records.purge),
+        Purge("check_reports", check_reports.of_purged_transactions(), check_reports.forget),  # after their rows
     ]
-    purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions"), 0)
+    purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions", "check_reports"), 0)
     for index, step in enumerate(steps):
         tick("purge", index, len(steps))
         purged[step.kind] += _purge(rt, step, batch, dry_run)
     tick("purge", len(steps), len(steps))
     return PurgedRows(read_set=purged["read_set"], keys=purged["keys"], commit_log=purged["commit_log"],
-                      table_commits=purged["table_commits"], transactions=purged["transactions"])
+                      table_commits=purged["table_commits"], transactions=purged["transactions"],
+                      check_reports=purged["check_reports"])
 
 
 def _purge_table_commits(conn: Connection, csns: list[int], table_id: int) -> int:

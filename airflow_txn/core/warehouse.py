@@ -29,6 +29,7 @@ from airflow_txn.catalog import (
 from airflow_txn.core import (
     apply,
     bounds,
+    check_reports,
     compaction,
     identity,
     log_mirror,
@@ -55,6 +56,7 @@ from airflow_txn.errors import (
 )
 from airflow_txn.model.names import check_label
 from airflow_txn.model.results import (
+    CheckRecord,
     CommitLogEntry,
     CompactionReport,
     LoggedCommit,
@@ -253,7 +255,9 @@ class Warehouse:
             row = txn_records.fetch(conn, parsed)
             parts = part_records.of_transaction(conn, parsed)
             invalidated = key_records.invalidated(conn, parsed)  # {key: the retried key that withdrew it}
+            reports = check_reports.of_transaction(conn, parsed, row.metadata)
         record = row.as_dict()
+        record["metadata"] = check_reports.as_metadata(record["metadata"], reports)
         logged_csn = log_mirror.logged_commit_csn(self.runtime, row)  # committing: committed iff its record exists
         if logged_csn is not None:
             record["state"], record["commit_csn"], record["commit_in_progress"] = "committed", logged_csn, False
@@ -267,6 +271,13 @@ class Warehouse:
                 removal_attempt=p.removal_attempt, role="created" if p.version.creation_tid == parsed else "removed",
                 creation_csn=p.version.creation_csn, removal_csn=p.version.removal_csn) for p in parts],
         )
+
+    def check_reports(self, tid: str) -> list[CheckRecord]:
+        """Every write-audit-publish check report recorded on transaction `tid`, in the order recorded
+        (`transaction_info(tid)["metadata"]["checks"]` shows the newest of each key)."""
+        parsed = str(Tid.parse(tid))
+        with self.runtime.catalog.read() as conn:
+            return check_reports.of_transaction(conn, parsed, txn_records.fetch(conn, parsed).metadata)
 
     def transactions(self, state: str | None = None, limit: int = 100,
                      labels: txn_records.LabelFilter | None = None) -> list[TransactionRecord]:

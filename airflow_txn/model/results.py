@@ -93,6 +93,17 @@ class TransactionInfo(TransactionRecord):
     parts: list[PartInfo]
 
 
+class CheckRecord(TypedDict):
+    """One report a write-audit-publish check step recorded on a transaction (Warehouse.check_reports)."""
+
+    key: str
+    """The step's key (in Airflow: task_id, or task_id[map_index])."""
+    recorded_at: float | None
+    """When it was recorded (None: kept in the transaction's metadata by an airflow_txn before schema version 6)."""
+    report: JsonObject
+    """The report (airflow_txn.checks.CheckReport)."""
+
+
 class CommitLogEntry(TypedDict):
     csn: int
     tid: str
@@ -151,6 +162,8 @@ class PurgedRows(TypedDict):
     commit_log: int
     table_commits: int
     transactions: int
+    check_reports: int
+    """Write-audit-publish check reports of purged transactions (catalog schema version 6)."""
 
 
 class VacuumReport(TypedDict):

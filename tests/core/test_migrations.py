@@ -165,8 +165,8 @@ def test_a_pre_alembic_catalog_is_stamped_and_upgraded(catalog_url: str, catalog
 def test_the_upgrade_command_reports_the_steps_it_ran(catalog_url: str, catalog: Catalog) -> None:
     _build_old_catalog(catalog_url, 2)
     report = catalog.upgrade()
-    assert (report.before, report.after, report.applied) == ("schema_v2", migrate.HEAD,
-                                                             ["schema_v3", "indexes_v2", "schema_v4", "schema_v5"])
+    assert (report.before, report.after, report.applied) == (
+        "schema_v2", migrate.HEAD, ["schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6"])
 
 
 def test_a_catalog_of_an_unknown_revision_is_refused(catalog_url: str, catalog: Catalog, tmp_path: Path) -> None:
@@ -225,7 +225,8 @@ def test_airflow_txn_upgrade_migrates_and_doctor_tells(catalog_url: str, tmp_pat
     assert older["status"] == "warn" and "airflow-txn upgrade" in older["hint"]
     done = run_json("upgrade")
     assert (done["from_revision"], done["to_revision"], done["applied"], done["schema_version"]) == (
-        "schema_v2", migrate.HEAD, ["schema_v3", "indexes_v2", "schema_v4", "schema_v5"], schema.SCHEMA_VERSION)
+        "schema_v2", migrate.HEAD, ["schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6"],
+        schema.SCHEMA_VERSION)
     assert schema_check() == {"name": "catalog schema", "status": "ok",
                               "detail": f"schema version {schema.SCHEMA_VERSION}, revision {migrate.HEAD}", "hint": ""}
     assert run_json("upgrade")["applied"] == []  # safe to run again

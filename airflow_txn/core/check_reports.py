@@ -1,0 +1,70 @@
+"""Recording write-audit-publish check reports on a transaction, and reading them back (docs/DESIGN.md, D19).
+
+Each report is one row appended to the catalog (catalog/check_reports.py) in one catalog transaction that
+first checks the transaction is usable (and renews its lease, as a statement does): two check steps of one
+transaction recording at once both keep their reports; nothing is read and rewritten. Reports an
+airflow_txn before catalog schema version 6 kept in the transaction's metadata (`{"checks": {key: report}}`)
+are read first, then the rows in the order recorded; `as_metadata` folds them into that older shape (the
+newest report of each key), which `Warehouse.transaction_info` shows under metadata["checks"].
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from sqlalchemy import Connection
+
+from airflow_txn.catalog import check_reports, txn_records
+from airflow_txn.core import bounds
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import InvalidArgumentError
+from airflow_txn.model.names import MAX_LABEL_LENGTH
+from airflow_txn.model.results import CheckRecord, JsonObject
+
+METADATA_KEY = "checks"
+"""Where an airflow_txn before schema version 6 kept the reports inside a transaction's metadata."""
+
+
+def check_key(key: object) -> str:
+    """A report's key: non-empty text up to MAX_LABEL_LENGTH characters without NUL (InvalidArgumentError)."""
+    if not isinstance(key, str) or not key or len(key) > MAX_LABEL_LENGTH or "\x00" in key:
+        raise InvalidArgumentError(f"a check report's key must be non-empty text up to {MAX_LABEL_LENGTH} "
+                                   f"characters without NUL, got {key!r:.200}")
+    return key
+
+
+def record(rt: Runtime, tid: str, key: str, report: Mapping[str, object]) -> None:
+    """Append `report` under `key` to transaction `tid` (usable: active, no failed statement, lease valid).
+    Bad input is refused before anything is written (InvalidArgumentError)."""
+    check_key(key)
+    try:
+        text = bounds.metadata_json(report)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"check report {key!r}: {exc}") from exc
+    cat = rt.catalog
+    with cat.write() as conn:
+        txn_records.lock_usable(conn, cat, tid)
+        check_reports.add(conn, tid, key, time.time(), text)
+
+
+def of_transaction(conn: Connection, tid: str, metadata: JsonObject) -> list[CheckRecord]:
+    """Every report of `tid` (whose metadata is `metadata`): those kept in its metadata first, then the
+    recorded rows, oldest first."""
+    older = metadata.get(METADATA_KEY)
+    found = [CheckRecord(key=str(k), recorded_at=None, report=dict(v))
+             for k, v in (older.items() if isinstance(older, Mapping) else []) if isinstance(v, Mapping)]
+    found += [CheckRecord(key=r.key, recorded_at=r.recorded_at, report=r.report)
+              for r in check_reports.of_transaction(conn, tid)]
+    return found
+
+
+def as_metadata(metadata: JsonObject, records: list[CheckRecord]) -> JsonObject:
+    """`metadata` with every report under metadata["checks"] as {key: its newest report}, keys in the order
+    first recorded (unchanged when there is no report)."""
+    if not records:
+        return metadata
+    checks: JsonObject = {}
+    for r in records:
+        checks[r["key"]] = r["report"]
+    return {**metadata, METADATA_KEY: checks}
