@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, update
 
-from airflow_txn.catalog import schema
+from airflow_txn.catalog import schema, tag_records
 from airflow_txn.oracle import CsnOracle
 
 _log = schema.commit_log.c
@@ -179,11 +179,14 @@ def purge_records(conn: Connection, csns: list[int]) -> int:
 
 def purgeable_table_commits(table_id: int, keep_csn: int) -> Select[Any]:
     """A table's commit rows below `keep_csn` except its newest one there: `last_commit_csn` at any readable
-    snapshot and the `versions` retention rule (whose horizon is never above the N-th newest) stay exact."""
+    snapshot and the `versions` retention rule (whose horizon is never above the N-th newest) stay exact; and
+    except the newest one at or below each tag holding the table: `last_commit_csn` at the tag's CSN (its
+    lineage version) stays exact too (docs/DESIGN.md D18)."""
     below = schema.table_commits.alias("below")  # not correlated with the rows being selected
     newest_below = (select(func.max(below.c.csn)).where(below.c.table_id == table_id, below.c.csn < keep_csn)
                     .scalar_subquery())
-    return select(_tc.csn).where(_tc.table_id == table_id, _tc.csn < newest_below)
+    return select(_tc.csn).where(_tc.table_id == table_id, _tc.csn < newest_below,
+                                 ~tag_records.keeps_table_commit(table_id, _tc.csn))
 
 
 def purge_table_commits(conn: Connection, table_id: int, csns: list[int]) -> int:

@@ -80,3 +80,17 @@ def pinned_by_a_tag() -> ColumnElement[bool]:
             and_(_p.removal_csn.is_not(None), _p.removal_csn > _g.csn),
         )
     )
+
+
+def keeps_table_commit(table_id: int, csn: ColumnElement[int]) -> ColumnElement[bool]:
+    """A WHERE clause over txn_table_commits rows of `table_id`: the row at `csn` is the table's newest commit
+    at or below some tag holding the table, so `last_commit_csn` at the tag's CSN (the version lineage names)
+    needs it. Vacuum purges no such row."""
+    later = schema.table_commits.alias("later_commit")
+    return exists(
+        select(_gt.tag).join(schema.tags, _g.name == _gt.tag).where(
+            _gt.table_id == table_id, csn <= _g.csn,
+            ~exists(select(later.c.csn).where(later.c.table_id == table_id, later.c.csn > csn,
+                                              later.c.csn <= _g.csn).correlate_except(later)),
+        )
+    )

@@ -12,12 +12,13 @@ Taking the horizons bumps the snapshot gate row that `begin` holds in share mode
 start from an older snapshot meanwhile.
 
 Order: horizons stored first (readers refuse older CSNs from then on), then manifests (those of CSNs
-below a horizon removed, kept ones rewritten if their part list changed, e.g. after a merge), then
-part files, each file before its catalog row (a crash in between leaves a row whose files are gone,
-which the next vacuum finishes), then orphans: part files and write dirs no part row names, found by
-listing each table's directory (their writer's lease judged by the catalog's clock, D8), then the
-catalog history no snapshot, recovery or retry needs (`_purge_history`). `dry_run` reports the same
-counts and changes nothing (no rollback of expired transactions, no horizon stored, nothing deleted).
+below a horizon removed unless a tag at that CSN holds their tables, kept ones rewritten if their part
+list changed, e.g. after a merge), then part files, each file before its catalog row (a crash in between
+leaves a row whose files are gone, which the next vacuum finishes), then orphans: part files and write
+dirs no part row names, found by listing each table's directory (their writer's lease judged by the
+catalog's clock, D8), then the catalog history no snapshot, recovery or retry needs (`_purge_history`).
+`dry_run` reports the same counts and changes nothing (no rollback of expired transactions, no horizon
+stored, nothing deleted).
 One run at a time per warehouse (catalog/locks.py); a second one waits. Writers may create part files
 and write dirs in a partition dir meanwhile: storage removes a partition dir only by rmdir
 (empty at that instant) and a writer re-creates one removed under it.
@@ -45,7 +46,7 @@ from airflow_txn.catalog import (
 )
 from airflow_txn.catalog.purges import Purge
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import crashpoints, manifests, recovery, retention
+from airflow_txn.core import crashpoints, manifests, recovery, retention, tags
 from airflow_txn.core.retention import Horizons
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TxnError
@@ -293,12 +294,13 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
     by_name = {t.name.qualified: t for t in tables}
     with rt.catalog.read() as conn:  # only merges rewrite what a snapshot's manifest lists
         last_merge = compaction_records.last_merge_times(conn)
+    tagged = tags.held(rt)  # tags made from now on name CSNs at or above this run's stored horizons
     dirs = sorted(f"{manifests.MANIFEST_DIR}/{name}" for name, is_file, _ in entries
                   if not is_file and name.startswith("csn-"))
     removed = refreshed = 0
     for index, directory in enumerate(dirs):
         tick("manifests", index, len(dirs))
-        verdict = _manifest_verdict(rt, h, by_name, last_merge, directory)
+        verdict = _manifest_verdict(rt, h, by_name, last_merge, tagged, directory)
         if verdict is None:
             continue
         if verdict == "remove":
@@ -314,9 +316,10 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
 
 
 def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], last_merge: dict[int, float],
-                      directory: str) -> str | None:
-    """"remove", "refresh" or None (keep as it is). A table's manifest written after its last merge
-    (by more than the clock margin) is current; others are compared with the catalog."""
+                      tagged: set[tuple[int, int]], directory: str) -> str | None:
+    """"remove", "refresh" or None (keep as it is). Removed when a table it lists is gone, or its CSN is
+    below that table's horizon and no tag at that CSN holds it (`tagged`: D18). A table's manifest written
+    after its last merge (by more than the clock margin) is current; others are compared with the catalog."""
     csn = _csn_of(directory)
     if csn is None:
         return None
@@ -326,7 +329,7 @@ def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], l
         newest = max((m for m in written.values() if m is not None), default=None)
         return "remove" if newest is None or time.time() - newest > ORPHAN_GRACE_SECONDS else None
     infos = [by_name.get(name) for name in listed]
-    if any(info is None or csn < h.of(info.id) for info in infos):
+    if any(info is None or (csn < h.of(info.id) and (csn, info.id) not in tagged) for info in infos):
         return "remove"
     for info in infos:
         assert info is not None

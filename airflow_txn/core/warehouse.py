@@ -311,9 +311,21 @@ class Warehouse:
                                           f"{retention.horizon_of(self.runtime, table)}; read a newer one") from exc
             raise
 
-    def write_manifest(self, csn: int | None = None, tables: list[str] | None = None) -> ManifestReport:
-        """Write JSON manifests of snapshot `csn` (None: the watermark) under <root>/.manifests; see MANIFESTS.md."""
-        snapshot = self._snapshot_for(csn, tables if tables is not None else self.tables())
+    def write_manifest(self, csn: int | None = None, tables: list[str] | None = None,
+                       tag: str | None = None) -> ManifestReport:
+        """Write JSON manifests of snapshot `csn` (None: the watermark) under <root>/.manifests; see MANIFESTS.md.
+        With `tag`, of the tag's snapshot (`tables` None: every table it holds). A CSN below the retention
+        horizon is written only where tags at exactly that CSN hold the tables below it (D18)."""
+        if tag is not None:
+            if csn is not None:
+                raise InvalidArgumentError(f"write a manifest at csn {csn} or at tag {tag!r}, not both")
+            return tags.write_manifest(self.runtime, tag, tables)
+        try:
+            snapshot = self._snapshot_for(csn, tables if tables is not None else self.tables())
+        except SnapshotTooOldError:
+            if csn is None:
+                raise
+            return tags.write_manifest_at(self.runtime, csn, tables)
         try:
             return manifests.write_manifests(self.runtime, snapshot, tables)
         except StorageError as exc:
@@ -420,8 +432,14 @@ class Warehouse:
         return recovery.recover(self.runtime, progress=progress)
 
     # -- overview (read-only; the CLI's tables, watermark and doctor) --------------------------------
-    def table_stats(self, table: str, csn: int | None = None) -> TableStats:
-        """Partitioning, last commit CSN and the visible parts, rows and bytes of `table` at `csn`."""
+    def table_stats(self, table: str, csn: int | None = None, tag: str | None = None) -> TableStats:
+        """Partitioning, last commit CSN and the visible parts, rows and bytes of `table` at `csn` (None: the
+        watermark), or at tag `tag` (TagNotFoundError, TableNotInTagError; whatever the retention)."""
+        if tag is not None:
+            if csn is not None:
+                raise InvalidArgumentError(f"table stats at csn {csn} or at tag {tag!r}, not both")
+            row, _ = tags.resolve(self.runtime, tag, table)
+            return overview.table_summary(self.runtime, table, row.csn)
         return overview.table_summary(self.runtime, table, self._snapshot_for(csn, [table]))
 
     def watermark_info(self) -> WatermarkInfo:
