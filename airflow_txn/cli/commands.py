@@ -517,12 +517,15 @@ def retention(settings: Settings, table: str, seconds: float | None, versions: i
 
 @cli.command()
 @click.option("--csn", type=_int64(PREHISTORIC_CSN), help="Snapshot [default: the watermark].")
+@click.option("--tag", metavar="NAME", help="The snapshot of this tag (its tables by default) instead of a CSN.")
 @click.option("--table", "tables_", multiple=True, help="Only this table (repeatable).")
 @global_options
 @click.pass_obj
-def manifest(settings: Settings, csn: int | None, tables_: Sequence[str]) -> int:
+def manifest(settings: Settings, csn: int | None, tag: str | None, tables_: Sequence[str]) -> int:
     """Write JSON manifests of a snapshot for other engines (docs/MANIFESTS.md)."""
-    result = settings.open().write_manifest(csn=csn, tables=list(tables_) or None)
+    if tag is not None and csn is not None:
+        raise click.UsageError("write manifests at --csn or at --tag, not both")
+    result = settings.open().write_manifest(csn=csn, tables=list(tables_) or None, tag=tag)
     return settings.emit(result, render.generic)
 
 

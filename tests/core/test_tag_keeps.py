@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_txn import Warehouse
+from airflow_txn.cli import exit_codes, main
 from airflow_txn.core.manifests import INDEX, csn_dir
 from airflow_txn.errors import (
     InvalidArgumentError,
@@ -117,3 +118,17 @@ def test_the_lineage_version_of_a_tagged_snapshot_stays_its_csn_after_vacuum(wh:
     wh.vacuum(retention_seconds=0)
     if sql_oracle:
         assert wh.last_commit_csn(EV, at=tagged) is None  # no tag keeps it now: the history is gone
+
+
+def test_airflow_txn_manifest_at_a_tag(wh: Warehouse, catalog_url: str, root: Any,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    make_tables(wh)
+    first = _commit(wh, ("append", EV, events([1, 2])))
+    _commit(wh, ("overwrite", EV, events([3])))
+    wh.tag("month-end", csn=first, tables=[EV])
+    wh.vacuum(retention_seconds=0)
+    opts = ["--catalog", catalog_url, "--root", str(root)]
+    assert main([*opts, "manifest", "--tag", "month-end", "--json"]) == exit_codes.OK
+    written = json.loads(capsys.readouterr().out)
+    assert (written["csn"], list(written["tables"])) == (first, [EV])
+    assert main([*opts, "manifest", "--tag", "month-end", "--csn", str(first)]) == exit_codes.USAGE
