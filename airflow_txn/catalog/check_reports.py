@@ -5,6 +5,7 @@ it purged. What a report holds and who may record one is core/check_reports.py's
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from sqlalchemy import Connection, Select, delete, exists, insert, select
 from airflow_txn.catalog import schema
 
 _cr = schema.check_reports.c
+_BATCH = 500
 _t = schema.transactions.c
 
 
@@ -31,9 +33,20 @@ def add(conn: Connection, tid: str, key: str, recorded_at: float, report_json: s
 
 def of_transaction(conn: Connection, tid: str) -> list[ReportRow]:
     """The reports recorded on `tid`, oldest first."""
-    stmt = select(_cr.key, _cr.recorded_at, _cr.report_json).where(_cr.tid == tid).order_by(_cr.id)
-    return [ReportRow(key=str(r.key), recorded_at=float(r.recorded_at), report=dict(json.loads(r.report_json)))
-            for r in conn.execute(stmt)]
+    return of_transactions(conn, [tid]).get(tid, [])
+
+
+def of_transactions(conn: Connection, tids: Sequence[str]) -> dict[str, list[ReportRow]]:
+    """{tid: its reports, oldest first} of those of `tids` with any (a listing's transactions)."""
+    found: dict[str, list[ReportRow]] = {}
+    wanted = sorted(set(tids))
+    for start in range(0, len(wanted), _BATCH):
+        stmt = (select(_cr.tid, _cr.key, _cr.recorded_at, _cr.report_json)
+                .where(_cr.tid.in_(wanted[start:start + _BATCH])).order_by(_cr.id))
+        for r in conn.execute(stmt):
+            found.setdefault(str(r.tid), []).append(
+                ReportRow(key=str(r.key), recorded_at=float(r.recorded_at), report=dict(json.loads(r.report_json))))
+    return found
 
 
 # -- history vacuum may purge (core/vacuum.py) ----------------------------------------------------------

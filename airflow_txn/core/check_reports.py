@@ -51,11 +51,20 @@ def record(rt: Runtime, tid: str, key: str, report: Mapping[str, object]) -> Non
 def of_transaction(conn: Connection, tid: str, metadata: JsonObject) -> list[CheckRecord]:
     """Every report of `tid` (whose metadata is `metadata`): those kept in its metadata first, then the
     recorded rows, oldest first."""
+    return _merged(metadata, check_reports.of_transaction(conn, tid))
+
+
+def with_reports(conn: Connection, metadata: Mapping[str, JsonObject]) -> dict[str, JsonObject]:
+    """{tid: its metadata with its reports folded in (`as_metadata`)} for {tid: metadata} (a listing's)."""
+    rows = check_reports.of_transactions(conn, list(metadata)) if metadata else {}
+    return {tid: as_metadata(m, _merged(m, rows[tid])) if tid in rows else m for tid, m in metadata.items()}
+
+
+def _merged(metadata: JsonObject, rows: list[check_reports.ReportRow]) -> list[CheckRecord]:
     older = metadata.get(METADATA_KEY)
     found = [CheckRecord(key=str(k), recorded_at=None, report=dict(v))
              for k, v in (older.items() if isinstance(older, Mapping) else []) if isinstance(v, Mapping)]
-    found += [CheckRecord(key=r.key, recorded_at=r.recorded_at, report=r.report)
-              for r in check_reports.of_transaction(conn, tid)]
+    found += [CheckRecord(key=r.key, recorded_at=r.recorded_at, report=r.report) for r in rows]
     return found
 
 

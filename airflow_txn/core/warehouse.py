@@ -284,7 +284,9 @@ class Warehouse:
         """The newest `limit` transactions of `state`, kept by the DAG their label names (`labels`)."""
         limit = bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
-            return [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
+            listed = [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
+            shown = check_reports.with_reports(conn, {r["tid"]: r["metadata"] for r in listed})
+        return [{**r, "metadata": shown[r["tid"]]} for r in listed]
 
     def label_dags(self) -> list[str | None]:
         """The distinct DAGs that transaction labels `<dag_id>/<run_id>` name (None: a label naming none)."""
@@ -422,9 +424,9 @@ class Warehouse:
         with self.runtime.catalog.read() as conn:
             watermark = commit_log.readable_csn(conn, self.runtime.oracle)
             found = commit_log.records_with_metadata(conn, csn, watermark, limit)
+            shown = check_reports.with_reports(conn, {r.tid: txn_records.parse_metadata(stored) for r, stored in found})
         return [LoggedCommit(csn=r.csn, tid=r.tid, tables=list(r.tables), committed_at=r.committed_at,
-                             applied=r.applied, metadata=txn_records.parse_metadata(stored))
-                for r, stored in found]
+                             applied=r.applied, metadata=shown[r.tid]) for r, _ in found]
 
     # -- maintenance --------------------------------------------------------------------------------
     def recover(self, progress: recovery.Progress | None = None) -> RecoveryReport:

@@ -86,6 +86,11 @@ def test_reports_read_back_in_the_order_recorded_beside_older_ones_in_metadata(w
                                                          ("zeta", second)]
     assert shown[0]["recorded_at"] is None and all(r["recorded_at"] is not None for r in shown[1:])
     assert txn.annotate({})["checks"] == {"legacy": older}  # the metadata itself is left as it was
+    [listed] = [t for t in wh.transactions() if t["tid"] == txn.tid]  # every reader of the metadata shows them
+    assert listed["metadata"] == info["metadata"]
+    csn = txn.commit()
+    [logged] = [c for c in wh.commits_after(csn - 1) if c["tid"] == txn.tid]
+    assert logged["metadata"] == info["metadata"]
 
 
 def test_bad_reports_are_refused_and_an_ended_transaction_takes_none(wh: Warehouse) -> None:
