@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import commit_log, part_records, table_registry, txn_records
-from airflow_txn.core import apply, crashpoints, retries, rollback
+from airflow_txn.core import apply, crashpoints, retries, rollback, tags
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import LeaseExpiredError, SerializationError, StorageError
@@ -30,19 +30,28 @@ from airflow_txn.telemetry import logs, metrics
 
 log = logs.get_logger(__name__)
 
-def commit(rt: Runtime, tid: str) -> int:
-    """Commit `tid`; return its CSN (a read-only transaction returns its snapshot CSN)."""
+def commit(rt: Runtime, tid: str, tag: tags.CommitTag | None = None) -> int:
+    """Commit `tid`; return its CSN (a read-only transaction returns its snapshot CSN). With `tag`, the
+    SQL oracle writes the tag in the commit's catalog transaction (TagExistsError: nothing committed);
+    ZooKeeper checks the name first and tags the applied commit (docs/DESIGN.md D18)."""
     external = rt.oracle.external_log
     if external is not None:  # ZooKeeper: the record lives outside the catalog (commit_external.py)
         from airflow_txn.core.commit_external import commit_external
 
-        return commit_external(rt, tid, external)
+        if tag is None:
+            return commit_external(rt, tid, external)
+        tags.require_free(rt, tag.name)
+        with rt.catalog.read() as conn:
+            written = sorted(table_names(rt, conn, part_records.tables_touched(conn, tid)).values())
+        csn = commit_external(rt, tid, external)
+        tags.tag_after_commit(rt, tag, csn, written)
+        return csn
     started = time.perf_counter()
     try:
         _check(rt, tid)
         crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)
         csn, table_ids, behind = rt.catalog.write_retrying(
-            lambda conn: _record_and_apply(rt, conn, tid), "committing")
+            lambda conn: _record_and_apply(rt, conn, tid, tag=tag), "committing")
     except (LeaseExpiredError, SerializationError) as exc:
         failed(tid, exc)
         rollback.rollback(rt, tid, reason=f"commit failed: {exc}")
@@ -145,16 +154,19 @@ def _record(rt: Runtime, tid: str) -> tuple[int, bool]:
     return csn, bool(table_ids)
 
 
-def _record_and_apply(rt: Runtime, conn: Connection, tid: str,
-                      apply_now: bool = True) -> tuple[int, list[int], bool]:
+def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool = True,
+                      tag: tags.CommitTag | None = None) -> tuple[int, list[int], bool]:
     """Step 2 in the caller's catalog transaction. Returns (csn, the tables the record names, whether
-    an older record is still unapplied); no tables: read-only, committed at its snapshot."""
+    an older record is still unapplied); no tables: read-only, committed at its snapshot. With `tag`, the
+    tag is written last, in the same catalog transaction (tags.tag_in_commit)."""
     row = txn_records.fetch(conn, tid, rt.catalog)
     txn_records.require_usable(row)
     retries.require_nothing_to_rerun(conn, tid)
     table_ids = part_records.tables_touched(conn, tid)
     if not table_ids:
         txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
+        if tag is not None:
+            tags.tag_in_commit(conn, tag, row.snapshot_csn, [])
         return row.snapshot_csn, [], False
     names = table_names(rt, conn, table_ids)  # before the counter lock: held less
     csn = rt.oracle.next_csn(conn)
@@ -166,4 +178,6 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str,
     if not apply_now:
         return csn, table_ids, False
     part_records.stamp_commit_all(conn, tid, csn)
+    if tag is not None:
+        tags.tag_in_commit(conn, tag, csn, table_ids)
     return csn, table_ids, commit_log.unapplied_below(conn, csn)

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
 
 from airflow_txn.catalog import counters, table_registry, tag_records
 from airflow_txn.catalog.table_registry import TableInfo
@@ -31,6 +34,7 @@ from airflow_txn.errors import (
     InvalidNameError,
     SnapshotTooOldError,
     TableNotInTagError,
+    TagExistsError,
     TagNotFoundError,
 )
 from airflow_txn.model.csn import PREHISTORIC_CSN
@@ -88,6 +92,61 @@ def create(rt: Runtime, name: str, csn: int | None = None, tables: Sequence[str]
     log.info("tagged CSN %d as %r (%d table(s))", snapshot, name, len(infos), extra=logs.fields(csn=snapshot))
     return TagInfo(name=name, csn=snapshot, tables=sorted(i.name.qualified for i in infos), created_at=created_at,
                    note=note)
+
+
+@dataclass(frozen=True)
+class CommitTag:
+    """A tag to make with a commit (`Transaction.commit(tag=)`), checked before anything is written."""
+
+    name: str
+    note: str | None = None
+
+
+def commit_tag(name: str | None, note: str | None) -> CommitTag | None:
+    """The checked tag of a commit (None: no tag): InvalidNameError, InvalidArgumentError."""
+    if name is None:
+        if note is not None:
+            raise InvalidArgumentError("tag_note without a tag: name the tag too (tag=...)")
+        return None
+    check_tag_name(name)
+    _check_note(note)
+    return CommitTag(name, note)
+
+
+def tag_in_commit(conn: Connection, tag: CommitTag, csn: int, table_ids: Sequence[int]) -> None:
+    """Inside the commit's own catalog transaction (SQL oracle): record `tag` at `csn` holding `table_ids` (none:
+    every table). TagExistsError rolls the whole catalog transaction back, the commit with it. No horizon lock
+    is needed: `csn` is the commit's CSN, above the watermark, or (a commit that wrote nothing) the snapshot of a
+    transaction still usable here, which no stored horizon exceeds (invariant 8); checked all the same."""
+    ids = list(table_ids) or [i.id for i in table_registry.all_tables(conn)]
+    if not ids:
+        raise InvalidArgumentError("there is no table to tag: create a table first")
+    for table_id in ids:
+        horizon = retention.table_horizon(conn, table_id)
+        if csn < horizon:
+            raise SnapshotTooOldError(f"CSN {csn} is older than a table's retention horizon {horizon}: not tagged")
+    tag_records.insert_tag(conn, tag.name, csn, ids, time.time(), tag.note)
+    log.info("tagged CSN %d as %r with its commit (%d table(s))", csn, tag.name, len(ids),
+             extra=logs.fields(csn=csn))
+
+
+def require_free(rt: Runtime, name: str) -> None:
+    """TagExistsError when a tag `name` exists (ZooKeeper's check before a commit that names one)."""
+    with rt.catalog.read() as conn:
+        row = tag_records.find(conn, name)
+    if row is not None:
+        raise TagExistsError(f"tag {name!r} names CSN {row.csn} already (a tag never moves): untag it first or pick "
+                             "another name; nothing was committed")
+
+
+def tag_after_commit(rt: Runtime, tag: CommitTag, csn: int, tables: Sequence[str]) -> None:
+    """ZooKeeper: tag the applied commit `csn` (holding `tables`; none: every table). A name another caller took
+    since `require_free` raises TagExistsError saying the commit stands (docs/DESIGN.md D18)."""
+    try:
+        create(rt, tag.name, csn, list(tables) or None, tag.note)
+    except TagExistsError as exc:
+        raise TagExistsError(f"the commit at CSN {csn} stands, but tag {tag.name!r} was taken meanwhile: "
+                             f"{exc}") from exc
 
 
 def all_tags(rt: Runtime) -> list[TagInfo]:

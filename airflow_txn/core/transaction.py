@@ -28,6 +28,7 @@ from airflow_txn.core import (
     reading,
     rollback,
     staging,
+    tags,
 )
 from airflow_txn.core.bounds import catalog_int
 from airflow_txn.core.isolation import Isolation
@@ -220,10 +221,15 @@ class Transaction:
         return views
 
     # -- end ----------------------------------------------------------------------------------------
-    def commit(self) -> int:
-        """Make every staged part visible at once; returns the commit CSN."""
+    def commit(self, tag: str | None = None, tag_note: str | None = None) -> int:
+        """Make every staged part visible at once; returns the commit CSN. With `tag`, also name the commit's
+        snapshot (Warehouse.tag; holding the tables it wrote, every table when it wrote none; `tag_note` its
+        note): with the SQL oracle in the commit's own catalog transaction, so a name already taken is a
+        TagExistsError before anything is committed (the transaction stays active). With ZooKeeper the name is
+        checked first and the tag made once the commit is applied (docs/DESIGN.md D18)."""
+        wanted = tags.commit_tag(tag, tag_note)
         with logs.bind(tid=self._tid):
-            csn = commit.commit(self._rt, self._tid)
+            csn = commit.commit(self._rt, self._tid, wanted)
             if self.warehouse.config.manifests == "on-commit":  # never fails the commit (it stands)
                 manifests.write_on_commit(self._rt, self._tid, csn)
             return csn
