@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow_txn.airflow.asset_uris import SCHEME
 from airflow_txn.airflow.assets import (
@@ -135,11 +135,13 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
     outputs, version the commit CSN, with the rows and bytes it added; what the transaction's tasks read as
     inputs. START and FAIL events (a rollback, a failed commit) list no output, declared outlets included.
 
-    :param tag: name the commit's snapshot (Warehouse.tag) after the commit, e.g. `backfill-{{ ds }}`
-        (templated): the tag holds the tables the commit wrote (every table when it wrote none), readable
-        by that name whatever vacuum's retention. The name is checked before the commit: a malformed one
-        fails the task without retry and commits nothing; one taken by another snapshot rolls the
-        transaction back and fails without retry. A retry after a successful commit finds its own tag.
+    :param tag: name the commit's snapshot (Warehouse.tag) with the commit, e.g. `backfill-{{ ds }}`
+        (templated; `Transaction.commit(tag=)`): the tag holds the tables the commit wrote (every table when it
+        wrote none), readable by that name whatever vacuum's retention. A malformed name fails the task without
+        retry and commits nothing; one taken by another snapshot rolls the transaction back and fails without
+        retry (with the SQL oracle the tag is written in the commit's own catalog transaction, so no other run
+        can take the name in between; with ZooKeeper see docs/DESIGN.md D18). A retry after a successful commit
+        finds its own tag (or makes it, if the commit stands without it).
     """
 
     template_fields: Sequence[str] = ("tid", "tag", "conn_id")
@@ -169,14 +171,12 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
         with self.hook.warehouse() as wh:
             warehouse_id = wh.warehouse_id
             self._check_outlets(warehouse_id)
-            if tag is not None:
-                self._check_tag_free(wh, tag, tid)
-            csn = self._commit(wh, tid, context)
+            csn = self._commit(wh, tid, context, tag)
             info = wh.transaction_info(tid)
             self.record_lineage(context, lambda: self._commit_lineage(wh, info, csn, warehouse_id))
             written = committed_partitions(info, csn)
-            if tag is not None:
-                self._tag(wh, tag, csn, list(written))
+            if tag is not None:  # made with the commit; a retry after a commit without its tag makes it here
+                self._ensure_tag(wh, tag, csn, list(written))
         self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(written) or "no table written")
         self._emit_asset_events(context, warehouse_id, tid, csn, written, info["metadata"], tag)
         return csn
@@ -187,29 +187,33 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
                           inputs=transaction_reads(wh, info["tid"], info["snapshot_csn"], warehouse_id),
                           outputs=described(wh, committed_outputs(info, csn, warehouse_id)))
 
-    def _check_tag_free(self, wh: Warehouse, tag: str, tid: str) -> None:
-        """Before the commit: the name is free, or an earlier try of this task tagged this commit with it."""
+    def _tag_taken(self, wh: Warehouse, tid: str, exc: TagExistsError) -> NoReturn:
+        """The commit named a tag someone else holds: before the commit (the SQL oracle, or ZooKeeper's check)
+        the transaction is rolled back; after it (ZooKeeper's residual race, D18) the commit stands."""
+        if wh.transaction_info(tid)["state"] == COMMITTED:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from exc
+        roll_back_quietly(wh, tid, f"commit refused: {exc}", self.log)
+        raise AirflowFailException(f"{self.task_id}: {exc}; transaction {tid} was rolled back") from exc
+
+    def _ensure_tag(self, wh: Warehouse, tag: str, csn: int, tables: Sequence[str]) -> None:
+        """After the commit: the tag names it (made with it, or by an earlier try), else it is made now."""
         try:
             found = wh.tag_info(tag)
         except TagNotFoundError:
+            found = None
+        if found is not None and found["csn"] == csn:
             return
-        if found["csn"] != wh.transaction_info(tid)["commit_csn"]:
-            reason = (f"tag {tag!r} names CSN {found['csn']} already (a tag never moves: untag it or pick another "
-                      "name)")
-            roll_back_quietly(wh, tid, f"commit refused: {reason}", self.log)
-            raise AirflowFailException(f"{self.task_id}: {reason}; transaction {tid} was rolled back")
-
-    def _tag(self, wh: Warehouse, tag: str, csn: int, tables: Sequence[str]) -> None:
         try:
-            made = wh.tag(tag, csn=csn, tables=list(tables) or None, note=f"committed by {self.dag_id}.{self.task_id}")
+            made = wh.tag(tag, csn=csn, tables=list(tables) or None, note=self._tag_note())
         except TagExistsError as exc:
-            if wh.tag_info(tag)["csn"] == csn:  # an earlier try tagged this commit
-                return
             raise AirflowFailException(f"{self.task_id}: the commit at CSN {csn} stands, but tagging it failed: "
                                        f"{exc}") from exc
         self.log.info("tagged CSN %d as %r (%s)", csn, tag, ", ".join(made["tables"]))
 
-    def _commit(self, wh: Warehouse, tid: str, context: Context) -> int:
+    def _tag_note(self) -> str:
+        return f"committed by {self.dag_id}.{self.task_id}"
+
+    def _commit(self, wh: Warehouse, tid: str, context: Context, tag: str | None = None) -> int:
         info = wh.transaction_info(tid)
         if info["state"] == COMMITTED:
             self.log.info("transaction %s was already committed by an earlier try", tid)
@@ -222,7 +226,9 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
             txn = wh.attach(tid)
             if not info["commit_in_progress"]:  # a commit an earlier try started is finished as it was
                 txn.annotate(airflow_metadata(context))
-            return txn.commit()
+            return txn.commit(tag=tag, tag_note=None if tag is None else self._tag_note())
+        except TagExistsError as exc:
+            self._tag_taken(wh, tid, exc)
         except _FINAL_COMMIT_ERRORS as exc:
             state = roll_back_quietly(wh, tid, f"commit failed: {exc}", self.log)
             self.record_lineage(context, TxnLineage(tid, state=state, snapshot_csn=info["snapshot_csn"]))
