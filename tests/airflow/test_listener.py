@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_txn import Warehouse
-from airflow_txn.airflow.hosted import run_hosted
+from airflow_txn.airflow.utils.hosted import run_hosted
 from airflow_txn.catalog.txn_records import ACTIVE, ROLLED_BACK
 from tests.airflow.helpers import PROBE_SCHEMA, run_dag, task_states, transactions_of
 
@@ -25,7 +25,7 @@ def test_a_run_failed_inside_the_scheduler_loop_is_rolled_back_without_touching_
     from airflow.utils.session import create_session
     from airflow.utils.sqlalchemy import prohibit_commit
 
-    from airflow_txn.airflow import listener
+    from airflow_txn.airflow.plugins import listener
 
     wh = txn_conn
     wh.create_table("probe.events", PROBE_SCHEMA)
@@ -47,7 +47,7 @@ def test_a_run_failed_inside_the_scheduler_loop_is_rolled_back_without_touching_
 
 
 def test_a_listener_given_objects_it_cannot_read_logs_and_returns(caplog: pytest.LogCaptureFixture) -> None:
-    from airflow_txn.airflow import listener
+    from airflow_txn.airflow.plugins import listener
 
     class Detached:
         @property

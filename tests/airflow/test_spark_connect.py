@@ -63,8 +63,8 @@ def test_the_tasks_of_one_transaction_share_one_server_session_left_open(
         connect_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A new server session starts the server's Python workers again (about 6 s before a task's first data-source
     write): a transaction's tasks attach to ONE session, and a task leaves it open when it ends."""
-    from airflow_txn.airflow.connect_sessions import leave_open
     from airflow_txn.airflow.operators.spark import spark_session
+    from airflow_txn.airflow.utils.connect_sessions import leave_open
 
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
     first = spark_session({}, remote=connect_url, tid="1-1-a")
@@ -89,7 +89,7 @@ def test_the_tasks_of_one_transaction_share_one_server_session_left_open(
     ("sc://h:15002/;session_id=mine", "sc://h:15002/;session_id=mine"),  # the user's own id is kept
 ])
 def test_a_connect_url_gets_the_transaction_s_session_id(url: str, expected: str) -> None:
-    from airflow_txn.airflow.connect_sessions import session_id_for, with_session_id
+    from airflow_txn.airflow.utils.connect_sessions import session_id_for, with_session_id
 
     assert with_session_id(url, "S") == expected
     assert session_id_for("sc://h:15002", "1-1-a") == session_id_for("sc://h:15002/;user_id=etl", "1-1-a")

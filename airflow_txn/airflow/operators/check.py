@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     TxnBaseOperator,
     call_with_context,
@@ -34,6 +33,7 @@ from airflow_txn.airflow.operators.base import (
     run_ids,
 )
 from airflow_txn.airflow.operators.transaction import roll_back_quietly
+from airflow_txn.airflow.plugins.links import TransactionLink
 from airflow_txn.airflow.version_compat import AirflowFailException, Context
 from airflow_txn.checks import Check, CheckReport, Engine, check_list, failure_reason, format_report, record, run_checks
 from airflow_txn.core.adapter import ACTIVE

@@ -30,9 +30,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from airflow_txn.airflow.connect_sessions import is_closed_session_error, leave_open, session_id_for, with_session_id
-from airflow_txn.airflow.lineage import LineageMixin, writer_lineage
-from airflow_txn.airflow.links import SparkUILink, TransactionLink
+from airflow_txn.airflow.assets.lineage import LineageMixin, writer_lineage
 from airflow_txn.airflow.operators.base import (
     TxnCallableOperator,
     call_with_context,
@@ -40,6 +38,13 @@ from airflow_txn.airflow.operators.base import (
     require_tid,
     run_ids,
     task_key,
+)
+from airflow_txn.airflow.plugins.links import SparkUILink, TransactionLink
+from airflow_txn.airflow.utils.connect_sessions import (
+    is_closed_session_error,
+    leave_open,
+    session_id_for,
+    with_session_id,
 )
 from airflow_txn.airflow.version_compat import BaseHook, Context
 
