@@ -1,4 +1,4 @@
-"""The repository explains itself: docs/DESIGN.md numbers the ten invariants the code cites, and no code
+"""The repository explains itself: docs/DESIGN.md numbers the thirteen invariants the code cites, and no code
 or doc points outside the repository (a sibling design folder, a contract file, source-document files)."""
 
 from __future__ import annotations
