@@ -121,6 +121,11 @@ class CatalogBusyError(CatalogUnavailableError):
     lock_timeout): that catalog transaction wrote nothing and the transaction is still usable; retry."""
 
 
+class SparkConnectUnavailableError(TxnError):
+    """The Spark Connect server did not answer within the connect timeout (down, a wrong host or port, a
+    firewall): nothing ran on it. Start it or fix the address; `connect_timeout` sets how long to wait."""
+
+
 class InvalidNameError(TxnError):
     """A table, namespace, partition value, key or tid is malformed: use the form the message gives."""
 
@@ -164,6 +169,7 @@ __all__ = [
     "SchemaMismatchError",
     "SerializationError",
     "SnapshotTooOldError",
+    "SparkConnectUnavailableError",
     "StaleAttemptError",
     "StorageError",
     "TableExistsError",

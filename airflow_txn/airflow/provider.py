@@ -11,7 +11,7 @@ from importlib import metadata
 from typing import Any
 
 from airflow_txn.airflow.public import Kind, class_path, modules
-from airflow_txn.core.config import DEFAULT_LEASE_SECONDS
+from airflow_txn.core.config import DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE_SECONDS
 
 INTEGRATION = "airflow_txn"
 PACKAGE = "airflow-txn"
@@ -38,6 +38,8 @@ OPENLINEAGE_CONVERTER = "airflow_txn.airflow.assets.lineage.to_openlineage_datas
 """A table Asset as the OpenLineage dataset the operators report for the table (assets/lineage.py)."""
 
 PLUGIN_NAME = "airflow_txn"
+LISTENER_TIMEOUT_SECONDS = 60.0
+"""`[airflow_txn] listener_timeout`'s default: how long a host process waits for a listener's work (D21)."""
 PLUGIN_CLASS = "airflow_txn.airflow.plugins.plugin.AirflowTxnPlugin"
 """Airflow loads a provider's plugins only with `[core] lazy_discover_providers = False`; otherwise (the
 default) the `airflow.plugins` entry point registers it, never both (airflow_txn/airflow/plugins/plugin.py)."""
@@ -85,6 +87,16 @@ CONFIG: dict[str, Any] = {
                                      "transaction_group without an explicit lease_seconds: how long a "
                                      "transaction lives without a heartbeat before recovery rolls it back.",
                                      "float", str(DEFAULT_LEASE_SECONDS), "7200"),
+            "connect_timeout": _option("Seconds a catalog server, object store or Spark Connect server that does "
+                                       "not answer is waited for before the call fails with a typed error naming "
+                                       "it (empty: AIRFLOW_TXN_CONNECT_TIMEOUT, else "
+                                       f"{DEFAULT_CONNECT_TIMEOUT:g}); a connection's connect_timeout wins.",
+                                       "float", "", "10"),
+            "listener_timeout": _option("Seconds the scheduler or the API server waits for the listener's "
+                                        "rollback of a failed run (done on a thread of its own, never on the "
+                                        "host's session); past it the rollback goes on in the background and "
+                                        "the transaction's lease ends whatever it does not finish.",
+                                        "float", str(LISTENER_TIMEOUT_SECONDS), "30"),
             "metrics": _option("Send the engine's metrics (airflow_txn.commit.latency_ms, "
                                "airflow_txn.rollbacks, airflow_txn.conflicts, airflow_txn.watermark_lag) "
                                "to Airflow's stats ([metrics] decides where they go).",
@@ -156,6 +168,11 @@ def get_provider_info() -> dict[str, Any]:
                                 "endpoint_url and region reach it; its credentials are refreshed before they "
                                 "expire (needs airflow-txn[amazon]; keep credentials out of Storage options)",
                                 "schema": {"type": ["string", "null"]}},
+                "connect_timeout": {"label": "Connect timeout", "description":
+                                    "Seconds a catalog server, object store or Spark Connect server that does not "
+                                    "answer is waited for before the task fails naming it (empty: [airflow_txn] "
+                                    "connect_timeout, AIRFLOW_TXN_CONNECT_TIMEOUT or 20)",
+                                    "schema": {"type": ["number", "null"]}},
                 "spark_conf": {"label": "Spark conf", "description":
                                "A JSON object of Spark settings for the Spark tasks of this warehouse "
                                "(SparkTransactionOperator, @task.txn_spark, @task.txn_read); a task's own "

@@ -15,6 +15,12 @@ A Catalog object creates nothing: connecting to a SQLite file that is not there 
 catalog this process may not write (a read-only file, directory or mount) is opened read-only, one
 connection per use: through the writer's `-wal` and `-shm` files while a writer has them, else as an
 immutable file (a WAL-mode database cannot be opened read-only otherwise).
+
+A PostgreSQL catalog that does not answer fails within about `connect_timeout` seconds (the configuration's,
+core/config.py, default 20) with CatalogUnavailableError naming its URL without the password: libpq's
+`connect_timeout` bounds each connection attempt (half of it: a second attempt fits), the attempts stop at
+that bound, and `tcp_user_timeout` with TCP keepalives bound a server that stops answering mid-call. The
+catalog URL's own `?connect_timeout=` (and the other libpq options) win.
 """
 
 from __future__ import annotations
@@ -183,21 +189,44 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
-def _generic_engine(url: str) -> Engine:
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+_LIBPQ_DRIVERS = ("psycopg", "psycopg2")
+
+
+def libpq_timeouts(url: str, connect_timeout: float) -> dict[str, int]:
+    """libpq options bounding a PostgreSQL catalog that does not answer (module docstring); none the URL
+    sets itself, and none for a driver that is not libpq's."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql" or parsed.get_driver_name() not in _LIBPQ_DRIVERS:
+        return {}
+    seconds = max(2, math.ceil(connect_timeout / 2))  # libpq takes whole seconds, at least 2
+    options = {"connect_timeout": seconds, "keepalives": 1, "keepalives_idle": seconds, "keepalives_interval": 2,
+               "keepalives_count": 3, "tcp_user_timeout": seconds * 1000}
+    return {k: v for k, v in options.items() if k not in parsed.query}
+
+
+def _generic_engine(url: str, connect_timeout: float) -> Engine:
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5,
+                         connect_args=libpq_timeouts(url, connect_timeout))
 
 
 class Catalog:
     """One catalog database; `write()` and `read()` hand out connections inside a transaction.
 
-    `where` names the warehouse in the error a missing catalog raises (default: the catalog's URL)."""
+    `where` names the warehouse in the error a missing catalog raises (default: the catalog's URL);
+    `connect_timeout` bounds waiting for a catalog server that does not answer (None: the configuration's,
+    core/config.connect_timeout_seconds)."""
 
-    def __init__(self, url: str, where: str | None = None) -> None:
+    def __init__(self, url: str, where: str | None = None, connect_timeout: float | None = None) -> None:
+        if connect_timeout is None:
+            from airflow_txn.core.config import connect_timeout_seconds  # config imports the catalog
+
+            connect_timeout = connect_timeout_seconds()
         self.url = url
         self.where = where or f"catalog {self._safe_url()}"
+        self.connect_timeout = connect_timeout
         self.dialect = make_url(url).get_backend_name()
         try:
-            self.engine = _sqlite_engine(url) if self.dialect == "sqlite" else _generic_engine(url)
+            self.engine = _sqlite_engine(url) if self.dialect == "sqlite" else _generic_engine(url, connect_timeout)
         except ImportError as exc:  # the URL's driver (SQLAlchemy imports it when the engine is made)
             raise MissingDependencyError(missing_driver_message(url, exc)) from exc
         self.supports_for_update = self.dialect != "sqlite"
@@ -296,15 +325,18 @@ class Catalog:
     @contextmanager
     def _retrying_connect(self, write: bool = False, **options: Any) -> Iterator[Connection]:
         conn = None
+        deadline = time.monotonic() + self.connect_timeout
         for attempt in range(5):
             try:
                 conn = self.engine.connect()
                 break
             except OperationalError as exc:
-                if attempt == 4:
+                pause = 0.2 * (attempt + 1)
+                if attempt == 4 or time.monotonic() + pause >= deadline:
                     raise CatalogUnavailableError(
-                        f"cannot reach the catalog at {self._safe_url()}: {exc.orig}") from exc
-                time.sleep(0.2 * (attempt + 1))
+                        f"cannot reach the catalog at {self._safe_url()} (gave up after {attempt + 1} attempt(s), "
+                        f"connect_timeout {self.connect_timeout:g} s): {str(exc.orig).strip()}") from exc
+                time.sleep(pause)
         assert conn is not None
         try:
             yield conn.execution_options(**options) if options else conn

@@ -3,12 +3,16 @@ read (an S3 root also reads the standard AWS_* variables, storage/location.py, a
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airflow_txn.errors import TxnError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from airflow_txn.errors import InvalidArgumentError, TxnError
 from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.storage import location
 
@@ -19,6 +23,12 @@ ENV_HOME = "AIRFLOW_TXN_HOME"
 ENV_MANIFESTS = "AIRFLOW_TXN_MANIFESTS"
 ENV_STORAGE_OPTIONS = "AIRFLOW_TXN_STORAGE_OPTIONS"
 """S3 settings as a JSON object (storage/location.S3_OPTIONS) when none are passed."""
+ENV_CONNECT_TIMEOUT = "AIRFLOW_TXN_CONNECT_TIMEOUT"
+DEFAULT_CONNECT_TIMEOUT = 20.0
+"""Seconds a server that does not answer (catalog, object store, Spark Connect) is waited for, retries
+included, before the call fails with a typed error naming its address (the ZooKeeper oracle has its own
+`timeout`, docs/ORACLES.md)."""
+MAX_CONNECT_TIMEOUT = 3600.0
 MANIFEST_MODES = ("off", "on-commit")
 """off: manifests only on request (Warehouse.write_manifest); on-commit: also after every commit."""
 
@@ -34,6 +44,35 @@ def root_uri(root: str | os.PathLike[str]) -> str:
     path, or an object store's `scheme://bucket/prefix`. An unsupported scheme is refused before anything is
     created (`s3://b/wh` is never a relative path)."""
     return location.normalize_root(root)
+
+
+def connect_timeout_seconds(value: float | str | None = None, source: str = "connect_timeout") -> float:
+    """The bound on waiting for an unreachable server: `value` when given, else $AIRFLOW_TXN_CONNECT_TIMEOUT,
+    else DEFAULT_CONNECT_TIMEOUT. InvalidArgumentError (naming `source`) unless 0 < seconds <= 3600."""
+    if value is None or value == "":
+        value, source = os.environ.get(ENV_CONNECT_TIMEOUT) or None, f"${ENV_CONNECT_TIMEOUT}"
+    if value is None:
+        return DEFAULT_CONNECT_TIMEOUT
+    try:
+        seconds = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_CONNECT_TIMEOUT):
+        raise InvalidArgumentError(f"{source} must be a number of seconds > 0 and <= {MAX_CONNECT_TIMEOUT:g}, "
+                                   f"got {value!r}")
+    return seconds
+
+
+def check_catalog_url(catalog_url: str) -> None:
+    """InvalidArgumentError unless `catalog_url` is a SQLAlchemy URL whose parts parse (a port that is a number); the
+    message never repeats the URL's password."""
+    if "://" not in catalog_url:
+        raise InvalidArgumentError(f"catalog {catalog_url!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
+    try:
+        _ = make_url(catalog_url).port
+    except (ValueError, ArgumentError) as exc:
+        raise InvalidArgumentError(f"the catalog URL is not a valid SQLAlchemy URL ({exc}); e.g. "
+                                   "postgresql+psycopg://user@host:5432/db") from exc
 
 
 def home_dir() -> Path:
@@ -54,11 +93,14 @@ class WarehouseConfig:
     manifests: str = "off"
     storage_options: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     """S3 settings (storage/location.S3_OPTIONS); may hold secrets, so never shown."""
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    """Seconds an unreachable catalog, object store or Spark Connect server is waited for (connect_timeout_seconds)."""
 
     @classmethod
     def resolve(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
                 oracle: str | None = None, manifests: str | None = None,
-                storage_options: Mapping[str, str | bool] | str | None = None) -> WarehouseConfig:
+                storage_options: Mapping[str, str | bool] | str | None = None,
+                connect_timeout: float | str | None = None) -> WarehouseConfig:
         """Explicit arguments first, then AIRFLOW_TXN_* variables, then the embedded defaults."""
         catalog_url = catalog or os.environ.get(ENV_CATALOG) or f"sqlite:///{home_dir() / 'catalog.db'}"
         storage_root = root_uri(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse")
@@ -71,15 +113,14 @@ class WarehouseConfig:
             options = location.parse_storage_options(storage_options, "storage_options")
         oracle_spec = (oracle or os.environ.get(ENV_ORACLE) or "sql").strip()
         oracle_kinds.kind_of(oracle_spec)  # a known kind; its options are checked when it is opened
-        if "://" not in catalog_url:
-            raise TxnError(f"catalog {catalog_url!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
+        check_catalog_url(catalog_url)
         manifest_mode = manifests or os.environ.get(ENV_MANIFESTS) or "off"
         if manifest_mode not in MANIFEST_MODES:
             raise TxnError(f"manifests must be one of {MANIFEST_MODES} (argument or ${ENV_MANIFESTS}), "
                            f"got {manifest_mode!r}")
         return cls(catalog_url=catalog_url, root=storage_root, oracle=oracle_spec, manifests=manifest_mode,
-                   storage_options=options)
+                   storage_options=options, connect_timeout=connect_timeout_seconds(connect_timeout))
 
     def location(self) -> location.Location:
         """The storage root resolved to a filesystem (for an object store: its client, no request yet)."""
-        return location.resolve(self.root, self.storage_options)
+        return location.resolve(self.root, self.storage_options, self.connect_timeout)

@@ -104,7 +104,7 @@ class Warehouse:
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
              oracle: str | None = None, manifests: str | None = None,
              storage_options: Mapping[str, str | bool] | str | None = None,
-             filesystem: pafs.FileSystem | None = None) -> Warehouse:
+             filesystem: pafs.FileSystem | None = None, connect_timeout: float | None = None) -> Warehouse:
         """Open the warehouse; arguments override AIRFLOW_TXN_* and the defaults. Creates nothing: the first
         `init`, `create_table` or `begin` creates a missing catalog and root; any other call on a warehouse
         that does not exist raises WarehouseNotFoundError. An existing catalog of an older airflow_txn is
@@ -113,11 +113,14 @@ class Warehouse:
         its settings (endpoint_url, region, access_key_id, ...: docs/DEPLOYMENT.md), else the AWS_* environment.
         manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md).
         `filesystem` replaces the pyarrow filesystem the root's settings make (its caller keeps it equivalent:
-        the Airflow hook's S3 filesystem whose credentials refresh, airflow/hooks/aws.py)."""
-        config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options)
+        the Airflow hook's S3 filesystem whose credentials refresh, airflow/hooks/aws.py).
+        `connect_timeout`: seconds a catalog server or object store that does not answer is waited for before
+        CatalogUnavailableError / StorageError (else $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20)."""
+        config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options, connect_timeout)
         where = config.location()  # settings checked before the catalog is touched
         storage = Storage(where if filesystem is None else dataclasses.replace(where, filesystem=filesystem))
-        cat = Catalog(config.catalog_url, where=f"catalog {database.safe_url(config.catalog_url)} (root {config.root})")
+        cat = Catalog(config.catalog_url, where=f"catalog {database.safe_url(config.catalog_url)} (root {config.root})",
+                      connect_timeout=config.connect_timeout)
         try:
             if cat.probe() is State.OLDER:
                 cat.upgrade()

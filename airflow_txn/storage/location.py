@@ -13,6 +13,11 @@ standard AWS environment:
 AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_REGION / AWS_DEFAULT_REGION, and the credential chain of the AWS
 SDK (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws files, instance metadata).
 Secrets never appear in a repr, a log line or an error: `Location.describe()` names where they came from.
+
+An S3 endpoint that does not answer fails a call within about the configuration's `connect_timeout`
+(core/config.py, default 20 s): S3_ATTEMPTS attempts, each connecting and waiting for an answer at most a
+sixth of it (but never less than the AWS SDK's own 1 s and 3 s); the Storage methods raise StorageError
+naming the root and its endpoint.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ S3_OPTIONS = ("endpoint_url", "region", "access_key_id", "secret_access_key", "s
 """The keys `storage_options` may hold (they are S3's: other schemes use pyarrow's own defaults)."""
 SECRET_OPTIONS = frozenset({"secret_access_key", "session_token"})
 _URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+S3_ATTEMPTS = 3
+"""Attempts of one S3 request (pyarrow's AwsStandardS3RetryStrategy) before it fails."""
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -133,15 +140,21 @@ def parse_storage_options(value: str | Mapping[str, Any] | None, source: str) ->
     return options
 
 
-def resolve(root: str, options: Mapping[str, str]) -> Location:
-    """The Location of a normalized root (normalize_root) with its checked storage options."""
+def resolve(root: str, options: Mapping[str, str], connect_timeout: float | None = None) -> Location:
+    """The Location of a normalized root (normalize_root) with its checked storage options; an object store's
+    client gives up on an unreachable endpoint after about `connect_timeout` seconds (None: the configuration's,
+    core/config.connect_timeout_seconds)."""
     scheme = scheme_of(root)
     if scheme == "file":
         if options:
             raise InvalidArgumentError(f"storage_options apply to an s3:// root, not to the local root {root!r}")
         return Location(root, "file", pafs.LocalFileSystem(), root)
     if scheme == "s3":
-        filesystem, credentials = _s3_filesystem(options)
+        if connect_timeout is None:
+            from airflow_txn.core.config import connect_timeout_seconds  # config imports this module
+
+            connect_timeout = connect_timeout_seconds()
+        filesystem, credentials = _s3_filesystem(options, connect_timeout)
         return Location(root, "s3", filesystem, root[len("s3://"):], credentials)
     if options:
         raise InvalidArgumentError(f"storage_options apply to s3:// roots; a {scheme}:// root takes its settings "
@@ -153,13 +166,17 @@ def resolve(root: str, options: Mapping[str, str]) -> Location:
     return Location(root, scheme, filesystem, base.rstrip("/"), f"{scheme} settings of the environment")
 
 
-def _s3_filesystem(options: Mapping[str, str]) -> tuple[pafs.S3FileSystem, str]:
+def _s3_filesystem(options: Mapping[str, str], connect_timeout: float) -> tuple[pafs.S3FileSystem, str]:
     """An S3FileSystem for `options` (else the AWS environment), and where its credentials come from.
-    One PUT per object written (allow_delayed_open: a small object is uploaded whole when it is closed)."""
+    One PUT per object written (allow_delayed_open: a small object is uploaded whole when it is closed);
+    S3_ATTEMPTS attempts of one request, each bounded to a sixth of `connect_timeout` (module docstring)."""
     env = os.environ
     endpoint = options.get("endpoint_url") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     region = options.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    kwargs: dict[str, Any] = {"allow_delayed_open": True, "region": region or None}
+    share = connect_timeout / (2 * S3_ATTEMPTS)
+    kwargs: dict[str, Any] = {"allow_delayed_open": True, "region": region or None,
+                              "connect_timeout": max(1.0, share), "request_timeout": max(3.0, share),
+                              "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=S3_ATTEMPTS)}
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         if parts.scheme not in ("http", "https") or not parts.netloc:

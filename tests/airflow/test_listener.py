@@ -90,3 +90,29 @@ def test_hosted_work_past_its_deadline_is_left_to_finish_in_the_background(caplo
     assert "slow probe still runs after" in caplog.text
     release.set()
     assert finished.wait(60)
+
+
+def test_a_rollback_of_a_transaction_this_warehouse_does_not_know_says_where_it_looked(
+        wh: Warehouse, caplog: pytest.LogCaptureFixture) -> None:
+    """The listener in a process that does not see the run's connection reaches another warehouse (the defaults):
+    it says so, naming that warehouse, instead of a bare TransactionNotFoundError traceback."""
+    from airflow_txn.airflow.operators.transaction import roll_back_quietly
+
+    wh.init()
+    with caplog.at_level(logging.ERROR):
+        assert roll_back_quietly(wh, "5-1-00000000000000aa", "probe", logging.getLogger("probe")) == ACTIVE
+    assert "unknown to the warehouse this process reaches" in caplog.text
+    assert "is the Airflow connection defined where this runs?" in caplog.text
+
+
+def test_the_listener_timeout_comes_from_the_airflow_txn_section(monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    from airflow_txn.airflow.utils.hosted import DEFAULT_TIMEOUT_SECONDS, hosted_timeout
+
+    assert hosted_timeout() == DEFAULT_TIMEOUT_SECONDS == 60.0
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__LISTENER_TIMEOUT", "12.5")
+    assert hosted_timeout() == 12.5
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__LISTENER_TIMEOUT", "soon")
+    with caplog.at_level(logging.WARNING):
+        assert hosted_timeout() == DEFAULT_TIMEOUT_SECONDS  # a listener never raises: logged, the default kept
+    assert "listener_timeout must be a number of seconds" in caplog.text

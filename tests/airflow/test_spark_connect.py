@@ -1,10 +1,15 @@
 """SparkTransactionOperator attached to a running Spark Connect server (no JVM in the task's process): the
 example backfill DAG with the warehouse root on a real S3 server (SeaweedFS), through dag.test(); and how the
-Spark provider's connections become Spark settings."""
+Spark provider's connections become Spark settings; and a dead or hung server fails the session (and the
+Spark tasks) within `connect_timeout` with SparkConnectUnavailableError naming it, not after pyspark's ten minutes
+of retries (refused and silent loopback ports; the pytest timeouts guard the bound, nothing measures time)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,3 +123,142 @@ def test_a_connection_of_another_type_is_refused() -> None:
         spark_target_of("postgres", "db", 5432, None, None, {})
     with pytest.raises(ValueError, match="needs a host"):
         spark_target_of("spark_connect", None, None, None, None, {})
+
+
+RETRIES_EXCEEDED = "ignore:.*RETRIES_EXCEEDED:UserWarning"
+"""pyspark's client warns when it gives up retrying (a warning is an error in this suite)."""
+
+
+@pytest.fixture(params=["refused", "silent"])
+def dead_connect_port(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A loopback port whose Spark Connect server is gone (nothing listens) or hung (it accepts, never answers)."""
+    from tests.harness.ports import free_port
+
+    if request.param == "refused":
+        yield free_port()
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.filterwarnings(RETRIES_EXCEEDED)
+@pytest.mark.parametrize("tid", [None, "1-1-a"])
+def test_an_unreachable_spark_connect_server_fails_the_session_within_the_bound_naming_it(
+        dead_connect_port: int, tid: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyspark's own client retries an unreachable server for about ten minutes; the task's session gives up
+    after connect_timeout with a typed error naming the server, never the URL's token."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from airflow_txn.airflow.operators.spark import task_spark_session
+    from airflow_txn.errors import SparkConnectUnavailableError
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    url = f"sc://127.0.0.1:{dead_connect_port}/;user_id=etl;token=s3cr3t-t0ken"
+    says = rf"server sc://127\.0\.0\.1:{dead_connect_port} did not answer within connect_timeout \(4 s\)"
+    with (pytest.raises(SparkConnectUnavailableError, match=says) as info,
+          task_spark_session({}, "dag.task", remote=url, tid=tid, connect_timeout=4)):
+        pytest.fail("no session on a dead server")
+    assert "s3cr3t-t0ken" not in str(info.value)
+    assert ConnectSession.getActiveSession() is None  # forgotten: the next task's session connects anew
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.filterwarnings(RETRIES_EXCEEDED)
+def test_the_default_bound_applies_to_spark_connect_without_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_txn.airflow.operators.spark import spark_session
+    from airflow_txn.core.config import ENV_CONNECT_TIMEOUT
+    from airflow_txn.errors import SparkConnectUnavailableError
+    from tests.harness.ports import free_port
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    monkeypatch.delenv(ENV_CONNECT_TIMEOUT, raising=False)
+    port = free_port()
+    with pytest.raises(SparkConnectUnavailableError, match=rf"sc://127\.0\.0\.1:{port} .*\(20 s\)"):
+        spark_session({}, remote=f"sc://127.0.0.1:{port}")
+
+
+def test_connect_timeout_comes_from_the_connection_extra_then_the_airflow_config(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_txn.airflow.hooks.txn import config_from_extra
+    from airflow_txn.core.config import DEFAULT_CONNECT_TIMEOUT, ENV_CONNECT_TIMEOUT
+    from airflow_txn.errors import InvalidArgumentError
+
+    monkeypatch.delenv(ENV_CONNECT_TIMEOUT, raising=False)
+    monkeypatch.delenv("AIRFLOW__AIRFLOW_TXN__CONNECT_TIMEOUT", raising=False)
+    assert config_from_extra({}).connect_timeout == DEFAULT_CONNECT_TIMEOUT
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__CONNECT_TIMEOUT", "12")
+    assert config_from_extra({}).connect_timeout == 12
+    assert config_from_extra({"connect_timeout": 5}).connect_timeout == 5
+    with pytest.raises(InvalidArgumentError, match="connect_timeout must be a number of seconds > 0"):
+        config_from_extra({"connect_timeout": 0})
+    with pytest.raises(InvalidArgumentError, match="connect_timeout must be a number of seconds"):
+        config_from_extra({"connect_timeout": "later"})
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.filterwarnings(RETRIES_EXCEEDED)
+def test_a_dead_spark_connect_server_fails_the_spark_tasks_within_the_connection_s_bound(
+        dagbag: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operators take `connect_timeout` from the airflow_txn connection: the Spark tasks fail (and retry)
+    within it, the run fails and its transaction is rolled back."""
+    from airflow_txn.catalog.txn_records import ROLLED_BACK
+    from tests.harness.ports import free_port
+
+    port = free_port()
+    catalog, root = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "wh"
+    monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_TXN_DEFAULT", json.dumps({"conn_type": "airflow_txn", "extra": {
+        "catalog": catalog, "root": str(root), "connect_timeout": 3,
+        "spark_conf": {"spark.remote": f"sc://127.0.0.1:{port}/;token=s3cr3t-t0ken"}}}))
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    run = run_dag(dagbag, "multi_table_backfill", {"start": "2024-03-01", "days": 1})
+    states = task_states(run)
+    assert str(run.state) == "failed", states
+    loads = {task: state for task, state in states.items() if ".load_" in task}
+    assert loads and all(state[0] == "failed" for state in loads.values()), states
+    assert max(tries for _state, tries in loads.values()) == 2, states  # failed fast, then retried (and failed)
+    with Warehouse.open(catalog=catalog, root=root) as wh:
+        [txn] = transactions_of(wh, "multi_table_backfill")
+    assert txn["state"] == ROLLED_BACK and "failed with no retries left" in txn["failed_reason"]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.filterwarnings(RETRIES_EXCEEDED)
+def test_a_server_lost_during_the_task_fails_it_with_the_typed_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server stopped while the task works: its next call fails within connect_timeout, typed and naming the
+    server, and the session is forgotten without waiting on the dead server to release it."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from airflow_txn.airflow.operators.spark import task_spark_session
+    from airflow_txn.errors import SparkConnectUnavailableError
+    from tests.harness.spark_connect import SparkConnectUnavailable, server
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    running = contextlib.ExitStack()
+    try:
+        connect = running.enter_context(server(tmp_path / "stopped-mid-task"))
+    except SparkConnectUnavailable as exc:
+        pytest.fail(f"the Spark Connect server cannot start: {exc}")
+    with running, pytest.raises(SparkConnectUnavailableError, match=f"server {connect.url} did not answer"), \
+            task_spark_session({}, "dag.task", remote=connect.url, connect_timeout=5) as spark:
+        assert spark.range(3).count() == 3
+        running.close()  # the server stops
+        _wait_until_closed(connect.url)
+        spark.range(4).count()
+    assert ConnectSession.getActiveSession() is None
+
+
+def _wait_until_closed(url: str) -> None:
+    """Until nothing listens at the server's port any more (stop-connect-server.sh returns while it exits)."""
+    host, _, port = url.removeprefix("sc://").partition(":")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.1)  # polling a condition
+    pytest.fail(f"the Spark Connect server at {url} still listens")

@@ -74,6 +74,14 @@ def test_bad_settings_are_refused_with_what_to_use(kwargs: dict[str, str], says:
         WarehouseConfig.resolve(**kwargs)
 
 
+def test_a_catalog_url_whose_port_is_no_number_is_a_typed_error_that_never_shows_its_password() -> None:
+    from airflow_txn.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="not a valid SQLAlchemy URL") as raised:
+        WarehouseConfig.resolve(catalog="postgresql+psycopg://user:s3cret@db:notaport/wh")
+    assert "s3cret" not in str(raised.value)  # it was a bare ValueError from the port before
+
+
 @pytest.mark.parametrize(("root", "kept"), [
     ("s3://bucket/wh", "s3://bucket/wh"), ("S3://bucket/wh/", "s3://bucket/wh"), ("gs://bucket/wh", "gs://bucket/wh"),
     ("abfs://container@account/wh", "abfs://container@account/wh"),

@@ -49,7 +49,7 @@ from airflow_txn.model.names import check_tag_name, parse_table_name
 DEFAULT_CONN_ID = "airflow_txn_default"
 CONN_TYPE = "airflow_txn"
 EXTRA_FIELDS = ("catalog", "root", "oracle")
-KNOWN_FIELDS = (*EXTRA_FIELDS, "catalog_conn_id", "aws_conn_id", "storage_options", "spark_conf")
+KNOWN_FIELDS = (*EXTRA_FIELDS, "catalog_conn_id", "aws_conn_id", "storage_options", "spark_conf", "connect_timeout")
 CONFIG_SECTION = "airflow_txn"
 
 
@@ -97,7 +97,10 @@ def config_from_extra(extra: Mapping[str, Any], password: str | None = None) -> 
     catalog = _catalog(extra, password)
     root, oracle = (_field(extra, name) or config_option(name) for name in ("root", "oracle"))
     options = _field(extra, "storage_options") or config_option("storage_options")  # None: the environment's
-    config = WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options)
+    timeout = _field(extra, "connect_timeout")
+    timeout = config_option("connect_timeout") if timeout is None else timeout  # None: the environment's
+    config = WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options,
+                                     connect_timeout=timeout)
     aws_conn_id = _field(extra, "aws_conn_id")
     if aws_conn_id is not None:
         config = _with_aws(config, str(aws_conn_id), options)
@@ -344,7 +347,7 @@ def open_warehouse(config: WarehouseConfig, aws_conn_id: str | None = None) -> W
         filesystem, _ = aws.refreshing_s3(config.storage_options, aws.credentials(aws_conn_id))
     return Warehouse.open(catalog=config.catalog_url, root=config.root, oracle=config.oracle,
                           manifests=config.manifests, storage_options=dict(config.storage_options),
-                          filesystem=filesystem)
+                          filesystem=filesystem, connect_timeout=config.connect_timeout)
 
 
 def close_warehouses() -> None:

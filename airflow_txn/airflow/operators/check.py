@@ -157,5 +157,6 @@ class TransactionCheckOperator(TxnBaseOperator):
 
         dag_id, _run, task_id, _map, _try = run_ids(context)
         conf = {**self.hook.spark_conf(), **self.spark_conf}
-        with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid) as spark:
+        with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid,
+                                connect_timeout=self.hook.config().connect_timeout) as spark:
             yield SparkEngine(spark)

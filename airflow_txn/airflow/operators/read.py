@@ -163,7 +163,8 @@ class SnapshotReadOperator(LineageMixin, TxnBaseOperator):
 
         dag_id, _run, task_id, _map, _try = run_ids(context)
         conf = {**self.hook.spark_conf(), **self.spark_conf}
-        return task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None)
+        return task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None,
+                                  connect_timeout=self.hook.config().connect_timeout)
 
     def _read(self, wh: Warehouse, spark: Any, snapshot: int) -> dict[str, Any]:
         if spark is None:

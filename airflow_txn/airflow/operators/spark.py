@@ -19,7 +19,9 @@ named by `spark_conn_id`), or a running Spark Connect server, which spares the t
 airflow_txn.spark writes and reads go through the "airflow_txn" data source, whose driver side runs in
 the Spark Connect server: that server must reach the catalog, the oracle and the storage root
 (docs/DEPLOYMENT.md); the transaction's tasks share one server session, left open between them
-(airflow/connect_sessions.py). Killing the task (`on_kill`) interrupts the Spark jobs it started (by tag).
+(airflow/connect_sessions.py). A server that does not answer fails the task within the connection's
+`connect_timeout` (default 20 s) with SparkConnectUnavailableError, not after pyspark's ten minutes of retries.
+Killing the task (`on_kill`) interrupts the Spark jobs it started (by tag).
 """
 
 from __future__ import annotations
@@ -41,12 +43,17 @@ from airflow_txn.airflow.operators.base import (
 )
 from airflow_txn.airflow.plugins.links import SparkUILink, TransactionLink
 from airflow_txn.airflow.utils.connect_sessions import (
+    bound_retries,
+    bounded_channel,
     is_closed_session_error,
     leave_open,
     session_id_for,
+    unreachable_as_typed,
     with_session_id,
 )
 from airflow_txn.airflow.version_compat import BaseHook, Context
+from airflow_txn.core.config import connect_timeout_seconds
+from airflow_txn.errors import SparkConnectUnavailableError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,10 +76,13 @@ _NOT_FOR_REMOTE = ("spark.master", "spark.remote")
 
 
 def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflow_txn",
-                  remote: str | None = None, tid: str | None = None) -> SparkSession:
+                  remote: str | None = None, tid: str | None = None,
+                  connect_timeout: float | None = None) -> SparkSession:
     """The process's SparkSession, created with `conf` (over DEFAULT_SPARK_CONF) if none runs yet; a Spark
     Connect session when `remote` (or `conf["spark.remote"]`) names a server (`sc://host:port`), which is
-    transaction `tid`'s session on that server when a tid is given (airflow/connect_sessions.py).
+    transaction `tid`'s session on that server when a tid is given (airflow/connect_sessions.py). A server
+    that does not answer within `connect_timeout` seconds (None: $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20)
+    raises SparkConnectUnavailableError, at the first call or any later one of the session.
 
     An existing session is reused (its static settings cannot change; runtime ones are applied).
     """
@@ -82,9 +92,10 @@ def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflo
     url = remote or (conf or {}).get("spark.remote")
     if url:
         settings = {k: v for k, v in (conf or {}).items() if k not in _NOT_FOR_REMOTE}
+        timeout = connect_timeout_seconds(connect_timeout)
         if tid is None:
-            return _connect_session(str(url), settings, app_name)
-        return _transaction_session(str(url), settings, app_name, tid)
+            return _connect_session(str(url), settings, app_name, timeout)
+        return _transaction_session(str(url), settings, app_name, tid, timeout)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -93,11 +104,13 @@ def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflo
     return builder.getOrCreate()
 
 
-def _transaction_session(url: str, conf: Mapping[str, str], app_name: str, tid: str) -> SparkSession:
+def _transaction_session(url: str, conf: Mapping[str, str], app_name: str, tid: str,
+                         timeout: float) -> SparkSession:
     """Transaction `tid`'s session on the server; a new one when the server has closed it (idle too long)."""
     try:
-        spark = _connect_session(with_session_id(url, session_id_for(url, tid)), conf, app_name)
-        spark.conf.get("spark.sql.session.timeZone")  # reaches the server even without settings to apply
+        spark = _connect_session(with_session_id(url, session_id_for(url, tid)), conf, app_name, timeout)
+        with _unreachable_closes(spark, url, timeout):
+            spark.conf.get("spark.sql.session.timeZone")  # reaches the server even without settings to apply
         return spark
     except Exception as exc:
         if not is_closed_session_error(exc):
@@ -107,10 +120,10 @@ def _transaction_session(url: str, conf: Mapping[str, str], app_name: str, tid: 
         refused = ConnectSession.getActiveSession()
         if refused is not None:
             leave_open(cast("SparkSession", refused))
-        return _connect_session(with_session_id(url, str(uuid.uuid4())), conf, app_name)
+        return _connect_session(with_session_id(url, str(uuid.uuid4())), conf, app_name, timeout)
 
 
-def _connect_session(url: str, conf: Mapping[str, str], app_name: str) -> SparkSession:
+def _connect_session(url: str, conf: Mapping[str, str], app_name: str, timeout: float) -> SparkSession:
     try:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError as exc:
@@ -118,24 +131,53 @@ def _connect_session(url: str, conf: Mapping[str, str], app_name: str) -> SparkS
                           f"pip install 'airflow-txn[spark-connect]' ({exc})") from exc
     # what pyspark's own builder does for a remote session: pyspark.sql.functions then build Connect columns
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-    builder = ConnectSession.builder.remote(url).appName(app_name)
+    channel = bounded_channel(url, timeout)
+    # made without settings, the session calls no server yet: its retries are bounded before the first call
+    spark = cast("SparkSession", ConnectSession.builder.channelBuilder(channel).getOrCreate())  # duck typed
+    bound_retries(spark, timeout)
+    builder = ConnectSession.builder.channelBuilder(channel).appName(app_name)
     for key, value in {**REMOTE_DEFAULT_CONF, **conf}.items():
         builder = builder.config(key, str(value))
-    return cast("SparkSession", builder.getOrCreate())  # the same API, by duck typing
+    with _unreachable_closes(spark, url, timeout):
+        return cast("SparkSession", builder.getOrCreate())  # the session above, its settings applied
+
+
+@contextlib.contextmanager
+def _unreachable_closes(spark: SparkSession, url: str, timeout: float) -> Iterator[None]:
+    """SparkConnectUnavailableError when the server does not answer; the session is then forgotten here (the
+    next spark_session() connects anew) without a call to the server."""
+    try:
+        with unreachable_as_typed(url, timeout):
+            yield
+    except SparkConnectUnavailableError:
+        leave_open(spark)
+        raise
 
 
 @contextlib.contextmanager
 def task_spark_session(conf: Mapping[str, str], app_name: str, remote: str | None = None,
-                       tid: str | None = None) -> Iterator[SparkSession]:
+                       tid: str | None = None, connect_timeout: float | None = None) -> Iterator[SparkSession]:
     """spark_session() for the span of one task: a Spark Connect session's channel is closed when the task
     ends (its gRPC threads would keep the task's process alive), leaving transaction `tid`'s server session
-    open for the transaction's next task, or releasing it when the task has no transaction."""
-    spark = spark_session(conf, app_name=app_name, remote=remote, tid=tid)
+    open for the transaction's next task, or releasing it when the task has no transaction. A Connect server
+    that stops answering during the task raises SparkConnectUnavailableError naming it (then nothing is
+    released: that would wait for the server again)."""
+    spark = spark_session(conf, app_name=app_name, remote=remote, tid=tid, connect_timeout=connect_timeout)
+    url = remote or conf.get("spark.remote")
+    connect = _is_connect(spark)
+    lost = False
     try:
-        yield spark
+        if connect and url:
+            with unreachable_as_typed(str(url), connect_timeout_seconds(connect_timeout)):
+                yield spark
+        else:
+            yield spark
+    except SparkConnectUnavailableError:
+        lost = True
+        raise
     finally:
-        if _is_connect(spark):
-            if tid is None:
+        if connect:
+            if tid is None and not lost:
                 spark.stop()
             else:
                 leave_open(spark)
@@ -221,7 +263,7 @@ class SparkTransactionOperator(LineageMixin, TxnCallableOperator):
         with keyed_try(hook, tid, context, self.task_id, self.log) as txn:  # also while the SparkSession starts
             conf = {**self._connection_conf(), **hook.spark_conf(), **self.spark_conf}
             with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None,
-                                    tid=tid) as spark:
+                                    tid=tid, connect_timeout=hook.config().connect_timeout) as spark:
                 tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
                 spark.addTag(tag)
                 self._running = (spark, tag)

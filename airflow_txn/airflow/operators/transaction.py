@@ -26,7 +26,7 @@ from airflow_txn.airflow.operators.base import (
 )
 from airflow_txn.airflow.plugins.links import TransactionLink
 from airflow_txn.airflow.version_compat import AirflowFailException, AirflowSkipException, Asset, AssetAlias, Context
-from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation, check_lease_seconds
+from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation, check_lease_seconds, masked_url
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (
     InvalidArgumentError,
@@ -35,6 +35,7 @@ from airflow_txn.errors import (
     TagExistsError,
     TagNotFoundError,
     TransactionClosedError,
+    TransactionNotFoundError,
     TxnError,
 )
 from airflow_txn.model.partitioning import Partition, partition_key
@@ -411,6 +412,13 @@ def roll_back_quietly(wh: Warehouse, tid: str, reason: str, log: Any, quiet: boo
         else:
             log.info("transaction %s was already rolled back", tid)
         return str(info["state"])
+    except TransactionNotFoundError:
+        if not quiet:
+            raise
+        log.error("transaction %s is unknown to the warehouse this process reaches (%r, catalog %s): is the Airflow "
+                  "connection defined where this runs? Its lease (or `airflow-txn recover` on its warehouse) ends it",
+                  tid, wh, masked_url(wh.config.catalog_url))
+        return ACTIVE
     except Exception:
         if not quiet:
             raise

@@ -91,7 +91,8 @@ class CommitLogTrigger(BaseEventTrigger):
             try:
                 config = await TxnHook(conn_id=self.conn_id).aconfig()
                 return await asyncio.to_thread(Warehouse.open, config.catalog_url, config.root, config.oracle,
-                                               storage_options=dict(config.storage_options))
+                                               storage_options=dict(config.storage_options),
+                                               connect_timeout=config.connect_timeout)
             except Exception:
                 self.log.warning("opening the warehouse of %s failed; trying again in %gs", self.conn_id,
                                  self.poll_interval, exc_info=True)

@@ -77,7 +77,8 @@ class CommitCSNTrigger(BaseTrigger):
         config = await TxnHook(conn_id=self.conn_id).aconfig()
         watch = _Watch.of((config.catalog_url, str(config.root), config.oracle))
         wh = await asyncio.to_thread(Warehouse.open, config.catalog_url, config.root, config.oracle,
-                                     storage_options=dict(config.storage_options))
+                                     storage_options=dict(config.storage_options),
+                                     connect_timeout=config.connect_timeout)
         try:
             while True:
                 seen = watch.value

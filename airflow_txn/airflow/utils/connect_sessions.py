@@ -10,15 +10,30 @@ would otherwise keep the task's process alive). The server drops an idle session
 transaction's session closed by then starts a new one.
 
 A URL that names a `session_id` itself keeps it.
+
+A server that does not answer fails fast (invariant 13): pyspark's own client retries an unreachable server
+for about ten minutes; a session made here connects at most half of `connect_timeout` per attempt (gRPC's
+`grpc.min_reconnect_backoff_ms`) and retries every call of the session only while the attempt still fits in
+`connect_timeout` (bounded_channel, bound_retries), after which the call raises SparkConnectUnavailableError
+naming `sc://host:port` (never the URL's token).
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from airflow_txn.errors import SparkConnectUnavailableError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+_UNREACHABLE_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+"""gRPC status codes of a server that did not answer (as opposed to one that answered with an error)."""
 
 _NAMESPACE = uuid.UUID("5d6b6f0e-4f0e-4a37-9c55-2f2b3c7f7a10")
 """Fixed, so every worker derives the same session id for one (server, transaction)."""
@@ -51,3 +66,97 @@ def leave_open(spark: SparkSession) -> None:
     connects anew), without releasing the server's session: the transaction's next task reuses it."""
     spark.release_session_on_close = False  # type: ignore[attr-defined]  # a Connect session's field
     spark.stop()
+
+
+def server_address(url: str) -> str:
+    """`sc://host:port` of a Spark Connect URL, without its parameters (a token among them)."""
+    return _server(url)
+
+
+def bounded_channel(url: str, connect_timeout: float) -> DefaultChannelBuilder:
+    """The gRPC channel to `url` whose connection attempts take at most half of `connect_timeout`."""
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    attempt_ms = max(100, int(connect_timeout * 500))
+    return DefaultChannelBuilder(url, [("grpc.min_reconnect_backoff_ms", attempt_ms)])
+
+
+def bound_retries(spark: SparkSession, connect_timeout: float) -> None:
+    """Retry the calls of a Connect session on an unreachable server only within `connect_timeout` of each
+    call's first attempt (pyspark's DefaultPolicy otherwise retries for about ten minutes)."""
+    client = spark.client  # a Connect session's (SparkConnectClient)
+    client.set_retry_policies([_deadline_policy(connect_timeout)])
+
+
+def _deadline_policy(connect_timeout: float) -> Any:
+    from pyspark.sql.connect.client.retries import DefaultPolicy, RetryPolicyState
+
+    class DeadlineState(RetryPolicyState):
+        """One call's retries: none once the next attempt would end past its deadline."""
+
+        def __init__(self, policy: DefaultPolicy) -> None:
+            super().__init__(policy)
+            self._deadline = time.monotonic() + connect_timeout
+
+        def next_attempt(self, exception: BaseException | None = None) -> int | None:
+            wait_ms: int | None = super().next_attempt(exception)
+            left = self._deadline - time.monotonic()
+            if wait_ms is None or left <= connect_timeout / 2:  # an attempt may take half the bound
+                return None
+            return min(wait_ms, int((left - connect_timeout / 2) * 1000))
+
+    class DeadlinePolicy(DefaultPolicy):
+        """pyspark's DefaultPolicy (what it retries, its backoff), bounded in time per call."""
+
+        def __init__(self) -> None:
+            limit_ms = int(connect_timeout * 1000)
+            super().__init__(max_retries=None, max_backoff=min(limit_ms, 5000), max_server_retry_delay=limit_ms)
+
+        def to_state(self) -> RetryPolicyState:
+            return DeadlineState(self)
+
+    return DeadlinePolicy()
+
+
+def unreachable_reason(exc: BaseException) -> str | None:
+    """What a server that did not answer left in `exc` or its chain (gRPC UNAVAILABLE or DEADLINE_EXCEEDED,
+    raised by grpc or wrapped by pyspark), e.g. "UNAVAILABLE: failed to connect to all addresses; ...";
+    None for any other error (the server answered)."""
+    chain = list(_chain(exc))
+    for current in chain:  # grpc's own error first: its details name the address and what failed
+        code, details = getattr(current, "code", None), getattr(current, "details", None)
+        if callable(code) and callable(details):
+            with contextlib.suppress(Exception):
+                name = getattr(code(), "name", None)
+                if name in _UNREACHABLE_CODES:
+                    return f"{name}: {str(details() or '').strip()}"
+    for current in chain:
+        name = getattr(getattr(current, "_grpc_status_code", None), "name", None)  # pyspark's wrapper
+        if name in _UNREACHABLE_CODES:
+            return f"{name}: {str(current).strip()}"
+    return None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+@contextlib.contextmanager
+def unreachable_as_typed(url: str, connect_timeout: float) -> Iterator[None]:
+    """Raise SparkConnectUnavailableError, naming the server, for a call the server did not answer."""
+    try:
+        yield
+    except Exception as exc:
+        reason = unreachable_reason(exc)
+        if reason is None:
+            raise
+        raise SparkConnectUnavailableError(
+            f"the Spark Connect server {server_address(url)} did not answer within connect_timeout "
+            f"({connect_timeout:g} s): {reason}. Is it running and reachable from here? Wait longer with "
+            "connect_timeout (the airflow_txn connection's extra, [airflow_txn] connect_timeout or "
+            "$AIRFLOW_TXN_CONNECT_TIMEOUT)") from exc

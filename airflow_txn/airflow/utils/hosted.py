@@ -17,14 +17,15 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from airflow_txn.airflow.provider import LISTENER_TIMEOUT_SECONDS
 from airflow_txn.airflow.version_compat import release_thread_session
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT_SECONDS = 60.0
-"""How long a host waits for our work by default (`[airflow_txn] listener_timeout`)."""
+DEFAULT_TIMEOUT_SECONDS = LISTENER_TIMEOUT_SECONDS
+"""How long a host waits for our work by default (`[airflow_txn] listener_timeout`; provider.py declares it)."""
 
 
 def hosted_timeout() -> float:
