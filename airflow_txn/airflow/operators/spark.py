@@ -19,7 +19,7 @@ named by `spark_conn_id`), or a running Spark Connect server, which spares the t
 airflow_txn.spark writes and reads go through the "airflow_txn" data source, whose driver side runs in
 the Spark Connect server: that server must reach the catalog, the oracle and the storage root
 (docs/DEPLOYMENT.md); the transaction's tasks share one server session, left open between them
-(airflow/connect_sessions.py). A server that does not answer fails the task within the connection's
+(airflow/utils/connect_sessions.py). A server that does not answer fails the task within the connection's
 `connect_timeout` (default 20 s) with SparkConnectUnavailableError, not after pyspark's ten minutes of retries.
 Killing the task (`on_kill`) interrupts the Spark jobs it started (by tag).
 """
@@ -80,7 +80,7 @@ def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflo
                   connect_timeout: float | None = None) -> SparkSession:
     """The process's SparkSession, created with `conf` (over DEFAULT_SPARK_CONF) if none runs yet; a Spark
     Connect session when `remote` (or `conf["spark.remote"]`) names a server (`sc://host:port`), which is
-    transaction `tid`'s session on that server when a tid is given (airflow/connect_sessions.py). A server
+    transaction `tid`'s session on that server when a tid is given (airflow/utils/connect_sessions.py). A server
     that does not answer within `connect_timeout` seconds (None: $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20)
     raises SparkConnectUnavailableError, at the first call or any later one of the session.
 
