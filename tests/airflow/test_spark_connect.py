@@ -131,16 +131,11 @@ RETRIES_EXCEEDED = "ignore:.*RETRIES_EXCEEDED:UserWarning"
 
 @pytest.fixture(params=["refused", "silent"])
 def dead_connect_port(request: pytest.FixtureRequest) -> Iterator[int]:
-    """A loopback port whose Spark Connect server is gone (nothing listens) or hung (it accepts, never answers)."""
-    from tests.harness.ports import free_port
+    """A loopback port whose Spark Connect server is gone or hung (tests/harness/ports.py)."""
+    from tests.harness.ports import dead_port
 
-    if request.param == "refused":
-        yield free_port()
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        yield int(sock.getsockname()[1])
+    with dead_port(request.param) as port:
+        yield port
 
 
 @pytest.mark.timeout(90)
