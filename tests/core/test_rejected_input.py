@@ -321,9 +321,10 @@ def test_catalog_lock_past_busy_timeout(catalog_url: str, root: Path) -> None:
     """issue 16, case 12: a SQLite lock held past the busy timeout reached callers as a raw sqlalchemy
     OperationalError ('database is locked') and marked the transaction failed. It is a CatalogUnavailableError
     with a hint now (so is PostgreSQL's lock_timeout), a stall fails nothing, and the calls succeed later."""
+    with Warehouse.open(catalog=catalog_url, root=str(root)) as creator:  # created under the usual wait: creating
+        make_tables(creator)  # a catalog takes a database-wide lock other tests' catalogs may hold for a moment
     wh = Warehouse.open(catalog=short_wait_url(catalog_url), root=str(root))
     try:
-        make_tables(wh)
         with wh.begin() as t:
             t.append("sales.accounts", accounts({1: 10, 2: 20}))
         t = wh.begin()
