@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from airflow_txn.errors import SparkConnectUnavailableError
+from airflow_txn.model.secrets import mask_secrets
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,8 +70,11 @@ def leave_open(spark: SparkSession) -> None:
 
 
 def server_address(url: str) -> str:
-    """`sc://host:port` of a Spark Connect URL, without its parameters (a token among them)."""
-    return _server(url)
+    """`sc://host:port` of a Spark Connect URL, without its parameters (a token among them) or userinfo, and
+    masked besides (model/secrets.py) should anything else carry a secret."""
+    server = _server(url).split("?", 1)[0].split("#", 1)[0]
+    scheme, sep, rest = server.partition("://")
+    return mask_secrets(f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else server)
 
 
 def bounded_channel(url: str, connect_timeout: float) -> DefaultChannelBuilder:

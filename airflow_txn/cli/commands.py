@@ -24,6 +24,7 @@ from airflow_txn.cli import exit_codes, render
 from airflow_txn.cli.times import duration_option
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.model.csn import INT64_MAX, PREHISTORIC_CSN
+from airflow_txn.model.secrets import mask_secrets
 
 if TYPE_CHECKING:
     from airflow_txn.cli.progress import ProgressBars
@@ -139,18 +140,19 @@ def check_config(where: Where) -> WarehouseConfig:
         raise click.UsageError(f"catalog {_shown(config.catalog_url)}: SQLAlchemy knows no such database or driver "
                                "(sqlite, postgresql+psycopg, ...)") from exc
     except (ArgumentError, ValueError) as exc:
-        raise click.UsageError(f"catalog {_shown(config.catalog_url)} is not a SQLAlchemy URL ({exc}); e.g. "
-                               "sqlite:////path/catalog.db or postgresql+psycopg://user@host/db") from exc
+        raise click.UsageError(f"catalog {_shown(config.catalog_url)} is not a SQLAlchemy URL "
+                               f"({mask_secrets(str(exc))}); e.g. sqlite:////path/catalog.db or "
+                               "postgresql+psycopg://user@host/db") from exc
     return config
 
 
 def _shown(url: str) -> str:
-    """A catalog URL for a message: its password hidden; one SQLAlchemy cannot parse shows its scheme only (no
-    password could be told apart in it)."""
+    """A catalog URL for a message: its secrets masked (model/secrets.py); one SQLAlchemy cannot parse shows its
+    scheme only (no password could be told apart in it)."""
     from sqlalchemy.engine import make_url
 
     try:
-        return repr(make_url(url).render_as_string(hide_password=True))
+        return repr(mask_secrets(make_url(url).render_as_string(hide_password=True)))
     except Exception:
         return repr(url.split("://", 1)[0] + "://...")
 

@@ -37,6 +37,7 @@ from airflow_txn.airflow.connect_sessions import (
     bounded_channel,
     is_closed_session_error,
     leave_open,
+    server_address,
     session_id_for,
     unreachable_as_typed,
     with_session_id,
@@ -127,8 +128,8 @@ def _connect_session(url: str, conf: Mapping[str, str], app_name: str, timeout: 
     try:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError as exc:
-        raise ImportError(f"attaching to the Spark Connect server {url} needs PySpark's Connect client: "
-                          f"pip install 'airflow-txn[spark-connect]' ({exc})") from exc
+        raise ImportError(f"attaching to the Spark Connect server {server_address(url)} needs PySpark's Connect "
+                          f"client: pip install 'airflow-txn[spark-connect]' ({exc})") from exc
     # what pyspark's own builder does for a remote session: pyspark.sql.functions then build Connect columns
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     channel = bounded_channel(url, timeout)
