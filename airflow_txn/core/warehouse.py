@@ -271,7 +271,7 @@ class Warehouse:
     def transactions(self, state: str | None = None, limit: int = 100,
                      labels: txn_records.LabelFilter | None = None) -> list[TransactionRecord]:
         """The newest `limit` transactions of `state`, kept by the DAG their label names (`labels`)."""
-        limit = bounds.catalog_int(limit, "limit")
+        state, limit = bounds.transaction_state(state), bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
             return [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
 
