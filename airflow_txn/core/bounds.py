@@ -15,6 +15,7 @@ import operator
 from collections.abc import Mapping
 from typing import SupportsIndex, TypeGuard
 
+from airflow_txn.catalog.txn_records import PRIVATE_KEY
 from airflow_txn.core.config import MAX_LEASE_SECONDS
 from airflow_txn.errors import InvalidArgumentError
 from airflow_txn.model.csn import INT64_MAX
@@ -40,6 +41,26 @@ def metadata_json(value: object) -> str:
         raise InvalidArgumentError(f"metadata is {len(text.encode())} bytes as JSON, more than {MAX_METADATA_BYTES}: "
                                    "record context (ids, links), not data")
     return text
+
+
+def user_metadata_json(value: object) -> str:
+    """metadata_json of a caller's metadata, which may not use the key airflow_txn keeps its own values under."""
+    if isinstance(value, Mapping) and PRIVATE_KEY in value:
+        raise InvalidArgumentError(f"metadata key {PRIVATE_KEY!r} is airflow_txn's own: pick another key")
+    return metadata_json(value)
+
+
+MAX_PRIVATE_CHARS = 1024
+"""The longest name or value Transaction.claim_private keeps (an id, not data)."""
+
+
+def private_value(value: object, what: str) -> str:
+    """A private value's name or value (Transaction.claim_private): a non-empty text of at most
+    MAX_PRIVATE_CHARS."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_PRIVATE_CHARS:
+        raise InvalidArgumentError(f"{what} must be a non-empty str of at most {MAX_PRIVATE_CHARS} characters, "
+                                   f"got {value!r:.100}")
+    return value
 
 
 def catalog_int(value: object, what: str, minimum: int = 0, maximum: int = INT64_MAX) -> int:

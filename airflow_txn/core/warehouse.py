@@ -210,7 +210,7 @@ class Warehouse:
         check_label(label)
         level = Isolation.parse(isolation)
         lease = bounds.lease_seconds(lease_seconds)
-        stored = None if metadata is None else bounds.metadata_json(metadata)
+        stored = None if metadata is None else bounds.user_metadata_json(metadata)
         self.init()
         cat = self.runtime.catalog
         with cat.write() as conn:
