@@ -113,3 +113,14 @@ def test_a_spark_connect_server_is_named_without_any_secret() -> None:
     for url in (f"sc://spark:15002/;user_id=etl;token={SECRET}", f"sc://etl:{SECRET}@spark:15002",
                 f"sc://spark:15002?token={SECRET}"):
         assert SECRET not in server_address(url) and "spark:15002" in server_address(url)
+
+
+@pytest.mark.parametrize("oracle", [f"zookeeper://etl:{SECRET}@zk1:2181/txn", f"zookeeper://zk1:2181/txn?token={SECRET}",
+                                    f"zookeeper://zk1:2181/txn?password={SECRET}", f"etcd://u:{SECRET}@h"])
+def test_an_oracle_spec_carrying_a_secret_is_refused_without_showing_it(oracle: str) -> None:
+    from airflow_txn.errors import TxnError
+    from airflow_txn.oracle.registry import kind_of
+
+    with pytest.raises(TxnError) as info:
+        kind_of(oracle).parse(oracle)
+    assert SECRET not in str(info.value)
