@@ -128,3 +128,17 @@ def test_the_api_answers_its_typed_shapes_whole(api: Any, txn_conn: Warehouse) -
     assert listed["transactions"] == json.loads(json.dumps(data.list_transactions(wh)))
     schemas = api.get("/openapi.json").json()["components"]["schemas"]
     assert {"TransactionView", "TransactionList", "PageWatermark", "TableList", "PagePart"} <= set(schemas)
+
+
+def test_a_state_filter_that_is_no_state_is_a_bad_request_and_private_values_never_show(
+        api: Any, txn_conn: Warehouse) -> None:
+    """Issue 30, items 7 and 8: `?state=bogus` is refused naming the states (InvalidArgumentError: 400); what
+    airflow_txn keeps with a transaction for itself (a Spark Connect session id) is in no answer of the page."""
+    admin = _bearer("admin", "admin", [])
+    refused = api.get("/api/transactions", params={"state": "bogus"}, headers=admin)
+    assert refused.status_code == 400 and "state must be one of" in refused.json()["detail"], refused.text
+    txn = txn_conn.begin(label="dag_of_a/manual__secret")
+    session = txn.claim_private("spark_connect_session sc://spark:15002", "a-session-id-no-one-may-see")
+    for path in ("/api/transactions", f"/api/transactions/{txn.tid}"):
+        answer = api.get(path, headers=admin)
+        assert answer.status_code == 200 and session not in answer.text and txn.tid in answer.text, answer.text

@@ -140,13 +140,13 @@ class TransactionCheckOperator(TxnBaseOperator):
 
     def _run(self, txn: Transaction, checks: Sequence[Check], context: Context) -> CheckReport:
         try:
-            with self._engine(txn.tid, context) as engine:
+            with self._engine(txn, context) as engine:
                 return run_checks(txn, checks, engine)
         except _BAD_CHECKS as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
 
     @contextmanager
-    def _engine(self, tid: str, context: Context) -> Iterator[Engine | None]:
+    def _engine(self, txn: Transaction, context: Context) -> Iterator[Engine | None]:
         """The engine (None: run_checks' default, DuckDB); with Spark, the process's SparkSession (or the
         transaction's Spark Connect session, left open for its next task as SparkTransactionOperator does)."""
         if self.engine == "duckdb":
@@ -157,6 +157,6 @@ class TransactionCheckOperator(TxnBaseOperator):
 
         dag_id, _run, task_id, _map, _try = run_ids(context)
         conf = {**self.hook.spark_conf(), **self.spark_conf}
-        with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid,
+        with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=txn.tid, txn=txn,
                                 connect_timeout=self.hook.config().connect_timeout) as spark:
             yield SparkEngine(spark)
