@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-# The entry point's value, and the one installs made before the provider info declared the plugin carry.
-ENTRY_POINTS = ("airflow_txn.airflow.plugin:plugin_by_entry_point",
+# The entry point's value, and the one installs made before the provider info declared the plugin carry;
+# then both as installs made before the plugin moved to airflow_txn.airflow.plugins spell them.
+ENTRY_POINTS = ("airflow_txn.airflow.plugins.plugin:plugin_by_entry_point",
+                "airflow_txn.airflow.plugins.plugin:AirflowTxnPlugin",
+                "airflow_txn.airflow.plugin:plugin_by_entry_point",
                 "airflow_txn.airflow.plugin:AirflowTxnPlugin")
 
 
@@ -23,6 +26,6 @@ def registered_by_entry_point() -> bool:
 
 
 if not registered_by_entry_point():
-    from airflow_txn.airflow.plugin import AirflowTxnPlugin
+    from airflow_txn.airflow.plugins.plugin import AirflowTxnPlugin
 
     __all__ = ["AirflowTxnPlugin"]

@@ -16,14 +16,10 @@ from airflow_txn.airflow import public as _public
 from airflow_txn.airflow._lazy import require_airflow as require_airflow
 
 if TYPE_CHECKING:  # what type checkers see; at run time the names below are imported on first use
-    from airflow_txn.airflow.assets import commit_alias as commit_alias
-    from airflow_txn.airflow.assets import commit_watcher as commit_watcher
-    from airflow_txn.airflow.assets import table_asset as table_asset
-    from airflow_txn.airflow.assets import table_identity as table_identity
+    from airflow_txn.airflow.assets import *
     from airflow_txn.airflow.hooks import *
     from airflow_txn.airflow.operators import *
     from airflow_txn.airflow.operators.spark import spark_session as spark_session
-    from airflow_txn.airflow.readers import snapshot_of as snapshot_of
     from airflow_txn.airflow.sensors import *
     from airflow_txn.airflow.task_group import TransactionTaskGroup as TransactionTaskGroup
     from airflow_txn.airflow.task_group import transaction_group as transaction_group

@@ -31,18 +31,18 @@ INTEGRATION_DOC_URL = f"{DOCUMENTATION_URL}AIRFLOW/"
 HOW_TO_GUIDES = ["/docs/AIRFLOW.md", "/docs/OPERATORS.md", "/docs/DEPLOYMENT.md"]
 """The integration's guides, as paths in the repository (provider.yaml's rule: they start with /docs/)."""
 
-EXTRA_LINKS = ["airflow_txn.airflow.links.TransactionLink", "airflow_txn.airflow.links.SparkUILink"]
-"""The operators' extra link classes (links.py; provider.py imports nothing heavy, so they are spelled here)."""
+EXTRA_LINKS = ["airflow_txn.airflow.plugins.links.TransactionLink", "airflow_txn.airflow.plugins.links.SparkUILink"]
+"""The operators' extra link classes (plugins/links.py; provider.py imports nothing heavy, so they are spelled here)."""
 
-OPENLINEAGE_CONVERTER = "airflow_txn.airflow.lineage.to_openlineage_dataset"
-"""A table Asset as the OpenLineage dataset the operators report for the table (lineage.py)."""
+OPENLINEAGE_CONVERTER = "airflow_txn.airflow.assets.lineage.to_openlineage_dataset"
+"""A table Asset as the OpenLineage dataset the operators report for the table (assets/lineage.py)."""
 
 PLUGIN_NAME = "airflow_txn"
 LISTENER_TIMEOUT_SECONDS = 60.0
 """`[airflow_txn] listener_timeout`'s default: how long a host process waits for a listener's work (D21)."""
-PLUGIN_CLASS = "airflow_txn.airflow.plugin.AirflowTxnPlugin"
+PLUGIN_CLASS = "airflow_txn.airflow.plugins.plugin.AirflowTxnPlugin"
 """Airflow loads a provider's plugins only with `[core] lazy_discover_providers = False`; otherwise (the
-default) the `airflow.plugins` entry point registers it, never both (airflow_txn/airflow/plugin.py)."""
+default) the `airflow.plugins` entry point registers it, never both (airflow_txn/airflow/plugins/plugin.py)."""
 
 
 def _version() -> str:
@@ -129,7 +129,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": _modules(Kind.TRIGGER),
         # a URI naming no warehouse table is refused as the DAG is parsed; the OpenLineage provider converts
         # a table's Asset to the dataset the operators report
-        "asset-uris": [{"schemes": ["airflow-txn"], "handler": "airflow_txn.airflow.asset_uris.normalize",
+        "asset-uris": [{"schemes": ["airflow-txn"], "handler": "airflow_txn.airflow.assets.uris.normalize",
                         "to_openlineage_converter": OPENLINEAGE_CONVERTER}],
         "config": CONFIG,
         "cli": [CLI_FUNCTION],

@@ -54,11 +54,11 @@ PUBLIC = (
     Public("DEFAULT_CONN_ID", Kind.CONSTANT, "airflow_txn.airflow.hooks.txn"),
     Public("transaction_group", Kind.TASK_GROUP, "airflow_txn.airflow.task_group"),
     Public("TransactionTaskGroup", Kind.TASK_GROUP, "airflow_txn.airflow.task_group"),
-    Public("table_asset", Kind.ASSET, "airflow_txn.airflow.assets"),
-    Public("commit_alias", Kind.ASSET, "airflow_txn.airflow.assets"),
-    Public("commit_watcher", Kind.ASSET, "airflow_txn.airflow.assets"),
-    Public("table_identity", Kind.ASSET, "airflow_txn.airflow.assets"),
-    Public("snapshot_of", Kind.ASSET, "airflow_txn.airflow.readers"),
+    Public("table_asset", Kind.ASSET, "airflow_txn.airflow.assets.tables"),
+    Public("commit_alias", Kind.ASSET, "airflow_txn.airflow.assets.tables"),
+    Public("commit_watcher", Kind.ASSET, "airflow_txn.airflow.assets.tables"),
+    Public("table_identity", Kind.ASSET, "airflow_txn.airflow.assets.tables"),
+    Public("snapshot_of", Kind.ASSET, "airflow_txn.airflow.assets.readers"),
     Public("spark_session", Kind.SPARK, "airflow_txn.airflow.operators.spark"),
 )
 
@@ -71,6 +71,7 @@ PACKAGES: dict[str, tuple[Kind, ...]] = {
     "airflow_txn.airflow.sensors": (Kind.SENSOR,),
     "airflow_txn.airflow.triggers": (Kind.TRIGGER,),
     "airflow_txn.airflow.hooks": (Kind.HOOK, Kind.CONSTANT),
+    "airflow_txn.airflow.assets": (Kind.ASSET,),
     "airflow_txn.operators": (Kind.OPERATOR,),  # the shims README.md imports from
     "airflow_txn.sensors": (Kind.SENSOR,),
 }

@@ -21,6 +21,7 @@ def get_base_airflow_version_tuple() -> tuple[int, int, int]:
 
 AIRFLOW_V_3_0_PLUS: bool = get_base_airflow_version_tuple() >= (3, 0, 0)
 AIRFLOW_V_3_1_PLUS: bool = get_base_airflow_version_tuple() >= (3, 1, 0)
+AIRFLOW_V_3_2_PLUS: bool = get_base_airflow_version_tuple() >= (3, 2, 0)
 
 if not AIRFLOW_V_3_0_PLUS:  # pragma: no cover - refused early with what to do
     raise ImportError("airflow_txn.airflow needs Airflow 3.0 or later: pip install 'airflow-txn[airflow]'")
@@ -43,14 +44,24 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent  #
 
 if AIRFLOW_V_3_1_PLUS:
     from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 else:  # pragma: no cover - Airflow 3.0
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined,unused-ignore]
+# The task SDK has its own exceptions since 3.2 (the task runner catches those); 3.0 and 3.1 raise and catch
+# airflow.exceptions' (scripts/test_airflow_minor.sh runs the Airflow tests on 3.1).
+if AIRFLOW_V_3_2_PLUS:
+    from airflow.sdk.exceptions import (
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSkipException,
+        TaskDeferred,
+    )
+else:
     from airflow.exceptions import (  # type: ignore[no-redef,attr-defined,unused-ignore]
         AirflowFailException,
         AirflowNotFoundException,
         AirflowSkipException,
+        TaskDeferred,
     )
-    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined,unused-ignore]
 
 
 
@@ -150,6 +161,7 @@ def release_thread_session() -> None:
 __all__ = [
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_1_PLUS",
+    "AIRFLOW_V_3_2_PLUS",
     "AirflowFailException",
     "AirflowNotFoundException",
     "AirflowSkipException",
@@ -165,6 +177,7 @@ __all__ = [
     "Context",
     "Param",
     "PokeReturnValue",
+    "TaskDeferred",
     "TaskGroup",
     "TriggerEvent",
     "TriggerRule",

@@ -53,6 +53,7 @@ from airflow_txn.errors import (
     MissingDependencyError,
     WarehouseNotFoundError,
 )
+from airflow_txn.model.secrets import mask_secrets
 
 _SQLITE_BUSY_SECONDS = 60.0
 """How long a SQLite writer waits for the database lock unless the URL says (`?timeout=SECONDS`)."""
@@ -139,8 +140,18 @@ def missing_driver_message(url: str, exc: ImportError) -> str:
 
 
 def safe_url(url: str) -> str:
-    """The catalog URL with its password hidden (for messages)."""
-    return make_url(url).render_as_string(hide_password=True)
+    """The catalog URL for a message: every secret it carries masked (model/secrets.py: the userinfo password,
+    `?password=`, `sslpassword`, a token, ...); one SQLAlchemy cannot parse is masked as written."""
+    try:
+        rendered = make_url(url).render_as_string(hide_password=True)
+    except Exception:  # a URL whose parts do not parse: masked as written
+        rendered = url
+    return mask_secrets(rendered)
+
+
+def _said(exc: DBAPIError) -> str:
+    """What the driver said, for a message: a driver may repeat its connection string (masked)."""
+    return mask_secrets(str(exc.orig).strip())
 
 
 def _sqlite_file(url: str) -> Path | None:
@@ -335,7 +346,7 @@ class Catalog:
                 if attempt == 4 or time.monotonic() + pause >= deadline:
                     raise CatalogUnavailableError(
                         f"cannot reach the catalog at {self._safe_url()} (gave up after {attempt + 1} attempt(s), "
-                        f"connect_timeout {self.connect_timeout:g} s): {str(exc.orig).strip()}") from exc
+                        f"connect_timeout {self.connect_timeout:g} s): {_said(exc)}") from exc
                 time.sleep(pause)
         assert conn is not None
         try:
@@ -346,14 +357,14 @@ class Catalog:
             refused = read_only_reason(exc) if write else None
             if refused is not None:
                 raise CatalogReadOnlyError(
-                    f"the catalog at {self._safe_url()} refused a write: {refused} ({str(exc.orig).strip()}). "
+                    f"the catalog at {self._safe_url()} refused a write: {refused} ({_said(exc)}). "
                     "A read-only consumer can list, show and read; writing needs a role or mount that can "
                     "write") from exc
             if not exc.connection_invalidated:
                 raise
             raise CatalogUnavailableError(
                 f"lost the connection to the catalog at {self._safe_url()} ({type(exc.orig).__name__}: "
-                f"{str(exc.orig).strip()}); retry once it answers. If this was a commit, it may or may not "
+                f"{_said(exc)}); retry once it answers. If this was a commit, it may or may not "
                 "have taken place: Transaction.state tells once the catalog is back, recovery settles it"
             ) from exc
         finally:
@@ -398,7 +409,7 @@ class Catalog:
             waited = "its busy timeout (PostgreSQL's lock_timeout)"
             longer = "wait longer with a larger lock_timeout (e.g. options=-c lock_timeout=...)"
         return (f"the catalog at {self._safe_url()} stayed locked by another writer past {waited}: "
-                f"{str(exc.orig).strip()}. This catalog transaction wrote nothing and the transaction is still "
+                f"{_said(exc)}. This catalog transaction wrote nothing and the transaction is still "
                 f"usable: retry (after a commit, Transaction.state tells whether it took place). Look for a process "
                 f"holding a write transaction open on the catalog; {longer}")
 

@@ -4,7 +4,7 @@
 warehouse id is the warehouse's stable identity: a random hex string claimed once (`warehouse_id`) and
 kept for the catalog's life, whatever the connection, URL or host it is reached by. The ZooKeeper oracle
 writes it into its log's /meta to claim the chroot; Airflow Asset URIs and lineage names name the
-warehouse by it (airflow/assets.py). Creating the catalog and migrating it, which write the version and
+warehouse by it (airflow/assets/tables.py). Creating the catalog and migrating it, which write the version and
 index rows, is catalog/database.py's business.
 """
 

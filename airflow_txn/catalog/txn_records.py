@@ -114,9 +114,37 @@ class TxnRow:
         return self.lease_deadline < at
 
 
+PRIVATE_KEY = "_airflow_txn"
+"""The metadata key under which airflow_txn keeps values for itself ({name: text}: the transaction's Spark
+Connect session ids): never shown (parse_metadata leaves it out), never set by a caller's metadata."""
+
+
 def parse_metadata(stored: str | None) -> JsonObject:
-    """A transaction's metadata as stored in metadata_json ({} for NULL)."""
+    """A transaction's metadata as shown ({} for NULL): without PRIVATE_KEY."""
+    shown = stored_metadata(stored)
+    shown.pop(PRIVATE_KEY, None)
+    return shown
+
+
+def stored_metadata(stored: str | None) -> JsonObject:
+    """A transaction's metadata as stored in metadata_json, PRIVATE_KEY included ({} for NULL)."""
     return dict(json.loads(stored)) if stored else {}
+
+
+def claim_private(conn: Connection, tid: str, name: str, value: str, replacing: str | None = None) -> str:
+    """First writer wins: keep `value` as the transaction's private value `name` unless it holds one already
+    (other than `replacing`: a value found stale, replaced only if no one replaced it meanwhile); return the
+    value kept. The caller locked the row (lock_usable), so two callers at once agree on one value."""
+    stored = stored_metadata(fetch(conn, tid).metadata_json)
+    private = stored.get(PRIVATE_KEY)
+    kept = dict(private) if isinstance(private, dict) else {}
+    current = kept.get(name)
+    if isinstance(current, str) and current != replacing:
+        return current
+    kept[name] = value
+    stored[PRIVATE_KEY] = kept
+    set_metadata(conn, tid, json.dumps(stored, sort_keys=True, allow_nan=False, separators=(",", ":")))
+    return value
 
 
 def insert_row(conn: Connection, tid: str, label: str | None, isolation: str, snapshot: int,

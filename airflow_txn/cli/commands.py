@@ -24,6 +24,8 @@ from airflow_txn.cli import exit_codes, render
 from airflow_txn.cli.times import duration_option
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.model.csn import INT64_MAX, PREHISTORIC_CSN
+from airflow_txn.model.limits import MAX_RETENTION_SECONDS, MAX_TARGET_FILE_BYTES
+from airflow_txn.model.secrets import mask_secrets
 
 if TYPE_CHECKING:
     from airflow_txn.cli.progress import ProgressBars
@@ -139,18 +141,19 @@ def check_config(where: Where) -> WarehouseConfig:
         raise click.UsageError(f"catalog {_shown(config.catalog_url)}: SQLAlchemy knows no such database or driver "
                                "(sqlite, postgresql+psycopg, ...)") from exc
     except (ArgumentError, ValueError) as exc:
-        raise click.UsageError(f"catalog {_shown(config.catalog_url)} is not a SQLAlchemy URL ({exc}); e.g. "
-                               "sqlite:////path/catalog.db or postgresql+psycopg://user@host/db") from exc
+        raise click.UsageError(f"catalog {_shown(config.catalog_url)} is not a SQLAlchemy URL "
+                               f"({mask_secrets(str(exc))}); e.g. sqlite:////path/catalog.db or "
+                               "postgresql+psycopg://user@host/db") from exc
     return config
 
 
 def _shown(url: str) -> str:
-    """A catalog URL for a message: its password hidden; one SQLAlchemy cannot parse shows its scheme only (no
-    password could be told apart in it)."""
+    """A catalog URL for a message: its secrets masked (model/secrets.py); one SQLAlchemy cannot parse shows its
+    scheme only (no password could be told apart in it)."""
     from sqlalchemy.engine import make_url
 
     try:
-        return repr(make_url(url).render_as_string(hide_password=True))
+        return repr(mask_secrets(make_url(url).render_as_string(hide_password=True)))
     except Exception:
         return repr(url.split("://", 1)[0] + "://...")
 
@@ -430,7 +433,8 @@ def recover(settings: Settings) -> int:
 
 
 @cli.command()
-@click.option("--retention", metavar="DURATION", callback=duration_option(since_allowed=True),
+@click.option("--retention", metavar="DURATION",
+              callback=duration_option(since_allowed=True, maximum=MAX_RETENTION_SECONDS),
               help="Time travel to keep: seconds, a duration (7d, 12h, 30m, 45s; ISO 8601: P7D, PT12H) or the point "
                    "in time to keep snapshots since (2026-01-01T00:00:00Z) [default: the engine's (7 days)].")
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
@@ -474,7 +478,7 @@ def _parse_partition(text: str) -> dict[str, str | None]:
 @click.argument("table")
 @click.option("--partition", "partitions", multiple=True, metavar="COL=VALUE[,COL=VALUE]", callback=_parse_partitions,
               help="Only this partition (repeat for more; a JSON object works too) [default: all].")
-@click.option("--target-file-bytes", type=_int64(1),
+@click.option("--target-file-bytes", type=click.IntRange(min=1, max=MAX_TARGET_FILE_BYTES),
               help="Size to aim for per merged part [default: the engine's].")
 @click.option("--min-parts", type=_int64(2), help="Merge only groups of at least this many parts.")
 @global_options
@@ -495,7 +499,7 @@ def compact(settings: Settings, table: str, partitions: list[dict[str, str | Non
 
 @cli.command()
 @click.argument("table")
-@click.option("--seconds", metavar="DURATION", callback=duration_option(),
+@click.option("--seconds", metavar="DURATION", callback=duration_option(maximum=MAX_RETENTION_SECONDS),
               help="Keep TABLE readable at least this long back: seconds or a duration (30d; ISO 8601: P30D).")
 @click.option("--versions", type=_int64(1), help="Keep TABLE's last N commits readable.")
 @click.option("--clear", is_flag=True, help="Drop TABLE's own policy (vacuum's --retention rules again).")

@@ -21,12 +21,13 @@ from typing import Final
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from airflow_txn.catalog import Catalog, inspection, migrate, schema
+from airflow_txn.catalog import Catalog, database, inspection, migrate, schema
 from airflow_txn.core import overview
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import TxnError
 from airflow_txn.model.results import CheckStatus, DoctorCheck, DoctorReport
+from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.model.tid import TidFactory
 from airflow_txn.oracle import CsnOracle
 from airflow_txn.oracle import registry as oracle_kinds
@@ -81,11 +82,8 @@ def diagnose(catalog: str | None, root: str | None, oracle: str | None, timeout:
 
 
 def safe_url(url: str) -> str:
-    """The URL with its password hidden."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    """The URL with every secret it carries masked (catalog/database.safe_url)."""
+    return database.safe_url(url)
 
 
 # -- catalog ---------------------------------------------------------------------------------------------
@@ -94,7 +92,8 @@ def check_catalog(url: str, timeout: float) -> list[Check]:
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
-        return [Check("catalog", FAIL, f"bad catalog URL {url!r}: {exc}", "use a SQLAlchemy URL")]
+        return [Check("catalog", FAIL, f"bad catalog URL {safe_url(url)!r}: {mask_secrets(str(exc))}",
+                      "use a SQLAlchemy URL")]
     backend = parsed.get_backend_name()
     database = parsed.database or ""
     if backend == "sqlite" and database not in ("", ":memory:") and not Path(database).expanduser().exists():
@@ -102,7 +101,7 @@ def check_catalog(url: str, timeout: float) -> list[Check]:
     try:
         found = inspection.look(parsed, timeout)
     except (SQLAlchemyError, ImportError) as exc:
-        return [Check("catalog", FAIL, f"cannot reach {safe_url(url)}: {_first_line(exc)}",
+        return [Check("catalog", FAIL, f"cannot reach {safe_url(url)}: {mask_secrets(_first_line(exc))}",
                       "check the URL, that the database server is running, and the credentials")]
     reached = Check("catalog", OK, f"{backend} catalog {safe_url(url)} reachable")
     version = found.schema_version

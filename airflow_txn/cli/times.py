@@ -70,10 +70,11 @@ def parse_seconds(text: str, since_allowed: bool = False) -> float:
     return float(since)
 
 
-def duration_option(minimum: float = 0.0, since_allowed: bool = False) -> Callable[..., float | None]:
+def duration_option(minimum: float = 0.0, since_allowed: bool = False,
+                    maximum: float = math.inf) -> Callable[..., float | None]:
     """A click callback for an option of seconds that also takes units (`7d`, `12h`) and ISO 8601 durations
     (`PT1H`, `P7D`) and, with `since_allowed`, a point in time meaning "from then until now"; at least
-    `minimum` seconds."""
+    `minimum` seconds and at most `maximum`."""
 
     def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
         if value is None:
@@ -82,8 +83,9 @@ def duration_option(minimum: float = 0.0, since_allowed: bool = False) -> Callab
             seconds = parse_seconds(value, since_allowed)
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
-        if not math.isfinite(seconds) or seconds < minimum:
-            raise click.BadParameter(f"{value!r} must be at least {minimum:g} seconds", ctx=ctx, param=param)
+        if not math.isfinite(seconds) or not minimum <= seconds <= maximum:
+            most = f" and at most {maximum:g} seconds" if math.isfinite(maximum) else ""
+            raise click.BadParameter(f"{value!r} must be at least {minimum:g} seconds{most}", ctx=ctx, param=param)
         return seconds
 
     return convert

@@ -15,7 +15,7 @@ how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it.
     merge_writer(write)                             the hook Warehouse.compact(writer=...) takes, with
                                                     `write(MergeTask) -> WrittenPart` writing each merge
     the values adapters pass on: transaction states, Isolation, LabelFilter, DEFAULT_TARGET_FILE_BYTES,
-    check_lease_seconds, check_csn; MergedAwayError (and every error of airflow_txn.errors)
+    check_lease_seconds, check_csn, check_compaction_options; MergedAwayError (and every error of airflow_txn.errors)
 
 The warehouse's configuration (WarehouseConfig, DEFAULT_LEASE_SECONDS, ...) is core/config.py's, which an
 adapter imports directly: it is light, where this module loads the whole core.
@@ -79,6 +79,7 @@ __all__ = [
     "WriteDir",
     "Writer",
     "WrittenPart",
+    "check_compaction_options",
     "check_csn",
     "check_lease_seconds",
     "masked_url",
@@ -520,6 +521,13 @@ def merge_writer(write: MergeWrite) -> Writer:
 def check_lease_seconds(value: object) -> float:
     """A lease (a positive, finite number of seconds up to 7 days); InvalidArgumentError otherwise."""
     return bounds.lease_seconds(value)
+
+
+def check_compaction_options(target_file_bytes: object, min_parts: object) -> None:
+    """InvalidArgumentError unless target_file_bytes is 1..1 TiB (bounds.MAX_TARGET_FILE_BYTES) and min_parts
+    an integer >= 2: what Warehouse.compact checks, for an engine's compaction to check before it starts."""
+    bounds.target_file_bytes(target_file_bytes)
+    bounds.min_parts(min_parts)
 
 
 def check_csn(value: object) -> int:

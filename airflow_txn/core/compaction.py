@@ -38,7 +38,7 @@ from airflow_txn.catalog import commit_log, compaction_records, counters, part_r
 from airflow_txn.catalog.compaction_records import SwapResult
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import crashpoints, rollback
+from airflow_txn.core import bounds, crashpoints, rollback
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.leases import LeaseKeeper
 from airflow_txn.core.runtime import Runtime
@@ -111,10 +111,9 @@ class _Yield(Exception):
 
 
 def check_options(target_file_bytes: object, min_parts: object) -> None:
-    if isinstance(target_file_bytes, bool) or not isinstance(target_file_bytes, int) or target_file_bytes < 1:
-        raise TxnError(f"target_file_bytes must be a positive integer (bytes), got {target_file_bytes!r}")
-    if isinstance(min_parts, bool) or not isinstance(min_parts, int) or min_parts < 2:
-        raise TxnError(f"min_parts must be an integer >= 2 (merging one part gains nothing), got {min_parts!r}")
+    """InvalidArgumentError unless target_file_bytes is 1..bounds.MAX_TARGET_FILE_BYTES and min_parts >= 2."""
+    bounds.target_file_bytes(target_file_bytes)
+    bounds.min_parts(min_parts)
 
 
 # -- step 1 -----------------------------------------------------------------------------------------

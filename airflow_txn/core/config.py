@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from airflow_txn.errors import InvalidArgumentError, TxnError
+from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.storage import location
 
@@ -67,11 +68,11 @@ def check_catalog_url(catalog_url: str) -> None:
     """InvalidArgumentError unless `catalog_url` is a SQLAlchemy URL whose parts parse (a port that is a number); the
     message never repeats the URL's password."""
     if "://" not in catalog_url:
-        raise InvalidArgumentError(f"catalog {catalog_url!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
+        raise InvalidArgumentError(f"catalog {mask_secrets(catalog_url)!r} is not a SQLAlchemy URL (e.g. sqlite:////path/catalog.db)")
     try:
         _ = make_url(catalog_url).port
     except (ValueError, ArgumentError) as exc:
-        raise InvalidArgumentError(f"the catalog URL is not a valid SQLAlchemy URL ({exc}); e.g. "
+        raise InvalidArgumentError(f"the catalog URL is not a valid SQLAlchemy URL ({mask_secrets(str(exc))}); e.g. "
                                    "postgresql+psycopg://user@host:5432/db") from exc
 
 

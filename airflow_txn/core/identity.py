@@ -2,7 +2,7 @@
 
 A warehouse is named by this id, never by how it is reached: the same catalog through two Airflow
 connections, a renamed connection, or a catalog URL that changed host is one warehouse; a new catalog
-is another. Airflow Asset URIs (airflow/assets.py) and lineage names carry it.
+is another. Airflow Asset URIs (airflow/assets/tables.py) and lineage names carry it.
 """
 
 from __future__ import annotations

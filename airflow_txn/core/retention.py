@@ -15,7 +15,6 @@ Policies and vacuum serialize on the counter row (FOR UPDATE), so a policy is ne
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,9 +22,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import Catalog, commit_log, counters, retention_records, table_registry, txn_records
-from airflow_txn.core.bounds import catalog_int
+from airflow_txn.core.bounds import catalog_int, retention_seconds
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import SnapshotTooOldError, TxnError
+from airflow_txn.errors import SnapshotTooOldError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.results import RetentionInfo
 from airflow_txn.oracle import CsnOracle
@@ -44,12 +43,10 @@ class Policy:
 
 
 def validate(seconds: object, versions: object) -> Policy:
-    """Check a policy completely before anything is written (TxnError naming the bad value)."""
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)
-                                or not math.isfinite(seconds) or seconds < 0):
-        raise TxnError(f"retention seconds must be a number >= 0 or None, got {seconds!r}")
+    """Check a policy completely before anything is written (InvalidArgumentError naming the bad value)."""
+    window = None if seconds is None else retention_seconds(seconds, "retention seconds")
     count = None if versions is None else catalog_int(versions, "retention versions", 1)
-    return Policy(None if seconds is None else float(seconds), count)
+    return Policy(window, count)
 
 
 def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object = None) -> RetentionInfo:

@@ -245,12 +245,13 @@ class Transaction:
         transaction's metadata, key by key, and return the result. Allowed while the transaction may run a
         statement (it renews the lease, as a statement does); metadata that is no JSON object (or grows
         past bounds.MAX_METADATA_BYTES) is refused before anything changes (InvalidArgumentError)."""
-        bounds.metadata_json(metadata)
+        bounds.user_metadata_json(metadata)
         cat = self._rt.catalog
         with cat.write() as conn:
             txn_records.lock_usable(conn, cat, self._tid)
-            merged = {**txn_records.fetch(conn, self._tid).metadata, **metadata}
+            merged = {**txn_records.stored_metadata(txn_records.fetch(conn, self._tid).metadata_json), **metadata}
             txn_records.set_metadata(conn, self._tid, bounds.metadata_json(merged))
+        merged.pop(txn_records.PRIVATE_KEY, None)
         return merged
 
     def record_check(self, key: str, report: Mapping[str, object]) -> None:
@@ -258,6 +259,19 @@ class Transaction:
         recording at once each keep theirs (core/check_reports.py). Allowed while the transaction may run a
         statement; a bad key or report is refused before anything changes (InvalidArgumentError)."""
         check_reports.record(self._rt, self._tid, key, report)
+
+    def claim_private(self, name: str, value: str, replacing: str | None = None) -> str:
+        """The value airflow_txn keeps with this transaction under `name` for itself (e.g. the Spark Connect
+        session id every task of the transaction shares): `value` if none is kept yet (or the kept one is
+        `replacing`, found stale), else the kept one: first writer wins, atomically, so two callers at once
+        get one value. Never shown (transaction_info, transactions(), the page, `airflow-txn show` leave
+        it out). Allowed while the transaction may run a statement (it renews the lease)."""
+        bounds.private_value(name, "name")
+        bounds.private_value(value, "value")
+        cat = self._rt.catalog
+        with cat.write() as conn:
+            txn_records.lock_usable(conn, cat, self._tid)
+            return txn_records.claim_private(conn, self._tid, name, value, replacing)
 
     def heartbeat(self) -> bool:
         """Extend the lease; False if the transaction is no longer active or its lease already ran out."""

@@ -46,10 +46,10 @@ from airflow_txn.catalog import (
 )
 from airflow_txn.catalog.purges import Purge
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import crashpoints, manifests, recovery, retention, tags
+from airflow_txn.core import bounds, crashpoints, manifests, recovery, retention, tags
 from airflow_txn.core.retention import Horizons
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import OracleUnavailableError, TxnError
+from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.results import PurgedRows, VacuumReport
 from airflow_txn.telemetry import logs
@@ -95,10 +95,8 @@ def stored_horizon(rt: Runtime) -> int:
 
 
 def check_retention(retention_seconds: object) -> float:
-    if (isinstance(retention_seconds, bool) or not isinstance(retention_seconds, int | float)
-            or not retention_seconds >= 0):
-        raise TxnError(f"retention_seconds must be a number >= 0, got {retention_seconds!r}")
-    return float(retention_seconds)
+    """InvalidArgumentError unless a number of seconds from 0 to bounds.MAX_RETENTION_SECONDS."""
+    return bounds.retention_seconds(retention_seconds)
 
 
 def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: bool = False,

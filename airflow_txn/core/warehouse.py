@@ -212,7 +212,7 @@ class Warehouse:
         check_label(label)
         level = Isolation.parse(isolation)
         lease = bounds.lease_seconds(lease_seconds)
-        stored = None if metadata is None else bounds.metadata_json(metadata)
+        stored = None if metadata is None else bounds.user_metadata_json(metadata)
         self.init()
         cat = self.runtime.catalog
         with cat.write() as conn:
@@ -282,7 +282,7 @@ class Warehouse:
     def transactions(self, state: str | None = None, limit: int = 100,
                      labels: txn_records.LabelFilter | None = None) -> list[TransactionRecord]:
         """The newest `limit` transactions of `state`, kept by the DAG their label names (`labels`)."""
-        limit = bounds.catalog_int(limit, "limit")
+        state, limit = bounds.transaction_state(state), bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
             listed = [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
             shown = check_reports.with_reports(conn, {r["tid"]: r["metadata"] for r in listed})

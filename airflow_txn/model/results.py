@@ -24,7 +24,7 @@ type. `NotRequired` marks a key present only sometimes (e.g. with an external co
     InitResult, ReadResult, RollbackResult   the CLI's `init`, `read` and `rollback`
 
 The plugin page's JSON (transaction summaries and details grouped by task and table) is shaped in
-airflow_txn/airflow/web/data.py, on top of these. Partition ({column: value as text, None for NULL})
+airflow_txn/airflow/plugins/web/data.py, on top of these. Partition ({column: value as text, None for NULL})
 is model/partitioning.py's.
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from airflow_txn.catalog import Catalog
 from airflow_txn.errors import TxnError
+from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle.base import CsnOracle, OracleKind
 from airflow_txn.oracle.sql import SQL
 from airflow_txn.oracle.zookeeper_spec import ZOOKEEPER
@@ -19,7 +20,7 @@ def kind_of(spec: str) -> OracleKind:
         if kind.accepts(spec):
             return kind
     forms = " or ".join(repr(kind.form) for kind in KINDS)
-    raise TxnError(f"unknown oracle {spec!r}: use {forms}")
+    raise TxnError(f"unknown oracle {mask_secrets(spec)!r}: use {forms}")
 
 
 def make_oracle(spec: str, catalog: Catalog) -> CsnOracle:

@@ -7,6 +7,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_txn.catalog import Catalog, counters
 from airflow_txn.errors import TxnError
+from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle.base import CsnOracle, OracleKind
 
 
@@ -22,7 +23,7 @@ class SqlKind(OracleKind):
 
     def parse(self, spec: str) -> None:
         if spec != self.form:
-            raise TxnError(f"bad oracle {spec!r}: the SQL oracle is written 'sql' and takes no options")
+            raise TxnError(f"bad oracle {mask_secrets(spec)!r}: the SQL oracle is written 'sql' and takes no options")
 
     def open(self, spec: str, catalog: Catalog, timeout: float | None = None) -> SqlOracle:
         self.parse(spec)

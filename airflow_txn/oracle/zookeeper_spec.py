@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from airflow_txn.catalog import Catalog
 from airflow_txn.errors import OracleUnavailableError, TxnError
+from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle.base import CsnOracle, OracleKind
 
 DEFAULT_CHROOT = "/airflow_txn"
@@ -47,11 +48,12 @@ class ZooKeeperSpec:
     def parse(cls, spec: str) -> ZooKeeperSpec:
         parts = urlsplit(spec.strip())
         if parts.scheme != "zookeeper" or not parts.netloc:
-            raise TxnError(f"bad oracle {spec!r}: expected 'zookeeper://host:port[,host:port...]/chroot'")
+            raise TxnError(f"bad oracle {mask_secrets(spec)!r}: expected 'zookeeper://host:port[,host:port...]/chroot'")
         hosts = parts.netloc.split(",")
         bad = [h for h in hosts if not _HOST.fullmatch(h)]
         if bad:
-            raise TxnError(f"bad ZooKeeper host {bad[0]!r} in {spec!r}: expected host:port")
+            shown = bad[0].rpartition("@")[2] + (" (credentials never go in the oracle spec)" if "@" in bad[0] else "")
+            raise TxnError(f"bad ZooKeeper host {shown!r} in {mask_secrets(spec)!r}: expected host:port")
         options: dict[str, Any] = _options(parts.query, spec)
         return cls(hosts=",".join(hosts), chroot=_chroot(parts.path, spec), **options)
 
@@ -66,7 +68,7 @@ def _chroot(path: str, spec: str) -> str:
         return DEFAULT_CHROOT
     bad = [c for c in components if not _COMPONENT.fullmatch(c) or c in (".", "..")]
     if bad:
-        raise TxnError(f"bad chroot component {bad[0]!r} in {spec!r}: use letters, digits, '_', '-', '.'")
+        raise TxnError(f"bad chroot component {bad[0]!r} in {mask_secrets(spec)!r}: use letters, digits, '_', '-', '.'")
     return "/" + "/".join(components)
 
 
@@ -84,12 +86,12 @@ def _options(query: str, spec: str) -> dict[str, float | int | bool]:
                 out[key] = value not in ("0", "false", "no")
                 ok = value in ("0", "1", "true", "false", "yes", "no")
             else:
-                raise TxnError(f"unknown option {key!r} in oracle {spec!r}: known are timeout, session_timeout, "
-                               "segment_size, group_commit, max_batch")
+                raise TxnError(f"unknown option {key!r} in oracle {mask_secrets(spec)!r}: known are timeout, "
+                               "session_timeout, segment_size, group_commit, max_batch")
         except ValueError:
             ok = False
         if not ok:
-            raise TxnError(f"bad value {value!r} for option {key!r} in oracle {spec!r}")
+            raise TxnError(f"bad value {value!r} for option {key!r} in oracle {mask_secrets(spec)!r}")
     return out
 
 
@@ -111,7 +113,7 @@ class ZooKeeperKind(OracleKind):
             importlib.import_module("kazoo.client")
         except ImportError as exc:
             raise OracleUnavailableError(
-                f"oracle {spec!r} needs the kazoo package: pip install 'airflow-txn[zookeeper]'"
+                f"oracle {mask_secrets(spec)!r} needs the kazoo package: pip install 'airflow-txn[zookeeper]'"
             ) from exc
         from airflow_txn.oracle.zookeeper import ZooKeeperOracle
 

@@ -40,6 +40,7 @@ from airflow_txn.core.adapter import (
     TableView,
     Writer,
     WrittenPart,
+    check_compaction_options,
     merge_writer,
     stored_table,
 )
@@ -73,6 +74,7 @@ def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: Partitio
     Refuses (before any merge begins) a table with a column Spark cannot write back unchanged
     (e.g. a timestamp in seconds or nanoseconds, an unsigned integer): compact it with `wh.compact`.
     """
+    check_compaction_options(target_file_bytes, min_parts)  # before Spark is asked anything
     way = via_module.choose(spark, wh, via)
     check_writable(stored_table(wh, table))
     if way == via_module.DATASOURCE:

@@ -34,6 +34,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow.fs as pafs
 
 from airflow_txn.errors import InvalidArgumentError
+from airflow_txn.model.secrets import mask_secrets
 
 OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
 """Schemes of roots on a filesystem pyarrow reaches that no local path names (object stores, HDFS)."""
@@ -90,27 +91,28 @@ def normalize_root(root: str | os.PathLike[str]) -> str:
     or a supported `scheme://` URI without a trailing slash. InvalidArgumentError for anything else."""
     text = os.fspath(root)
     scheme = scheme_of(text)
+    shown = _redacted(text)  # what a message may repeat of it
     if scheme == "file" and _URI.match(text) is None:
         return str(Path(text).expanduser().absolute())
     if scheme == "file":
         parts = urlsplit(text)
         if parts.netloc not in ("", "localhost"):
-            raise InvalidArgumentError(f"storage root {text!r}: a file:// URI names a path on this machine "
+            raise InvalidArgumentError(f"storage root {shown!r}: a file:// URI names a path on this machine "
                                        f"(file:///path), not on host {parts.netloc!r}")
         return str(Path(unquote(parts.path)).absolute())
     if scheme not in OBJECT_STORE_SCHEMES:
         hint = " (s3a:// is Hadoop's name for it: give s3://)" if scheme in ("s3a", "s3n") else ""
         known = ", ".join(f"{s}://" for s in OBJECT_STORE_SCHEMES)
         raise InvalidArgumentError(
-            f"storage root {text!r}: the {scheme}:// scheme is not supported; give a local or shared filesystem "
+            f"storage root {shown!r}: the {scheme}:// scheme is not supported; give a local or shared filesystem "
             f"path (e.g. /mnt/warehouse), a file:// URI, or one of {known}{hint}")
     parts = urlsplit(text)
     if parts.query or parts.fragment:
-        raise InvalidArgumentError(f"storage root {text!r}: settings go in storage_options, not in the URI")
+        raise InvalidArgumentError(f"storage root {shown!r}: settings go in storage_options, not in the URI")
     if scheme == "s3" and not parts.netloc:
-        raise InvalidArgumentError(f"storage root {text!r}: name a bucket, e.g. s3://my-bucket/warehouse")
+        raise InvalidArgumentError(f"storage root {shown!r}: name a bucket, e.g. s3://my-bucket/warehouse")
     if parts.password is not None or (scheme in ("s3", "gs", "gcs") and "@" in parts.netloc):
-        raise InvalidArgumentError(f"storage root {_redacted(text)!r}: credentials go in storage_options or the "
+        raise InvalidArgumentError(f"storage root {shown!r}: credentials go in storage_options or the "
                                    "environment, never in the root")
     return f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
 
@@ -203,5 +205,6 @@ def _s3_filesystem(options: Mapping[str, str], connect_timeout: float) -> tuple[
 
 
 def _redacted(text: str) -> str:
-    parts = urlsplit(text)
-    return text.replace(parts.netloc, parts.netloc.rpartition("@")[2])
+    """A root for a message: without its userinfo (a bare access key among it), its other secrets masked."""
+    netloc = urlsplit(text).netloc if "://" in text else ""
+    return mask_secrets(text.replace(netloc, netloc.rpartition("@")[2]) if "@" in netloc else text)

@@ -67,7 +67,7 @@ def test_a_table_asset_names_the_warehouse_its_catalog_keeps_not_the_connection(
 
 
 def test_partition_keys_are_the_values_in_partition_order() -> None:
-    from airflow_txn.airflow.assets import asset_partition_keys
+    from airflow_txn.airflow.assets.tables import asset_partition_keys
 
     assert asset_partition_keys([{"day": "2024-01-02"}, {"day": "2024-01-01"}, {"day": "2024-01-02"}]) == [
         "2024-01-01", "2024-01-02"]

@@ -84,7 +84,7 @@ def test_plugin_registers_the_listener_in_workers_and_servers() -> None:
     from airflow.listeners.listener import get_listener_manager as core_manager
     from airflow.sdk.listener import get_listener_manager as sdk_manager
 
-    from airflow_txn.airflow import listener
+    from airflow_txn.airflow.plugins import listener
 
     assert core_manager().pm.is_registered(listener)
     assert sdk_manager().pm.is_registered(listener)

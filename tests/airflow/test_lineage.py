@@ -55,7 +55,7 @@ def test_provider_info_converts_a_table_asset_to_the_dataset_the_operators_repor
     from airflow.providers.openlineage.utils.utils import translate_airflow_asset
 
     from airflow_txn.airflow import table_asset
-    from airflow_txn.airflow.lineage import TableVersion
+    from airflow_txn.airflow.assets.lineage import TableVersion
 
     converted = translate_airflow_asset(table_asset("shop.order_items", warehouse_id=WAREHOUSE_ID), None)
     assert converted is not None
@@ -118,7 +118,7 @@ def probe(airflow_db: None, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 def datasets(event: dict[str, Any], kind: str, wh: Warehouse) -> dict[str, dict[str, Any]]:
     """{name: dataset} of the event's inputs or outputs in the warehouse's namespace (checked: the tables'
-    Assets name the warehouse the same way, assets.table_uri)."""
+    Assets name the warehouse the same way, assets.tables.table_uri)."""
     listed = event[kind]
     assert all(d["namespace"] == f"airflow-txn://{wh.warehouse_id}" for d in listed), listed
     return {d["name"]: d for d in listed}

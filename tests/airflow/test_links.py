@@ -1,4 +1,4 @@
-"""Operator extra links (airflow_txn/airflow/links.py): the Transaction link of begin, Spark and commit
+"""Operator extra links (airflow_txn/airflow/plugins/links.py): the Transaction link of begin, Spark and commit
 tasks and the Spark UI link, as provider info registers them and as the API server resolves them after
 real dag.test() runs (the serialized DAG's links read what the task runner pushed to XCom)."""
 
@@ -40,7 +40,7 @@ def test_provider_info_registers_the_links_the_operators_carry() -> None:
     from airflow.providers_manager import ProvidersManager
     from airflow.sdk import BaseOperatorLink
 
-    from airflow_txn.airflow.links import EXTRA_LINKS, SparkUILink, TransactionLink
+    from airflow_txn.airflow.plugins.links import EXTRA_LINKS, SparkUILink, TransactionLink
     from airflow_txn.operators import BeginTransactionOperator, CommitTransactionOperator, SparkTransactionOperator
 
     info = provider.get_provider_info()
@@ -59,7 +59,7 @@ def test_provider_info_registers_the_links_the_operators_carry() -> None:
 def test_the_transaction_link_goes_to_the_page_of_the_warehouse_it_shows(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow.sdk import DAG
 
-    from airflow_txn.airflow.links import TransactionLink
+    from airflow_txn.airflow.plugins.links import TransactionLink
     from airflow_txn.operators import BeginTransactionOperator
 
     with DAG("link_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):
@@ -82,8 +82,8 @@ def test_the_transaction_link_goes_to_the_page_of_the_warehouse_it_shows(monkeyp
 def test_the_spark_ui_link_is_the_drivers_ui_when_it_has_one(spark: Any) -> None:
     from airflow.sdk import DAG
 
-    from airflow_txn.airflow.links import SparkUILink
     from airflow_txn.airflow.operators.spark import spark_ui_url
+    from airflow_txn.airflow.plugins.links import SparkUILink
     from airflow_txn.operators import SparkTransactionOperator
 
     assert spark.conf.get("spark.ui.enabled") == "false" and spark_ui_url(spark) is None  # the tests' session
@@ -113,7 +113,7 @@ def test_a_spark_task_publishes_its_ui_link_as_soon_as_spark_runs() -> None:
     """Airflow pushes links when a task ends, when a local driver's UI is gone: the operator pushes it first."""
     from airflow.sdk import DAG
 
-    from airflow_txn.airflow.links import SparkUILink
+    from airflow_txn.airflow.plugins.links import SparkUILink
     from airflow_txn.operators import SparkTransactionOperator
 
     with DAG("spark_link_push_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_txn import Warehouse
-from airflow_txn.airflow.hosted import run_hosted
+from airflow_txn.airflow.utils.hosted import run_hosted
 from airflow_txn.catalog.txn_records import ACTIVE, ROLLED_BACK
 from tests.airflow.helpers import PROBE_SCHEMA, run_dag, task_states, transactions_of
 
@@ -25,7 +25,7 @@ def test_a_run_failed_inside_the_scheduler_loop_is_rolled_back_without_touching_
     from airflow.utils.session import create_session
     from airflow.utils.sqlalchemy import prohibit_commit
 
-    from airflow_txn.airflow import listener
+    from airflow_txn.airflow.plugins import listener
 
     wh = txn_conn
     wh.create_table("probe.events", PROBE_SCHEMA)
@@ -47,7 +47,7 @@ def test_a_run_failed_inside_the_scheduler_loop_is_rolled_back_without_touching_
 
 
 def test_a_listener_given_objects_it_cannot_read_logs_and_returns(caplog: pytest.LogCaptureFixture) -> None:
-    from airflow_txn.airflow import listener
+    from airflow_txn.airflow.plugins import listener
 
     class Detached:
         @property
@@ -107,7 +107,7 @@ def test_a_rollback_of_a_transaction_this_warehouse_does_not_know_says_where_it_
 
 def test_the_listener_timeout_comes_from_the_airflow_txn_section(monkeypatch: pytest.MonkeyPatch,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
-    from airflow_txn.airflow.hosted import DEFAULT_TIMEOUT_SECONDS, hosted_timeout
+    from airflow_txn.airflow.utils.hosted import DEFAULT_TIMEOUT_SECONDS, hosted_timeout
 
     assert hosted_timeout() == DEFAULT_TIMEOUT_SECONDS == 60.0
     monkeypatch.setenv("AIRFLOW__AIRFLOW_TXN__LISTENER_TIMEOUT", "12.5")

@@ -46,7 +46,7 @@ def api(txn_conn: Warehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from airflow.api_fastapi.app import init_auth_manager
     from fastapi.testclient import TestClient
 
-    from airflow_txn.airflow.web.app import app
+    from airflow_txn.airflow.plugins.web.app import app
 
     monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "a-secret-for-the-page-permission-tests-" + "x" * 40)
     init_auth_manager()
@@ -87,10 +87,10 @@ def test_a_user_of_one_dag_gets_its_transactions_whatever_the_others(teams: None
 def test_the_page_opens_its_warehouse_once_per_process(api: Any, txn_conn: Warehouse,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     """issue 16, case 8: two requests (and the watermark poll) share one open Warehouse."""
-    from airflow_txn.airflow.web import app as web
+    from airflow_txn.airflow.plugins.web import app as web
 
     viewer = _bearer("viewer", "viewer", [])
-    caplog.set_level(logging.INFO, logger="airflow_txn.airflow.web")
+    caplog.set_level(logging.INFO, logger="airflow_txn.airflow.plugins.web")
     opened = len(web.WAREHOUSES._open)
     for path in ("/api/transactions", "/api/watermark", "/api/watermark"):
         assert api.get(path, headers=viewer).status_code == 200
@@ -99,13 +99,13 @@ def test_the_page_opens_its_warehouse_once_per_process(api: Any, txn_conn: Wareh
 
 
 def test_the_api_answers_its_typed_shapes_whole(api: Any, txn_conn: Warehouse) -> None:
-    """The routes declare TypedDicts (airflow_txn/airflow/web/data.py) as FastAPI's response types, so
+    """The routes declare TypedDicts (airflow_txn/airflow/plugins/web/data.py) as FastAPI's response types, so
     FastAPI validates each answer against them: nothing may be dropped or converted on the way."""
     import json
 
     import pyarrow as pa
 
-    from airflow_txn.airflow.web import data
+    from airflow_txn.airflow.plugins.web import data
 
     wh = txn_conn
     wh.create_table("shop.days", pa.schema([("day", pa.string()), ("n", pa.int64())]), partition_by=["day"])
@@ -128,3 +128,17 @@ def test_the_api_answers_its_typed_shapes_whole(api: Any, txn_conn: Warehouse) -
     assert listed["transactions"] == json.loads(json.dumps(data.list_transactions(wh)))
     schemas = api.get("/openapi.json").json()["components"]["schemas"]
     assert {"TransactionView", "TransactionList", "PageWatermark", "TableList", "PagePart"} <= set(schemas)
+
+
+def test_a_state_filter_that_is_no_state_is_a_bad_request_and_private_values_never_show(
+        api: Any, txn_conn: Warehouse) -> None:
+    """Issue 30, items 7 and 8: `?state=bogus` is refused naming the states (InvalidArgumentError: 400); what
+    airflow_txn keeps with a transaction for itself (a Spark Connect session id) is in no answer of the page."""
+    admin = _bearer("admin", "admin", [])
+    refused = api.get("/api/transactions", params={"state": "bogus"}, headers=admin)
+    assert refused.status_code == 400 and "state must be one of" in refused.json()["detail"], refused.text
+    txn = txn_conn.begin(label="dag_of_a/manual__secret")
+    session = txn.claim_private("spark_connect_session sc://spark:15002", "a-session-id-no-one-may-see")
+    for path in ("/api/transactions", f"/api/transactions/{txn.tid}"):
+        answer = api.get(path, headers=admin)
+        assert answer.status_code == 200 and session not in answer.text and txn.tid in answer.text, answer.text

@@ -92,7 +92,7 @@ def test_a_dag_naming_its_warehouse_id_parses_with_no_connection_and_no_catalog(
     (folder / "pinned_reader.py").write_text(PINNED_DAG)
     seen = bare_parse(tmp_path, folder)
     assert seen["errors"] == {} and seen["dag_ids"] == ["pinned_reader"]
-    wid = PINNED_ID.lower()  # one check owns the id's form: asset_uris.check_warehouse_id lower-cases it
+    wid = PINNED_ID.lower()  # one check owns the id's form: assets.uris.check_warehouse_id lower-cases it
     assert seen["uris"]["pinned_reader"] == [f"airflow-txn://{wid}/shop.customers?watch=commit-log",
                                              f"airflow-txn://{wid}/shop.orders"]
     assert created_by_airflow_txn(tmp_path) == []

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_txn import Warehouse
-from airflow_txn.airflow.web import data
+from airflow_txn.airflow.plugins.web import data
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK
 from airflow_txn.checks import RowCountCheck, UniqueCheck, record, run_checks
 from airflow_txn.model import moments
@@ -518,7 +518,7 @@ def test_html_in_a_label_or_key_is_text_and_times_carry_their_zone(site: Site, b
 
 
 def test_a_run_is_found_through_its_begin_task_xcom(dagbag: Any, txn_conn: Warehouse) -> None:
-    from airflow_txn.airflow.web.runs import run_tids
+    from airflow_txn.airflow.plugins.web.runs import run_tids
 
     run = run_dag(dagbag, "txn_label_probe")
     assert str(run.state) == "success"

@@ -23,7 +23,7 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.airflow import provider
 from airflow_txn.airflow.hooks.txn import TxnHook, config_from_extra, default_lease_seconds
-from airflow_txn.airflow.metrics import AirflowStatsSink, install
+from airflow_txn.airflow.utils.metrics import AirflowStatsSink, install
 from airflow_txn.errors import TxnError
 from airflow_txn.telemetry import metrics
 
@@ -91,7 +91,7 @@ def test_schema_check_is_not_vacuous() -> None:
 def test_provider_info_points_at_the_projects_docs_and_plugin() -> None:
     import tomllib
 
-    from airflow_txn.airflow.plugin import AirflowTxnPlugin
+    from airflow_txn.airflow.plugins.plugin import AirflowTxnPlugin
 
     info = provider.get_provider_info()
     urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
@@ -141,12 +141,13 @@ def test_the_plugin_is_registered_once_whichever_way_airflow_discovers_providers
     # only ours: eagerly, Airflow also registers the OpenLineage provider's own plugin twice, and says so
     assert {k: v for k, v in seen["errors"].items() if "airflow_txn" in f"{k} {v}"} == {}
     [plugin] = seen["plugins"]
-    assert plugin["listeners"] == ["airflow_txn.airflow.listener"]
+    assert plugin["listeners"] == ["airflow_txn.airflow.plugins.listener"]
     assert ("EntryPoint" in plugin["source"]) is lazy  # eager: Airflow took it from the provider info
     # once among the installed providers' plugins (others, e.g. the OpenLineage provider's, may be there too)
     assert [p for p in seen["provider_plugins"] if p.startswith("airflow_txn.")] == [provider.PLUGIN_CLASS]
     urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
-    assert seen["documentation_url"] == urls["Documentation"]  # Airflow's Providers page links there
+    # Airflow's Providers page links there (3.2 keeps the space after the comma of the Project-URL line)
+    assert seen["documentation_url"].strip() == urls["Documentation"]
 
 
 def test_providers_manager_sees_the_provider() -> None:
@@ -182,7 +183,7 @@ def test_airflow_cli_lists_provider_and_one_plugin_with_the_shim_in_place(tmp_pa
     assert "airflow-txn" in [p["package_name"] for p in providers]
     plugins = [p for p in airflow_cli("plugins", home=tmp_path) if p["name"] == "airflow_txn"]
     assert len(plugins) == 1, plugins
-    assert "EntryPoint" in plugins[0]["source"] and plugins[0]["listeners"] == ["airflow_txn.airflow.listener"]
+    assert "EntryPoint" in plugins[0]["source"] and plugins[0]["listeners"] == ["airflow_txn.airflow.plugins.listener"]
 
 
 def load_shim() -> ModuleType:
@@ -196,7 +197,7 @@ def load_shim() -> ModuleType:
 def test_shim_defines_the_plugin_only_without_the_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow.plugins_manager import AirflowPlugin
 
-    from airflow_txn.airflow.plugin import AirflowTxnPlugin
+    from airflow_txn.airflow.plugins.plugin import AirflowTxnPlugin
 
     installed = load_shim()
     assert installed.registered_by_entry_point() is True

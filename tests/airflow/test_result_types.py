@@ -23,7 +23,7 @@ def test_the_operators_results_are_typed() -> None:
 
 
 def test_the_page_routes_and_html_are_typed() -> None:
-    from airflow_txn.airflow.web import app, page
+    from airflow_txn.airflow.plugins.web import app, page
 
     functions = [*public_functions(app), *public_functions(page)]
     assert app.get_transaction in functions and page.index_page in functions

@@ -43,9 +43,8 @@ def test_the_sensor_defers_by_default_when_the_configuration_says_so(monkeypatch
 
 def test_a_sensor_deferrable_by_configuration_hands_its_wait_to_the_trigger(
         txn_conn: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow.sdk.exceptions import TaskDeferred
-
     from airflow_txn.airflow.triggers.csn import CommitCSNTrigger
+    from airflow_txn.airflow.version_compat import TaskDeferred
     from airflow_txn.sensors import CommitCSNSensor
 
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")

@@ -65,25 +65,30 @@ def test_the_backfill_dag_runs_through_spark_connect_with_the_root_on_s3(
 
 
 def test_the_tasks_of_one_transaction_share_one_server_session_left_open(
-        connect_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        connect_url: str, wh: Warehouse, catalog_url: str, root: Path | str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A new server session starts the server's Python workers again (about 6 s before a task's first data-source
     write): a transaction's tasks attach to ONE session, and a task leaves it open when it ends."""
-    from airflow_txn.airflow.connect_sessions import leave_open
     from airflow_txn.airflow.operators.spark import spark_session
+    from airflow_txn.airflow.utils.connect_sessions import leave_open
 
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
-    first = spark_session({}, remote=connect_url, tid="1-1-a")
+    txn = wh.begin()
+    first = spark_session({}, remote=connect_url, txn=txn)
     first.createDataFrame([(1,)], "id long").createOrReplaceTempView("left_by_the_first_task")
     session_id = first.session_id
     leave_open(first)
-    second = spark_session({}, remote=connect_url, tid="1-1-a")
+    with Warehouse.open(catalog=catalog_url, root=root) as elsewhere:  # the next task, in another process
+        second = spark_session({}, remote=connect_url, txn=elsewhere.attach(txn.tid))
     assert second.session_id == session_id
     assert second.table("left_by_the_first_task").count() == 1  # the server kept the session
     second.stop()  # releases it on the server, as an idle timeout would
-    third = spark_session({}, remote=connect_url, tid="1-1-a")  # the closed session is replaced, not an error
+    third = spark_session({}, remote=connect_url, txn=txn)  # the closed session is replaced, not an error
     assert third.session_id != session_id and third.range(3).count() == 3
     leave_open(third)
-    other = spark_session({}, remote=connect_url, tid="2-2-b")
+    fourth = spark_session({}, remote=connect_url, txn=txn)  # ... and the replacement kept for the next task
+    assert fourth.session_id == third.session_id
+    leave_open(fourth)
+    other = spark_session({}, remote=connect_url, txn=wh.begin())
     assert other.session_id not in (session_id, third.session_id)
     leave_open(other)
 
@@ -94,11 +99,39 @@ def test_the_tasks_of_one_transaction_share_one_server_session_left_open(
     ("sc://h:15002/;session_id=mine", "sc://h:15002/;session_id=mine"),  # the user's own id is kept
 ])
 def test_a_connect_url_gets_the_transaction_s_session_id(url: str, expected: str) -> None:
-    from airflow_txn.airflow.connect_sessions import session_id_for, with_session_id
+    from airflow_txn.airflow.utils.connect_sessions import with_session_id
 
     assert with_session_id(url, "S") == expected
-    assert session_id_for("sc://h:15002", "1-1-a") == session_id_for("sc://h:15002/;user_id=etl", "1-1-a")
-    assert session_id_for("sc://h:15002", "1-1-a") != session_id_for("sc://h:15002", "2-2-a")
+
+
+def test_a_transaction_s_session_id_is_random_and_kept_with_it(wh: Warehouse, catalog_url: str,
+                                                                root: Path | str) -> None:
+    """Issue 30, item 7: the id was uuid5(server, tid), and tids are shown everywhere: anyone knowing one could
+    join the session. It is random now, kept with the transaction (first task wins), never shown."""
+    from airflow_txn.airflow.utils import connect_sessions
+    from airflow_txn.airflow.utils.connect_sessions import session_id_for
+
+    txn = wh.begin()
+    first = session_id_for("sc://h:15002", txn)
+    old_derivation = uuid.uuid5(uuid.UUID("5d6b6f0e-4f0e-4a37-9c55-2f2b3c7f7a10"), f"sc://h:15002|{txn.tid}")
+    assert first != str(old_derivation) and uuid.UUID(first).version == 4
+    assert session_id_for("sc://h:15002/;user_id=etl;token=t", txn) == first  # the server's id, whatever the URL
+    with Warehouse.open(catalog=catalog_url, root=root) as other:  # another task's process: the same id
+        assert session_id_for("sc://h:15002", other.attach(txn.tid)) == first
+    assert session_id_for("sc://other:15002", txn) != first  # one per (transaction, server)
+    assert session_id_for("sc://h:15002", wh.begin()) != first
+    replaced = session_id_for("sc://h:15002", txn, replacing=first)  # the server closed it: a new one, kept
+    assert replaced != first and session_id_for("sc://h:15002", txn) == replaced
+    assert session_id_for("sc://h:15002", txn, replacing=first) == replaced  # a second task finds it replaced
+    assert first not in json.dumps(wh.transaction_info(txn.tid), default=str)
+    assert replaced not in json.dumps(wh.transactions(), default=str)
+    # a bare tid: a random id of this process only (another process knowing the tid gets another)
+    bare = session_id_for("sc://h:15002", "1-1-a")
+    assert session_id_for("sc://h:15002", "1-1-a") == bare
+    connect_sessions._PROCESS_SESSIONS.clear()  # as in a new process
+    assert session_id_for("sc://h:15002", "1-1-a") != bare
+    txn.commit()
+    assert session_id_for("sc://h:15002", txn) not in (first, replaced)  # an ended transaction keeps nothing
 
 
 @pytest.mark.parametrize(("conn", "conf"), [
@@ -131,16 +164,11 @@ RETRIES_EXCEEDED = "ignore:.*RETRIES_EXCEEDED:UserWarning"
 
 @pytest.fixture(params=["refused", "silent"])
 def dead_connect_port(request: pytest.FixtureRequest) -> Iterator[int]:
-    """A loopback port whose Spark Connect server is gone (nothing listens) or hung (it accepts, never answers)."""
-    from tests.harness.ports import free_port
+    """A loopback port whose Spark Connect server is gone or hung (tests/harness/ports.py)."""
+    from tests.harness.ports import dead_port
 
-    if request.param == "refused":
-        yield free_port()
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        yield int(sock.getsockname()[1])
+    with dead_port(request.param) as port:
+        yield port
 
 
 @pytest.mark.timeout(90)

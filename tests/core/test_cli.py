@@ -306,7 +306,7 @@ def test_unreachable_catalog_is_an_engine_error(tmp_path: Path, capsys: pytest.C
 
 @pytest.mark.parametrize(("option", "value", "words"), [
     ("--catalog", "notaurl", "'notaurl' is not a SQLAlchemy URL"),
-    ("--catalog", "postgresql://user:secret@host:notaport/db", "'postgresql://...' is not a SQLAlchemy URL"),
+    ("--catalog", "postgresql://user:secret@host:notaport/db", "the catalog URL is not a valid SQLAlchemy URL"),
     ("--catalog", "postgresql+nodriver://host/db", "knows no such database or driver"),
     ("--oracle", "bogus", "unknown oracle 'bogus'"),
     ("--oracle", "zookeeper://:x/", "bad ZooKeeper host"),

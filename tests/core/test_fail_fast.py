@@ -8,7 +8,6 @@ test is the guard that the wait is bounded; nothing here measures time.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from airflow_txn.catalog.database import libpq_timeouts
 from airflow_txn.core.config import DEFAULT_CONNECT_TIMEOUT, ENV_CONNECT_TIMEOUT, WarehouseConfig
 from airflow_txn.errors import CatalogUnavailableError, InvalidArgumentError, StorageError
 from airflow_txn.storage.root import Storage
+from tests.harness import ports
 from tests.harness.ports import free_port
 
 SECRET = "s3cr3t-Pa55"
@@ -27,14 +27,9 @@ SECRET = "s3cr3t-Pa55"
 
 @pytest.fixture(params=["refused", "silent"])
 def dead_port(request: pytest.FixtureRequest) -> Iterator[int]:
-    """A loopback port whose server is gone (nothing listens) or hung (it accepts, never answers)."""
-    if request.param == "refused":
-        yield free_port()
-        return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)  # the kernel completes the handshakes; nobody ever reads or answers
-        yield int(sock.getsockname()[1])
+    """A loopback port whose server is gone or hung (tests/harness/ports.py)."""
+    with ports.dead_port(request.param) as port:
+        yield port
 
 
 @pytest.mark.timeout(90)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -321,9 +323,10 @@ def test_catalog_lock_past_busy_timeout(catalog_url: str, root: Path) -> None:
     """issue 16, case 12: a SQLite lock held past the busy timeout reached callers as a raw sqlalchemy
     OperationalError ('database is locked') and marked the transaction failed. It is a CatalogUnavailableError
     with a hint now (so is PostgreSQL's lock_timeout), a stall fails nothing, and the calls succeed later."""
+    with Warehouse.open(catalog=catalog_url, root=str(root)) as creator:  # created under the usual wait: creating
+        make_tables(creator)  # a catalog takes a database-wide lock other tests' catalogs may hold for a moment
     wh = Warehouse.open(catalog=short_wait_url(catalog_url), root=str(root))
     try:
-        make_tables(wh)
         with wh.begin() as t:
             t.append("sales.accounts", accounts({1: 10, 2: 20}))
         t = wh.begin()
@@ -350,3 +353,76 @@ def test_catalog_lock_past_busy_timeout(catalog_url: str, root: Path) -> None:
         assert ids(wh.read("sales.accounts")) == [1, 2, 3, 99]
     finally:
         wh.close()
+
+
+# -- issue 30, item 8: filters, retentions and compaction sizes out of range ------------------------------
+
+
+def test_a_state_filter_that_is_no_state_is_refused(tables: Warehouse, root: Path) -> None:
+    """`transactions(state="bogus")` listed nothing, as if no transaction were in that state."""
+    wh = tables
+    bad: list[object] = ["bogus", "ACTIVE", "", "rolled back", 1, True]
+    for err in rejected_all(wh, root, InvalidArgumentError, [bind(wh.transactions, state=b) for b in bad]):
+        assert "state must be one of" in str(err) and "'rolled_back'" in str(err), err
+    assert [t["state"] for t in wh.transactions(state="committed")]
+    for good in ("active", "committing", "committed", "rolled_back", None):
+        wh.transactions(state=good)
+
+
+def test_a_retention_out_of_range_is_refused_before_vacuum_or_the_policy_changes(tables: Warehouse,
+                                                                                 root: Path) -> None:
+    """vacuum(retention_seconds=1e300) and set_retention(seconds=1e300) were taken (a window no clock reaches)."""
+    from airflow_txn.core.bounds import MAX_RETENTION_SECONDS
+
+    wh = tables
+    bad: list[object] = [1e300, math.inf, MAX_RETENTION_SECONDS * 2, 10**30, -1, math.nan, "7d", True]
+    calls = [bind(wh.vacuum, retention_seconds=b) for b in bad]
+    calls += [bind(wh.vacuum, retention_seconds=b, dry_run=True) for b in bad]
+    calls += [bind(wh.set_retention, "sales.accounts", seconds=b) for b in bad]
+    for err in rejected_all(wh, root, InvalidArgumentError, calls):
+        assert re.search(r"(retention_seconds|retention seconds) must be a number of seconds from 0 to "
+                         + re.escape(f"{MAX_RETENTION_SECONDS:g}"), str(err)), err
+    assert wh.set_retention("sales.accounts", seconds=MAX_RETENTION_SECONDS)["seconds"] == MAX_RETENTION_SECONDS
+    wh.vacuum(retention_seconds=MAX_RETENTION_SECONDS, dry_run=True)
+
+
+def test_a_compaction_size_out_of_range_is_refused_before_any_merge(tables: Warehouse, root: Path) -> None:
+    """compact(target_file_bytes=10**30) was taken; 0 and -1 raised a bare TxnError."""
+    from airflow_txn.core.bounds import MAX_TARGET_FILE_BYTES
+
+    wh = tables
+    bad: list[object] = [0, -1, 10**30, MAX_TARGET_FILE_BYTES + 1, 1.5, "128MB", True]
+    calls = [bind(wh.compact, "sales.accounts", target_file_bytes=b) for b in bad]
+    calls += [bind(wh.compact, "sales.accounts", min_parts=b) for b in (1, 0, -1, 2**64, 2.0, "2")]
+    for err in rejected_all(wh, root, InvalidArgumentError, calls):
+        assert re.search(rf"target_file_bytes must be an integer from 1 to {MAX_TARGET_FILE_BYTES}|"
+                         rf"min_parts must be an integer from 2 to {INT64_MAX}", str(err)), err
+
+
+def test_the_spark_compaction_refuses_the_same_sizes_before_touching_spark(tables: Warehouse, root: Path) -> None:
+    pytest.importorskip("pyspark")
+    from airflow_txn.spark.compaction import compact
+
+    no_spark: Any = object()  # never reached: the arguments are checked first
+    calls = [bind(compact, no_spark, tables, "sales.accounts", target_file_bytes=b) for b in (0, -1, 10**30)]
+    calls += [bind(compact, no_spark, tables, "sales.accounts", min_parts=1)]
+    rejected_all(tables, root, InvalidArgumentError, calls, match="(target_file_bytes|min_parts) must be an integer")
+
+
+def test_cli_out_of_range_retentions_states_and_sizes_are_usage_errors(tables: Warehouse, catalog_url: str,
+                                                                        root: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    opts = ["--catalog", catalog_url, "--root", str(root)]
+    commands = [
+        ["vacuum", "--retention", "1e300"], ["vacuum", "--retention", "999999y"],
+        ["retention", "sales.accounts", "--seconds", "1e300"], ["list", "--state", "bogus"],
+        ["compact", "sales.accounts", "--target-file-bytes", str(2**50)],
+        ["compact", "sales.accounts", "--target-file-bytes", "0"],
+    ]
+    before = state(tables, root)
+    for args in commands:
+        rc = main([*opts, *args])
+        out, err = capsys.readouterr()
+        assert rc == exit_codes.USAGE and out == "", (args, rc, out, err)
+        assert err.startswith("error: ") or "Usage:" in err, (args, err)
+    assert state(tables, root) == before

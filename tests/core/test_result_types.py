@@ -21,7 +21,7 @@ from typing_extensions import TypedDict, is_typeddict
 
 import airflow_txn
 from airflow_txn import Transaction, Warehouse
-from airflow_txn.airflow.web import data
+from airflow_txn.airflow.plugins.web import data
 from airflow_txn.cli import doctor, render
 from airflow_txn.model import results
 

@@ -15,6 +15,7 @@ from airflow_txn import Warehouse
 from airflow_txn.catalog import Catalog, migrate, schema
 from airflow_txn.cli import main
 from airflow_txn.core.bounds import MAX_METADATA_BYTES
+from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidArgumentError, TransactionClosedError
 from tests.helpers import events, make_tables
 
@@ -90,3 +91,68 @@ def test_a_schema_version_3_catalog_keeps_its_transactions(catalog_url: str, tmp
         new = wh.begin(metadata={"after": "upgrade"})
         assert wh.transaction_info(new.tid)["metadata"] == {"after": "upgrade"}
         new.rollback()
+
+
+# -- issue 30, item 7: values airflow_txn keeps with a transaction for itself ------------------------------------
+
+
+def test_a_private_value_is_kept_first_writer_wins_and_never_shown(wh: Warehouse, catalog_url: str,
+                                                                    root: Path | str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Transaction.claim_private: the first value stored under a key is the one every later caller gets (a
+    Spark Connect session id the transaction's tasks share); it is in no listing, page or CLI output."""
+    t = wh.begin(metadata=RUN)
+    key = "spark_connect_session sc://spark:15002"
+    assert t.claim_private(key, "first") == "first"
+    assert t.claim_private(key, "second") == "first"  # first writer wins
+    with Warehouse.open(catalog=catalog_url, root=root) as other:  # another process's handle on the same tid
+        assert other.attach(t.tid).claim_private(key, "third") == "first"
+    assert t.claim_private(key, "replaced", replacing="stale") == "first"  # replaces only the value it names
+    assert t.claim_private(key, "replaced", replacing="first") == "replaced"
+    assert t.annotate({"ticket": "OPS-7"}) == {**RUN, "ticket": "OPS-7"}  # annotate neither shows nor drops it
+    assert t.claim_private(key, "again") == "replaced"
+    assert wh.transaction_info(t.tid)["metadata"] == {**RUN, "ticket": "OPS-7"}
+    assert all("replaced" not in json.dumps(r["metadata"]) for r in wh.transactions())
+    assert main(["--catalog", catalog_url, "--root", str(root), "show", t.tid, "--json"]) == 0
+    assert main(["--catalog", catalog_url, "--root", str(root), "show", t.tid]) == 0
+    t.commit()
+    assert main(["--catalog", catalog_url, "--root", str(root), "log", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "OPS-7" in out and "replaced" not in out and "spark_connect_session" not in out
+    assert all("replaced" not in json.dumps(e) for e in wh.commit_log())
+    with pytest.raises(TransactionClosedError):
+        t.claim_private(key, "after the end")
+
+
+def test_two_callers_at_once_agree_on_one_private_value(wh: Warehouse, catalog_url: str, root: Path | str) -> None:
+    import threading
+
+    handles = [Warehouse.open(catalog=catalog_url, root=root) for _ in range(2)]
+    try:
+        for round_ in range(10):
+            tid = wh.begin().tid
+            txns = [h.attach(tid) for h in handles]
+            start, got = threading.Barrier(2), [""] * 2
+
+            def claim(i: int, start: threading.Barrier, got: list[str], txns: list[Transaction]) -> None:
+                start.wait()
+                got[i] = txns[i].claim_private("k", f"value-{i}")
+
+            threads = [threading.Thread(target=claim, args=(i, start, got, txns)) for i in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert got[0] == got[1] and got[0] in ("value-0", "value-1"), (round_, got)
+            wh.attach(tid).rollback()
+    finally:
+        for h in handles:
+            h.close()
+
+
+@pytest.mark.parametrize("bad", [("", "v"), ("k", ""), ("k", 5), (5, "v"), ("k", "x" * 1025)])
+def test_a_bad_private_value_is_refused(wh: Warehouse, bad: tuple[object, object]) -> None:
+    t = wh.begin()
+    with pytest.raises(InvalidArgumentError):
+        t.claim_private(*bad)  # type: ignore[arg-type]
+    assert t.claim_private("k", "v") == "v"

@@ -11,8 +11,8 @@ S3 credentials, endpoint and region come from (hooks/aws.py: they refresh before
 connection does not set (or a missing connection) falls back to the `[airflow_txn]` section of Airflow's
 configuration (`AIRFLOW__AIRFLOW_TXN__CATALOG`, ...), then to the AIRFLOW_TXN_* variables and the embedded
 defaults (airflow_txn.core.config). The first hook of a process also installs the metrics sink
-(airflow/metrics.py). `connection_config` reads a connection that must exist (the command line's --conn-id);
-`parse_config` what a DAG file being parsed may use (no embedded default: assets.py).
+(airflow/utils/metrics.py). `connection_config` reads a connection that must exist (the command line's --conn-id);
+`parse_config` what a DAG file being parsed may use (no embedded default: assets/tables.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL, make_url
 
-from airflow_txn.airflow.metrics import install as install_metrics
+from airflow_txn.airflow.utils.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
 from airflow_txn.core.adapter import check_csn, check_lease_seconds, parse_storage_options
 from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, ENV_CATALOG, WarehouseConfig

@@ -34,7 +34,7 @@ class TxnBaseOperator(BaseOperator):
     """Base of the transaction operators: `conn_id` names the warehouse connection."""
 
     linked_tid: str | None = None
-    """The transaction this try works in, once known (the "Transaction" extra link: links.py)."""
+    """The transaction this try works in, once known (the "Transaction" extra link: plugins/links.py)."""
 
     def __init__(self, *, conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -104,7 +104,7 @@ def task_key(context: Mapping[str, Any]) -> str:
 def airflow_metadata(context: Mapping[str, Any]) -> dict[str, object]:
     """What a transaction records of the Airflow task working on it (its metadata, `airflow-txn show`):
     `{"airflow": {dag_id, run_id, task_id, try_number, url}}`, `url` leading back to the DAG run."""
-    from airflow_txn.airflow.links import run_url
+    from airflow_txn.airflow.plugins.links import run_url
 
     dag_id, run_id, task_id, _map_index, try_number = run_ids(context)
     return {"airflow": {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "try_number": try_number,

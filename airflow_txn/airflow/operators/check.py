@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     TxnBaseOperator,
     call_with_context,
@@ -34,6 +33,7 @@ from airflow_txn.airflow.operators.base import (
     run_ids,
 )
 from airflow_txn.airflow.operators.transaction import roll_back_quietly
+from airflow_txn.airflow.plugins.links import TransactionLink
 from airflow_txn.airflow.version_compat import AirflowFailException, Context
 from airflow_txn.checks import Check, CheckReport, Engine, check_list, failure_reason, format_report, record, run_checks
 from airflow_txn.core.adapter import ACTIVE
@@ -140,13 +140,13 @@ class TransactionCheckOperator(TxnBaseOperator):
 
     def _run(self, txn: Transaction, checks: Sequence[Check], context: Context) -> CheckReport:
         try:
-            with self._engine(txn.tid, context) as engine:
+            with self._engine(txn, context) as engine:
                 return run_checks(txn, checks, engine)
         except _BAD_CHECKS as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
 
     @contextmanager
-    def _engine(self, tid: str, context: Context) -> Iterator[Engine | None]:
+    def _engine(self, txn: Transaction, context: Context) -> Iterator[Engine | None]:
         """The engine (None: run_checks' default, DuckDB); with Spark, the process's SparkSession (or the
         transaction's Spark Connect session, left open for its next task as SparkTransactionOperator does)."""
         if self.engine == "duckdb":
@@ -157,6 +157,6 @@ class TransactionCheckOperator(TxnBaseOperator):
 
         dag_id, _run, task_id, _map, _try = run_ids(context)
         conf = {**self.hook.spark_conf(), **self.spark_conf}
-        with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=tid,
+        with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None, tid=txn.tid, txn=txn,
                                 connect_timeout=self.hook.config().connect_timeout) as spark:
             yield SparkEngine(spark)

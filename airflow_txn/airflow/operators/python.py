@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_txn.airflow.lineage import LineageMixin, writer_lineage
-from airflow_txn.airflow.links import TransactionLink
+from airflow_txn.airflow.assets.lineage import LineageMixin, writer_lineage
 from airflow_txn.airflow.operators.base import (
     TxnCallableOperator,
     call_with_context,
@@ -29,6 +28,7 @@ from airflow_txn.airflow.operators.base import (
     run_ids,
     task_key,
 )
+from airflow_txn.airflow.plugins.links import TransactionLink
 from airflow_txn.airflow.version_compat import Context
 
 

@@ -13,7 +13,7 @@ the readable watermark. Every table is read at that one CSN, so the function see
 never a mix of commits (invariant 4). The function may also name `csn` (the snapshot), `spark` (the
 session; None with frames="arrow"), any context value and its `op_kwargs`.
 
-Lineage (OpenLineage provider, lineage.py): each table as an input, version = the table's newest commit at or
+Lineage (OpenLineage provider, assets/lineage.py): each table as an input, version = the table's newest commit at or
 below the snapshot, and the snapshot in the `airflowTxn` run facet; on COMPLETE, and on FAIL when the
 function failed after the tables were chosen.
 """
@@ -26,10 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from airflow_txn.airflow.assets.lineage import LineageMixin, reader_lineage
+from airflow_txn.airflow.assets.readers import snapshot_of
 from airflow_txn.airflow.hooks.txn import coerce_csn
-from airflow_txn.airflow.lineage import LineageMixin, reader_lineage
 from airflow_txn.airflow.operators.base import TxnBaseOperator, call_with_context, is_template, run_ids
-from airflow_txn.airflow.readers import snapshot_of
 from airflow_txn.airflow.version_compat import AirflowFailException, Context
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, TxnError
 from airflow_txn.model.names import parse_table_name

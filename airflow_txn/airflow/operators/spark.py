@@ -19,7 +19,7 @@ named by `spark_conn_id`), or a running Spark Connect server, which spares the t
 airflow_txn.spark writes and reads go through the "airflow_txn" data source, whose driver side runs in
 the Spark Connect server: that server must reach the catalog, the oracle and the storage root
 (docs/DEPLOYMENT.md); the transaction's tasks share one server session, left open between them
-(airflow/connect_sessions.py). A server that does not answer fails the task within the connection's
+(airflow/utils/connect_sessions.py). A server that does not answer fails the task within the connection's
 `connect_timeout` (default 20 s) with SparkConnectUnavailableError, not after pyspark's ten minutes of retries.
 Killing the task (`on_kill`) interrupts the Spark jobs it started (by tag).
 """
@@ -28,21 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from airflow_txn.airflow.connect_sessions import (
-    bound_retries,
-    bounded_channel,
-    is_closed_session_error,
-    leave_open,
-    session_id_for,
-    unreachable_as_typed,
-    with_session_id,
-)
-from airflow_txn.airflow.lineage import LineageMixin, writer_lineage
-from airflow_txn.airflow.links import SparkUILink, TransactionLink
+from airflow_txn.airflow.assets.lineage import LineageMixin, writer_lineage
 from airflow_txn.airflow.operators.base import (
     TxnCallableOperator,
     call_with_context,
@@ -51,12 +40,25 @@ from airflow_txn.airflow.operators.base import (
     run_ids,
     task_key,
 )
+from airflow_txn.airflow.plugins.links import SparkUILink, TransactionLink
+from airflow_txn.airflow.utils.connect_sessions import (
+    bound_retries,
+    bounded_channel,
+    is_closed_session_error,
+    leave_open,
+    server_address,
+    session_id_for,
+    unreachable_as_typed,
+    with_session_id,
+)
 from airflow_txn.airflow.version_compat import BaseHook, Context
 from airflow_txn.core.config import connect_timeout_seconds
 from airflow_txn.errors import SparkConnectUnavailableError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from airflow_txn.core.transaction import Transaction
 
 STAGING_WRITE_NODE = "org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand"
 """The root of the Spark plan of airflow_txn.spark.write's job (Parquet files into a write dir, visible only
@@ -77,10 +79,11 @@ _NOT_FOR_REMOTE = ("spark.master", "spark.remote")
 
 def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflow_txn",
                   remote: str | None = None, tid: str | None = None,
-                  connect_timeout: float | None = None) -> SparkSession:
+                  connect_timeout: float | None = None, txn: Transaction | None = None) -> SparkSession:
     """The process's SparkSession, created with `conf` (over DEFAULT_SPARK_CONF) if none runs yet; a Spark
     Connect session when `remote` (or `conf["spark.remote"]`) names a server (`sc://host:port`), which is
-    transaction `tid`'s session on that server when a tid is given (airflow/connect_sessions.py). A server
+    transaction `txn`'s session on that server when a transaction is given, kept with it for its other tasks
+    (a bare `tid`: a session shared within this process only; airflow/utils/connect_sessions.py). A server
     that does not answer within `connect_timeout` seconds (None: $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20)
     raises SparkConnectUnavailableError, at the first call or any later one of the session.
 
@@ -93,9 +96,10 @@ def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflo
     if url:
         settings = {k: v for k, v in (conf or {}).items() if k not in _NOT_FOR_REMOTE}
         timeout = connect_timeout_seconds(connect_timeout)
-        if tid is None:
+        owner = txn if txn is not None else tid
+        if owner is None:
             return _connect_session(str(url), settings, app_name, timeout)
-        return _transaction_session(str(url), settings, app_name, tid, timeout)
+        return _transaction_session(str(url), settings, app_name, owner, timeout)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -104,11 +108,13 @@ def spark_session(conf: Mapping[str, str] | None = None, app_name: str = "airflo
     return builder.getOrCreate()
 
 
-def _transaction_session(url: str, conf: Mapping[str, str], app_name: str, tid: str,
+def _transaction_session(url: str, conf: Mapping[str, str], app_name: str, owner: Transaction | str,
                          timeout: float) -> SparkSession:
-    """Transaction `tid`'s session on the server; a new one when the server has closed it (idle too long)."""
+    """The transaction's session on the server; a new one, kept for its next tasks, when the server has closed
+    it (idle too long)."""
+    session_id = session_id_for(url, owner)
     try:
-        spark = _connect_session(with_session_id(url, session_id_for(url, tid)), conf, app_name, timeout)
+        spark = _connect_session(with_session_id(url, session_id), conf, app_name, timeout)
         with _unreachable_closes(spark, url, timeout):
             spark.conf.get("spark.sql.session.timeZone")  # reaches the server even without settings to apply
         return spark
@@ -120,15 +126,16 @@ def _transaction_session(url: str, conf: Mapping[str, str], app_name: str, tid: 
         refused = ConnectSession.getActiveSession()
         if refused is not None:
             leave_open(cast("SparkSession", refused))
-        return _connect_session(with_session_id(url, str(uuid.uuid4())), conf, app_name, timeout)
+        fresh = session_id_for(url, owner, replacing=session_id)
+        return _connect_session(with_session_id(url, fresh), conf, app_name, timeout)
 
 
 def _connect_session(url: str, conf: Mapping[str, str], app_name: str, timeout: float) -> SparkSession:
     try:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError as exc:
-        raise ImportError(f"attaching to the Spark Connect server {url} needs PySpark's Connect client: "
-                          f"pip install 'airflow-txn[spark-connect]' ({exc})") from exc
+        raise ImportError(f"attaching to the Spark Connect server {server_address(url)} needs PySpark's Connect "
+                          f"client: pip install 'airflow-txn[spark-connect]' ({exc})") from exc
     # what pyspark's own builder does for a remote session: pyspark.sql.functions then build Connect columns
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     channel = bounded_channel(url, timeout)
@@ -156,13 +163,14 @@ def _unreachable_closes(spark: SparkSession, url: str, timeout: float) -> Iterat
 
 @contextlib.contextmanager
 def task_spark_session(conf: Mapping[str, str], app_name: str, remote: str | None = None,
-                       tid: str | None = None, connect_timeout: float | None = None) -> Iterator[SparkSession]:
+                       tid: str | None = None, connect_timeout: float | None = None,
+                       txn: Transaction | None = None) -> Iterator[SparkSession]:
     """spark_session() for the span of one task: a Spark Connect session's channel is closed when the task
     ends (its gRPC threads would keep the task's process alive), leaving transaction `tid`'s server session
     open for the transaction's next task, or releasing it when the task has no transaction. A Connect server
     that stops answering during the task raises SparkConnectUnavailableError naming it (then nothing is
     released: that would wait for the server again)."""
-    spark = spark_session(conf, app_name=app_name, remote=remote, tid=tid, connect_timeout=connect_timeout)
+    spark = spark_session(conf, app_name=app_name, remote=remote, tid=tid, connect_timeout=connect_timeout, txn=txn)
     url = remote or conf.get("spark.remote")
     connect = _is_connect(spark)
     lost = False
@@ -177,7 +185,7 @@ def task_spark_session(conf: Mapping[str, str], app_name: str, remote: str | Non
         raise
     finally:
         if connect:
-            if tid is None and not lost:
+            if tid is None and txn is None and not lost:
                 spark.stop()
             else:
                 leave_open(spark)
@@ -263,7 +271,7 @@ class SparkTransactionOperator(LineageMixin, TxnCallableOperator):
         with keyed_try(hook, tid, context, self.task_id, self.log) as txn:  # also while the SparkSession starts
             conf = {**self._connection_conf(), **hook.spark_conf(), **self.spark_conf}
             with task_spark_session(conf, app_name=f"{dag_id}.{task_id}", remote=self.remote or None,
-                                    tid=tid, connect_timeout=hook.config().connect_timeout) as spark:
+                                    tid=tid, connect_timeout=hook.config().connect_timeout, txn=txn) as spark:
                 tag = f"airflow_txn-{tid}-{key}-{try_number}".replace(",", "_")
                 spark.addTag(tag)
                 self._running = (spark, tag)

@@ -5,17 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from airflow_txn.airflow.asset_uris import SCHEME
-from airflow_txn.airflow.assets import (
+from airflow_txn.airflow.assets.lineage import LineageMixin, TxnLineage, committed_outputs, described, transaction_reads
+from airflow_txn.airflow.assets.tables import (
     asset_partition_keys,
     commit_alias,
     event_extra,
     table_asset,
     table_of,
 )
+from airflow_txn.airflow.assets.uris import SCHEME
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, coerce_tag, default_lease_seconds
-from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, committed_outputs, described, transaction_reads
-from airflow_txn.airflow.links import TransactionLink
 from airflow_txn.airflow.operators.base import (
     RERUN_HINT,
     TxnBaseOperator,
@@ -25,6 +24,7 @@ from airflow_txn.airflow.operators.base import (
     require_tid,
     run_ids,
 )
+from airflow_txn.airflow.plugins.links import TransactionLink
 from airflow_txn.airflow.version_compat import AirflowFailException, AirflowSkipException, Asset, AssetAlias, Context
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation, check_lease_seconds, masked_url
 from airflow_txn.core.warehouse import Warehouse
@@ -131,7 +131,7 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
         partitioned Assets see the partitions. The warehouse id is read through `conn_id` as the DAG is
         parsed (assets.table_asset); a templated conn_id needs `outlets` instead.
 
-    Lineage (OpenLineage provider, lineage.py): on the COMPLETE event only, the tables the commit changed as
+    Lineage (OpenLineage provider, assets/lineage.py): on the COMPLETE event only, the tables the commit changed as
     outputs, version the commit CSN, with the rows and bytes it added; what the transaction's tasks read as
     inputs. START and FAIL events (a rollback, a failed commit) list no output, declared outlets included.
 
@@ -254,7 +254,7 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
                            written: Mapping[str, list[Partition]], metadata: Mapping[str, object],
                            tag: str | None = None) -> None:
         """A concrete event (with partition keys) for each table with a table_asset outlet, an alias event
-        for each other table written (module docstring of assets.py: tables named by warehouse id)."""
+        for each other table written (module docstring of assets/tables.py: tables named by warehouse id)."""
         events = context["outlet_events"]
         concrete = set()
         for outlet in self.outlets:

@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_txn.airflow.assets.lineage import LineageMixin, TxnLineage, read_versions
 from airflow_txn.airflow.hooks.txn import (
     DEFAULT_CONN_ID,
     TxnHook,
@@ -16,7 +17,6 @@ from airflow_txn.airflow.hooks.txn import (
     snapshot_ready,
     tag_ready,
 )
-from airflow_txn.airflow.lineage import LineageMixin, TxnLineage, read_versions
 from airflow_txn.airflow.triggers.csn import FINAL_ERRORS, CommitCSNTrigger
 from airflow_txn.airflow.version_compat import AirflowFailException, BaseSensorOperator, Context, PokeReturnValue
 from airflow_txn.errors import InvalidArgumentError, TxnError

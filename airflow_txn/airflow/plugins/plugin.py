@@ -16,8 +16,8 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_txn.airflow import listener
-from airflow_txn.airflow.links import PAGE_PREFIX
+from airflow_txn.airflow.plugins import listener
+from airflow_txn.airflow.plugins.links import PAGE_PREFIX
 
 URL_PREFIX = PAGE_PREFIX
 
@@ -26,18 +26,18 @@ Message = MutableMapping[str, Any]
 
 
 class LazyWebApp:
-    """The ASGI app the API server mounts: imports the FastAPI app (airflow_txn.airflow.web.app) on
+    """The ASGI app the API server mounts: imports the FastAPI app (airflow_txn.airflow.plugins.web.app) on
     its first request, so the workers and the scheduler, which load the plugin for its listener,
     never import the web layer."""
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                       send: Callable[[Message], Awaitable[None]]) -> None:
-        from airflow_txn.airflow.web.app import app
+        from airflow_txn.airflow.plugins.web.app import app
 
         await app(scope, receive, send)
 
     def __repr__(self) -> str:
-        return "airflow_txn.airflow.web.app:app"
+        return "airflow_txn.airflow.plugins.web.app:app"
 
 
 def base_path(path: str) -> str:

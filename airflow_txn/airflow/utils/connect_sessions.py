@@ -3,11 +3,16 @@
 A Spark Connect server keeps Python workers per session, and the airflow_txn data source runs its driver
 side in them: a task that opened a NEW session paid for starting them again before its first write
 (about 6 s per task measured, against 0.3-0.5 s for a write in a session that already wrote). So every
-task of one transaction attaches to one server session, named by a session id derived from the server
-URL and the tid, and leaves it open when it ends: it closes only its own gRPC channel (whose threads
-would otherwise keep the task's process alive). The server drops an idle session after its
-`spark.connect.session.manager.defaultSessionTimeout` (60 minutes by default); a task that finds its
-transaction's session closed by then starts a new one.
+task of one transaction attaches to one server session and leaves it open when it ends: it closes only its
+own gRPC channel (whose threads would otherwise keep the task's process alive). The server drops an idle
+session after its `spark.connect.session.manager.defaultSessionTimeout` (60 minutes by default); a task that
+finds its transaction's session closed by then starts a new one, and keeps it for the transaction's next tasks.
+
+The session id is random (uuid4), made by the transaction's first task on that server and kept WITH the
+transaction (Transaction.claim_private: first writer wins, so two tasks starting at once agree on one id;
+never shown on the page, by `airflow-txn show` or in XCom). Anyone who can join a session sees its temporary
+views and cached data, and tids are everywhere (logs, XCom, the page): so the id is no function of the tid. A
+tid given without its Transaction (spark_session(tid=...)) gets a random session of this process only.
 
 A URL that names a `session_id` itself keeps it.
 
@@ -26,22 +31,37 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from airflow_txn.errors import SparkConnectUnavailableError
+from airflow_txn.errors import SparkConnectUnavailableError, TxnError
+from airflow_txn.model.secrets import mask_secrets
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client import DefaultChannelBuilder
 
+    from airflow_txn.core.transaction import Transaction
+
 _UNREACHABLE_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 """gRPC status codes of a server that did not answer (as opposed to one that answered with an error)."""
 
-_NAMESPACE = uuid.UUID("5d6b6f0e-4f0e-4a37-9c55-2f2b3c7f7a10")
-"""Fixed, so every worker derives the same session id for one (server, transaction)."""
+_PROCESS_SESSIONS: dict[tuple[str, str], str] = {}
+"""(server, tid) -> session id, for a tid given without its Transaction: shared within this process only."""
 
 
-def session_id_for(url: str, tid: str) -> str:
-    """The Spark Connect session id every task of transaction `tid` uses on the server at `url`."""
-    return str(uuid.uuid5(_NAMESPACE, f"{_server(url)}|{tid}"))
+def session_id_for(url: str, txn: Transaction | str, replacing: str | None = None) -> str:
+    """The Spark Connect session id every task of transaction `txn` uses on the server at `url`: random, kept
+    with the transaction (the first task's id wins; `replacing`: the id of a session the server closed, swapped
+    for a new one unless another task swapped it already). For a bare tid, or a transaction that can no longer
+    keep anything (ended), a random id kept in this process."""
+    server = server_address(url)
+    if not isinstance(txn, str):
+        try:
+            return txn.claim_private(f"spark_connect_session {server}", str(uuid.uuid4()), replacing)
+        except TxnError:  # ended or expired: nothing to share with
+            txn = txn.tid
+    key = (server, txn)
+    if key not in _PROCESS_SESSIONS or _PROCESS_SESSIONS[key] == replacing:
+        _PROCESS_SESSIONS[key] = str(uuid.uuid4())
+    return _PROCESS_SESSIONS[key]
 
 
 def with_session_id(url: str, session_id: str) -> str:
@@ -69,8 +89,11 @@ def leave_open(spark: SparkSession) -> None:
 
 
 def server_address(url: str) -> str:
-    """`sc://host:port` of a Spark Connect URL, without its parameters (a token among them)."""
-    return _server(url)
+    """`sc://host:port` of a Spark Connect URL, without its parameters (a token among them) or userinfo, and
+    masked besides (model/secrets.py) should anything else carry a secret."""
+    server = _server(url).split("?", 1)[0].split("#", 1)[0]
+    scheme, sep, rest = server.partition("://")
+    return mask_secrets(f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else server)
 
 
 def bounded_channel(url: str, connect_timeout: float) -> DefaultChannelBuilder:

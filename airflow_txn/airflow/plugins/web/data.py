@@ -21,7 +21,7 @@ from typing_extensions import TypedDict  # pydantic (FastAPI's response types) n
 
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import TxnError
+from airflow_txn.errors import InvalidArgumentError
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.moments import utc
 from airflow_txn.model.results import (
@@ -301,9 +301,9 @@ def owner_dags(info: TransactionInfo) -> list[str]:
 
 def check_filters(state: str | None, limit: int) -> None:
     if state not in (None, "", *STATES):
-        raise TxnError(f"state must be one of {list(STATES)}, got {state!r}")
+        raise InvalidArgumentError(f"state must be one of {list(STATES)}, got {state!r}")
     if not 1 <= limit <= MAX_LIMIT:
-        raise TxnError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+        raise InvalidArgumentError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
 
 
 class DagAccess(Protocol):

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_txn.airflow.asset_uris import SCHEME, WATCH_QUERY, check_warehouse_id
+from airflow_txn.airflow.assets.uris import SCHEME, WATCH_QUERY, check_warehouse_id
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, parse_config
 from airflow_txn.airflow.version_compat import Asset, AssetAlias, AssetWatcher
 from airflow_txn.core.adapter import masked_url

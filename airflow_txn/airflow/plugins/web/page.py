@@ -18,10 +18,10 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from airflow_txn import __version__
-from airflow_txn.airflow.web.data import PageTag, PageWatermark, TableRow, TransactionSummary, TransactionView
+from airflow_txn.airflow.plugins.web.data import PageTag, PageWatermark, TableRow, TransactionSummary, TransactionView
 from airflow_txn.model.csn import ROLLBACK_CSN
 
-PACKAGE = "airflow_txn.airflow.web"
+PACKAGE = "airflow_txn.airflow.plugins.web"
 
 
 def moment(iso: str) -> pendulum.DateTime:

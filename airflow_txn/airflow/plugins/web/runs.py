@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from airflow_txn.airflow.listener import begin_tasks
+from airflow_txn.airflow.plugins.listener import begin_tasks
 from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcom
 from airflow_txn.errors import InvalidNameError
 from airflow_txn.model.tid import Tid

@@ -4,7 +4,7 @@ task of a transaction that fails with no retries left, roll back the run's activ
 It finds them through the run's BeginTransactionOperator tasks and their XCom (the tid); a task's
 failure only concerns the transactions it is downstream of. The hooks run inside the scheduler loop and the
 API server: they copy the run's ids off the host's objects, then do everything else in a thread of their own
-with sessions of their own, bounded by `[airflow_txn] listener_timeout` (airflow/hosted.py). A listener never
+with sessions of their own, bounded by `[airflow_txn] listener_timeout` (airflow/utils/hosted.py). A listener never
 raises: a rollback it cannot do is logged, and the transaction's lease (or `airflow-txn recover`) ends it later.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from airflow.listeners import hookimpl
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
-from airflow_txn.airflow.hosted import run_hosted
+from airflow_txn.airflow.utils.hosted import run_hosted
 from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcom
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@
         ...  airflow_txn.spark.read(spark, wh, "shop.orders", csn=csn), the items at the same csn
 
 Every commit event (CommitTransactionOperator: one per table written) carries its table and its CSN in the
-extra (assets.event_extra); an event of a commit made outside Airflow (commit_watcher's trigger) carries them
+extra (tables.event_extra); an event of a commit made outside Airflow (commit_watcher's trigger) carries them
 in the extra's `payload` (Airflow wraps a trigger's event so). A reader scheduled on several tables may be
 triggered by several commits: the newest of their CSNs is the snapshot that holds all of them, and reading
 every table at it gives one consistent state (invariant 4), never a mix of commits.

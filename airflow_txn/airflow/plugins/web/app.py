@@ -32,11 +32,11 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
-from airflow_txn.airflow.web import data, page
-from airflow_txn.airflow.web.auth import DagPermission, GetUserDep, login_url, may_read_warehouse, user_name
-from airflow_txn.airflow.web.runs import run_tids
-from airflow_txn.airflow.web.same_origin import check_state_change
-from airflow_txn.airflow.web.warehouses import Warehouses
+from airflow_txn.airflow.plugins.web import data, page
+from airflow_txn.airflow.plugins.web.auth import DagPermission, GetUserDep, login_url, may_read_warehouse, user_name
+from airflow_txn.airflow.plugins.web.runs import run_tids
+from airflow_txn.airflow.plugins.web.same_origin import check_state_change
+from airflow_txn.airflow.plugins.web.warehouses import Warehouses
 from airflow_txn.core.adapter import ACTIVE
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_txn.airflow.asset_uris import SCHEME
-from airflow_txn.airflow.assets import split_table_uri, table_uri
+from airflow_txn.airflow.assets.tables import split_table_uri, table_uri
+from airflow_txn.airflow.assets.uris import SCHEME
 
 if TYPE_CHECKING:
     from airflow_txn.core.transaction import Transaction
@@ -177,21 +177,21 @@ class LineageMixin:
     def get_openlineage_facets_on_start(self) -> Any:
         """START: no dataset (nothing is read or committed yet: a commit's declared outlets are no output
         before it stood); the `airflowTxn` facet with the tid when the rendered `tid` names one."""
-        from airflow_txn.airflow.openlineage import operator_lineage
+        from airflow_txn.airflow.assets.openlineage import operator_lineage
 
         tid = lineage_tid(self)
         return operator_lineage(None if tid is None else TxnLineage(tid))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The provider's OperatorLineage of this try (inputs, outputs, the `airflowTxn` run facet)."""
-        from airflow_txn.airflow.openlineage import operator_lineage
+        from airflow_txn.airflow.assets.openlineage import operator_lineage
 
         return operator_lineage(self.lineage_of(task_instance))
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """What the failed try recorded, without outputs (a rollback or a failed commit made nothing
         visible), else the transaction the task worked in, its state read now (failed_lineage)."""
-        from airflow_txn.airflow.openlineage import operator_lineage
+        from airflow_txn.airflow.assets.openlineage import operator_lineage
 
         recorded = self.lineage_of(task_instance)
         if recorded is None:
