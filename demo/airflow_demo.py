@@ -161,6 +161,8 @@ def run(home: Path, dags: Path) -> int:
     print(f"demo home {home} (Airflow and Spark logs: {log_path})")
     with into(log_path):
         db.initdb()
+        with TxnHook().warehouse() as wh:  # as `airflow-txn init` does in a deployment: DAG files naming table
+            wh.init()  # Assets read the warehouse's id when parsed, and parsing never creates a warehouse
         bag = DagBag(dag_folder=str(dags))
     if bag.import_errors:
         print(f"DAG import errors: {bag.import_errors}")
