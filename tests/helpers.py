@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -155,3 +156,11 @@ def import_error_without(package: str, setup: str, use: str) -> str:
                             timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def commit_writes(wh: Warehouse, *writes: tuple[str, str, Any]) -> int:
+    """One transaction making `writes` ((method, table, data) each: "append", "sales.events", rows); its CSN."""
+    t = wh.begin()
+    for op, table, data in writes:
+        getattr(t, op)(table, data)
+    return t.commit()

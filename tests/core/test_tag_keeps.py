@@ -22,16 +22,9 @@ from airflow_txn.errors import (
     TagNotFoundError,
 )
 from tests.core.test_manifests import manifest
-from tests.helpers import accounts, events, make_tables, stored_exists
+from tests.helpers import accounts, commit_writes, events, make_tables, stored_exists
 
 EV, AC = "sales.events", "sales.accounts"
-
-
-def _commit(wh: Warehouse, *writes: tuple[str, str, Any]) -> int:
-    t = wh.begin()
-    for op, table, data in writes:
-        getattr(t, op)(table, data)
-    return t.commit()
 
 
 def _index(wh: Warehouse, csn: int) -> str:
@@ -41,11 +34,11 @@ def _index(wh: Warehouse, csn: int) -> str:
 def test_vacuum_keeps_the_manifests_of_a_tagged_csn_and_writes_them_at_the_tag(wh: Warehouse,
                                                                                root: Any) -> None:
     make_tables(wh)
-    first = _commit(wh, ("append", EV, events([1, 2])), ("append", AC, accounts({1: 10})))
+    first = commit_writes(wh, ("append", EV, events([1, 2])), ("append", AC, accounts({1: 10})))
     both = wh.write_manifest(csn=first)  # lists both tables
-    events_only = _commit(wh, ("append", EV, events([3])))
+    events_only = commit_writes(wh, ("append", EV, events([3])))
     only_ev = wh.write_manifest(csn=events_only, tables=[EV])
-    _commit(wh, ("overwrite", EV, events([9])), ("overwrite", AC, accounts({9: 90})))
+    commit_writes(wh, ("overwrite", EV, events([9])), ("overwrite", AC, accounts({9: 90})))
     wh.tag("all-at-first", csn=first)
     wh.tag("events-then", csn=events_only, tables=[EV])
     assert stored_exists(root, _index(wh, first)) and stored_exists(root, _index(wh, events_only))
@@ -80,8 +73,8 @@ def test_vacuum_keeps_the_manifests_of_a_tagged_csn_and_writes_them_at_the_tag(w
 
 def test_table_stats_at_a_tag(wh: Warehouse) -> None:
     make_tables(wh)
-    first = _commit(wh, ("append", EV, events([1, 2])), ("append", AC, accounts({1: 10})))
-    _commit(wh, ("overwrite", EV, events([9])))
+    first = commit_writes(wh, ("append", EV, events([1, 2])), ("append", AC, accounts({1: 10})))
+    commit_writes(wh, ("overwrite", EV, events([9])))
     wh.tag("month-end", csn=first, tables=[EV])
     wh.vacuum(retention_seconds=0)
     stats = wh.table_stats(EV, tag="month-end")
@@ -101,11 +94,11 @@ def test_the_lineage_version_of_a_tagged_snapshot_stays_its_csn_after_vacuum(wh:
     """The events' version at the tag is the commit before it that touched them (`events_at`), not the tag's own
     CSN (a commit of the accounts only): vacuum keeps that table-commit row while the tag holds the table."""
     make_tables(wh)
-    _commit(wh, ("append", EV, events([0])))  # older history: vacuum purges its table-commit row
-    events_at = _commit(wh, ("append", EV, events([1])))
-    tagged = _commit(wh, ("append", AC, accounts({1: 10})))
-    _commit(wh, ("append", EV, events([2])))
-    _commit(wh, ("append", EV, events([3])))
+    commit_writes(wh, ("append", EV, events([0])))  # older history: vacuum purges its table-commit row
+    events_at = commit_writes(wh, ("append", EV, events([1])))
+    tagged = commit_writes(wh, ("append", AC, accounts({1: 10})))
+    commit_writes(wh, ("append", EV, events([2])))
+    commit_writes(wh, ("append", EV, events([3])))
     wh.tag("release", csn=tagged)
     assert wh.last_commit_csn(EV, at=tagged) == events_at
     sql_oracle = wh.runtime.oracle.external_log is None  # ZooKeeper's log keeps its records' history longer
@@ -123,8 +116,8 @@ def test_the_lineage_version_of_a_tagged_snapshot_stays_its_csn_after_vacuum(wh:
 def test_airflow_txn_manifest_at_a_tag(wh: Warehouse, catalog_url: str, root: Any,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     make_tables(wh)
-    first = _commit(wh, ("append", EV, events([1, 2])))
-    _commit(wh, ("overwrite", EV, events([3])))
+    first = commit_writes(wh, ("append", EV, events([1, 2])))
+    commit_writes(wh, ("overwrite", EV, events([3])))
     wh.tag("month-end", csn=first, tables=[EV])
     wh.vacuum(retention_seconds=0)
     opts = ["--catalog", catalog_url, "--root", str(root)]

@@ -25,22 +25,15 @@ from airflow_txn.errors import (
     TagNotFoundError,
 )
 from airflow_txn.model.names import parse_table_name
-from tests.helpers import EVENTS, accounts, events, ids, make_tables, storage_files
+from tests.helpers import EVENTS, accounts, commit_writes, events, ids, make_tables, storage_files
 
 EV, AC = "sales.events", "sales.accounts"
 
 
-def _commit(wh: Warehouse, *writes: tuple[str, str, Any]) -> int:
-    t = wh.begin()
-    for op, table, data in writes:
-        getattr(t, op)(table, data)
-    return t.commit()
-
-
 def test_a_tag_reads_its_snapshot_of_the_tables_it_holds(wh: Warehouse) -> None:
     make_tables(wh)
-    first = _commit(wh, ("append", EV, events([1, 2])), ("append", AC, accounts({1: 10})))
-    _commit(wh, ("overwrite", EV, events([7])), ("append", AC, accounts({2: 20})))
+    first = commit_writes(wh, ("append", EV, events([1, 2])), ("append", AC, accounts({1: 10})))
+    commit_writes(wh, ("overwrite", EV, events([7])), ("append", AC, accounts({2: 20})))
     month_end = wh.tag("month-end-2024-01", csn=first, tables=[EV], note="after the backfill")
     assert month_end == {"name": "month-end-2024-01", "csn": first, "tables": [EV],
                          "created_at": month_end["created_at"], "note": "after the backfill"}
@@ -69,7 +62,7 @@ def test_a_tag_reads_its_snapshot_of_the_tables_it_holds(wh: Warehouse) -> None:
 
 def test_bad_tag_input_is_refused_before_anything_changes(wh: Warehouse) -> None:
     make_tables(wh)
-    csn = _commit(wh, ("append", EV, events([1])))
+    csn = commit_writes(wh, ("append", EV, events([1])))
     wh.tag("kept", csn=csn)
     before = wh.tags()
     refused: list[tuple[type[Exception], str, Any]] = [
@@ -96,7 +89,7 @@ def test_bad_tag_input_is_refused_before_anything_changes(wh: Warehouse) -> None
 def test_vacuum_keeps_what_a_tag_sees_whatever_the_retention_and_untag_frees_it(wh: Warehouse,
                                                                                 root: Path | str) -> None:
     make_tables(wh)
-    first = _commit(wh, ("append", EV, events([1, 2])), ("append", AC, accounts({1: 10})))
+    first = commit_writes(wh, ("append", EV, events([1, 2])), ("append", AC, accounts({1: 10})))
     t = wh.begin()
     t.overwrite(EV, events([3]))
     t.overwrite(AC, accounts({2: 20}))
@@ -124,8 +117,8 @@ def test_vacuum_keeps_what_a_tag_sees_whatever_the_retention_and_untag_frees_it(
 def test_airflow_txn_tag_tags_untag_and_read_at_a_tag(wh: Warehouse, catalog_url: str, root: Path | str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     make_tables(wh)
-    first = _commit(wh, ("append", EV, events([1, 2])))
-    _commit(wh, ("append", EV, events([3])))
+    first = commit_writes(wh, ("append", EV, events([1, 2])))
+    commit_writes(wh, ("append", EV, events([3])))
     opts = ["--catalog", catalog_url, "--root", str(root)]
 
     def run_json(*args: str, code: int = exit_codes.OK) -> Any:
@@ -161,6 +154,6 @@ def test_a_schema_version_4_catalog_gets_tags_with_its_rows_kept(catalog_url: st
             version = conn.execute(sa.select(schema.meta.c.value).where(schema.meta.c.key == "schema_version"))
             assert version.scalar() == str(schema.SCHEMA_VERSION)
         assert wh.tables() == [EV]
-        _commit(wh, ("append", EV, events([1])))
+        commit_writes(wh, ("append", EV, events([1])))
         wh.tag("after-upgrade")
         assert ids(wh.read(EV, tag="after-upgrade")) == [1]
