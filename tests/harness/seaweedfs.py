@@ -20,6 +20,7 @@ import dataclasses
 import importlib.metadata
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,10 +47,15 @@ GRACEFUL_STOP_S = 20.0
 MASTER_TOML = "[master.volume_growth]\ncopy_1 = 1\n"
 STATE_FILE = "seaweedfs.json"
 LOG_FILE = "weed.log"
+START_ATTEMPTS = 3
 
 
 class SeaweedFSUnavailable(RuntimeError):
     """SeaweedFS cannot be started here (the `weed` binary missing, a port clash, no S3 within the deadline)."""
+
+
+class _DiedWhileStarting(SeaweedFSUnavailable):
+    """The `weed server` process exited before it took a write (its log tail is the message)."""
 
 
 def weed_binary() -> Path:
@@ -168,6 +174,26 @@ class S3Server:
         return path
 
     def start(self, timeout: float = 60.0) -> S3Server:
+        """Start `weed server` and wait until it takes writes. A server that dies while starting is started
+        again on fresh ports with empty data, up to START_ATTEMPTS times: weed 4.48 sometimes panics in the
+        master's first heartbeat (`Topology.IsLeader` on a nil leader, a race inside the one process between
+        the master's raft election and its own volume server's heartbeat), which says nothing about the
+        code under test. Any other failure (no S3 within the deadline) is raised at once."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout)
+            except _DiedWhileStarting as exc:
+                if attempt == START_ATTEMPTS:
+                    raise SeaweedFSUnavailable(f"weed server exited while starting ({attempt} attempts; "
+                                               f"the last one's log):\n{exc}") from None
+                print(f"[seaweedfs] weed server exited while starting (attempt {attempt} of {START_ATTEMPTS}); "
+                      f"starting it again on fresh ports. Its log ended:\n{exc}", file=sys.stderr)
+                shutil.rmtree(self.workdir / "data", ignore_errors=True)
+                (self.workdir / LOG_FILE).unlink(missing_ok=True)
+                self.ports = Ports.allocate()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> S3Server:
         weed = weed_binary()
         if self.alive():
             return self
@@ -198,7 +224,7 @@ class S3Server:
         while time.monotonic() < deadline:
             if not self.alive():
                 self.stop(grace=0)
-                raise SeaweedFSUnavailable(f"weed server exited while starting:\n{self.log_tail()}")
+                raise _DiedWhileStarting(self.log_tail())
             try:
                 probe.create_dir(DEFAULT_BUCKET)
                 with probe.open_output_stream(f"{DEFAULT_BUCKET}/{READY_KEY}") as out:
