@@ -21,8 +21,10 @@ Option `partitions` prunes parts on the driver; Spark's own filters are evaluate
 not pushed down here: _Reader).
 
 Options: `tid` (required to write; to read a transaction's own view), `csn`, `tag` (read at a named snapshot:
-Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging
-key; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the partitions
+Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging key of a write, and
+the key a read of `tid`'s own view is recorded under, so that a retry withdrawing what it read withdraws the
+reader's work too: invariant 7; default: none), `partitions` (JSON list of {column: value}: an overwrite's
+partitions, or the partitions
 a read keeps), `parallelism` (about how many Spark tasks a read of small parts is spread over; default: the
 cores of the process planning the read), `statement` (16 hex digits starting the names of the statement's
 files, so a failed statement's files can be found and deleted; default: a fresh one); for copy-on-write and
@@ -402,7 +404,7 @@ def _plan_read(options: dict[str, str]) -> _ReadPlan:
     if sum(bool(options.get(o)) for o in ("tid", "csn", "tag")) > 1:
         raise InvalidNameError("read one of a transaction's own view (tid), a committed snapshot (csn) or a tag "
                                "(tag), not several")
-    txn = _transaction(wh, {"tid": options["tid"]}) if options.get("tid") else None
+    txn = _transaction(wh, options) if options.get("tid") else None  # with its key: the read is recorded under it
     csn = _integer(options["csn"], "csn") if options.get("csn") else None
     partitions = _json_list(options["partitions"], "partitions") if options.get("partitions") else None
     only = _part_ids(options, "parts")

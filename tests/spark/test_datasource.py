@@ -14,11 +14,11 @@ import pytest
 
 import airflow_txn.spark as txn_spark
 from airflow_txn import Warehouse
-from airflow_txn.errors import InvalidNameError, SchemaMismatchError, TableNotFoundError
+from airflow_txn.errors import InvalidatedKeysError, InvalidNameError, SchemaMismatchError, TableNotFoundError
 from airflow_txn.spark.datasource import warehouse_options
 from airflow_txn.spark.via import is_connect
 from tests.core.test_errors import state
-from tests.helpers import ACCOUNTS, EVENTS, events, ids, make_tables, storage_files
+from tests.helpers import ACCOUNTS, EVENTS, accounts, events, ids, make_tables, storage_files
 from tests.spark.helpers import events_df, frame, rows_of
 
 if TYPE_CHECKING:
@@ -258,3 +258,28 @@ def test_spark_compaction_through_the_data_source_keeps_every_snapshot(any_spark
     assert rows_of(txn_spark.read(any_spark, dwh, "sales.events", via="datasource")) == before[csns[-1]]
     dwh.vacuum(retention_seconds=0)  # the merge left nothing unregistered behind
     assert sorted(ids(dwh.read("sales.events"))) == [1, 2, 3, 4, 5]
+
+
+def test_a_keyed_read_through_the_data_source_is_withdrawn_with_what_it_read(any_spark: SparkSession,
+                                                                               dwh: Warehouse) -> None:
+    """Issue 31: a keyed task reads the transaction's own view through the data source and derives rows from it;
+    the task that wrote what it read is retried and stages fewer rows. The commit must be refused until the
+    reader runs again (invariant 7), as through the core and Spark's native path. The data source dropped the
+    handle's key, so the read was never recorded and the commit succeeded with src=[1,2], dst=[10,20,30]."""
+    t = dwh.begin()
+    dwh.attach(t.tid).use_key("load", 1).append("sales.accounts", accounts({1: 1, 2: 2, 3: 3}))
+    derive = dwh.attach(t.tid).use_key("derive", 1)
+    seen = sorted(r.id for r in txn_spark.read(any_spark, dwh, "sales.accounts", txn=derive,
+                                               via="datasource").collect())
+    assert seen == [1, 2, 3]
+    derive.append("sales.events", events([i * 10 for i in seen]))
+    dwh.attach(t.tid).use_key("load", 2).append("sales.accounts", accounts({1: 1, 2: 2}))  # the retry
+    with pytest.raises(InvalidatedKeysError, match="derive"):
+        t.commit()
+    assert ids(t.read("sales.events")) == []  # the reader's work is withdrawn until it runs again
+    again = dwh.attach(t.tid).use_key("derive", 2)
+    seen = sorted(r.id for r in txn_spark.read(any_spark, dwh, "sales.accounts", txn=again,
+                                               via="datasource").collect())
+    again.append("sales.events", events([i * 10 for i in seen]))
+    t.commit()
+    assert ids(dwh.read("sales.accounts")) == [1, 2] and ids(dwh.read("sales.events")) == [10, 20]
