@@ -21,23 +21,21 @@ Option `partitions` prunes parts on the driver; Spark's own filters are evaluate
 not pushed down here: _Reader).
 
 Options: `tid` (required to write; to read a transaction's own view), `csn`, `tag` (read at a named snapshot:
-Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging key of a write, and
-the key a read of `tid`'s own view is recorded under, so that a retry withdrawing what it read withdraws the
-reader's work too: invariant 7; default: none), `partitions` (JSON list of {column: value}: an overwrite's
-partitions, or the partitions
-a read keeps), `parallelism` (about how many Spark tasks a read of small parts is spread over; default: the
-cores of the process planning the read), `statement` (16 hex digits starting the names of the statement's
-files, so a failed statement's files can be found and deleted; default: a fresh one); for copy-on-write and
-compaction (cow.py, compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError
-if one left the view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID),
-`replaces` (JSON list of part ids an append replaces: a rewrite, checked to be still visible to the
-statement), `merge` (a merge's footer tags as JSON: one task writes ONE plain part file of the merge, which
-the core swaps in; nothing is registered here); and where the warehouse is: `catalog`, `catalog_password`,
-`root`, `oracle`, `storage.<setting>` (endpoint_url, region, access_key_id, secret_access_key, ...); without
-them the Spark side's own AIRFLOW_TXN_* and AWS_* environment applies. Spark's default `spark.redaction.regex`
-hides options whose names hold "secret", "password" or "access key" from its UI and logs;
-airflow_txn.spark.write/read pass the warehouse's own settings this way.
-"""
+Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging key of a write, and the
+key a read of `tid`'s own view is recorded under, so that a retry withdrawing what it read withdraws the reader's
+work too: invariant 7; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the
+partitions a read keeps), `parallelism` (about how many Spark tasks a read of small parts is spread over; default:
+the cores of the process planning the read), `statement` (16 hex digits starting the names of the statement's files,
+so a failed statement's files can be found and deleted; default: a fresh one); for copy-on-write and compaction
+(cow.py, compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError if one left the
+view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID), `replaces` (JSON list of
+part ids an append replaces: a rewrite, checked to be still visible to the statement), `merge` (a merge's footer
+tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in; nothing is registered
+here); and where the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`, `storage.<setting>`
+(endpoint_url, region, access_key_id, secret_access_key, ...); without them the Spark side's own AIRFLOW_TXN_* and
+AWS_* environment applies. Spark's default `spark.redaction.regex` hides options whose names hold "secret",
+"password" or "access key" from its UI and logs; airflow_txn.spark.write/read pass the warehouse's own settings this
+way. """
 
 from __future__ import annotations
 
