@@ -72,7 +72,7 @@ from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE, parse_partition_key
-from airflow_txn.spark.types import PART_ID, check_frame_schema, to_spark_schema
+from airflow_txn.spark.types import PART_ID, check_frame_schema, to_arrow_schema, to_spark_schema
 
 NAME = "airflow_txn"
 STORAGE_PREFIX = "storage."
@@ -179,7 +179,7 @@ class AirflowTxnDataSource(DataSource):
         return _Writer(dict(self.options), schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _Reader(_plan_read(dict(self.options)))
+        return _Reader(_plan_read(dict(self.options)), to_arrow_schema(schema))
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
@@ -426,8 +426,10 @@ class _Reader(DataSourceReader):
     Spark's main branch, where the read info stays with each scan). Spark filters the rows itself; option
     `partitions` prunes parts on the driver."""
 
-    def __init__(self, plan: _ReadPlan) -> None:
+    def __init__(self, plan: _ReadPlan, declared: pa.Schema) -> None:
         self.plan = plan
+        self.declared = declared
+        """The Arrow form of the schema this source declared (schema()): what every batch must be exactly."""
 
     def partitions(self) -> Sequence[InputPartition]:
         return [_PartsToRead(split) for split in read_splits(self.plan.parts, self.plan.parallelism)]
@@ -440,5 +442,6 @@ class _Reader(DataSourceReader):
             if self.plan.part_id:
                 ids = pa.array([part.id] * rows.num_rows, pa.int64())
                 rows = rows.append_column(pa.field(PART_ID, pa.int64(), nullable=False), ids)
-            # Spark checks each batch against the declared schema, nullability included
-            yield from rows.to_batches()
+            # Spark checks each batch against the declared schema, nullability included: the stored types cast to
+            # Spark's (large_string -> string, timestamp[s]/[ms] -> [us], any zone -> UTC, the same instant)
+            yield from rows.cast(self.declared).to_batches()

@@ -283,3 +283,28 @@ def test_a_keyed_read_through_the_data_source_is_withdrawn_with_what_it_read(any
     again.append("sales.events", events([i * 10 for i in seen]))
     t.commit()
     assert ids(dwh.read("sales.accounts")) == [1, 2] and ids(dwh.read("sales.events")) == [10, 20]
+
+
+def test_the_data_source_reads_every_type_the_native_reader_reads(any_spark: SparkSession, dwh: Warehouse) -> None:
+    """Issue 31: the data source yielded batches in the stored types, not in the schema it declared, and Spark
+    failed the read (DATA_SOURCE_RETURN_SCHEMA_MISMATCH) on a large_string column, a timestamp[s] or [ms], and a
+    zone other than UTC. Each value now reads back as the core reads it (a zoned timestamp as the same instant)."""
+    import datetime as dt
+
+    schema = pa.schema([("id", pa.int64()), ("name", pa.large_string()), ("at_s", pa.timestamp("s")),
+                        ("at_ms", pa.timestamp("ms", "UTC")), ("paris", pa.timestamp("us", "Europe/Paris"))])
+    dwh.create_table("sales.typed", schema)
+    moment = dt.datetime(2024, 3, 1, 12, 30, 45, tzinfo=dt.UTC)
+    data = pa.table({"id": [1, 2], "name": ["a", "é" * 3], "at_s": pa.array([moment.replace(tzinfo=None), None],
+                                                                           pa.timestamp("s")),
+                     "at_ms": pa.array([moment, moment], pa.timestamp("ms", "UTC")),
+                     "paris": pa.array([moment, None], pa.timestamp("us", "Europe/Paris"))}, schema=schema)
+    with dwh.begin() as t:
+        t.append("sales.typed", data)
+    got = txn_spark.read(any_spark, dwh, "sales.typed", via="datasource").toArrow().sort_by("id")
+    assert got.column("name").to_pylist() == ["a", "é" * 3]
+    for column in ("at_s", "at_ms", "paris"):
+        want = [None if v is None else v.timestamp() for v in dwh.read("sales.typed").sort_by("id")[column].to_pylist()]
+        have = [None if v is None else (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).timestamp()
+                for v in got.column(column).to_pylist()]
+        assert have == want, column
