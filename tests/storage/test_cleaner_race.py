@@ -1,6 +1,6 @@
 """A writer and a cleaner on one partition directory of a local root (issue 30, item 2).
 
-A cleaner (vacuum, a rolled-back write's cleanup: storage/root.py's delete_part) removes a partition
+A cleaner (vacuum, a rolled-back write's cleanup: LocalRoot.delete_part) removes a partition
 directory once it is empty, while writers of other transactions enter it to write their part files. Users
 saw 17 of 23,126 writes fail with `[Errno 17] File exists` and their transactions marked failed: the writer
 made the directory with `Path.mkdir(parents=True, exist_ok=True)`, which, when the directory exists (EEXIST),
@@ -8,9 +8,9 @@ checks `is_dir()` afterwards and raises the EEXIST when a cleaner removed the di
 3.11's pathlib). A write dir (Spark's) was exposed the same way through the partition dirs above it.
 
 Here a second process plays the other side as hard as it can: another writer entering the partition (it
-creates the directory) and vacuum deleting a part that is gone already, which removes the emptied partition
-directory; the test process writes (and deletes, as a rollback does, so the directory empties again) thousands
-of times. No interleaving may fail a write.
+creates the directory) and vacuum removing the directory once it is empty (an rmdir, as delete_part does);
+the test process writes (and deletes, as a rollback does, so the directory empties again) 1,500 times. No
+interleaving may fail a write.
 """
 
 from __future__ import annotations
