@@ -22,7 +22,7 @@ from airflow_txn.catalog import Catalog, part_records, schema, tag_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.errors import MergedAwayError as MergedAwayError  # raised here (follow_merges); public in errors
 from airflow_txn.model.csn import ROLLBACK_CSN
-from airflow_txn.storage.root import WrittenPart
+from airflow_txn.model.parts import WrittenPart
 
 _p = schema.parts.c
 _m = schema.compactions.c

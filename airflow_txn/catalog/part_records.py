@@ -40,7 +40,7 @@ from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.errors import RetryConflictError, SerializationError
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.partitioning import Partition, parse_partition_key, partition_key
-from airflow_txn.storage.root import WrittenPart
+from airflow_txn.model.parts import WrittenPart
 
 _p = schema.parts.c
 

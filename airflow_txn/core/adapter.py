@@ -55,10 +55,11 @@ from airflow_txn.model.partitioning import (
     partition_key,
     split_by_partition,
 )
+from airflow_txn.model.parts import WrittenPart
 from airflow_txn.model.schema_check import conform
 from airflow_txn.storage import location
 from airflow_txn.storage.location import parse_storage_options
-from airflow_txn.storage.root import Storage, WrittenPart, is_plain_part, new_statement_id
+from airflow_txn.storage.root import Storage, is_plain_part, new_statement_id
 
 __all__ = [
     "ACTIVE",

@@ -44,8 +44,9 @@ from airflow_txn.core.leases import LeaseKeeper
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import LeaseExpiredError, StorageError, TransactionClosedError, TxnError
 from airflow_txn.model.partitioning import Partition, normalize_partitions, parse_partition_key, partition_key
+from airflow_txn.model.parts import WrittenPart
 from airflow_txn.model.results import CompactionReport, MergeOutcome, MergeStatus, PartitionSpec
-from airflow_txn.storage.root import WrittenPart, footer_tags, stored_unit
+from airflow_txn.storage.root import footer_tags, stored_unit
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)

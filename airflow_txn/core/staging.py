@@ -47,8 +47,8 @@ from airflow_txn.model.partitioning import (
     partition_key,
     split_by_partition,
 )
+from airflow_txn.model.parts import WrittenPart
 from airflow_txn.model.schema_check import conform
-from airflow_txn.storage.root import WrittenPart
 
 
 @dataclass(frozen=True, slots=True)

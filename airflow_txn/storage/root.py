@@ -1,9 +1,17 @@
 """The storage root: parts as Parquet files, reading and deleting them, listing what may be an orphan.
 
 Every file operation goes through the root's `pyarrow.fs` filesystem (storage/location.py): a local
-directory, S3 or what else pyarrow reaches. A local root also gets the care only a directory tree needs
-(symbolic links that could lead out of it, partition directories to create and to prune when emptied,
-cleaners racing writers); an object store has no directories, so none of that applies there.
+directory, S3 or what else pyarrow reaches. What differs between the two kinds of root is split by class,
+chosen once, when the root is opened: `Storage(location)` is a
+
+    LocalRoot        (storage/local_root.py) for a local directory: the care only a directory tree needs
+                     (symbolic links that could lead out of it, partition directories to create and to prune
+                     when emptied, cleaners racing writers, a file's size from a stat after its writing);
+    ObjectStoreRoot  (storage/object_root.py) for S3 and what else pyarrow reaches: no directories, one PUT per
+                     part written side by side, one GET per part read, object keys of at most 1,024 bytes.
+
+This module is what both share: the layout, the names, the part files' footers and sidecars, reading,
+listing a statement's files, the root's own files (manifests).
 
 Layout under the root (docs/DESIGN.md, decision D8):
 - a part the core writes (a statement, a merge) is ONE plain file, `<namespace>/<table>/[<col>=<value>/...]
@@ -26,26 +34,23 @@ import errno
 import json
 import os
 import re
-import shutil
-import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import suppress
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from airflow_txn.errors import InvalidNameError, StorageError
-from airflow_txn.model.names import check_components, check_path_length, safe_join, safe_join_resolved
+from airflow_txn.errors import StorageError
+from airflow_txn.model.names import check_components
 from airflow_txn.model.partitioning import partition_column, partition_path
+from airflow_txn.model.parts import StoredEntry as StoredEntry
+from airflow_txn.model.parts import WrittenPart as WrittenPart
 from airflow_txn.storage import side_by_side
-from airflow_txn.storage.location import Location, normalize_root, resolve
+from airflow_txn.storage.location import Location, normalize_root, resolve, scheme_of
 
 SIDECAR = "_airflow_txn.json"
 WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
@@ -57,148 +62,112 @@ in the name names the writer while its footer cannot be read yet (a file being w
 takes a live writer's unfinished file for an orphan (its lease protects it, as a sidecar did)."""
 FOOTER_PREFIX = "airflow_txn."
 """Prefix of the keys a core-written part file carries in its footer's key-value metadata."""
-_LONGEST_PART_NAMES = (f"p-{'9' * 19}-{'9' * 19}-{'f' * 16}-{'0' * 32}.parquet",)
+LONGEST_PART_NAMES = (f"p-{'9' * 19}-{'9' * 19}-{'f' * 16}-{'0' * 32}.parquet",)
 """The longest names a core write adds below a partition's directory: its file."""
-_DEFAULT_PATH_MAX = 4096
-_OBJECT_KEY_MAX = 1024
-"""The longest object key S3 (and GCS, ADLS) accepts, in bytes."""
-_MKDIR_ATTEMPTS = 50
-"""How often a writer creates its write dir again when a cleaner removed a partition dir above it meanwhile."""
 PartJob = tuple[str, Mapping[str, str | None], pa.Table, Mapping[str, Any]]
 """What write_part takes: (table directory, partition, rows, footer tags)."""
 PartWrite = Callable[[pa.NativeFile], int]
 """Writes a part's Parquet bytes into the stream it is given (its footer naming the writer, footer_tags) and
 returns the rows written."""
-FAULT_QUOTA_ENV = "AIRFLOW_TXN_FAULT_STORAGE_QUOTA"
-"""Tests only (tests/faults/test_disk_full.py): a byte quota on the storage root, see _injected_disk_full."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEntry:
-    """One write dir or plain part file `Storage.stored_parts` found below a table."""
-
-    relative: str
-    """Its path relative to the table directory."""
-    path: str
-    """Its path on the root's filesystem."""
-    is_file: bool
-    mtime: float | None
-    """Last modification (seconds since the epoch), None if unknown (gone meanwhile)."""
-
-    def age_seconds(self) -> float:
-        return 0.0 if self.mtime is None else time.time() - self.mtime
-
-
-@dataclass(frozen=True, slots=True)
-class WrittenPart:
-    """Files one staging call wrote for one partition, not yet registered in the catalog."""
-
-    path: str  # relative to the table directory: the part file (D8), or the part directory (a write dir's)
-    files: tuple[str, ...]
-    row_count: int
-    size_bytes: int
 
 
 class Storage:
     """File operations below one storage root; every path is checked (names.check_components, and on a local
-    root names.safe_join, which also follows symbolic links)."""
+    root names.safe_join, which also follows symbolic links).
+
+    `Storage(location)` makes the root's own kind, LocalRoot or ObjectStoreRoot (`location.local` chooses);
+    this class holds what they share and names what each does its own way (each of those methods is defined
+    by both kinds: tests/storage/test_root_kinds.py)."""
+
+    local: Path | None
+    """The root as a local directory; None on an object store (no directories to create or prune)."""
+    parallel_writes: ClassVar[bool]
+    """Whether write_parts writes a statement's parts side by side (side_by_side.py): where each waits on the
+    network, not on the CPU."""
+
+    def __new__(cls, location: Location | str | os.PathLike[str]) -> Storage:
+        if cls is Storage:  # the one place a root's kind is chosen
+            from airflow_txn.storage.local_root import LocalRoot
+            from airflow_txn.storage.object_root import ObjectStoreRoot
+
+            local = location.local is not None if isinstance(location, Location) else scheme_of(location) == "file"
+            cls = LocalRoot if local else ObjectStoreRoot
+        return super().__new__(cls)
 
     def __init__(self, location: Location | str | os.PathLike[str]) -> None:
         self.location = location if isinstance(location, Location) else resolve(normalize_root(location), {})
         self.fs = self.location.filesystem
-        self.local = self.location.local
-        """The root as a local directory; None on an object store (no directories to create or prune)."""
-        # table directory (from the catalog) -> (its path, that path resolved): validated and resolved
-        # once per table, not on every join below it (realpath is the hot path's largest storage cost)
-        self._table_dirs: dict[str, tuple[Path, Path]] = {}
-        self._path_max: int | None = None  # PATH_MAX of the root's filesystem, asked once
+
+    def __getnewargs__(self) -> tuple[Location]:
+        return (self.location,)  # a copy (pickle, copy) is made by __new__ too
 
     @property
     def uri(self) -> str:
         return self.location.uri
 
+    # -- what each kind of root does its own way ------------------------------------------------------------
     def ensure(self) -> None:
         """Create a local root; check an object store's bucket (or base) exists: airflow_txn creates no bucket."""
-        if self.local is not None:
-            self.local.mkdir(parents=True, exist_ok=True)
-            return
-        bucket = self.location.base.split("/", 1)[0]
-        try:
-            found = self.fs.get_file_info(bucket)
-        except OSError as exc:
-            raise StorageError(f"storage root {self.location.describe()} is not reachable: {exc}") from exc
-        if found.type == pafs.FileType.NotFound:
-            raise StorageError(f"storage root {self.uri}: bucket {bucket!r} does not exist (or these credentials "
-                               f"cannot see it; {self.location.credentials}): create it first")
+        raise NotImplementedError
 
     def check_part_paths(self, table_directory: str, partitions: Sequence[Mapping[str, str | None]]) -> None:
         """InvalidNameError if a part of one of `partitions` would get a path longer than PATH_MAX (an object
         key longer than 1,024 bytes) (checked for all of them before the first is written, so a statement is
         refused whole)."""
-        if self.local is None:
-            for partition in partitions:
-                key = "/".join([self.location.base.partition("/")[2], table_directory, *partition_path(partition),
-                                *_LONGEST_PART_NAMES])
-                if len(key.encode()) > _OBJECT_KEY_MAX:
-                    raise InvalidNameError(
-                        f"the object key {key[:100]}... ({len(key.encode())} bytes) is longer than the object store "
-                        f"allows ({_OBJECT_KEY_MAX} bytes): use fewer or shorter partition values, or a shorter prefix")
-            return
-        table_dir = self.table_dir(table_directory)
-        if self._path_max is None:
-            try:
-                self._path_max = os.pathconf(self.local, "PC_PATH_MAX")
-            except (OSError, ValueError):  # no such limit reported (or no root yet): the Linux value
-                self._path_max = _DEFAULT_PATH_MAX
-        for partition in partitions:
-            check_path_length(table_dir.joinpath(*partition_path(partition), *_LONGEST_PART_NAMES), self._path_max)
+        raise NotImplementedError
 
     def table_dir(self, directory: str) -> Path:
         """A table's directory on a local root (StorageError on an object store: no local path names it)."""
-        return self._table_dir(directory)[0]
-
-    def _local_root(self) -> Path:
-        if self.local is None:
-            raise StorageError(f"storage root {self.uri} is an object store: no local directory holds its "
-                               "tables (an engine reads and writes them through pyarrow.fs)")
-        return self.local
-
-    def _table_dir(self, directory: str) -> tuple[Path, Path]:
-        known = self._table_dirs.get(directory)
-        if known is None:
-            path = safe_join(self._local_root(), directory)
-            known = self._table_dirs[directory] = (path, path.resolve())
-        return known
+        raise NotImplementedError
 
     def path(self, table_directory: str, relative: str = "") -> str:
         """The filesystem path of `relative` below a table (checked: it cannot leave the table)."""
-        if self.local is not None:
-            return str(self._under_table(table_directory, relative)[0] if relative else self.table_dir(table_directory))
-        check_components(table_directory, *([relative] if relative else []))
-        return self.location.path(f"{table_directory}/{relative}" if relative else table_directory)
-
-    def _under_table(self, table_directory: str, *components: str) -> tuple[Path, Path]:
-        """safe_join below a table's directory: (path, path resolved)."""
-        return safe_join_resolved(*self._table_dir(table_directory), *components)
+        raise NotImplementedError
 
     def new_write_dir(self, table_directory: str, partition: Mapping[str, str | None], sidecar: dict[str, Any],
                       prefix: str = "p") -> str:
         """Create an empty write dir holding only its sidecar; return its path relative to the table (for
         an engine writing several files: Spark; the core writes plain part files, write_part). Local roots
         only (StorageError on an object store)."""
-        local_root = self._local_root()
-        relative = "/".join([*partition_path(partition), f"{prefix}-{uuid.uuid4().hex}"])
-        target = self._under_table(table_directory, relative)[0]
-        payload = {**sidecar, "created_at": time.time()}
-        try:
-            _make_write_dir(target)
-            _create_file(target / SIDECAR, json.dumps(payload, sort_keys=True).encode())
-            _injected_disk_full(local_root)
-        except OSError as exc:
-            self.delete_write_dir(table_directory, relative)
-            raise _write_error(f"could not create a write dir of {table_directory} under {target}", exc) from exc
-        return relative
+        raise NotImplementedError
 
+    def _write_new_file(self, target: str, write: PartWrite) -> tuple[int, int]:
+        """Write_part_file's writing of its new file at `target`: (rows, bytes written)."""
+        raise NotImplementedError
+
+    def _engine_uri(self, path: str) -> str:
+        """What another engine opens the file at `path` (on the root's filesystem) with."""
+        raise NotImplementedError
+
+    def _open_for_reading(self, path: str) -> pa.NativeFile:
+        """A part file to read whole."""
+        raise NotImplementedError
+
+    def delete_part(self, table_directory: str, path: str) -> int:
+        """Delete a part (its file, or its directory and its write dir once no part is left in it) and
+        emptied partition dirs; return the bytes freed. Missing files are fine (a crashed vacuum may have
+        begun), and so is a concurrent writer or cleaner (a partition dir a writer entered meanwhile is kept)."""
+        raise NotImplementedError
+
+    def size_of(self, table_directory: str, relative: str) -> int:
+        """Bytes of a part file, or of the files below a write dir (0 if gone)."""
+        raise NotImplementedError
+
+    def stored_parts(self, table_directory: str) -> Iterator[StoredEntry]:
+        """What writers left under a table, registered or not: every write dir and every plain part file
+        outside them. Vacuum and recovery only: it lists (one LIST of the table's prefix on an object store)."""
+        raise NotImplementedError
+
+    def write_root_file(self, relative: str, content: bytes) -> str:
+        """Write a file below the root whole: on a local root a temporary file fsynced then renamed over
+        it; on an object store one PUT (atomic there). Returns its URI."""
+        raise NotImplementedError
+
+    def delete_root_tree(self, relative: str) -> None:
+        """Delete `relative` and everything below it (gone already is fine)."""
+        raise NotImplementedError
+
+    # -- writing parts --------------------------------------------------------------------------------------
     def write_part(self, table_directory: str, partition: Mapping[str, str | None], data: pa.Table,
                    tags: Mapping[str, Any]) -> WrittenPart:
         """Write one part as one plain Parquet file below the partition's directory, `tags` (tid, table,
@@ -217,7 +186,7 @@ class Storage:
         """write_part for each job, side by side on an object store (side_by_side.py), all or nothing: when
         one fails, the others are waited for and their files removed, then the first error is raised."""
         outcomes = side_by_side.run_settled([partial(self.write_part, *job) for job in jobs],
-                                            parallel=self.local is None)
+                                            parallel=self.parallel_writes)
         failed = [o for o in outcomes if isinstance(o, BaseException)]
         if failed:
             for (table_directory, *_), outcome in zip(jobs, outcomes, strict=True):
@@ -246,33 +215,15 @@ class Storage:
         relative = "/".join([*partition_path(partition), name])
         target = self.path(table_directory, relative)
         try:
-            if self.local is None:
-                with self.fs.open_output_stream(target) as sink:
-                    rows = write(sink)
-                    size = sink.tell()
-            else:
-                rows, size = self._write_local(Path(target), write)
+            rows, size = self._write_new_file(target, write)
         except BaseException as exc:
             self.delete_part(table_directory, relative)
             if isinstance(exc, OSError):
-                raise _write_error(f"could not write a part of {table_directory} under {target}", exc) from exc
+                raise write_error(f"could not write a part of {table_directory} under {target}", exc) from exc
             raise
         return WrittenPart(relative, (name,), rows, size)
 
-    def _write_local(self, target: Path, write: PartWrite) -> tuple[int, int]:
-        for attempt in range(1, _MKDIR_ATTEMPTS + 1):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                with self.fs.open_output_stream(str(target)) as sink:
-                    rows = write(sink)
-                break
-            except FileNotFoundError:  # a cleaner removed the empty partition dir just made: again
-                if attempt == _MKDIR_ATTEMPTS or target.exists():
-                    raise
-        size = target.stat().st_size
-        _injected_disk_full(self._local_root())
-        return rows, size
-
+    # -- reading parts --------------------------------------------------------------------------------------
     def part_paths(self, table_directory: str, path: str, files: Sequence[str]) -> list[str]:
         """A part's files as paths on the root's filesystem."""
         return [self.path(table_directory, relative) for relative in part_file_paths(path, files)]
@@ -285,9 +236,7 @@ class Storage:
         for info in self.fs.get_file_info(paths):
             if info.type != pafs.FileType.File:
                 raise StorageError(f"part file {self.location.uri_of(self._relative(info.path))} is missing")
-            local = self.local is not None
-            uri = os.path.realpath(info.path) if local else self.location.uri_of(self._relative(info.path))
-            found.append((uri, int(info.size or 0)))
+            found.append((self._engine_uri(info.path), int(info.size or 0)))
         return found
 
     def _relative(self, path: str) -> str:
@@ -314,71 +263,10 @@ class Storage:
             return schema.empty_table()
         return pa.concat_tables(pieces)
 
-    def _open_for_reading(self, path: str) -> pa.NativeFile:
-        """A part file to read whole: on an object store its bytes in one GET (after the HEAD pyarrow makes
-        for the size), where reading by path costs three HEADs and two GETs (measured through a counting
-        proxy); on a local disk the file itself."""
-        if self.local is not None:
-            return self.fs.open_input_file(path)
-        with self.fs.open_input_stream(path) as stream:
-            return pa.BufferReader(stream.read())
-
-    def delete_part(self, table_directory: str, path: str) -> int:
-        """Delete a part (its file, or its directory and its write dir once no part is left in it) and
-        emptied partition dirs; return the bytes freed. Missing files are fine (a crashed vacuum may have
-        begun), and so is a concurrent writer or cleaner (a partition dir a writer entered meanwhile is kept)."""
-        if self.local is None:
-            return self._delete_object_part(table_directory, path)
-        table_dir = self.table_dir(table_directory)
-        if is_plain_part(path):
-            target = safe_join(table_dir, path)
-            freed = tree_size(target)
-            target.unlink(missing_ok=True)
-            _remove_empty_dirs(target.parent, table_dir)
-            return freed
-        part_dir = safe_join(table_dir, path)
-        write_dir = safe_join(table_dir, write_dir_of(path))
-        freed = tree_size(part_dir)
-        shutil.rmtree(part_dir, ignore_errors=True)
-        if write_dir != part_dir and not _has_subdirs(write_dir):
-            shutil.rmtree(write_dir, ignore_errors=True)
-        _remove_empty_dirs(write_dir.parent, table_dir)
-        return freed
-
-    def _delete_object_part(self, table_directory: str, path: str) -> int:
-        """delete_part on an object store: the part's objects (a plain file, or everything below a write
-        dir's prefix); nothing else to prune, as no directory exists there."""
-        target = self.path(table_directory, path if is_plain_part(path) else write_dir_of(path))
-        try:
-            if is_plain_part(path):
-                info = self.fs.get_file_info(target)
-                if info.type == pafs.FileType.NotFound:
-                    return 0
-                self.fs.delete_file(target)
-                return int(info.size or 0)
-            found = self.fs.get_file_info(pafs.FileSelector(target, recursive=True, allow_not_found=True))
-            freed = sum(int(i.size or 0) for i in found if i.type == pafs.FileType.File)
-            self.fs.delete_dir_contents(target, missing_dir_ok=True)
-            return freed
-        except FileNotFoundError:
-            return 0
-        except OSError as exc:
-            raise StorageError(f"could not delete {target}: {exc}") from exc
-
+    # -- what writers left: deleting, listing, naming their writers -----------------------------------------
     def delete_write_dir(self, table_directory: str, relative: str) -> int:
         """Delete an unregistered write dir or part file (an orphan) and emptied partition dirs; return bytes freed."""
         return self.delete_part(table_directory, relative)
-
-    def size_of(self, table_directory: str, relative: str) -> int:
-        """Bytes of a part file, or of the files below a write dir (0 if gone)."""
-        if self.local is not None:
-            return tree_size(safe_join(self.table_dir(table_directory), relative))
-        target = self.path(table_directory, relative)
-        info = self.fs.get_file_info(target)
-        if info.type == pafs.FileType.File:
-            return int(info.size or 0)
-        found = self.fs.get_file_info(pafs.FileSelector(target, recursive=True, allow_not_found=True))
-        return sum(int(i.size or 0) for i in found if i.type == pafs.FileType.File)
 
     def statement_files(self, table_directory: str, tid: str, statement: str) -> list[str]:
         """The part files of statement `statement` of `tid` below the table (paths relative to it): one LIST,
@@ -400,47 +288,6 @@ class Storage:
             raise StorageError(f"cannot read the footer of part file {self.location.uri_of(self._relative(path))}: "
                                f"{exc}") from exc
         return WrittenPart(relative, (relative.rsplit("/", 1)[-1],), int(rows), int(info.size or 0))
-
-    def stored_parts(self, table_directory: str) -> Iterator[StoredEntry]:
-        """What writers left under a table, registered or not: every write dir and every plain part file
-        outside them. Vacuum and recovery only: it lists (one LIST of the table's prefix on an object store)."""
-        if self.local is None:
-            yield from self._stored_objects(table_directory)
-            return
-        table_dir = self.table_dir(table_directory)
-        if not table_dir.is_dir():
-            return
-        for current, dirs, files in os.walk(table_dir):
-            keep = []
-            for name in dirs:
-                full = Path(current) / name
-                if WRITE_DIR_RE.fullmatch(name):
-                    yield StoredEntry(full.relative_to(table_dir).as_posix(), str(full), False, _mtime(full))
-                else:
-                    keep.append(name)
-            dirs[:] = keep
-            for name in files:
-                if PART_FILE_RE.fullmatch(name):
-                    full = Path(current) / name
-                    yield StoredEntry(full.relative_to(table_dir).as_posix(), str(full), True, _mtime(full))
-
-    def _stored_objects(self, table_directory: str) -> Iterator[StoredEntry]:
-        prefix = self.path(table_directory)
-        listed = self.fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
-        write_dirs: dict[str, float | None] = {}
-        for info in listed:
-            relative = info.path[len(prefix) + 1:]
-            pieces = relative.split("/")
-            inside = next((i for i, piece in enumerate(pieces) if WRITE_DIR_RE.fullmatch(piece)), None)
-            mtime = None if info.mtime is None else info.mtime.timestamp()
-            if inside is not None:
-                unit = "/".join(pieces[:inside + 1])
-                newest = write_dirs.get(unit)
-                write_dirs[unit] = mtime if newest is None or (mtime is not None and mtime > newest) else newest
-            elif info.type == pafs.FileType.File and PART_FILE_RE.fullmatch(pieces[-1]):
-                yield StoredEntry(relative, info.path, True, mtime)
-        for unit, mtime in write_dirs.items():
-            yield StoredEntry(unit, f"{prefix}/{unit}", False, mtime)
 
     def writer_tid(self, entry: StoredEntry) -> str | None:
         """The transaction that wrote a `stored_parts` entry, as vacuum and recovery judge it: a part
@@ -484,17 +331,6 @@ class Storage:
         check_components(relative)
         return self.location.path(relative)
 
-    def write_root_file(self, relative: str, content: bytes) -> str:
-        """Write a file below the root whole: on a local root a temporary file fsynced then renamed over
-        it; on an object store one PUT (atomic there). Returns its URI."""
-        target = self.root_path(relative)
-        if self.local is not None:
-            _replace_file(Path(target), content)
-            return os.path.realpath(target)
-        with self.fs.open_output_stream(target) as sink:
-            sink.write(content)
-        return self.location.uri_of(relative)
-
     def read_root_file(self, relative: str) -> bytes | None:
         try:
             with self.fs.open_input_stream(self.root_path(relative)) as stream:
@@ -511,99 +347,13 @@ class Storage:
         return [(info.base_name, info.type == pafs.FileType.File,
                  None if info.mtime is None else info.mtime.timestamp()) for info in found]
 
-    def delete_root_tree(self, relative: str) -> None:
-        """Delete `relative` and everything below it (gone already is fine)."""
-        target = self.root_path(relative)
-        if self.local is not None:
-            shutil.rmtree(target, ignore_errors=True)
-            return
-        with suppress(FileNotFoundError):  # delete_dir, not _contents: it also takes the prefix's marker object
-            self.fs.delete_dir(target)
 
-
-def _make_write_dir(target: Path) -> None:
-    """Create a new write dir and the partition dirs above it. Cleaners (vacuum, a failed write's
-    cleanup) remove partition dirs they leave empty, possibly one this call just created and has not
-    entered yet: then its own directory cannot be made (ENOENT), and it starts over."""
-    for attempt in range(1, _MKDIR_ATTEMPTS + 1):
-        try:
-            target.mkdir(parents=True, exist_ok=False)
-            return
-        except FileNotFoundError:
-            if attempt == _MKDIR_ATTEMPTS:
-                raise
-
-
-def _has_subdirs(directory: Path) -> bool:
-    try:
-        return any(p.is_dir() for p in directory.iterdir())
-    except OSError:  # gone already: another cleaner
-        return False
-
-
-def _remove_empty_dirs(directory: Path, stop: Path) -> None:
-    """Remove `directory` and its parents below `stop` while they are empty. rmdir itself is the test of
-    emptiness, so a directory a writer entered meanwhile stays (ENOTEMPTY ends the climb); one another
-    cleaner removed first (ENOENT) is passed over; any other refusal leaves an empty dir, harmless."""
-    while directory != stop and stop in directory.parents:
-        try:
-            directory.rmdir()
-        except FileNotFoundError:
-            pass
-        except OSError:
-            return
-        directory = directory.parent
-
-
-def _write_error(what: str, exc: OSError) -> StorageError:
+def write_error(what: str, exc: OSError) -> StorageError:
     """A failed write as a StorageError; a full volume (ENOSPC, EDQUOT) is named as such."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return StorageError(f"{what}: the storage volume is full (no space left on device); what this write had "
                             "written is removed and nothing was registered: free space, then retry or roll back")
     return StorageError(f"{what}: {exc}")
-
-
-def _create_file(path: Path, content: bytes) -> None:
-    """Create `path` (it must not exist) holding `content`: one open, write and close, no text layer."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-
-
-def _mtime(path: Path) -> float | None:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return None
-
-
-def _replace_file(target: Path, content: bytes) -> None:
-    """Write `target` whole: a temporary file in its directory, fsynced, then renamed over it."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # as every other file of the root: readers running as another user read it (mkstemp: 0600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _injected_disk_full(root: Path) -> None:
-    """Tests only: with FAULT_QUOTA_ENV set, a write that leaves the storage root above that many bytes fails
-    with ENOSPC, as on a full disk (where no small filesystem can be mounted). Unset: one dict lookup."""
-    quota = os.environ.get(FAULT_QUOTA_ENV)
-    if quota is not None and tree_size(root) > int(quota):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def new_statement_id() -> str:
@@ -642,23 +392,6 @@ def stored_unit(path: str) -> str:
 def footer_tags(tags: Mapping[str, Any]) -> dict[str, str]:
     """`tags` as the key-value metadata of a part file's footer: `airflow_txn.<name>`, values as JSON."""
     return {f"{FOOTER_PREFIX}{name}": json.dumps(value, sort_keys=True) for name, value in tags.items()}
-
-
-def tree_size(path: Path) -> int:
-    """Bytes of the file `path` or of the files under it (files that vanish meanwhile count 0)."""
-    if path.is_file():
-        try:
-            return path.stat().st_size
-        except OSError:
-            return 0
-    total = 0
-    for current, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += (Path(current) / name).stat().st_size
-            except OSError:
-                continue
-    return total
 
 
 def _restore_columns(piece: pa.Table, schema: pa.Schema, partition: Mapping[str, str | None]) -> pa.Table:

@@ -20,7 +20,8 @@ from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.core import compaction, staging
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SerializationError, SnapshotTooOldError, StorageError, TxnError
-from airflow_txn.storage.root import WrittenPart, part_file_paths
+from airflow_txn.model.parts import WrittenPart
+from airflow_txn.storage.root import part_file_paths
 from tests.core.workers.procs import Spawn
 from tests.helpers import accounts, events, ids, make_tables, storage_files, stored_exists, stored_size
 

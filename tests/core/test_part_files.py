@@ -19,7 +19,8 @@ from airflow_txn import Warehouse
 from airflow_txn.catalog import table_registry
 from airflow_txn.core.vacuum import ORPHAN_GRACE_SECONDS
 from airflow_txn.errors import StorageError
-from airflow_txn.storage.root import SIDECAR, Storage, WrittenPart
+from airflow_txn.model.parts import WrittenPart
+from airflow_txn.storage.root import SIDECAR, Storage
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 
 DAY = "2024-01-01"

@@ -2,7 +2,7 @@
 
 The storage root lives on a real small filesystem (a tmpfs mounted for the test, which needs root in a
 container); where mounting is not permitted the `filesystem` case falls back to the storage layer's
-injected quota (storage.FAULT_QUOTA_ENV), and the `injected` case always uses that hook. The evidence
+injected quota (storage.local_root.FAULT_QUOTA_ENV), and the `injected` case always uses that hook. The evidence
 record names which one ran. Expected: the append raises a StorageError naming the full volume, the catalog
 and the storage are exactly as before that statement (no partial part file left behind), the transaction
 rolls back, writes succeed once space is freed, and recovery and vacuum converge with no orphan.
@@ -21,7 +21,7 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.errors import StorageError, TransactionClosedError
-from airflow_txn.storage.root import FAULT_QUOTA_ENV
+from airflow_txn.storage.local_root import FAULT_QUOTA_ENV
 from tests import evidence
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 

@@ -20,8 +20,9 @@ from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.core.compaction import MergeJob
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SchemaMismatchError, SnapshotTooOldError, TableNotFoundError, TxnError
+from airflow_txn.model.parts import WrittenPart
 from airflow_txn.spark.compaction import output_files, spark_writer
-from airflow_txn.storage.root import SIDECAR, WrittenPart
+from airflow_txn.storage.root import SIDECAR
 from tests.helpers import EVENTS, ids, storage_files
 from tests.spark.helpers import frame, rows_of
 
