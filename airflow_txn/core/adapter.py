@@ -293,6 +293,22 @@ def stored_table(wh: Warehouse, table: str) -> StoredTable:
         return _stored(wh, table_registry.get(conn, table))
 
 
+def check_read(wh: Warehouse, table: str, csn: int | None = None, tag: str | None = None) -> None:
+    """The errors plan_read would raise for a read of `table` at `csn` or at tag `tag`, raised now and recording
+    nothing (an engine's client checks a read it will plan later, elsewhere: the data source's schema(), so that
+    the error comes at load() as the error it is, not at the first action): TxnError for both, a CSN not
+    readable yet, SnapshotTooOldError, TagNotFoundError, TableNotFoundError, TableNotInTagError."""
+    if csn is not None and tag is not None:
+        raise TxnError("pass one of csn (a committed snapshot) or tag (a named one), not both")
+    rt = wh.runtime
+    if tag is not None:
+        tags.resolve(rt, tag, table)
+    elif csn is not None:
+        with rt.catalog.read() as conn:
+            info = table_registry.get(conn, table)
+        reading.snapshot_for(rt, csn, [info.name.qualified])
+
+
 def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
               partitions: Sequence[Mapping[str, Any]] | None = None, tag: str | None = None) -> ReadPlan:
     """The parts a read of `table` sees at snapshot `csn` (None: the readable watermark), at tag `tag`, or

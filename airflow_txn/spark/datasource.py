@@ -62,6 +62,7 @@ from airflow_txn.core.adapter import (
     Statement,
     StoredTable,
     WrittenPart,
+    check_read,
     new_statement_id,
     open_root,
     open_statement,
@@ -168,7 +169,11 @@ class AirflowTxnDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        schema = to_spark_schema(stored_table(_warehouse(self.options), _table_name(self.options)).schema)
+        wh, table = _warehouse(self.options), _table_name(self.options)
+        if self.options.get("csn") or self.options.get("tag"):  # a read: its planning errors come at load()
+            check_read(wh, table, csn=_integer(self.options["csn"], "csn") if self.options.get("csn") else None,
+                       tag=self.options.get("tag") or None)
+        schema = to_spark_schema(stored_table(wh, table).schema)
         if _flag(self.options, "part_id"):
             schema = schema.add(PART_ID, LongType(), nullable=False)
         return schema

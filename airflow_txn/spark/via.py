@@ -116,6 +116,7 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: T
     datasource.register(spark)
     with ours_raised():
         frame = spark.read.format(datasource.NAME).options(**options).load(stored.name)
+        frame.schema  # noqa: B018  Spark Connect analyzes lazily: the data source's schema() checks the read now
     return frame
 
 

@@ -14,7 +14,14 @@ import pytest
 
 import airflow_txn.spark as txn_spark
 from airflow_txn import Warehouse
-from airflow_txn.errors import InvalidatedKeysError, InvalidNameError, SchemaMismatchError, TableNotFoundError
+from airflow_txn.errors import (
+    InvalidatedKeysError,
+    InvalidNameError,
+    SchemaMismatchError,
+    SnapshotTooOldError,
+    TableNotFoundError,
+    TableNotInTagError,
+)
 from airflow_txn.spark.datasource import warehouse_options
 from airflow_txn.spark.via import is_connect
 from tests.core.test_errors import state
@@ -308,3 +315,24 @@ def test_the_data_source_reads_every_type_the_native_reader_reads(any_spark: Spa
         have = [None if v is None else (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).timestamp()
                 for v in got.column(column).to_pylist()]
         assert have == want, column
+
+
+def test_a_read_the_data_source_cannot_plan_fails_at_read_with_the_error_it_is(any_spark: SparkSession,
+                                                                               dwh: Warehouse) -> None:
+    """Issue 31: the data source planned its read at the first action, where a SnapshotTooOldError or a tag not
+    holding the table surfaced as a raw AnalysisException; the native path raises the typed error at read().
+    Now the data source checks the read when Spark asks its schema (at load()), and read() raises it typed."""
+    csns = []
+    for i in (1, 2):
+        t = dwh.begin()
+        t.append("sales.accounts", accounts({i: i}))
+        csns.append(t.commit())
+    first = csns[0]
+    dwh.vacuum(retention_seconds=0)  # the first snapshot is below the horizon now
+    with pytest.raises(SnapshotTooOldError):
+        txn_spark.read(any_spark, dwh, "sales.accounts", csn=first, via="datasource")
+    dwh.tag("only-accounts", tables=["sales.accounts"])
+    with pytest.raises(TableNotInTagError):
+        txn_spark.read(any_spark, dwh, "sales.events", tag="only-accounts", via="datasource")
+    assert ids(txn_spark.read(any_spark, dwh, "sales.accounts", tag="only-accounts", via="datasource")
+               .toArrow()) == [1, 2]
