@@ -150,11 +150,12 @@ def partition_column(text: str | None, arrow_type: pa.DataType, length: int) -> 
 
 
 def text_to_value(text: str, arrow_type: pa.DataType) -> pa.Scalar:
-    """A partition value's canonical text (value_to_text) as a scalar of its column's type. A timestamp is parsed
-    at microseconds (the canonical text's precision: Python's isoformat writes 0 or 6 digits) and then cast to
-    the column's unit, exactly: pyarrow parses a string straight to timestamp[ms] only with 3 digits (or none),
-    so '12:30:45.500000' could not be read back into a timestamp[ms] column."""
-    if pa.types.is_timestamp(arrow_type):
-        parsed = pa.array([text], pa.string()).cast(pa.timestamp("us", arrow_type.tz))
+    """A partition value's canonical text (value_to_text) as a scalar of its column's type. A timestamp is parsed at
+    microseconds (nanoseconds for a timestamp[ns] column) (the canonical text's precision: Python's isoformat writes
+    0 or 6 digits) and then cast to the column's unit, exactly: pyarrow parses a string straight to timestamp[ms]
+    only with 3 digits (or none), so '12:30:45.500000' could not be read back into a timestamp[ms] column."""
+    if pa.types.is_timestamp(arrow_type):  # ns parsed as itself: a sub-microsecond part is refused by its caller
+        finest = "ns" if arrow_type.unit == "ns" else "us"
+        parsed = pa.array([text], pa.string()).cast(pa.timestamp(finest, arrow_type.tz))
         return parsed.cast(arrow_type, safe=True)[0]
     return pa.array([text], pa.string()).cast(arrow_type)[0]
