@@ -38,9 +38,10 @@ from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 assert not bag.import_errors, bag.import_errors
 dag = bag.get_dag("txn_lineage_probe")
-for conf in json.loads(sys.argv[2]):
-    run = dag.test(run_conf=conf)
-    print("RESULT " + json.dumps({"run_id": run.run_id, "state": str(run.state)}))
+with open(sys.argv[3], "w") as results:  # not stdout: the OpenLineage provider logs there from its own threads
+    for conf in json.loads(sys.argv[2]):
+        run = dag.test(run_conf=conf)
+        results.write(json.dumps({"run_id": run.run_id, "state": str(run.state)}) + "\\n")
 """
 SCHEMAS = {"lineage.source": pa.schema([("id", pa.int64())]),
            "lineage.target": pa.schema([("id", pa.int64())]),
@@ -104,12 +105,16 @@ def probe(airflow_db: None, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         env = {**os.environ, "AIRFLOW_CONN_AIRFLOW_TXN_DEFAULT": connection_json(catalog, root),
                "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
                    {"type": "file", "log_file_path": str(events), "append": True}),
-               "AIRFLOW__OPENLINEAGE__NAMESPACE": "lineage-test"}
-        done = subprocess.run([sys.executable, "-c", RUN_ALL, str(PROBE), json.dumps(RUNS)], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=600, check=False)
+               "AIRFLOW__OPENLINEAGE__NAMESPACE": "lineage-test",
+               # the provider emits from a forked process or a thread it waits for at most this long, then drops
+               # the event (default 10 s): on a loaded 2-core machine whole runs' events went missing
+               "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "300"}
+        ran = base / "runs.jsonl"
+        done = subprocess.run([sys.executable, "-c", RUN_ALL, str(PROBE), json.dumps(RUNS), str(ran)], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-4000:]
-        results = [json.loads(line.removeprefix("RESULT ")) for line in done.stdout.splitlines()
-                   if line.startswith("RESULT ")]
+        results = [json.loads(line) for line in ran.read_text().splitlines()]
+        assert len(results) == len(RUNS), results
         committed, failed, aborted = (task_events(events, r["run_id"]) for r in results)
         yield ProbeRuns(wh, source_csn, committed, failed, aborted, [r["state"] for r in results])
     finally:
