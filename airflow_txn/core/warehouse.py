@@ -17,7 +17,6 @@ import pyarrow.fs as pafs
 
 from airflow_txn.catalog import (
     Catalog,
-    State,
     commit_log,
     counters,
     database,
@@ -106,11 +105,14 @@ class Warehouse:
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
              oracle: str | None = None, manifests: str | None = None,
              storage_options: Mapping[str, str | bool] | str | None = None,
-             filesystem: pafs.FileSystem | None = None, connect_timeout: float | None = None) -> Warehouse:
+             filesystem: pafs.FileSystem | None = None, connect_timeout: float | None = None,
+             upgrade: bool = False) -> Warehouse:
         """Open the warehouse; arguments override AIRFLOW_TXN_* and the defaults. Creates nothing: the first
         `init`, `create_table` or `begin` creates a missing catalog and root; any other call on a warehouse
-        that does not exist raises WarehouseNotFoundError. An existing catalog of an older airflow_txn is
-        upgraded here, one of a newer refused (TxnError).
+        that does not exist raises WarehouseNotFoundError. Opening never upgrades a catalog (docs/DESIGN.md,
+        D22): one older than this package works with raises CatalogUpgradeRequiredError unless `upgrade=True`
+        (an explicit writer-side request: it is migrated here, as `airflow-txn upgrade` does); a newer one is used
+        when its min_client_version allows this package, else CatalogTooNewError.
         `root` may be an object store (`s3://bucket/prefix`, whose bucket must exist); `storage_options`
         its settings (endpoint_url, region, access_key_id, ...: docs/DEPLOYMENT.md), else the AWS_* environment.
         manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md).
@@ -124,9 +126,8 @@ class Warehouse:
         cat = Catalog(config.catalog_url, where=f"catalog {database.safe_url(config.catalog_url)} (root {config.root})",
                       connect_timeout=config.connect_timeout)
         try:
-            if cat.probe() is State.OLDER:
-                cat.upgrade()
-        except BaseException:  # e.g. a catalog of a newer schema version: close its connections
+            cat.check_versions(upgrade=upgrade)
+        except BaseException:  # e.g. a catalog this package may not use: close its connections
             cat.dispose()
             raise
         runtime = Runtime(cat, make_oracle(config.oracle, cat), storage, TidFactory())
