@@ -138,8 +138,8 @@ def test_airflow_txn_tag_tags_untag_and_read_at_a_tag(wh: Warehouse, catalog_url
 
 
 def test_a_schema_version_4_catalog_gets_tags_with_its_rows_kept(catalog_url: str, tmp_path: Path) -> None:
-    """A catalog Alembic left at schema_v4, holding a table: opening it with upgrade=True runs schema_v5 (and later revisions); the
-    table is kept and can be tagged."""
+    """A catalog Alembic left at schema_v4, holding a table: opening it with upgrade=True runs schema_v5 (and later
+    revisions); the table is kept and can be tagged."""
     from alembic import command
 
     catalog = Catalog(catalog_url)
