@@ -67,12 +67,17 @@ def _git(*args: str) -> str:
 def old_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The airflow_txn package of the last commit at schema version 5, unpacked in a directory of its own."""
     try:
+        shallow = _git("rev-parse", "--is-shallow-repository") == "true"
         added = _git("log", "--diff-filter=A", "--format=%H", "--", V6_REVISION).splitlines()
-        if not added:
-            pytest.skip(f"git history without the commit that added {V6_REVISION} (a shallow clone?)")
-        parent = _git("rev-parse", "--verify", "--quiet", f"{added[-1]}^")
     except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"no git history of the repository here ({exc}): the older release cannot be built")
+        pytest.skip(f"no git repository here ({exc}): the schema-5 code cannot be taken from its history")
+    why = "a shallow clone: `git fetch --unshallow` to run it" if shallow else "history rewritten?"
+    try:
+        parent = _git("rev-parse", "--verify", "--quiet", f"{added[-1]}^") if added else ""
+    except subprocess.SubprocessError:
+        parent = ""
+    if not parent:
+        pytest.skip(f"the commit before the one that added {V6_REVISION} is not in this repository ({why})")
     target = tmp_path_factory.mktemp("airflow_txn_v5")
     archive = subprocess.run(["git", "-C", str(REPO), "archive", parent, "airflow_txn"], capture_output=True,
                              check=True, timeout=60).stdout
