@@ -287,6 +287,12 @@ class Catalog:
         self._versions = versions
         return State.OLDER if versions.older else State.NEWER if versions.newer else State.CURRENT
 
+    def at_least(self, schema_version: int) -> bool:
+        """Whether the catalog holds what schema version `schema_version` brought, as this process last found it
+        (opening probes it; a catalog this process created or upgraded, or never probed, is at this package's)."""
+        found = self._versions.schema_version if self._versions is not None else None
+        return found is None or found >= schema_version
+
     def check_versions(self, upgrade: bool = False) -> State:
         """`probe`, and refuse a catalog this package may not use (docs/DESIGN.md, D22): a newer one that does not
         tolerate it (CatalogTooNewError), an older one (CatalogUpgradeRequiredError). With `upgrade`, the explicit
@@ -429,6 +435,7 @@ class Catalog:
             done = migrate.upgrade(conn, create_only=create_only, where=self.where)
             meta_records.warehouse_id(conn)  # a new catalog gets its identity with its tables
         self._exists = True
+        self._versions = None  # at this package's schema now (or a newer one it may use)
         return done
 
     def _busy_message(self, exc: DBAPIError) -> str:

@@ -151,9 +151,12 @@ def _version_check(version: str | None, revision: str | None, min_client: str | 
         notes.append("made before Alembic: `airflow-txn upgrade` records its revision")
     if oldest is None:
         notes.append("`airflow-txn upgrade` records min_client_version")
+    hint = ""
     if int(version) < schema.SCHEMA_VERSION:
         notes.append("older than this client's, which still uses it")
-    return Check("catalog schema", OK, detail + (f" ({'; '.join(notes)})" if notes else ""))
+        hint = ("`airflow-txn upgrade` brings it to this client's schema (what the newer schema adds, e.g. recording "
+                "check reports, needs it)")
+    return Check("catalog schema", OK, detail + (f" ({'; '.join(notes)})" if notes else ""), hint)
 
 
 # -- storage root ------------------------------------------------------------------------------------------

@@ -256,7 +256,7 @@ class Warehouse:
             row = txn_records.fetch(conn, parsed)
             parts = part_records.of_transaction(conn, parsed)
             invalidated = key_records.invalidated(conn, parsed)  # {key: the retried key that withdrew it}
-            reports = check_reports.of_transaction(conn, parsed, row.metadata)
+            reports = check_reports.of_transaction(conn, parsed, row.metadata, self._stored_reports())
         record = row.as_dict()
         record["metadata"] = check_reports.as_metadata(record["metadata"], reports)
         logged_csn = log_mirror.logged_commit_csn(self.runtime, row)  # committing: committed iff its record exists
@@ -273,12 +273,17 @@ class Warehouse:
                 creation_csn=p.version.creation_csn, removal_csn=p.version.removal_csn) for p in parts],
         )
 
+    def _stored_reports(self) -> bool:
+        """Whether the catalog has the check reports' own table (an older one this package uses has not: D22)."""
+        return self.runtime.catalog.at_least(check_reports.STORED_SINCE)
+
     def check_reports(self, tid: str) -> list[CheckRecord]:
         """Every write-audit-publish check report recorded on transaction `tid`, in the order recorded
         (`transaction_info(tid)["metadata"]["checks"]` shows the newest of each key)."""
         parsed = str(Tid.parse(tid))
         with self.runtime.catalog.read() as conn:
-            return check_reports.of_transaction(conn, parsed, txn_records.fetch(conn, parsed).metadata)
+            return check_reports.of_transaction(conn, parsed, txn_records.fetch(conn, parsed).metadata,
+                                                self._stored_reports())
 
     def transactions(self, state: str | None = None, limit: int = 100,
                      labels: txn_records.LabelFilter | None = None) -> list[TransactionRecord]:
@@ -286,7 +291,7 @@ class Warehouse:
         state, limit = bounds.transaction_state(state), bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
             listed = [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
-            shown = check_reports.with_reports(conn, {r["tid"]: r["metadata"] for r in listed})
+            shown = check_reports.with_reports(conn, {r["tid"]: r["metadata"] for r in listed}, self._stored_reports())
         return [{**r, "metadata": shown[r["tid"]]} for r in listed]
 
     def label_dags(self) -> list[str | None]:
@@ -425,7 +430,8 @@ class Warehouse:
         with self.runtime.catalog.read() as conn:
             watermark = commit_log.readable_csn(conn, self.runtime.oracle)
             found = commit_log.records_with_metadata(conn, csn, watermark, limit)
-            shown = check_reports.with_reports(conn, {r.tid: txn_records.parse_metadata(stored) for r, stored in found})
+            shown = check_reports.with_reports(conn, {r.tid: txn_records.parse_metadata(stored) for r, stored in found},
+                                               self._stored_reports())
         return [LoggedCommit(csn=r.csn, tid=r.tid, tables=list(r.tables), committed_at=r.committed_at,
                              applied=r.applied, metadata=shown[r.tid]) for r, _ in found]
 

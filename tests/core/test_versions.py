@@ -1,6 +1,7 @@
-"""Versions meet safely (docs/DESIGN.md, D22): opening a catalog never upgrades it; a catalog older than this
-package can use is refused with CatalogUpgradeRequiredError until `airflow-txn upgrade` (or an explicit
-`Warehouse.open(..., upgrade=True)`) runs; a newer catalog is used when every revision above this package's
+"""Versions meet safely (docs/DESIGN.md, D22): opening a catalog never upgrades it; a catalog one schema version
+older is used as it is (all but recording check reports); an older one is refused with
+CatalogUpgradeRequiredError until `airflow-txn upgrade` (or an explicit `Warehouse.open(..., upgrade=True)`)
+runs; a newer catalog is used when every revision above this package's
 head is one older clients tolerate (txn_meta's min_client_version), else refused with CatalogTooNewError;
 `doctor` and `upgrade` say which side must move.
 
@@ -87,21 +88,45 @@ def test_the_revisions_declare_what_older_clients_tolerate() -> None:
     assert schema.MIN_CATALOG_VERSION <= schema.SCHEMA_VERSION
 
 
-def test_opening_an_older_catalog_never_upgrades_it(catalog_url: str, tmp_path: Path) -> None:
-    catalog_at(catalog_url, "schema_v5")
+def test_opening_a_catalog_too_old_to_use_never_upgrades_it(catalog_url: str, tmp_path: Path) -> None:
+    catalog_at(catalog_url, "schema_v4")
     root = str(tmp_path / "root")
     with pytest.raises(CatalogUpgradeRequiredError) as refused:
         Warehouse.open(catalog=catalog_url, root=root)
     message = str(refused.value)
-    assert "schema version 5 (schema_v5)" in message and f"schema version {schema.SCHEMA_VERSION}" in message
+    assert "schema version 4 (schema_v4)" in message and f"schema version {schema.SCHEMA_VERSION}" in message
     assert "airflow-txn upgrade" in message
-    assert (refused.value.catalog_version, refused.value.client_version) == (5, schema.SCHEMA_VERSION)
+    assert (refused.value.catalog_version, refused.value.client_version) == (4, schema.SCHEMA_VERSION)
     assert isinstance(refused.value, CatalogVersionError)
     after = versions(catalog_url)
-    assert (after.revision, after.schema_version) == ("schema_v5", 5)  # left as it was
+    assert (after.revision, after.schema_version) == ("schema_v4", 4)  # left as it was
     engine = sa.create_engine(catalog_url)
-    assert "txn_check_reports" not in sa.inspect(engine).get_table_names()
+    assert "txn_tags" not in sa.inspect(engine).get_table_names()
     engine.dispose()
+
+
+def test_a_catalog_one_schema_version_older_is_used_as_it_is(catalog_url: str, tmp_path: Path) -> None:
+    """Schema version 5 lacks only txn_check_reports: this package reads and writes it without upgrading it,
+    shows no stored reports, and refuses (typed, before anything is written) to record one."""
+    catalog_at(catalog_url, "schema_v5")
+    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root")) as wh:
+        load(wh, [1, 2])
+        t = wh.begin()
+        t.append(TABLE, events([3]))
+        with pytest.raises(CatalogUpgradeRequiredError, match=r"needs catalog schema version 6.*airflow-txn upgrade"):
+            t.record_check("audit", {"passed": True})
+        t.commit()  # the transaction is still usable
+        assert ids(wh.read(TABLE)) == [1, 2, 3]
+        assert wh.check_reports(t.tid) == [] and wh.transaction_info(t.tid)["metadata"] == {}
+        assert len(wh.transactions()) == 2 and len(wh.commits_after(0)) == 2
+        assert wh.vacuum(retention_seconds=0)["rows_purged"]["check_reports"] == 0
+    after = versions(catalog_url)
+    assert (after.revision, after.schema_version) == ("schema_v5", 5)  # left as it was
+    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"), upgrade=True) as wh:
+        t = wh.begin()
+        t.record_check("audit", {"passed": True})  # once upgraded
+        t.commit()
+        assert [r["key"] for r in wh.check_reports(t.tid)] == ["audit"]
 
 
 def test_an_explicit_upgrade_brings_it_to_head_and_records_the_oldest_client(catalog_url: str, tmp_path: Path) -> None:
@@ -167,12 +192,12 @@ def versions_check(report: Any) -> dict[str, str]:
 
 
 def test_doctor_says_the_catalog_must_be_upgraded(catalog_url: str, cli: Any) -> None:
-    catalog_at(catalog_url, "schema_v5")
+    catalog_at(catalog_url, "schema_v4")
     check = versions_check(cli("doctor", code=exit_codes.DOCTOR_FAILED))
     assert check["status"] == "fail"
     assert f"airflow-txn {__version__}" in check["detail"]
     assert f"schema version {schema.SCHEMA_VERSION}" in check["detail"]
-    assert "catalog schema version 5 (schema_v5)" in check["detail"]
+    assert "catalog schema version 4 (schema_v4)" in check["detail"]
     assert "the catalog must be upgraded" in check["hint"] and "airflow-txn upgrade" in check["hint"]
 
 
@@ -208,9 +233,16 @@ def test_doctor_says_this_client_must_be_upgraded(catalog_url: str, cli: Any) ->
     assert "this client must be upgraded" in check["hint"] and "airflow-txn package" in check["hint"]
 
 
-def test_the_command_line_refuses_an_older_catalog_with_its_hint(catalog_url: str, cli: Any) -> None:
+def test_doctor_says_a_catalog_one_schema_version_older_is_usable(catalog_url: str, cli: Any) -> None:
     catalog_at(catalog_url, "schema_v5")
+    check = versions_check(cli("doctor"))
+    assert check["status"] == "ok" and "catalog schema version 5 (schema_v5)" in check["detail"]
+    assert "airflow-txn upgrade" in check["hint"]
+
+
+def test_the_command_line_refuses_an_older_catalog_with_its_hint(catalog_url: str, cli: Any) -> None:
+    catalog_at(catalog_url, "schema_v4")
     failed = cli("tables", code=exit_codes.ERROR)
     assert failed["error"]["type"] == "CatalogUpgradeRequiredError"
     assert "airflow-txn upgrade" in failed["error"]["message"]
-    assert versions(catalog_url).revision == "schema_v5"
+    assert versions(catalog_url).revision == "schema_v4"

@@ -2,8 +2,9 @@
 the last commit whose schema head was version 5 (the parent of the commit that added schema_v6), taken from git
 history with `git archive` and run in a subprocess with it first on PYTHONPATH.
 
-- This package opening that code's catalog leaves it alone (no silent upgrade), so the older code keeps
-  loading and reading; `airflow-txn upgrade` then moves it, saying from and to.
+- This package uses that code's catalog as it is (no silent upgrade): it reads, loads, and refuses only to
+  record a check report (CatalogUpgradeRequiredError), so the older code keeps loading and reading, and sees
+  the newer client's commit; `airflow-txn upgrade` then moves the catalog, saying from and to.
 - That code refuses a catalog this package made or upgraded (it predates min_client_version and refuses any
   newer schema version: the one boundary D22 cannot move), with its own message, and changes nothing.
 
@@ -118,19 +119,24 @@ def test_the_older_release_and_this_one_meet_safely(old_code: Path, url: str, tm
     assert run_old(old_code, url, root, [1, 2])["ids"] == [1, 2]  # the older release makes the warehouse
     assert revision(url) == "schema_v5"
 
-    with pytest.raises(CatalogUpgradeRequiredError, match="airflow-txn upgrade"):
-        Warehouse.open(catalog=url, root=str(root))  # a newer laptop or image opens it ...
+    with Warehouse.open(catalog=url, root=str(root)) as wh:  # a newer laptop or image opens it ...
+        assert ids(wh.read(TABLE)) == [1, 2]
+        t = wh.begin()
+        t.append(TABLE, events([3]))
+        with pytest.raises(CatalogUpgradeRequiredError, match="airflow-txn upgrade"):
+            t.record_check("audit", {"passed": True})  # the one thing schema version 6 brought
+        t.commit()
     assert revision(url) == "schema_v5"  # ... and leaves it alone
-    assert run_old(old_code, url, root, [3])["ids"] == [1, 2, 3]  # the older workers go on
+    assert run_old(old_code, url, root, [4])["ids"] == [1, 2, 3, 4]  # the older workers go on
 
     opts = ["--catalog", url, "--root", str(root), "--json"]
     assert main([*opts, "upgrade"]) == exit_codes.OK  # the deliberate step
     done = json.loads(capsys.readouterr().out)
     assert (done["from_schema_version"], done["to_schema_version"]) == (5, schema.SCHEMA_VERSION)
     with Warehouse.open(catalog=url, root=str(root)) as wh:
-        assert ids(wh.read(TABLE)) == [1, 2, 3]
+        assert ids(wh.read(TABLE)) == [1, 2, 3, 4]
         t = wh.begin()
-        t.append(TABLE, events([4]))
+        t.append(TABLE, events([5]))
         t.record_check("audit", {"passed": True})  # txn_check_reports, the table schema_v6 added
         t.commit()
 
