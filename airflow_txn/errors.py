@@ -69,7 +69,7 @@ class CatalogReadOnlyError(TxnError):
 
 
 class CatalogVersionError(TxnError):
-    """The catalog's schema and this airflow-txn package do not meet (docs/DESIGN.md, D22); the message names
+    """The catalog's schema and this airflow-txn package do not meet (docs/DESIGN.md, D23); the message names
     both versions and who must upgrade. `catalog_version` is the catalog's schema version (None: none
     recorded), `client_version` this package's."""
 

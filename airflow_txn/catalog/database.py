@@ -12,7 +12,7 @@ dialect supports it.
 A Catalog object creates nothing: connecting to a SQLite file that is not there would create it, so
 `exists()` looks before anything connects, and `read()`/`write()` refuse a catalog that does not exist
 (WarehouseNotFoundError) until `initialize()` or `upgrade()` creates it (docs/DESIGN.md, D17). Only `upgrade()`
-migrates an existing catalog; opening one never does (`check_versions`, docs/DESIGN.md, D22). A SQLite
+migrates an existing catalog; opening one never does (`check_versions`, docs/DESIGN.md, D23). A SQLite
 catalog this process may not write (a read-only file, directory or mount) is opened read-only, one
 connection per use: through the writer's `-wal` and `-shm` files while a writer has them, else as an
 immutable file (a WAL-mode database cannot be opened read-only otherwise).
@@ -114,7 +114,7 @@ class State(Enum):
     or reindex): ready."""
     NEWER = "newer"
     """Upgraded by a newer airflow_txn with revisions clients of this schema version tolerate (its
-    min_client_version): ready, left as it is (docs/DESIGN.md, D22)."""
+    min_client_version): ready, left as it is (docs/DESIGN.md, D23)."""
     OLDER = "older"
     """Older than this package works with (schema.MIN_CATALOG_VERSION): `upgrade` must run first; opening
     never runs it (CatalogUpgradeRequiredError)."""
@@ -294,7 +294,7 @@ class Catalog:
         return found is None or found >= schema_version
 
     def check_versions(self, upgrade: bool = False) -> State:
-        """`probe`, and refuse a catalog this package may not use (docs/DESIGN.md, D22): a newer one that does not
+        """`probe`, and refuse a catalog this package may not use (docs/DESIGN.md, D23): a newer one that does not
         tolerate it (CatalogTooNewError), an older one (CatalogUpgradeRequiredError). With `upgrade`, the explicit
         writer-side request, a catalog not at this package's head is upgraded instead (`upgrade`). A missing
         catalog is ABSENT (the first write creates it)."""
@@ -407,7 +407,7 @@ class Catalog:
     def initialize(self) -> None:
         """Create the catalog if it is missing: checks the schema's version records in a read transaction; only
         a missing catalog takes the write lock (safe when several processes race) and is created. An existing
-        catalog is never migrated here (docs/DESIGN.md, D22): one older than this package works with raises
+        catalog is never migrated here (docs/DESIGN.md, D23): one older than this package works with raises
         CatalogUpgradeRequiredError (`upgrade` is the explicit step), a newer one it may not use CatalogTooNewError."""
         state = self.probe()
         if state is State.OLDER:

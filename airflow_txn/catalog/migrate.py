@@ -23,7 +23,7 @@ A developer writes the next revision with
 `alembic.command.revision(migrate.config(), message=..., rev_id=...)` and adds it to REVISIONS.
 Alembic is imported only when a migration runs: opening a current catalog does not load it.
 
-Versions meet by a rule (docs/DESIGN.md, D22). Opening a catalog never migrates it: only `upgrade` does
+Versions meet by a rule (docs/DESIGN.md, D23). Opening a catalog never migrates it: only `upgrade` does
 (`airflow-txn upgrade`, `Warehouse.open(..., upgrade=True)`), and creating a new catalog. Each revision
 declares `older_clients_tolerate`; `upgrade` records in txn_meta's `min_client_version` the oldest client
 schema version that may still use the catalog (MIN_CLIENT_VERSION: the schema version of the newest revision
@@ -86,7 +86,7 @@ class Versions:
     index_version: int
     min_client_version: int | None = None
     """txn_meta's min_client_version: the oldest client schema version that may use the catalog (None: not
-    recorded, a catalog no `upgrade` of D22's rule has run on)."""
+    recorded, a catalog no `upgrade` of D23's rule has run on)."""
 
     @property
     def newer(self) -> bool:

@@ -124,7 +124,7 @@ def _identity_check(warehouse_id: str | None) -> Check:
 
 def _version_check(version: str | None, revision: str | None, min_client: str | None = None) -> Check:
     """The client's package and schema head beside the catalog's schema version and min_client_version, and
-    which side must upgrade when they do not meet (docs/DESIGN.md, D22)."""
+    which side must upgrade when they do not meet (docs/DESIGN.md, D23)."""
     from airflow_txn import __version__
 
     if version is None or not version.isdigit():

@@ -53,7 +53,7 @@ def record(rt: Runtime, tid: str, key: str, report: Mapping[str, object]) -> Non
 
         raise CatalogUpgradeRequiredError(
             f"recording a check report needs catalog schema version {STORED_SINCE} (table txn_check_reports); the "
-            f"{cat.where} is older, and opening never upgrades a catalog (docs/DESIGN.md, D22): the catalog must be "
+            f"{cat.where} is older, and opening never upgrades a catalog (docs/DESIGN.md, D23): the catalog must be "
             "upgraded, once, with `airflow-txn upgrade` (by a writer, as a deliberate step: docs/DEPLOYMENT.md, "
             "Versions). Nothing was recorded", None, schema.SCHEMA_VERSION)
     with cat.write() as conn:

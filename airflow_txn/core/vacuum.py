@@ -232,7 +232,7 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
                 functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
         Purge("transactions", txn_records.purgeable(keep, before), txn_records.purge),
         *([Purge("check_reports", check_reports.of_purged_transactions(), check_reports.forget)]  # after their rows
-          if rt.catalog.at_least(STORED_REPORTS) else []),  # an older catalog this package uses has none (D22)
+          if rt.catalog.at_least(STORED_REPORTS) else []),  # an older catalog this package uses has none (D23)
     ]
     purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions", "check_reports"), 0)
     for index, step in enumerate(steps):

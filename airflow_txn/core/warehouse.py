@@ -110,7 +110,7 @@ class Warehouse:
         """Open the warehouse; arguments override AIRFLOW_TXN_* and the defaults. Creates nothing: the first
         `init`, `create_table` or `begin` creates a missing catalog and root; any other call on a warehouse
         that does not exist raises WarehouseNotFoundError. Opening never upgrades a catalog (docs/DESIGN.md,
-        D22): one older than this package works with raises CatalogUpgradeRequiredError unless `upgrade=True`
+        D23): one older than this package works with raises CatalogUpgradeRequiredError unless `upgrade=True`
         (an explicit writer-side request: it is migrated here, as `airflow-txn upgrade` does); a newer one is used
         when its min_client_version allows this package, else CatalogTooNewError.
         `root` may be an object store (`s3://bucket/prefix`, whose bucket must exist); `storage_options`
@@ -274,7 +274,7 @@ class Warehouse:
         )
 
     def _stored_reports(self) -> bool:
-        """Whether the catalog has the check reports' own table (an older one this package uses has not: D22)."""
+        """Whether the catalog has the check reports' own table (an older one this package uses has not: D23)."""
         return self.runtime.catalog.at_least(check_reports.STORED_SINCE)
 
     def check_reports(self, tid: str) -> list[CheckRecord]:

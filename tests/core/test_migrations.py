@@ -152,7 +152,7 @@ def test_a_pre_alembic_catalog_is_stamped_and_upgraded(catalog_url: str, catalog
     before = _versions(catalog)
     assert (before.revision, before.schema_version, before.start) == (None, version, f"schema_v{version}")
     with pytest.raises(CatalogUpgradeRequiredError):
-        Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"))  # opening never upgrades (D22)
+        Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"))  # opening never upgrades (D23)
     assert _versions(catalog).revision is None
     with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"), upgrade=True) as wh:  # on request
         assert wh.tables() == [OLD_TABLE]

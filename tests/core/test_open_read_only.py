@@ -62,7 +62,7 @@ def test_a_read_only_open_does_not_wait_for_a_writer(catalog_url: str, root: Pat
 
 
 def test_an_older_catalog_is_upgraded_only_on_request(tmp_path: Path) -> None:
-    """issue 16, case 8, and D22: a catalog below the current index version is used as it is on open (no write);
+    """issue 16, case 8, and D23: a catalog below the current index version is used as it is on open (no write);
     `upgrade=True` sends it through the (locking) upgrade, which records the new version."""
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
     with Warehouse.open(catalog=url, root=str(tmp_path / "root")) as wh:

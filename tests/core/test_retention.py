@@ -140,7 +140,7 @@ def test_dry_run_reports_and_deletes_nothing(wh: Warehouse, root: Path) -> None:
 
 def test_a_catalog_of_schema_version_2_is_upgraded(catalog_url: str, root: Path) -> None:
     """Version 3 added txn_keys and txn_scans (attempt fences, invalidated keys, statement scans): an older
-    catalog gains them when opened with upgrade=True (opening alone never upgrades: D22)."""
+    catalog gains them when opened with upgrade=True (opening alone never upgrades: D23)."""
     with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
         make_tables(wh)
         with wh.runtime.catalog.write() as conn:

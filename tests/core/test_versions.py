@@ -1,4 +1,4 @@
-"""Versions meet safely (docs/DESIGN.md, D22): opening a catalog never upgrades it; a catalog one schema version
+"""Versions meet safely (docs/DESIGN.md, D23): opening a catalog never upgrades it; a catalog one schema version
 older is used as it is (all but recording check reports); an older one is refused with
 CatalogUpgradeRequiredError until `airflow-txn upgrade` (or an explicit `Warehouse.open(..., upgrade=True)`)
 runs; a newer catalog is used when every revision above this package's

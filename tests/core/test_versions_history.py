@@ -1,4 +1,4 @@
-"""The previous release's own code against this one's, on one catalog (docs/DESIGN.md, D22): the airflow_txn of
+"""The previous release's own code against this one's, on one catalog (docs/DESIGN.md, D23): the airflow_txn of
 the last commit whose schema head was version 5 (the parent of the commit that added schema_v6), taken from git
 history with `git archive` and run in a subprocess with it first on PYTHONPATH.
 
@@ -6,7 +6,7 @@ history with `git archive` and run in a subprocess with it first on PYTHONPATH.
   record a check report (CatalogUpgradeRequiredError), so the older code keeps loading and reading, and sees
   the newer client's commit; `airflow-txn upgrade` then moves the catalog, saying from and to.
 - That code refuses a catalog this package made or upgraded (it predates min_client_version and refuses any
-  newer schema version: the one boundary D22 cannot move), with its own message, and changes nothing.
+  newer schema version: the one boundary D23 cannot move), with its own message, and changes nothing.
 
 Needs the repository's history: skipped, saying so, in a shallow clone or an unpacked sdist (CI has a full clone).
 """

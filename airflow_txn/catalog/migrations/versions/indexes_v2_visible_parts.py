@@ -18,7 +18,7 @@ down_revision: str | None = "schema_v3"
 branch_labels: str | None = None
 depends_on: str | None = None
 # Whether clients of the previous schema version may go on using a catalog this revision upgraded (catalog/
-# migrate.py, MIN_CLIENT_VERSION; docs/DESIGN.md, D22): yes, an index: older statements work with either.
+# migrate.py, MIN_CLIENT_VERSION; docs/DESIGN.md, D23): yes, an index: older statements work with either.
 older_clients_tolerate: bool = True
 
 
