@@ -176,6 +176,12 @@ class StorageError(TxnError):
     """A part's files are missing or unreadable in the storage root: run `airflow-txn recover`."""
 
 
+class RootOwnedError(StorageError):
+    """The storage root belongs to another warehouse, or to an older or newer state of this one's catalog: no
+    write or cleanup goes there until an operator gives this warehouse a root of its own or adopts this root
+    (`airflow-txn adopt-root`, docs/DEPLOYMENT.md)."""
+
+
 class CheckError(TxnError):
     """A write-audit-publish check could not be evaluated (its SQL does not run on the engine): fix the check."""
 
@@ -197,6 +203,7 @@ __all__ = [
     "MissingDependencyError",
     "OracleUnavailableError",
     "RetryConflictError",
+    "RootOwnedError",
     "SchemaMismatchError",
     "SerializationError",
     "SnapshotTooOldError",

@@ -14,6 +14,7 @@ import pyarrow.fs as pafs
 from airflow_txn import Warehouse
 from airflow_txn.catalog import part_records, table_registry
 from airflow_txn.core import recovery
+from airflow_txn.core.ownership import MARKER
 from airflow_txn.storage.location import normalize_root, resolve
 from airflow_txn.storage.root import SIDECAR, is_plain_part, part_file_paths, write_dir_of
 
@@ -34,16 +35,18 @@ def ids(table: pa.Table) -> list[int]:
 
 
 def storage_files(root: Path | str) -> set[str]:
-    """Every file below the storage root (a local path, or an s3:// URI: its objects), relative to it."""
+    """Every file below the storage root (a local path, or an s3:// URI: its objects), relative to it, but
+    the root's ownership marker (core/ownership.MARKER: there from the first write on)."""
     if isinstance(root, str) and "://" in root:
         where = resolve(normalize_root(root), {})
         listed = where.filesystem.get_file_info(pafs.FileSelector(where.base, recursive=True, allow_not_found=True))
-        return {info.path[len(where.base) + 1:] for info in listed if info.type == pafs.FileType.File}
-    out = set()
-    for current, _dirs, files in os.walk(root):
-        for name in files:
-            out.add(str(Path(current, name).relative_to(root)))
-    return out
+        found = {info.path[len(where.base) + 1:] for info in listed if info.type == pafs.FileType.File}
+    else:
+        found = set()
+        for current, _dirs, files in os.walk(root):
+            for name in files:
+                found.add(str(Path(current, name).relative_to(root)))
+    return found - {MARKER}
 
 
 def _object_root(root: Path | str) -> tuple[pafs.FileSystem, str] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_txn.catalog import schema
@@ -47,3 +47,9 @@ def warehouse_id(conn: Connection) -> str:
     """The catalog's warehouse id, claimed on first use (a new random id, 32 hex digits); the same for
     every caller from then on. Call inside a write (a read finds it with `value(conn, WAREHOUSE_ID_KEY)`)."""
     return claim(conn, WAREHOUSE_ID_KEY, uuid.uuid4().hex)
+
+
+def put(conn: Connection, key: str, new_value: str) -> None:
+    """Store `new_value` under `key`, replacing what was there. Call inside a write."""
+    if conn.execute(update(schema.meta).where(_m.key == key).values(value=new_value)).rowcount == 0:
+        conn.execute(insert(schema.meta).values(key=key, value=new_value))

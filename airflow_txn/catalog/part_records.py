@@ -394,3 +394,12 @@ def pending_tables(conn: Connection, tid: str) -> list[int]:
             and_(_p.removal_tid == tid, _p.removal_csn.is_(None)))
     ).distinct()
     return sorted(int(r.table_id) for r in conn.execute(stmt))
+
+
+def needed_files(conn: Connection, table_id: int) -> list[tuple[str, tuple[str, ...]]]:
+    """(path, file names) of every committed part of a table the latest snapshot sees: what a root must hold
+    for this catalog (core/ownership.adopt)."""
+    stmt = select(_p.path, _p.files).where(
+        _p.table_id == table_id, _p.creation_csn.is_not(None), _p.creation_csn != ROLLBACK_CSN,
+        _p.removal_csn.is_(None))
+    return [(str(r.path), tuple(json.loads(r.files))) for r in conn.execute(stmt)]

@@ -267,6 +267,17 @@ def upgrade(settings: Settings) -> int:
     return settings.emit(result, render.mapping)
 
 
+@cli.command("adopt-root")
+@global_options
+@click.pass_obj
+def adopt_root(settings: Settings) -> int:
+    """Make the storage root this catalog's, after checking it: for a catalog re-created over its old root or
+    restored from a backup older than the root (writes and vacuum refuse both until then). Refused, changing
+    nothing, when a file a committed part of this catalog needs is missing from the root."""
+    wh = settings.open()
+    return settings.emit(wh.adopt_root(), render.adoption)
+
+
 @cli.command()
 @global_options
 @click.pass_obj

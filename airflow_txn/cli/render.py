@@ -27,6 +27,7 @@ from airflow_txn.model.csn import ROLLBACK_CSN
 
 if TYPE_CHECKING:  # only annotations: the result types load pyarrow, which printing a help never needs
     from airflow_txn.model.results import (
+        AdoptionReport,
         CommitLogEntry,
         CompactionReport,
         DoctorReport,
@@ -276,6 +277,13 @@ def vacuum(console: Console, report: VacuumReport) -> None:
         return
     shown = {_WOULD.get(k, k): fmt_bytes(v) if k == "bytes_freed" else v for k, v in report.items()}
     mapping(console, shown, title="dry run: nothing was deleted")
+
+
+def adoption(console: Console, report: AdoptionReport) -> None:
+    """What adopt-root checked and whose the root was before."""
+    before = ("no warehouse (no marker)" if report["previous_warehouse_id"] is None
+              else f"warehouse {report['previous_warehouse_id']} (CSN {report['previous_csn']})")
+    mapping(console, report, title=f"root adopted by warehouse {report['warehouse_id']}; it was {before}'s")
 
 
 def generic(console: Console, value: object) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,34 @@ def home_dir() -> Path:
     return Path(os.environ.get(ENV_HOME) or Path.home() / ".airflow_txn").expanduser().absolute()
 
 
+def default_catalog_url() -> str:
+    """The embedded default catalog: SQLite in home_dir()."""
+    return f"sqlite:///{home_dir() / 'catalog.db'}"
+
+
+def default_root(catalog_url: str) -> Path:
+    """The storage root of a warehouse given none: one per catalog, so that two catalogs never meet on a root
+    by default (docs/DESIGN.md, invariant 11). The embedded default catalog keeps `home/warehouse` (where it
+    always was); another SQLite file `<dir>/<name>.db` gets `<dir>/<name>-warehouse` beside it; any other
+    catalog a directory of home/warehouses named after its backend, host, port and database (no user, no
+    password). A catalog that recorded the root it claimed keeps that one (Warehouse.open)."""
+    if catalog_url == default_catalog_url():
+        return home_dir() / "warehouse"
+    try:
+        url = make_url(catalog_url)
+    except Exception:  # checked (InvalidArgumentError) by the caller
+        url = None
+    if url is not None and url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        path = Path(str(url.database)).expanduser().absolute()
+        return path.with_name(f"{path.stem}-warehouse")
+    if url is None:
+        name = "catalog"
+    else:
+        pieces = [url.get_backend_name(), url.host or "local", str(url.port or ""), url.database or ""]
+        name = "-".join(piece for piece in pieces if piece)
+    return home_dir() / "warehouses" / re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
 @dataclass(frozen=True, slots=True)
 class WarehouseConfig:
     """Where a warehouse lives: catalog URL, storage root and CSN oracle."""
@@ -96,6 +125,9 @@ class WarehouseConfig:
     """S3 settings (storage/location.S3_OPTIONS); may hold secrets, so never shown."""
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     """Seconds an unreachable catalog, object store or Spark Connect server is waited for (connect_timeout_seconds)."""
+    root_given: bool = field(default=True, compare=False)
+    """Whether the root was given (argument or $AIRFLOW_TXN_ROOT) rather than derived from the catalog
+    (default_root): only a derived root gives way to the root the catalog recorded (Warehouse.open)."""
 
     @classmethod
     def resolve(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
@@ -103,8 +135,9 @@ class WarehouseConfig:
                 storage_options: Mapping[str, str | bool] | str | None = None,
                 connect_timeout: float | str | None = None) -> WarehouseConfig:
         """Explicit arguments first, then AIRFLOW_TXN_* variables, then the embedded defaults."""
-        catalog_url = catalog or os.environ.get(ENV_CATALOG) or f"sqlite:///{home_dir() / 'catalog.db'}"
-        storage_root = root_uri(root or os.environ.get(ENV_ROOT) or home_dir() / "warehouse")
+        catalog_url = catalog or os.environ.get(ENV_CATALOG) or default_catalog_url()
+        given = root or os.environ.get(ENV_ROOT)
+        storage_root = root_uri(given or default_root(catalog_url))
         local = location.scheme_of(storage_root) == "file"
         if storage_options is None:
             options = location.parse_storage_options(os.environ.get(ENV_STORAGE_OPTIONS), f"${ENV_STORAGE_OPTIONS}")
@@ -120,7 +153,8 @@ class WarehouseConfig:
             raise TxnError(f"manifests must be one of {MANIFEST_MODES} (argument or ${ENV_MANIFESTS}), "
                            f"got {manifest_mode!r}")
         return cls(catalog_url=catalog_url, root=storage_root, oracle=oracle_spec, manifests=manifest_mode,
-                   storage_options=options, connect_timeout=connect_timeout_seconds(connect_timeout))
+                   storage_options=options, connect_timeout=connect_timeout_seconds(connect_timeout),
+                   root_given=bool(given))
 
     def location(self) -> location.Location:
         """The storage root resolved to a filesystem (for an object store: its client, no request yet)."""

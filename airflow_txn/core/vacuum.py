@@ -46,7 +46,7 @@ from airflow_txn.catalog import (
 )
 from airflow_txn.catalog.purges import Purge
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import bounds, crashpoints, manifests, recovery, retention, tags
+from airflow_txn.core import bounds, crashpoints, identity, manifests, ownership, recovery, retention, tags
 from airflow_txn.core.check_reports import STORED_SINCE as STORED_REPORTS
 from airflow_txn.core.retention import Horizons
 from airflow_txn.core.runtime import Runtime
@@ -61,6 +61,8 @@ retry (a commit or finalize task) looks its transaction up by tid after it ended
 ORPHAN_GRACE_SECONDS = 60.0
 """Write dirs with no readable sidecar, and write dirs or part files whose writer the catalog does not know,
 are left this long at least (a writer may be starting)."""
+FOREIGN_SHOWN = 20
+"""How many of the files a vacuum keeps as not its own its log line names."""
 CLOCK_MARGIN_SECONDS = 60.0
 """Merge sources stay while a transaction open now began less than this before the merge (clock skew)."""
 
@@ -105,12 +107,16 @@ def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: boo
     """Delete what no snapshot in the window can see; return what was (or, dry_run, would be) removed."""
     window = check_retention(retention_seconds)
     tick = progress or _no_progress
+    owner = identity.warehouse_id(rt.catalog)
+    ownership.check(rt, owner)  # RootOwnedError: another warehouse's root, or a catalog older than it (invariant 11)
     if dry_run:  # changes nothing: needs no turn
         return _run(rt, window, batch, dry_run, tick)
     with locks.exclusive(rt.catalog, VACUUM_LOCK):
         recovery.roll_back_expired(rt, tick)
         recovery.finish_rollbacks(rt, tick)
-        return _run(rt, window, batch, dry_run, tick)
+        report = _run(rt, window, batch, dry_run, tick)
+    ownership.advance(rt, owner)
+    return report
 
 
 def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> VacuumReport:
@@ -119,7 +125,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
         tables = table_registry.all_tables(conn)
     manifests_removed, manifests_refreshed = _tidy_manifests(rt, h, tables, dry_run, tick)
     removed, freed, kept, tagged = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
-    orphans, orphan_bytes = _remove_orphans(rt, tables, window, dry_run, tick)
+    orphans, orphan_bytes, foreign = _remove_orphans(rt, tables, window, dry_run, tick)
     purged = _purge_history(rt, h, tables, batch, dry_run, tick)
     log.info("vacuum%s: %d part(s) and %d orphan(s) removed, %d bytes freed (horizon CSN %d)",
              " (dry run)" if dry_run else "", removed, orphans, freed + orphan_bytes, h.global_horizon,
@@ -130,7 +136,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
         parts_removed=removed, orphan_dirs_removed=orphans, bytes_freed=freed + orphan_bytes,
         merge_sources_kept=kept, tagged_parts_kept=tagged,
         manifests_removed=manifests_removed, manifests_refreshed=manifests_refreshed,
-        rows_purged=purged, dry_run=dry_run,
+        rows_purged=purged, foreign_files_kept=foreign, dry_run=dry_run,
     )
 
 
@@ -172,41 +178,59 @@ def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], bat
 
 # -- orphans ----------------------------------------------------------------------------------------
 def _remove_orphans(rt: Runtime, tables: list[TableInfo], retention_seconds: float, dry_run: bool,
-                    tick: Progress) -> tuple[int, int]:
+                    tick: Progress) -> tuple[int, int, int]:
+    """(orphans removed, bytes freed, foreign files kept)."""
     count = freed = 0
+    foreign: list[str] = []
     for index, info in enumerate(tables):
         tick("orphans", index, len(tables))
-        for relative in _orphan_candidates(rt, info, retention_seconds):
+        candidates, kept = _orphan_candidates(rt, info, retention_seconds)
+        foreign.extend(f"{info.directory}/{relative}" for relative in kept)
+        for relative in candidates:
             if dry_run:
                 freed += rt.storage.size_of(info.directory, relative)
             else:
                 freed += rt.storage.delete_part(info.directory, relative)
             count += 1
     tick("orphans", len(tables), len(tables))
-    return count, freed
+    if foreign:
+        log.warning("vacuum kept %d file(s) below the tables of storage root %s that this warehouse cannot prove are "
+                    "its own (their transaction is not in its catalog: another warehouse's, or newer than a catalog "
+                    "restored from a backup); check and remove them by hand if they are nobody's: %s%s",
+                    len(foreign), rt.storage.uri, ", ".join(foreign[:FOREIGN_SHOWN]),
+                    " ..." if len(foreign) > FOREIGN_SHOWN else "")
+    return count, freed, len(foreign)
 
 
-def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -> list[str]:
-    """Write dirs and plain part files whose writer can no longer register them. Only unregistered ones
-    are looked at (their writer from a part file's name or a write dir's sidecar); registration is checked
-    again LAST, after the writer's transaction was seen closed, so a registration cannot slip in between."""
+def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -> tuple[list[str], list[str]]:
+    """(write dirs and plain part files whose writer can no longer register them, unregistered files this
+    warehouse cannot prove are its own). Only unregistered ones are looked at. A file is this warehouse's when
+    its writer, the tid in its name or its write dir's sidecar, is a transaction this catalog began (tids carry
+    64 random bits: another warehouse's is never one of ours); anything else is kept and reported (invariant
+    11), but for a write dir holding nothing at all once the grace period is over (a writer that died before
+    its sidecar: nothing to lose). Registration is checked again LAST, after the writer's transaction was seen
+    closed, so a registration cannot slip in between."""
     registered = _registered_units(rt, info)
-    candidates = []
+    candidates, foreign = [], []
     for entry in rt.storage.stored_parts(info.directory):
         if entry.relative in registered:
             continue
         tid = rt.storage.writer_tid(entry)
         with rt.catalog.read() as conn:
             writer = None if tid is None else txn_records.state_and_expiry(conn, tid)
-        if writer is None:  # no readable sidecar (a writer starting, a torn write), or an unknown or purged tid
-            if entry.age_seconds() > max(retention_seconds, ORPHAN_GRACE_SECONDS):
+        if writer is None:  # no readable sidecar (a writer starting, a torn write), or a tid this catalog lacks
+            if entry.age_seconds() <= max(retention_seconds, ORPHAN_GRACE_SECONDS):
+                continue
+            if not entry.is_file and rt.storage.size_of(info.directory, entry.relative) == 0:
                 candidates.append(entry.relative)
+            else:
+                foreign.append(entry.relative)
         elif writer[0] != txn_records.ACTIVE or writer[1]:
             candidates.append(entry.relative)
     if not candidates:
-        return []
+        return [], foreign
     registered = _registered_units(rt, info)
-    return [c for c in candidates if c not in registered]
+    return [c for c in candidates if c not in registered], foreign
 
 
 def _registered_units(rt: Runtime, info: TableInfo) -> set[str]:

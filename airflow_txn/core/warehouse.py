@@ -17,10 +17,12 @@ import pyarrow.fs as pafs
 
 from airflow_txn.catalog import (
     Catalog,
+    State,
     commit_log,
     counters,
     database,
     key_records,
+    meta_records,
     part_records,
     table_registry,
     txn_records,
@@ -34,13 +36,20 @@ from airflow_txn.core import (
     log_mirror,
     manifests,
     overview,
+    ownership,
     reading,
     recovery,
     retention,
     tags,
     vacuum,
 )
-from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, DEFAULT_RETENTION_SECONDS, WarehouseConfig
+from airflow_txn.core.config import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_RETENTION_SECONDS,
+    WarehouseConfig,
+    home_dir,
+    root_uri,
+)
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
@@ -55,6 +64,7 @@ from airflow_txn.errors import (
 )
 from airflow_txn.model.names import check_label
 from airflow_txn.model.results import (
+    AdoptionReport,
     CheckRecord,
     CommitLogEntry,
     CompactionReport,
@@ -91,6 +101,14 @@ def _whole_tid(text: str) -> bool:
     return True
 
 
+def _recorded_root(catalog: Catalog) -> str:
+    """The root a catalog claimed (core/ownership.py); for a catalog of a release before roots were claimed,
+    the default root of those releases, home/warehouse, whatever the catalog (what it has been using)."""
+    with catalog.read() as conn:
+        recorded = meta_records.value(conn, ownership.ROOT_KEY)
+    return recorded if recorded is not None else root_uri(home_dir() / "warehouse")
+
+
 class Warehouse:
     """Open with `Warehouse.open(catalog=..., root=..., oracle=...)`; docs/CONCEPTS.md says what each argument is."""
 
@@ -113,7 +131,9 @@ class Warehouse:
         D23): one older than this package works with raises CatalogUpgradeRequiredError unless `upgrade=True`
         (an explicit writer-side request: it is migrated here, as `airflow-txn upgrade` does); a newer one is used
         when its min_client_version allows this package, else CatalogTooNewError.
-        `root` may be an object store (`s3://bucket/prefix`, whose bucket must exist); `storage_options`
+        `root` (else $AIRFLOW_TXN_ROOT, else the root the catalog claimed, else one of the catalog's own:
+        config.default_root; docs/DESIGN.md, invariant 11) may be an object store (`s3://bucket/prefix`,
+        whose bucket must exist); `storage_options`
         its settings (endpoint_url, region, access_key_id, ...: docs/DEPLOYMENT.md), else the AWS_* environment.
         manifests="on-commit" writes the snapshot manifests of every commit (docs/COMPACTION.md).
         `filesystem` replaces the pyarrow filesystem the root's settings make (its caller keeps it equivalent:
@@ -121,12 +141,21 @@ class Warehouse:
         `connect_timeout`: seconds a catalog server or object store that does not answer is waited for before
         CatalogUnavailableError / StorageError (else $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20)."""
         config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options, connect_timeout)
-        where = config.location()  # settings checked before the catalog is touched
-        storage = Storage(where if filesystem is None else dataclasses.replace(where, filesystem=filesystem))
+
+        def storage_of(config: WarehouseConfig) -> Storage:
+            where = config.location()  # settings checked before the catalog is touched
+            return Storage(where if filesystem is None else dataclasses.replace(where, filesystem=filesystem))
+
+        storage = storage_of(config)
         cat = Catalog(config.catalog_url, where=f"catalog {database.safe_url(config.catalog_url)} (root {config.root})",
                       connect_timeout=config.connect_timeout)
         try:
-            cat.check_versions(upgrade=upgrade)
+            state = cat.check_versions(upgrade=upgrade)
+            if not config.root_given and state is not State.ABSENT:
+                recorded = _recorded_root(cat)
+                if recorded != config.root:  # the root this catalog claimed, not the one derived from its URL
+                    config = dataclasses.replace(config, root=recorded)
+                    storage = storage_of(config)
         except BaseException:  # e.g. a catalog this package may not use: close its connections
             cat.dispose()
             raise
@@ -145,9 +174,28 @@ class Warehouse:
         a warehouse that exists is left as it is. Safe to call any number of times, from any process."""
         if self._created:
             return
+        self._create()
+        ownership.claim(self.runtime, self.warehouse_id)  # RootOwnedError: another warehouse's root (invariant 11)
+        self._created = True
+
+    def _create(self) -> None:
         self.runtime.storage.ensure()  # the root (or the bucket check) first: a bad root creates no catalog
         self.runtime.catalog.initialize()
+
+    def adopt_root(self) -> AdoptionReport:
+        """Make the storage root this warehouse's after an operator checked it (what `airflow-txn adopt-root`
+        runs): for a catalog re-created over its old root, or restored from a backup older than the root, which
+        writes and vacuums refuse (RootOwnedError). Every file a committed part of this catalog needs must be
+        on the root, else RootOwnedError listing what is missing and nothing changes. Files of transactions
+        this catalog does not know stay where they are: vacuum keeps and reports them (docs/DEPLOYMENT.md)."""
+        self._create()
+        done = ownership.adopt(self.runtime, self.warehouse_id)
         self._created = True
+        previous = done.previous
+        return AdoptionReport(root=done.root, warehouse_id=done.warehouse_id, csn=done.csn,
+                              parts_checked=done.parts_checked,
+                              previous_warehouse_id=None if previous is None else previous.warehouse_id,
+                              previous_csn=None if previous is None else previous.csn)
 
     def exists(self) -> bool:
         """Whether the warehouse's catalog exists (creates nothing)."""

@@ -108,7 +108,8 @@ def _cast_text(value: Any, arrow_type: pa.DataType, column: str) -> str | None:
         if isinstance(value, int) and not isinstance(value, bool) and pa.types.is_integer(arrow_type):
             typed = pa.array([value], arrow_type)  # range-checked; inferring first stops at int64 (uint64!)
         else:
-            typed = pa.array([value_to_text(value) if isinstance(value, str) else value]).cast(arrow_type)
+            typed = (pa.array([text_to_value(value, arrow_type)]) if isinstance(value, str)
+                     else pa.array([value]).cast(arrow_type))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError) as exc:
         raise SchemaMismatchError(f"partition value {value!r} of column {column!r} is not a {arrow_type}") from exc
     return value_to_text(_python_values(typed, column, "")[0])
@@ -145,4 +146,15 @@ def partition_column(text: str | None, arrow_type: pa.DataType, length: int) -> 
     """A constant column holding one partition value, for files that do not store it (Spark's layout)."""
     if text is None:
         return pa.nulls(length, arrow_type)
-    return pa.array([text] * length, pa.string()).cast(arrow_type)
+    return pa.repeat(text_to_value(text, arrow_type), length)
+
+
+def text_to_value(text: str, arrow_type: pa.DataType) -> pa.Scalar:
+    """A partition value's canonical text (value_to_text) as a scalar of its column's type. A timestamp is parsed
+    at microseconds (the canonical text's precision: Python's isoformat writes 0 or 6 digits) and then cast to
+    the column's unit, exactly: pyarrow parses a string straight to timestamp[ms] only with 3 digits (or none),
+    so '12:30:45.500000' could not be read back into a timestamp[ms] column."""
+    if pa.types.is_timestamp(arrow_type):
+        parsed = pa.array([text], pa.string()).cast(pa.timestamp("us", arrow_type.tz))
+        return parsed.cast(arrow_type, safe=True)[0]
+    return pa.array([text], pa.string()).cast(arrow_type)[0]

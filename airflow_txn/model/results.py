@@ -166,6 +166,21 @@ class PurgedRows(TypedDict):
     """Write-audit-publish check reports of purged transactions (catalog schema version 6)."""
 
 
+class AdoptionReport(TypedDict):
+    """What Warehouse.adopt_root found and did (`airflow-txn adopt-root`)."""
+
+    root: str
+    warehouse_id: str
+    """The warehouse the root belongs to now."""
+    csn: int
+    """The CSN its catalog had reached, recorded in the root's marker."""
+    parts_checked: int
+    """Committed parts whose files were found on the root."""
+    previous_warehouse_id: str | None
+    """Whose marker the root had (None: none)."""
+    previous_csn: int | None
+
+
 class VacuumReport(TypedDict):
     horizon: int
     horizons: dict[str, int]
@@ -179,6 +194,9 @@ class VacuumReport(TypedDict):
     manifests_removed: int
     manifests_refreshed: int
     rows_purged: PurgedRows
+    foreign_files_kept: int
+    """Unregistered files below the tables that this warehouse cannot prove are its own (their transaction is not
+    in its catalog: another warehouse's, or newer than a restored catalog): kept, and named in the log."""
     dry_run: bool
 
 

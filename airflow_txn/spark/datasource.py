@@ -21,21 +21,21 @@ Option `partitions` prunes parts on the driver; Spark's own filters are evaluate
 not pushed down here: _Reader).
 
 Options: `tid` (required to write; to read a transaction's own view), `csn`, `tag` (read at a named snapshot:
-Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging
-key; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the partitions
-a read keeps), `parallelism` (about how many Spark tasks a read of small parts is spread over; default: the
-cores of the process planning the read), `statement` (16 hex digits starting the names of the statement's
-files, so a failed statement's files can be found and deleted; default: a fresh one); for copy-on-write and
-compaction (cow.py, compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError
-if one left the view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID),
-`replaces` (JSON list of part ids an append replaces: a rewrite, checked to be still visible to the
-statement), `merge` (a merge's footer tags as JSON: one task writes ONE plain part file of the merge, which
-the core swaps in; nothing is registered here); and where the warehouse is: `catalog`, `catalog_password`,
-`root`, `oracle`, `storage.<setting>` (endpoint_url, region, access_key_id, secret_access_key, ...); without
-them the Spark side's own AIRFLOW_TXN_* and AWS_* environment applies. Spark's default `spark.redaction.regex`
-hides options whose names hold "secret", "password" or "access key" from its UI and logs;
-airflow_txn.spark.write/read pass the warehouse's own settings this way.
-"""
+Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging key of a write, and the
+key a read of `tid`'s own view is recorded under, so that a retry withdrawing what it read withdraws the reader's
+work too: invariant 7; default: none), `partitions` (JSON list of {column: value}: an overwrite's partitions, or the
+partitions a read keeps), `parallelism` (about how many Spark tasks a read of small parts is spread over; default:
+the cores of the process planning the read), `statement` (16 hex digits starting the names of the statement's files,
+so a failed statement's files can be found and deleted; default: a fresh one); for copy-on-write and compaction
+(cow.py, compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError if one left the
+view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID), `replaces` (JSON list of
+part ids an append replaces: a rewrite, checked to be still visible to the statement), `merge` (a merge's footer
+tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in; nothing is registered
+here); and where the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`, `storage.<setting>`
+(endpoint_url, region, access_key_id, secret_access_key, ...); without them the Spark side's own AIRFLOW_TXN_* and
+AWS_* environment applies. Spark's default `spark.redaction.regex` hides options whose names hold "secret",
+"password" or "access key" from its UI and logs; airflow_txn.spark.write/read pass the warehouse's own settings this
+way. """
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model.partitioning import WHOLE_TABLE, parse_partition_key
-from airflow_txn.spark.types import PART_ID, check_frame_schema, to_spark_schema
+from airflow_txn.spark.types import PART_ID, check_frame_schema, to_arrow_schema, to_spark_schema
 
 NAME = "airflow_txn"
 STORAGE_PREFIX = "storage."
@@ -179,7 +179,7 @@ class AirflowTxnDataSource(DataSource):
         return _Writer(dict(self.options), schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _Reader(_plan_read(dict(self.options)))
+        return _Reader(_plan_read(dict(self.options)), to_arrow_schema(schema))
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
@@ -402,7 +402,7 @@ def _plan_read(options: dict[str, str]) -> _ReadPlan:
     if sum(bool(options.get(o)) for o in ("tid", "csn", "tag")) > 1:
         raise InvalidNameError("read one of a transaction's own view (tid), a committed snapshot (csn) or a tag "
                                "(tag), not several")
-    txn = _transaction(wh, {"tid": options["tid"]}) if options.get("tid") else None
+    txn = _transaction(wh, options) if options.get("tid") else None  # with its key: the read is recorded under it
     csn = _integer(options["csn"], "csn") if options.get("csn") else None
     partitions = _json_list(options["partitions"], "partitions") if options.get("partitions") else None
     only = _part_ids(options, "parts")
@@ -426,8 +426,10 @@ class _Reader(DataSourceReader):
     Spark's main branch, where the read info stays with each scan). Spark filters the rows itself; option
     `partitions` prunes parts on the driver."""
 
-    def __init__(self, plan: _ReadPlan) -> None:
+    def __init__(self, plan: _ReadPlan, declared: pa.Schema) -> None:
         self.plan = plan
+        self.declared = declared
+        """The Arrow form of the schema this source declared (schema()): what every batch must be exactly."""
 
     def partitions(self) -> Sequence[InputPartition]:
         return [_PartsToRead(split) for split in read_splits(self.plan.parts, self.plan.parallelism)]
@@ -440,5 +442,6 @@ class _Reader(DataSourceReader):
             if self.plan.part_id:
                 ids = pa.array([part.id] * rows.num_rows, pa.int64())
                 rows = rows.append_column(pa.field(PART_ID, pa.int64(), nullable=False), ids)
-            # Spark checks each batch against the declared schema, nullability included
-            yield from rows.to_batches()
+            # Spark checks each batch against the declared schema, nullability included: the stored types cast to
+            # Spark's (large_string -> string, timestamp[s]/[ms] -> [us], any zone -> UTC, the same instant)
+            yield from rows.cast(self.declared).to_batches()

@@ -98,6 +98,10 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: T
     options = datasource.warehouse_options(wh)
     if txn is not None:
         options["tid"] = txn.tid
+        if txn.default_key is not None:  # a keyed handle's read is recorded under its key (invariant 7)
+            options["key"] = txn.default_key
+            if txn.default_attempt is not None:
+                options["attempt"] = str(txn.default_attempt)
     elif tag is not None:
         wh.tag_info(tag)  # TagNotFoundError here, not inside a Spark job
         options["tag"] = tag

@@ -586,6 +586,7 @@ def _replace_file(target: Path, content: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)  # as every other file of the root: readers running as another user read it (mkstemp: 0600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(content)
             handle.flush()

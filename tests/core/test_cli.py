@@ -33,7 +33,7 @@ from tests.helpers import events, make_tables, storage_files
 REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE_PG = "postgresql+psycopg://postgres@127.0.0.1:1/airflow_txn_nowhere"
 COMMANDS = ["init", "tables", "list", "show", "rollback", "recover", "vacuum", "read", "watermark", "log",
-            "manifest", "compact", "retention", "doctor", "tag", "tags", "untag"]
+            "manifest", "compact", "retention", "doctor", "tag", "tags", "untag", "adopt-root"]
 
 
 @pytest.fixture

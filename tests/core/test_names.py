@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_txn import Warehouse
+from airflow_txn.core.ownership import MARKER
 from airflow_txn.errors import InvalidNameError, TransactionNotFoundError
 from airflow_txn.model.names import encode_path_value, parse_table_name, safe_join
 from tests.helpers import ACCOUNTS, accounts, storage_files
@@ -53,7 +54,7 @@ def test_bad_table_and_column_names_create_nothing(wh: Warehouse, root: Path | s
     if isinstance(root, str):  # an object store: no object at all
         assert storage_files(root) == set()
     else:
-        assert list(root.iterdir()) == []  # not even an empty directory
+        assert [p.name for p in root.iterdir()] == [MARKER]  # not even an empty directory: the root's marker alone
     # The catalog's own tables are intact (no name reached SQL as text).
     wh.create_table("a.b", ACCOUNTS)
     with wh.begin() as t:
@@ -93,7 +94,7 @@ def assert_confined(tmp: Path, root: Path | str, table_dir: str) -> None:
         return
     inside = (root / table_dir).resolve()
     for current, dirs, files in os.walk(root):
-        for name in dirs + files:
+        for name in dirs + [f for f in files if Path(current, f) != root / MARKER]:
             path = Path(current, name)
             assert not path.is_symlink(), path
             assert len(name.encode()) <= 255, name

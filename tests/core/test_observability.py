@@ -188,7 +188,10 @@ def test_json_and_text_formatters(tmp_path: Path) -> None:
             with wh.begin() as t:
                 t.append("shop.orders", rows(1))
             csn = wh.readable_csn()
-        [line] = [json.loads(x) for x in stream.getvalue().splitlines()]
+        lines = [json.loads(x) for x in stream.getvalue().splitlines()]
+        assert [x["message"] for x in lines if x["logger"] == "airflow_txn.core.ownership"] == [
+            f"storage root {tmp_path / 'wh'} claimed by warehouse {wh.warehouse_id}"]  # the first write, once
+        [line] = [x for x in lines if x["logger"] != "airflow_txn.core.ownership"]
         expected = ("airflow_txn.core.commit", "INFO", t.tid, csn)
         assert (line["logger"], line["level"], line["tid"], line["csn"]) == expected
         assert line["message"].startswith("committed in ")  # the fields are fields, not a prefix

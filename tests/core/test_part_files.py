@@ -88,27 +88,32 @@ def test_an_orphan_file_goes_only_once_its_writer_ended(wh: Warehouse, root: Pat
 
 
 @pytest.mark.local_root  # ages files with os.utime
-def test_unclaimed_part_files_are_removed_after_the_grace_period(wh: Warehouse, root: Path) -> None:
-    """A torn file (no readable footer: still being written, or its writer died mid-write) and one naming
-    an unknown transaction stay for the grace period and the retention window, like such write dirs."""
+def test_unregistered_part_files_go_only_when_this_catalog_knows_their_writer(wh: Warehouse, root: Path) -> None:
+    """A torn file (no readable footer: its writer died mid-write) of a transaction this catalog began goes once
+    that transaction ended; a file naming a transaction this catalog does not know (another warehouse's, or one
+    newer than a restored catalog) is never deleted, however old: kept and reported after the grace period
+    (docs/DESIGN.md, invariant 11)."""
     make_tables(wh)
     table_dir = root / _directory(wh, "sales.events")
-    torn = table_dir / f"day={DAY}" / f"p-{UNKNOWN_TID}-{uuid.uuid4().hex}.parquet"
+    dead = wh.begin()
+    torn = table_dir / f"day={DAY}" / f"p-{dead.tid}-{uuid.uuid4().hex}.parquet"
     torn.parent.mkdir(parents=True)
     torn.write_bytes(b"PAR1 half written")
     unknown = wh.runtime.storage.write_part(_directory(wh, "sales.events"), {}, events([1], day=DAY),
                                             {"tid": UNKNOWN_TID, "table": "sales.events"})
     unknown_file = table_dir / unknown.path
 
-    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 0  # young: a writer may be writing
+    report = wh.vacuum(retention_seconds=0)
+    assert report["orphan_dirs_removed"] == 0 and report["foreign_files_kept"] == 0  # young; its writer is open
+    dead.rollback()
     old = time.time() - 3 * ORPHAN_GRACE_SECONDS
-    for path in (torn, unknown_file):
-        os.utime(path, (old, old))
-    assert wh.vacuum(retention_seconds=10 * ORPHAN_GRACE_SECONDS)["orphan_dirs_removed"] == 0  # inside retention
-    assert torn.is_file() and unknown_file.is_file()
-    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 2
-    assert not torn.exists() and not unknown_file.exists()
-    assert list(table_dir.iterdir()) == []  # the emptied partition dir goes too
+    os.utime(unknown_file, (old, old))
+    report = wh.vacuum(retention_seconds=10 * ORPHAN_GRACE_SECONDS)
+    assert report["orphan_dirs_removed"] == 1 and report["foreign_files_kept"] == 0  # inside retention: not judged
+    assert not torn.exists() and unknown_file.is_file()
+    report = wh.vacuum(retention_seconds=0)
+    assert report["orphan_dirs_removed"] == 0 and report["foreign_files_kept"] == 1
+    assert unknown_file.is_file()
 
 
 @pytest.mark.local_root  # ages files with os.utime

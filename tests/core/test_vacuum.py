@@ -216,7 +216,7 @@ def test_orphans_of_a_committed_or_expired_writer_are_removed(wh: Warehouse, roo
 
 
 @pytest.mark.local_root  # makes write dirs by hand and ages them with os.utime
-def test_unclaimed_dirs_are_removed_after_the_grace_period(wh: Warehouse, root: Path) -> None:
+def test_write_dirs_nobody_can_be_proved_to_own_are_kept_and_reported(wh: Warehouse, root: Path) -> None:
     make_tables(wh)
     table_dir = root / _directory(wh, "sales.events")
     no_sidecar = table_dir / "day=2024-02-01" / f"p-{uuid.uuid4().hex}"
@@ -235,9 +235,14 @@ def test_unclaimed_dirs_are_removed_after_the_grace_period(wh: Warehouse, root: 
     assert wh.vacuum(retention_seconds=10 * ORPHAN_GRACE_SECONDS)["orphan_dirs_removed"] == 0  # inside retention
     assert no_sidecar.is_dir() and unknown_tid.is_dir()
 
-    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 2
-    assert not no_sidecar.exists() and not unknown_tid.exists()
-    assert not (table_dir / "day=2024-02-01").exists()
+    report = wh.vacuum(retention_seconds=0)  # nothing proves them this warehouse's: kept and reported (invariant 11)
+    assert report["orphan_dirs_removed"] == 0 and report["foreign_files_kept"] == 2
+    assert no_sidecar.is_dir() and unknown_tid.is_dir()
+    empty = table_dir / "day=2024-02-02" / f"p-{uuid.uuid4().hex}"  # a writer died before its sidecar: nothing in it
+    empty.mkdir(parents=True)
+    os.utime(empty, (old, old))
+    assert wh.vacuum(retention_seconds=0)["orphan_dirs_removed"] == 1
+    assert not (table_dir / "day=2024-02-02").exists()
 
 
 def test_visible_committed_parts_are_never_deleted(wh: Warehouse, root: Path | str) -> None:

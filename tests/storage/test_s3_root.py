@@ -13,6 +13,7 @@ from pyarrow import fs as pafs
 
 from airflow_txn import Warehouse
 from airflow_txn.cli.doctor import run as doctor
+from airflow_txn.core.ownership import MARKER
 from airflow_txn.errors import StorageError
 from tests.harness.seaweedfs import S3Server
 from tests.helpers import accounts, events, ids, make_tables
@@ -51,7 +52,9 @@ def test_settings_from_storage_options_alone(s3_server: S3Server, s3_bucket: str
         assert repr(wh) == f"Warehouse(root='{root}', oracle='sql')"
     listed = s3_server.filesystem().get_file_info(pafs.FileSelector(f"{s3_bucket}/opts", recursive=True))
     objects = sorted(i.path for i in listed if i.type == pafs.FileType.File)
-    assert len(objects) == 2 and all(o.endswith(".parquet") for o in objects)  # one object per part, nothing else
+    parts = [o for o in objects if o != f"{s3_bucket}/opts/{MARKER}"]
+    assert len(parts) == 2 and all(o.endswith(".parquet") for o in parts)  # one object per part, nothing else
+    assert len(objects) == 3  # and the root's ownership marker
 
 
 def test_the_environment_variables_alone_and_json_options_from_the_environment(
