@@ -68,6 +68,34 @@ class CatalogReadOnlyError(TxnError):
     the call writes: list, show and read work; writing needs a role or mount that can write."""
 
 
+class CatalogVersionError(TxnError):
+    """The catalog's schema and this airflow-txn package do not meet (docs/DESIGN.md, D23); the message names
+    both versions and who must upgrade. `catalog_version` is the catalog's schema version (None: none
+    recorded), `client_version` this package's."""
+
+    def __init__(self, message: str, catalog_version: int | None, client_version: int) -> None:
+        super().__init__(message)
+        self.catalog_version = catalog_version
+        self.client_version = client_version
+
+
+class CatalogTooNewError(CatalogVersionError):
+    """A newer airflow-txn upgraded the catalog past what this package can use (a revision older clients do not
+    tolerate: `min_client_version`): upgrade the airflow-txn package of this process. The catalog is left as
+    it is. `min_client_version`: the oldest client schema version the catalog accepts (None: not recorded)."""
+
+    def __init__(self, message: str, catalog_version: int | None, client_version: int,
+                 min_client_version: int | None) -> None:
+        super().__init__(message, catalog_version, client_version)
+        self.min_client_version = min_client_version
+
+
+class CatalogUpgradeRequiredError(CatalogVersionError):
+    """The catalog is older than this airflow-txn package works with, and opening never upgrades a catalog:
+    run `airflow-txn upgrade` once, as a deliberate step (or `Warehouse.open(..., upgrade=True)`), or use
+    the older package. Nothing was changed."""
+
+
 class TableNotFoundError(TxnError):
     """The table does not exist: create it with Warehouse.create_table first. `table` names it (None when
     the raiser did not say)."""
@@ -161,7 +189,10 @@ class CheckError(TxnError):
 __all__ = [
     "CatalogBusyError",
     "CatalogReadOnlyError",
+    "CatalogTooNewError",
     "CatalogUnavailableError",
+    "CatalogUpgradeRequiredError",
+    "CatalogVersionError",
     "CheckError",
     "ConnectionNotFoundError",
     "InvalidArgumentError",

@@ -11,7 +11,8 @@ dialect supports it.
 
 A Catalog object creates nothing: connecting to a SQLite file that is not there would create it, so
 `exists()` looks before anything connects, and `read()`/`write()` refuse a catalog that does not exist
-(WarehouseNotFoundError) until `initialize()` or `upgrade()` creates it (docs/DESIGN.md, D17). A SQLite
+(WarehouseNotFoundError) until `initialize()` or `upgrade()` creates it (docs/DESIGN.md, D17). Only `upgrade()`
+migrates an existing catalog; opening one never does (`check_versions`, docs/DESIGN.md, D23). A SQLite
 catalog this process may not write (a read-only file, directory or mount) is opened read-only, one
 connection per use: through the writer's `-wal` and `-shm` files while a writer has them, else as an
 immutable file (a WAL-mode database cannot be opened read-only otherwise).
@@ -109,9 +110,14 @@ class State(Enum):
     ABSENT = "absent"
     """No airflow_txn catalog there (no SQLite file, or no txn_meta table): nothing to read yet."""
     CURRENT = "current"
-    """At this package's schema: ready."""
+    """At a schema this package uses (its own, or a pre-Alembic or older-index one `upgrade` would only stamp
+    or reindex): ready."""
+    NEWER = "newer"
+    """Upgraded by a newer airflow_txn with revisions clients of this schema version tolerate (its
+    min_client_version): ready, left as it is (docs/DESIGN.md, D23)."""
     OLDER = "older"
-    """Made by an older airflow_txn: `upgrade` brings it to this one."""
+    """Older than this package works with (schema.MIN_CATALOG_VERSION): `upgrade` must run first; opening
+    never runs it (CatalogUpgradeRequiredError)."""
 
 
 def read_only_reason(exc: BaseException) -> str | None:
@@ -243,6 +249,8 @@ class Catalog:
         self.supports_for_update = self.dialect != "sqlite"
         self._exists = False
         """Seen to exist (a catalog is never removed under a running process, so this is never unset)."""
+        self._versions: migrate.Versions | None = None
+        """What the last probe read."""
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _dispose_in_child(ref))
 
@@ -261,22 +269,44 @@ class Catalog:
 
     def probe(self) -> State:
         """What is there, read in a read transaction (a current catalog never queues behind a writer); a
-        catalog newer than this package is refused (TxnError). Nothing is created."""
+        newer catalog this package may not use is refused (CatalogTooNewError). Nothing is created or changed."""
         file = _sqlite_file(self.url) if self.dialect == "sqlite" else None
         if file is not None and (not file.exists() or file.stat().st_size == 0):
             return State.ABSENT  # connecting would create the file
         try:
             with self._read_unchecked() as conn:
                 versions = migrate.read_versions(conn)
-        except (OperationalError, ProgrammingError):  # no txn_meta or txn_alembic_version (or no right to read)
+        except (OperationalError, ProgrammingError):  # no txn_meta or txn_alembic_version (pre-Alembic)
             with self._read_unchecked() as conn:
-                if not inspect(conn).has_table(schema.meta.name):
+                present = set(inspect(conn).get_table_names())
+                if schema.meta.name not in present:
                     return State.ABSENT
-            self._exists = True
-            return State.OLDER  # made before Alembic: upgrade() stamps it (one we may not read fails there)
-        versions.refuse_newer()
+                versions = migrate.read_versions(conn, present)
+        versions.refuse_newer(self.where)
         self._exists = True
-        return State.CURRENT if versions.current else State.OLDER
+        self._versions = versions
+        return State.OLDER if versions.older else State.NEWER if versions.newer else State.CURRENT
+
+    def at_least(self, schema_version: int) -> bool:
+        """Whether the catalog holds what schema version `schema_version` brought, as this process last found it
+        (opening probes it; a catalog this process created or upgraded, or never probed, is at this package's)."""
+        found = self._versions.schema_version if self._versions is not None else None
+        return found is None or found >= schema_version
+
+    def check_versions(self, upgrade: bool = False) -> State:
+        """`probe`, and refuse a catalog this package may not use (docs/DESIGN.md, D23): a newer one that does not
+        tolerate it (CatalogTooNewError), an older one (CatalogUpgradeRequiredError). With `upgrade`, the explicit
+        writer-side request, a catalog not at this package's head is upgraded instead (`upgrade`). A missing
+        catalog is ABSENT (the first write creates it)."""
+        state = self.probe()
+        if state is State.ABSENT or state is State.NEWER:
+            return state
+        assert self._versions is not None
+        if upgrade and not self._versions.current:  # also a stamp or an index this package's head adds
+            self.upgrade()
+            return State.CURRENT
+        self._versions.refuse_older(self.where)
+        return state
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -375,19 +405,25 @@ class Catalog:
         return stmt.with_for_update() if self.supports_for_update else stmt
 
     def initialize(self) -> None:
-        """Create the catalog, or bring it to this package's schema: checks the schema's version records in
-        a read transaction; only a catalog that must be created or upgraded takes the write lock (safe
-        when several processes race) and is migrated (`upgrade`). A catalog newer than this package is
-        refused (TxnError)."""
-        if self.probe() is State.CURRENT:
+        """Create the catalog if it is missing: checks the schema's version records in a read transaction; only
+        a missing catalog takes the write lock (safe when several processes race) and is created. An existing
+        catalog is never migrated here (docs/DESIGN.md, D23): one older than this package works with raises
+        CatalogUpgradeRequiredError (`upgrade` is the explicit step), a newer one it may not use CatalogTooNewError."""
+        state = self.probe()
+        if state is State.OLDER:
+            assert self._versions is not None
+            self._versions.refuse_older(self.where)
+        if state is not State.ABSENT:
             return
-        self.upgrade()
+        self.upgrade(create_only=True)
 
-    def upgrade(self) -> migrate.Upgrade:
+    def upgrade(self, create_only: bool = False) -> migrate.Upgrade:
         """Create the catalog or bring it to this package's schema with Alembic (catalog/migrate.py), under
         the schema lock: SQLite's database lock, PostgreSQL's advisory lock. Whoever takes it second finds
         the work done; each revision's changes and its version records commit together, and so does the warehouse id of
-        a new catalog (meta_records.warehouse_id)."""
+        a new catalog (meta_records.warehouse_id). With `create_only`, a catalog that exists (another process
+        made it meanwhile) is not migrated: an older one raises CatalogUpgradeRequiredError. A newer catalog is
+        never taken back (CatalogTooNewError when this package may not use it)."""
         file = _sqlite_file(self.url) if self.dialect == "sqlite" else None
         if file is not None:
             file.parent.mkdir(parents=True, exist_ok=True)
@@ -396,9 +432,10 @@ class Catalog:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_INIT_LOCK})
-            done = migrate.upgrade(conn)
+            done = migrate.upgrade(conn, create_only=create_only, where=self.where)
             meta_records.warehouse_id(conn)  # a new catalog gets its identity with its tables
         self._exists = True
+        self._versions = None  # at this package's schema now (or a newer one it may use)
         return done
 
     def _busy_message(self, exc: DBAPIError) -> str:

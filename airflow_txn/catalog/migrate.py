@@ -22,6 +22,14 @@ No alembic.ini is needed: `config()` points Alembic at the migrations directory 
 A developer writes the next revision with
 `alembic.command.revision(migrate.config(), message=..., rev_id=...)` and adds it to REVISIONS.
 Alembic is imported only when a migration runs: opening a current catalog does not load it.
+
+Versions meet by a rule (docs/DESIGN.md, D23). Opening a catalog never migrates it: only `upgrade` does
+(`airflow-txn upgrade`, `Warehouse.open(..., upgrade=True)`), and creating a new catalog. Each revision
+declares `older_clients_tolerate`; `upgrade` records in txn_meta's `min_client_version` the oldest client
+schema version that may still use the catalog (MIN_CLIENT_VERSION: the schema version of the newest revision
+older clients do not tolerate). A client uses a newer catalog when min_client_version is at most its own
+schema version (CatalogTooNewError otherwise), and an older one down to schema.MIN_CATALOG_VERSION
+(CatalogUpgradeRequiredError below it).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import schema
-from airflow_txn.errors import TxnError
+from airflow_txn.errors import CatalogTooNewError, CatalogUpgradeRequiredError
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -50,6 +58,12 @@ HEAD = REVISIONS[-1]
 _BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3", 4: "schema_v4", 5: "schema_v5",
                       6: "schema_v6"}
 """The revision a pre-Alembic catalog is at, by its txn_meta schema_version (index version below 2)."""
+SCHEMA_VERSION_OF = {revision: version for version, revision in _BY_SCHEMA_VERSION.items()}
+"""The schema version each revision that raises it brings the catalog to."""
+MIN_CLIENT_VERSION = 5
+"""The oldest client schema version that may use a catalog at HEAD, which `upgrade` records in txn_meta: the
+schema version of the newest revision whose `older_clients_tolerate` is False (a test derives it from them)."""
+MIN_CLIENT_KEY = "min_client_version"
 
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 """The type of the catalog's id columns: BigInteger primary keys do not autoincrement on SQLite; INTEGER does."""
@@ -70,20 +84,62 @@ class Versions:
     schema_version: int | None
     """txn_meta's schema_version (None: no such row: a new catalog)."""
     index_version: int
+    min_client_version: int | None = None
+    """txn_meta's min_client_version: the oldest client schema version that may use the catalog (None: not
+    recorded, a catalog no `upgrade` of D23's rule has run on)."""
 
-    def refuse_newer(self) -> None:
-        """TxnError for a catalog a newer airflow_txn made: this one would misread it."""
-        if self.schema_version is not None and self.schema_version > schema.SCHEMA_VERSION:
-            raise TxnError(f"catalog schema version {self.schema_version} is newer than this airflow_txn understands "
-                           f"({schema.SCHEMA_VERSION}): upgrade the airflow-txn package")
-        if self.revision is not None and self.revision not in REVISIONS:
-            raise TxnError(f"catalog revision {self.revision!r} is newer than this airflow_txn understands "
-                           f"({HEAD}): upgrade the airflow-txn package")
+    @property
+    def newer(self) -> bool:
+        """Made by an airflow_txn newer than this one (a schema version or a revision this one does not know)."""
+        return ((self.schema_version is not None and self.schema_version > schema.SCHEMA_VERSION)
+                or (self.revision is not None and self.revision not in REVISIONS))
+
+    @property
+    def older(self) -> bool:
+        """Older than this airflow_txn works with (schema.MIN_CATALOG_VERSION): `upgrade` must run first."""
+        return not self.newer and (self.schema_version or 0) < schema.MIN_CATALOG_VERSION
+
+    def shown(self) -> str:
+        """`schema version 5 (schema_v5)`, for messages."""
+        return f"schema version {self.schema_version} ({self.revision or 'made before Alembic'})"
+
+    def refuse_newer(self, where: str = "catalog") -> None:
+        """CatalogTooNewError for a newer catalog this airflow_txn may not use: one a newer airflow_txn upgraded
+        with a revision clients of this schema version do not tolerate (min_client_version above ours, or none
+        recorded). A newer catalog that tolerates us is fine."""
+        if not self.newer or (self.min_client_version is not None
+                              and self.min_client_version <= schema.SCHEMA_VERSION):
+            return
+        from airflow_txn import __version__
+
+        needs = (f"it needs clients of schema version {self.min_client_version} or newer"
+                 if self.min_client_version is not None else
+                 "it records no min_client_version, so no older client may use it")
+        raise CatalogTooNewError(
+            f"the {where} is at {self.shown()}, newer than this airflow-txn {__version__} (schema version "
+            f"{schema.SCHEMA_VERSION}, {HEAD}) and {needs}: upgrade the airflow-txn package of this process "
+            "(the catalog was left as it is)",
+            self.schema_version, schema.SCHEMA_VERSION, self.min_client_version)
+
+    def refuse_older(self, where: str = "catalog") -> None:
+        """CatalogUpgradeRequiredError for a catalog older than this airflow_txn works with."""
+        if not self.older:
+            return
+        from airflow_txn import __version__
+
+        raise CatalogUpgradeRequiredError(
+            f"the {where} is at {self.shown()}, older than this airflow-txn {__version__} works with (schema "
+            f"version {schema.SCHEMA_VERSION}, {HEAD}; catalogs of schema version {schema.MIN_CATALOG_VERSION} "
+            "or newer) and opening never upgrades a catalog: the catalog must be upgraded, once, with "
+            "`airflow-txn upgrade` (by a writer with this package, as a deliberate step: docs/DEPLOYMENT.md, "
+            "Versions), or use the older package here. Nothing was changed",
+            self.schema_version, schema.SCHEMA_VERSION)
 
     @property
     def current(self) -> bool:
+        """At HEAD with every record `upgrade` keeps: nothing for `upgrade` to do."""
         return (self.revision == HEAD and self.schema_version == schema.SCHEMA_VERSION
-                and self.index_version >= schema.INDEX_VERSION)
+                and self.index_version >= schema.INDEX_VERSION and self.min_client_version == MIN_CLIENT_VERSION)
 
     @property
     def start(self) -> str | None:
@@ -105,6 +161,10 @@ class Upgrade:
     after: str
     applied: list[str] = field(default_factory=list)
     schema_version: int = schema.SCHEMA_VERSION
+    before_schema_version: int | None = schema.SCHEMA_VERSION
+    """The catalog's schema version before (None: a new catalog)."""
+    min_client_version: int | None = MIN_CLIENT_VERSION
+    """The oldest client schema version that may use the catalog now (txn_meta's min_client_version)."""
 
 
 def read_versions(conn: Connection, present: Set[str] | None = None) -> Versions:
@@ -113,12 +173,13 @@ def read_versions(conn: Connection, present: Set[str] | None = None) -> Versions
     found: dict[str, str] = {}
     if present is None or schema.meta.name in present:
         key, value = schema.meta.c.key, schema.meta.c.value
-        rows = conn.execute(sa.select(key, value).where(key.in_(["schema_version", "index_version"])))
+        rows = conn.execute(sa.select(key, value).where(key.in_(["schema_version", "index_version", MIN_CLIENT_KEY])))
         found = {row.key: row.value for row in rows}
     revision = recorded_revision(conn) if present is None or VERSION_TABLE in present else None
     return Versions(revision=revision,
                     schema_version=int(found["schema_version"]) if "schema_version" in found else None,
-                    index_version=int(found.get("index_version") or 0))
+                    index_version=int(found.get("index_version") or 0),
+                    min_client_version=int(found[MIN_CLIENT_KEY]) if MIN_CLIENT_KEY in found else None)
 
 
 def recorded_revision(conn: Connection) -> str | None:
@@ -126,27 +187,46 @@ def recorded_revision(conn: Connection) -> str | None:
     return conn.execute(sa.select(_version_table.c.version_num)).scalar()
 
 
-def upgrade(conn: Connection) -> Upgrade:
+def upgrade(conn: Connection, create_only: bool = False, where: str = "catalog") -> Upgrade:
     """Bring the catalog to HEAD on `conn`, whose open transaction the caller holds the schema lock in
-    and commits: create a new catalog, stamp a pre-Alembic one, run the missing revisions."""
+    and commits: create a new catalog, stamp a pre-Alembic one, run the missing revisions, record
+    min_client_version. A newer catalog is never taken back: one this airflow_txn may use is left as it is
+    (nothing applied), another refused (CatalogTooNewError). With `create_only` (the first write of a
+    process that was not asked to upgrade) an existing catalog is never migrated: one older than this package
+    works with raises CatalogUpgradeRequiredError, any other is left as it is."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    versions = read_versions(conn, set(sa.inspect(conn).get_table_names()))
-    versions.refuse_newer()
+    present = set(sa.inspect(conn).get_table_names())
+    versions = read_versions(conn, present)
+    versions.refuse_newer(where)
+    if versions.newer or versions.current or (create_only and schema.meta.name in present):
+        if create_only:
+            versions.refuse_older(where)
+        at = versions.revision or versions.start or HEAD
+        return Upgrade(before=at, after=at, schema_version=versions.schema_version or schema.SCHEMA_VERSION,
+                       before_schema_version=versions.schema_version, min_client_version=versions.min_client_version)
     start = versions.start
-    if versions.current:
-        return Upgrade(before=HEAD, after=HEAD)
     with _ALEMBIC_PROXIES:
         if start is not None and start != versions.revision:
             context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
             context.stamp(ScriptDirectory.from_config(config()), start)
         command.upgrade(config(conn), "head")
+    _write_meta(conn, MIN_CLIENT_KEY, str(MIN_CLIENT_VERSION))
     applied = REVISIONS[REVISIONS.index(start) + 1:] if start is not None else REVISIONS
     level = logging.DEBUG if start is None else logging.INFO  # a new catalog is no news; an upgraded one is
     _log.log(level, "catalog schema migrated from %s to %s (ran %s)", start or "nothing", HEAD, ", ".join(applied))
-    return Upgrade(before=start, after=HEAD, applied=list(applied))
+    return Upgrade(before=start, after=HEAD, applied=list(applied), before_schema_version=versions.schema_version)
+
+
+def _write_meta(conn: Connection, key: str, value: str) -> None:
+    """Insert or update one txn_meta row on `conn` (outside a revision)."""
+    meta = schema.meta
+    if conn.execute(sa.select(meta.c.value).where(meta.c.key == key)).first() is None:
+        conn.execute(meta.insert().values(key=key, value=value))
+    else:
+        conn.execute(meta.update().where(meta.c.key == key).values(value=value))
 
 
 def config(connection: Connection | None = None) -> Config:

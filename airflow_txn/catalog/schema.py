@@ -44,6 +44,11 @@ SCHEMA_VERSION = 6
 # 5 -> 6: table txn_check_reports added.
 # Each step is an Alembic revision in catalog/migrations/versions/ (catalog/migrate.py runs them); a change
 # here needs a new revision, and tests/core/test_migrations.py checks that the two agree.
+MIN_CATALOG_VERSION = 5
+"""The oldest catalog schema version this code works on (docs/DESIGN.md, D23); an older catalog raises
+CatalogUpgradeRequiredError (opening never upgrades one). On a schema-5 catalog (no txn_check_reports) it reads
+and writes as usual, shows the check reports kept in transactions' metadata, and refuses to record a check report
+(CatalogUpgradeRequiredError): `Catalog.at_least` tells which schema the catalog is at."""
 
 metadata = MetaData()
 

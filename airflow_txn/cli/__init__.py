@@ -21,7 +21,7 @@ import click
 from airflow_txn.cli import exit_codes
 from airflow_txn.cli.commands import Settings, cli, log_level
 from airflow_txn.cli.render import to_json
-from airflow_txn.errors import TableNotFoundError, WarehouseNotFoundError
+from airflow_txn.errors import CatalogUpgradeRequiredError, TableNotFoundError, WarehouseNotFoundError
 from airflow_txn.telemetry import logs
 
 __all__ = ["cli", "exit_codes", "main"]
@@ -64,6 +64,8 @@ def _message(exc: BaseException, prog_name: str) -> str:
         return f"table {exc.table} does not exist: run `{prog_name} tables` to list them"
     if isinstance(exc, WarehouseNotFoundError):
         return str(exc).replace("`airflow-txn init`", f"`{prog_name} init`")
+    if isinstance(exc, CatalogUpgradeRequiredError):
+        return str(exc).replace("`airflow-txn upgrade`", f"`{prog_name} upgrade`")
     return str(exc) or type(exc).__name__
 
 

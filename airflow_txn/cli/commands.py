@@ -241,15 +241,29 @@ def init(settings: Settings) -> int:
 @global_options
 @click.pass_obj
 def upgrade(settings: Settings) -> int:
-    """Migrate the catalog's schema to this airflow_txn's (Alembic revisions); safe to run again."""
-    from airflow_txn.catalog import Catalog
+    """Migrate the catalog's schema to this airflow_txn's (Alembic revisions), saying from and to; safe to run again.
+    The explicit step: opening a warehouse never migrates its catalog."""
+    from airflow_txn.catalog import Catalog, migrate, schema
     from airflow_txn.cli import doctor as doctor_checks
 
     catalog = Catalog(settings.config().catalog_url)
     click.get_current_context().call_on_close(catalog.dispose)
     done = catalog.upgrade()
-    result = {"catalog": doctor_checks.safe_url(catalog.url), "from_revision": done.before,
-              "to_revision": done.after, "applied": done.applied, "schema_version": done.schema_version}
+    before = f"schema version {done.before_schema_version} ({done.before or 'made before Alembic'})"
+    after = f"schema version {done.schema_version} ({done.after})"
+    if done.before_schema_version is None:
+        outcome = f"created at {after}"
+    elif done.applied:
+        outcome = f"upgraded from {before} to {after}"
+    elif done.schema_version > schema.SCHEMA_VERSION or done.after not in migrate.REVISIONS:
+        outcome = (f"left at {before}: newer than this airflow-txn (schema version {schema.SCHEMA_VERSION}), "
+                   "which may still use it")
+    else:
+        outcome = f"already at {after}: nothing to do"
+    result = {"catalog": doctor_checks.safe_url(catalog.url), "result": outcome,
+              "from_schema_version": done.before_schema_version, "to_schema_version": done.schema_version,
+              "from_revision": done.before, "to_revision": done.after, "applied": done.applied,
+              "schema_version": done.schema_version, "min_client_version": done.min_client_version}
     return settings.emit(result, render.mapping)
 
 

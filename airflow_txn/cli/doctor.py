@@ -110,7 +110,8 @@ def check_catalog(url: str, timeout: float) -> list[Check]:
         missing = ", ".join(found.missing_tables)
         return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {missing})",
                                _INIT_HINT)]
-    return [reached, _version_check(version, found.revision), _identity_check(found.warehouse_id)]
+    return [reached, _version_check(version, found.revision, found.min_client_version),
+            _identity_check(found.warehouse_id)]
 
 
 def _identity_check(warehouse_id: str | None) -> Check:
@@ -121,21 +122,41 @@ def _identity_check(warehouse_id: str | None) -> Check:
     return Check("warehouse id", OK, f"{warehouse_id} (Airflow Assets: airflow-txn://{warehouse_id}/<ns.table>)")
 
 
-def _version_check(version: str | None, revision: str | None) -> Check:
-    expected = schema.SCHEMA_VERSION
+def _version_check(version: str | None, revision: str | None, min_client: str | None = None) -> Check:
+    """The client's package and schema head beside the catalog's schema version and min_client_version, and
+    which side must upgrade when they do not meet (docs/DESIGN.md, D23)."""
+    from airflow_txn import __version__
+
     if version is None or not version.isdigit():
         return Check("catalog schema", FAIL, f"no valid schema version in the catalog ({version!r})", _INIT_HINT)
-    if int(version) > expected or (revision is not None and revision not in migrate.REVISIONS):
-        return Check("catalog schema", FAIL, f"schema version {version} (revision {revision}) is newer than "
-                                             f"this airflow_txn ({expected}, {migrate.HEAD})",
-                     "upgrade the airflow-txn package")
-    if int(version) < expected:
-        return Check("catalog schema", WARN, f"schema version {version}, older than this airflow_txn ({expected})",
-                     "run `airflow-txn upgrade` to migrate it (opening the warehouse does too)")
+    oldest = int(min_client) if min_client is not None and min_client.isdigit() else None
+    found = migrate.Versions(revision=revision, schema_version=int(version), index_version=0,
+                             min_client_version=oldest)
+    detail = (f"client airflow-txn {__version__} (schema version {schema.SCHEMA_VERSION}, {migrate.HEAD}); "
+              f"catalog {found.shown()}, min_client_version {oldest if oldest is not None else 'not recorded'}")
+    if found.newer:
+        if oldest is not None and oldest <= schema.SCHEMA_VERSION:
+            return Check("catalog schema", OK, f"{detail}: newer than this client, which may still use it",
+                         "upgrade the airflow-txn package here for what the newer schema brings (optional)")
+        return Check("catalog schema", FAIL, f"{detail}: newer than this client can use",
+                     f"this client must be upgraded: install an airflow-txn package of schema version "
+                     f"{oldest if oldest is not None else found.schema_version} or newer (the catalog stays as it is)")
+    if found.older:
+        return Check("catalog schema", FAIL, f"{detail}: older than this client works with "
+                                             f"(schema version {schema.MIN_CATALOG_VERSION} or newer)",
+                     "the catalog must be upgraded: run `airflow-txn upgrade` once with this package (opening "
+                     "never upgrades it), or use the older package here")
+    notes = []
     if revision is None:
-        return Check("catalog schema", OK, f"schema version {version}, made before Alembic (the next open or "
-                                           "`airflow-txn upgrade` records its revision)")
-    return Check("catalog schema", OK, f"schema version {version}, revision {revision}")
+        notes.append("made before Alembic: `airflow-txn upgrade` records its revision")
+    if oldest is None:
+        notes.append("`airflow-txn upgrade` records min_client_version")
+    hint = ""
+    if int(version) < schema.SCHEMA_VERSION:
+        notes.append("older than this client's, which still uses it")
+        hint = ("`airflow-txn upgrade` brings it to this client's schema (what the newer schema adds, e.g. recording "
+                "check reports, needs it)")
+    return Check("catalog schema", OK, detail + (f" ({'; '.join(notes)})" if notes else ""), hint)
 
 
 # -- storage root ------------------------------------------------------------------------------------------

@@ -18,12 +18,15 @@ from sqlalchemy import Connection
 from airflow_txn.catalog import check_reports, txn_records
 from airflow_txn.core import bounds
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import InvalidArgumentError
+from airflow_txn.errors import CatalogUpgradeRequiredError, InvalidArgumentError
 from airflow_txn.model.names import MAX_LABEL_LENGTH
 from airflow_txn.model.results import CheckRecord, JsonObject
 
 METADATA_KEY = "checks"
 """Where an airflow_txn before schema version 6 kept the reports inside a transaction's metadata."""
+STORED_SINCE = 6
+"""The catalog schema version that brought txn_check_reports: on an older catalog (which this package still
+uses: schema.MIN_CATALOG_VERSION) only the reports kept in metadata are read, and none can be recorded."""
 
 
 def check_key(key: object) -> str:
@@ -43,20 +46,31 @@ def record(rt: Runtime, tid: str, key: str, report: Mapping[str, object]) -> Non
     except InvalidArgumentError as exc:
         raise InvalidArgumentError(f"check report {key!r}: {exc}") from exc
     cat = rt.catalog
+    if not cat.at_least(STORED_SINCE):
+        cat.probe()  # another process may have upgraded it since this one looked
+    if not cat.at_least(STORED_SINCE):
+        from airflow_txn.catalog import schema
+
+        raise CatalogUpgradeRequiredError(
+            f"recording a check report needs catalog schema version {STORED_SINCE} (table txn_check_reports); the "
+            f"{cat.where} is older, and opening never upgrades a catalog (docs/DESIGN.md, D23): the catalog must be "
+            "upgraded, once, with `airflow-txn upgrade` (by a writer, as a deliberate step: docs/DEPLOYMENT.md, "
+            "Versions). Nothing was recorded", None, schema.SCHEMA_VERSION)
     with cat.write() as conn:
         txn_records.lock_usable(conn, cat, tid)
         check_reports.add(conn, tid, key, time.time(), text)
 
 
-def of_transaction(conn: Connection, tid: str, metadata: JsonObject) -> list[CheckRecord]:
+def of_transaction(conn: Connection, tid: str, metadata: JsonObject, stored: bool = True) -> list[CheckRecord]:
     """Every report of `tid` (whose metadata is `metadata`): those kept in its metadata first, then the
-    recorded rows, oldest first."""
-    return _merged(metadata, check_reports.of_transaction(conn, tid))
+    recorded rows, oldest first. `stored`: whether the catalog has txn_check_reports (STORED_SINCE)."""
+    return _merged(metadata, check_reports.of_transaction(conn, tid) if stored else [])
 
 
-def with_reports(conn: Connection, metadata: Mapping[str, JsonObject]) -> dict[str, JsonObject]:
-    """{tid: its metadata with its reports folded in (`as_metadata`)} for {tid: metadata} (a listing's)."""
-    rows = check_reports.of_transactions(conn, list(metadata)) if metadata else {}
+def with_reports(conn: Connection, metadata: Mapping[str, JsonObject], stored: bool = True) -> dict[str, JsonObject]:
+    """{tid: its metadata with its reports folded in (`as_metadata`)} for {tid: metadata} (a listing's);
+    `stored` as for of_transaction."""
+    rows = check_reports.of_transactions(conn, list(metadata)) if metadata and stored else {}
     return {tid: as_metadata(m, _merged(m, rows[tid])) if tid in rows else m for tid, m in metadata.items()}
 
 

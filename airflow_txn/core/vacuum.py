@@ -47,6 +47,7 @@ from airflow_txn.catalog import (
 from airflow_txn.catalog.purges import Purge
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import bounds, crashpoints, identity, manifests, ownership, recovery, retention, tags
+from airflow_txn.core.check_reports import STORED_SINCE as STORED_REPORTS
 from airflow_txn.core.retention import Horizons
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError
@@ -254,7 +255,8 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
         *[Purge("table_commits", commit_log.purgeable_table_commits(t.id, keep),
                 functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
         Purge("transactions", txn_records.purgeable(keep, before), txn_records.purge),
-        Purge("check_reports", check_reports.of_purged_transactions(), check_reports.forget),  # after their rows
+        *([Purge("check_reports", check_reports.of_purged_transactions(), check_reports.forget)]  # after their rows
+          if rt.catalog.at_least(STORED_REPORTS) else []),  # an older catalog this package uses has none (D23)
     ]
     purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions", "check_reports"), 0)
     for index, step in enumerate(steps):

@@ -123,11 +123,14 @@ class Warehouse:
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
              oracle: str | None = None, manifests: str | None = None,
              storage_options: Mapping[str, str | bool] | str | None = None,
-             filesystem: pafs.FileSystem | None = None, connect_timeout: float | None = None) -> Warehouse:
+             filesystem: pafs.FileSystem | None = None, connect_timeout: float | None = None,
+             upgrade: bool = False) -> Warehouse:
         """Open the warehouse; arguments override AIRFLOW_TXN_* and the defaults. Creates nothing: the first
         `init`, `create_table` or `begin` creates a missing catalog and root; any other call on a warehouse
-        that does not exist raises WarehouseNotFoundError. An existing catalog of an older airflow_txn is
-        upgraded here, one of a newer refused (TxnError).
+        that does not exist raises WarehouseNotFoundError. Opening never upgrades a catalog (docs/DESIGN.md,
+        D23): one older than this package works with raises CatalogUpgradeRequiredError unless `upgrade=True`
+        (an explicit writer-side request: it is migrated here, as `airflow-txn upgrade` does); a newer one is used
+        when its min_client_version allows this package, else CatalogTooNewError.
         `root` (else $AIRFLOW_TXN_ROOT, else the root the catalog claimed, else one of the catalog's own:
         config.default_root; docs/DESIGN.md, invariant 11) may be an object store (`s3://bucket/prefix`,
         whose bucket must exist); `storage_options`
@@ -147,15 +150,13 @@ class Warehouse:
         cat = Catalog(config.catalog_url, where=f"catalog {database.safe_url(config.catalog_url)} (root {config.root})",
                       connect_timeout=config.connect_timeout)
         try:
-            state = cat.probe()
-            if state is State.OLDER:
-                cat.upgrade()
+            state = cat.check_versions(upgrade=upgrade)
             if not config.root_given and state is not State.ABSENT:
                 recorded = _recorded_root(cat)
                 if recorded != config.root:  # the root this catalog claimed, not the one derived from its URL
                     config = dataclasses.replace(config, root=recorded)
                     storage = storage_of(config)
-        except BaseException:  # e.g. a catalog of a newer schema version: close its connections
+        except BaseException:  # e.g. a catalog this package may not use: close its connections
             cat.dispose()
             raise
         runtime = Runtime(cat, make_oracle(config.oracle, cat), storage, TidFactory())
@@ -303,7 +304,7 @@ class Warehouse:
             row = txn_records.fetch(conn, parsed)
             parts = part_records.of_transaction(conn, parsed)
             invalidated = key_records.invalidated(conn, parsed)  # {key: the retried key that withdrew it}
-            reports = check_reports.of_transaction(conn, parsed, row.metadata)
+            reports = check_reports.of_transaction(conn, parsed, row.metadata, self._stored_reports())
         record = row.as_dict()
         record["metadata"] = check_reports.as_metadata(record["metadata"], reports)
         logged_csn = log_mirror.logged_commit_csn(self.runtime, row)  # committing: committed iff its record exists
@@ -320,12 +321,17 @@ class Warehouse:
                 creation_csn=p.version.creation_csn, removal_csn=p.version.removal_csn) for p in parts],
         )
 
+    def _stored_reports(self) -> bool:
+        """Whether the catalog has the check reports' own table (an older one this package uses has not: D23)."""
+        return self.runtime.catalog.at_least(check_reports.STORED_SINCE)
+
     def check_reports(self, tid: str) -> list[CheckRecord]:
         """Every write-audit-publish check report recorded on transaction `tid`, in the order recorded
         (`transaction_info(tid)["metadata"]["checks"]` shows the newest of each key)."""
         parsed = str(Tid.parse(tid))
         with self.runtime.catalog.read() as conn:
-            return check_reports.of_transaction(conn, parsed, txn_records.fetch(conn, parsed).metadata)
+            return check_reports.of_transaction(conn, parsed, txn_records.fetch(conn, parsed).metadata,
+                                                self._stored_reports())
 
     def transactions(self, state: str | None = None, limit: int = 100,
                      labels: txn_records.LabelFilter | None = None) -> list[TransactionRecord]:
@@ -333,7 +339,7 @@ class Warehouse:
         state, limit = bounds.transaction_state(state), bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
             listed = [r.as_dict() for r in txn_records.list_rows(conn, state, limit, labels)]
-            shown = check_reports.with_reports(conn, {r["tid"]: r["metadata"] for r in listed})
+            shown = check_reports.with_reports(conn, {r["tid"]: r["metadata"] for r in listed}, self._stored_reports())
         return [{**r, "metadata": shown[r["tid"]]} for r in listed]
 
     def label_dags(self) -> list[str | None]:
@@ -472,7 +478,8 @@ class Warehouse:
         with self.runtime.catalog.read() as conn:
             watermark = commit_log.readable_csn(conn, self.runtime.oracle)
             found = commit_log.records_with_metadata(conn, csn, watermark, limit)
-            shown = check_reports.with_reports(conn, {r.tid: txn_records.parse_metadata(stored) for r, stored in found})
+            shown = check_reports.with_reports(conn, {r.tid: txn_records.parse_metadata(stored) for r, stored in found},
+                                               self._stored_reports())
         return [LoggedCommit(csn=r.csn, tid=r.tid, tables=list(r.tables), committed_at=r.committed_at,
                              applied=r.applied, metadata=shown[r.tid]) for r, _ in found]
 

@@ -131,7 +131,8 @@ def test_vacuum_purges_a_transactions_reports_with_its_row(wh: Warehouse, monkey
 
 def test_a_schema_version_5_catalog_keeps_the_reports_its_metadata_holds(catalog_url: str, tmp_path: Path) -> None:
     """A catalog Alembic left at schema_v5 with a transaction whose metadata holds a report (as airflow_txn
-    kept them then): opening it runs schema_v6; the older report stays readable, first, beside new ones."""
+    kept them then): opening it with upgrade=True runs schema_v6; the older report stays readable, first, beside
+    new ones."""
     from alembic import command
 
     older = {"passed": True, "checks": []}
@@ -142,7 +143,7 @@ def test_a_schema_version_5_catalog_keeps_the_reports_its_metadata_holds(catalog
         txn_records.insert_row(conn, TID, None, "snapshot", 1, 3600.0,
                                json.dumps({"checks": {"audit": older}, "who": "me"}))
     catalog.dispose()
-    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root")) as wh:
+    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"), upgrade=True) as wh:
         with wh.runtime.catalog.read() as conn:
             assert migrate.read_versions(conn).revision == migrate.HEAD == "schema_v6"
         txn = wh.attach(TID)

@@ -1,8 +1,9 @@
 """The catalog's schema migrations (Alembic, airflow_txn/catalog/migrate.py) on SQLite and PostgreSQL: the
 revisions form one chain; a fresh catalog lands at its head with exactly the tables, columns and indexes of
 catalog/schema.py; a catalog the pre-Alembic code made (schema version 1 or 2, built here with that code's
-DDL) is recognised, stamped and upgraded with its rows intact; processes opening a new catalog at once
-create it once; a catalog of an unknown (newer) revision is refused; `airflow-txn upgrade` and `doctor`."""
+DDL) is recognised, stamped and upgraded (on request: opening never upgrades, tests/core/test_versions.py) with
+its rows intact; processes opening a new catalog at once create it once; a catalog of an unknown (newer) revision
+that records no min_client_version is refused; `airflow-txn upgrade` and `doctor`."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from airflow_txn import Warehouse
+from airflow_txn import Warehouse, __version__
 from airflow_txn.catalog import Catalog, migrate, schema, table_registry
 from airflow_txn.cli import exit_codes, main
-from airflow_txn.errors import TxnError
+from airflow_txn.errors import CatalogTooNewError, CatalogUpgradeRequiredError
 from airflow_txn.model.names import parse_table_name
 from tests.helpers import events
 
@@ -150,7 +151,10 @@ def test_a_pre_alembic_catalog_is_stamped_and_upgraded(catalog_url: str, catalog
     _build_old_catalog(catalog_url, version)
     before = _versions(catalog)
     assert (before.revision, before.schema_version, before.start) == (None, version, f"schema_v{version}")
-    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root")) as wh:  # upgrades on open, as before
+    with pytest.raises(CatalogUpgradeRequiredError):
+        Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"))  # opening never upgrades (D23)
+    assert _versions(catalog).revision is None
+    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"), upgrade=True) as wh:  # on request
         assert wh.tables() == [OLD_TABLE]
         t = wh.begin().use_key("load", attempt=1)  # txn_keys and txn_scans (version 3) in use
         t.append(OLD_TABLE, events([1, 2]))
@@ -173,9 +177,10 @@ def test_a_catalog_of_an_unknown_revision_is_refused(catalog_url: str, catalog: 
     catalog.initialize()
     with catalog.write() as conn:
         conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = 'schema_v99'"))
-    with pytest.raises(TxnError, match="revision 'schema_v99' is newer than this airflow_txn"):
+        conn.execute(sa.text(f"DELETE FROM txn_meta WHERE key = '{migrate.MIN_CLIENT_KEY}'"))  # tolerates no one
+    with pytest.raises(CatalogTooNewError, match=r"schema version 6 \(schema_v99\), newer than this airflow-txn"):
         Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"))
-    with pytest.raises(TxnError, match="newer than this airflow_txn"):
+    with pytest.raises(CatalogTooNewError, match="upgrade the airflow-txn package"):
         catalog.upgrade()
 
 
@@ -202,7 +207,7 @@ def test_processes_creating_a_catalog_at_once_create_it_once(catalog_url: str, c
     with catalog.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(schema.counters)).scalar() == 3
         keys = sorted(conn.execute(sa.select(schema.meta.c.key)).scalars())  # each written once, one warehouse id
-        assert keys == ["index_version", "schema_version", "warehouse_id"]
+        assert keys == ["index_version", "min_client_version", "schema_version", "warehouse_id"]
     assert _schema_differences(catalog) == []
 
 
@@ -217,18 +222,21 @@ def test_airflow_txn_upgrade_migrates_and_doctor_tells(catalog_url: str, tmp_pat
         assert main([*opts, *args, "--json"]) == code
         return json.loads(capsys.readouterr().out)
 
-    def schema_check() -> dict[str, str]:
-        return next(c for c in run_json("doctor")["checks"] if c["name"] == "catalog schema")
+    def schema_check(code: int = exit_codes.OK) -> dict[str, str]:
+        return next(c for c in run_json("doctor", code=code)["checks"] if c["name"] == "catalog schema")
 
     (tmp_path / "root").mkdir()  # doctor creates nothing
-    older = schema_check()
-    assert older["status"] == "warn" and "airflow-txn upgrade" in older["hint"]
+    older = schema_check(exit_codes.DOCTOR_FAILED)
+    assert older["status"] == "fail" and "airflow-txn upgrade" in older["hint"]
     done = run_json("upgrade")
     assert (done["from_revision"], done["to_revision"], done["applied"], done["schema_version"]) == (
         "schema_v2", migrate.HEAD, ["schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6"],
         schema.SCHEMA_VERSION)
-    assert schema_check() == {"name": "catalog schema", "status": "ok",
-                              "detail": f"schema version {schema.SCHEMA_VERSION}, revision {migrate.HEAD}", "hint": ""}
+    assert schema_check() == {
+        "name": "catalog schema", "status": "ok", "hint": "",
+        "detail": f"client airflow-txn {__version__} (schema version {schema.SCHEMA_VERSION}, {migrate.HEAD}); "
+                  f"catalog schema version {schema.SCHEMA_VERSION} ({migrate.HEAD}), "
+                  f"min_client_version {migrate.MIN_CLIENT_VERSION}"}
     assert run_json("upgrade")["applied"] == []  # safe to run again
     assert main([*opts, "upgrade"]) == exit_codes.OK
     assert "to_revision" in capsys.readouterr().out
@@ -236,7 +244,7 @@ def test_airflow_txn_upgrade_migrates_and_doctor_tells(catalog_url: str, tmp_pat
 
 def test_doctor_names_a_current_catalog_made_before_alembic(catalog_url: str, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """A catalog at the current schema version without Alembic's record is healthy; opening it stamps it."""
+    """A catalog at the current schema version without Alembic's record is healthy; `upgrade` stamps it."""
     catalog = Catalog(catalog_url)
     catalog.initialize()
     with catalog.write() as conn:
@@ -246,7 +254,9 @@ def test_doctor_names_a_current_catalog_made_before_alembic(catalog_url: str, tm
     assert main(args) == exit_codes.OK
     check = next(c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "catalog schema")
     assert check["status"] == "ok" and "made before Alembic" in check["detail"]
-    catalog.initialize()
+    catalog.initialize()  # usable as it is: opening and initialize change nothing
+    assert _versions(catalog).revision is None
+    catalog.upgrade()
     assert _versions(catalog).revision == migrate.HEAD
     catalog.dispose()
 

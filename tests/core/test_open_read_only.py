@@ -61,9 +61,9 @@ def test_a_read_only_open_does_not_wait_for_a_writer(catalog_url: str, root: Pat
         assert wh.transactions() == []
 
 
-def test_an_older_catalog_is_still_upgraded_on_open(tmp_path: Path) -> None:
-    """issue 16, case 8: the read-only check still sends a catalog below the current index version
-    through the (locking) upgrade, which records the new version."""
+def test_an_older_catalog_is_upgraded_only_on_request(tmp_path: Path) -> None:
+    """issue 16, case 8, and D23: a catalog below the current index version is used as it is on open (no write);
+    `upgrade=True` sends it through the (locking) upgrade, which records the new version."""
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
     with Warehouse.open(catalog=url, root=str(tmp_path / "root")) as wh:
         wh.init()
@@ -72,13 +72,16 @@ def test_an_older_catalog_is_still_upgraded_on_open(tmp_path: Path) -> None:
         conn.execute(schema.meta.update().where(schema.meta.c.key == "index_version").values(value="1"))
     Warehouse.open(catalog=url, root=str(tmp_path / "root")).close()
     with engine.connect() as conn:
+        assert conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "index_version")).scalar() == "1"
+    Warehouse.open(catalog=url, root=str(tmp_path / "root"), upgrade=True).close()
+    with engine.connect() as conn:
         found = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "index_version")).scalar_one()
     engine.dispose()
     assert int(found) == schema.INDEX_VERSION
 
 
 def test_a_newer_catalog_is_refused_without_a_write(tmp_path: Path) -> None:
-    """issue 16, case 8: the version check stays: a catalog newer than this package is refused."""
+    """issue 16, case 8: the version check stays: a catalog newer than this package may use is refused."""
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
     with Warehouse.open(catalog=url, root=str(tmp_path / "root")) as wh:
         wh.init()
@@ -86,6 +89,7 @@ def test_a_newer_catalog_is_refused_without_a_write(tmp_path: Path) -> None:
     with engine.begin() as conn:
         newer = str(schema.SCHEMA_VERSION + 1)
         conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=newer))
+        conn.execute(schema.meta.update().where(schema.meta.c.key == "min_client_version").values(value=newer))
     engine.dispose()
-    with pytest.raises(TxnError, match="newer than this airflow_txn understands"):
+    with pytest.raises(TxnError, match="newer than this airflow-txn"):
         Warehouse.open(catalog=url, root=str(tmp_path / "root"))

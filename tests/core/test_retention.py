@@ -140,14 +140,14 @@ def test_dry_run_reports_and_deletes_nothing(wh: Warehouse, root: Path) -> None:
 
 def test_a_catalog_of_schema_version_2_is_upgraded(catalog_url: str, root: Path) -> None:
     """Version 3 added txn_keys and txn_scans (attempt fences, invalidated keys, statement scans): an older
-    catalog gains them on open."""
+    catalog gains them when opened with upgrade=True (opening alone never upgrades: D23)."""
     with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
         make_tables(wh)
         with wh.runtime.catalog.write() as conn:
             conn.execute(text("DROP TABLE txn_keys"))
             conn.execute(text("DROP TABLE txn_scans"))
             conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="2"))
-    with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
+    with Warehouse.open(catalog=catalog_url, root=str(root), upgrade=True) as wh:
         t = wh.begin().use_key("load", attempt=1)
         t.append(EVENTS_T, events([1]))
         t.commit()
@@ -163,7 +163,7 @@ def test_a_catalog_of_schema_version_1_is_upgraded(catalog_url: str, root: Path)
             conn.execute(text("DROP TABLE txn_keys"))
             conn.execute(text("DROP TABLE txn_scans"))
             conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="1"))
-    with Warehouse.open(catalog=catalog_url, root=str(root)) as wh:
+    with Warehouse.open(catalog=catalog_url, root=str(root), upgrade=True) as wh:
         with wh.runtime.catalog.read() as conn:
             version = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).scalar()
         assert version == str(schema.SCHEMA_VERSION) == "6"
@@ -175,5 +175,6 @@ def test_a_catalog_of_schema_version_1_is_upgraded(catalog_url: str, root: Path)
         assert wh.compact(EVENTS_T)["merged"] == 1
     with Warehouse.open(catalog=catalog_url, root=str(root)) as wh, wh.runtime.catalog.write() as conn:
         conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="99"))
-    with pytest.raises(TxnError, match="newer than this airflow_txn understands"):
+        conn.execute(schema.meta.update().where(schema.meta.c.key == "min_client_version").values(value="99"))
+    with pytest.raises(TxnError, match="newer than this airflow-txn"):
         Warehouse.open(catalog=catalog_url, root=str(root))

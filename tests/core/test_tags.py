@@ -138,8 +138,8 @@ def test_airflow_txn_tag_tags_untag_and_read_at_a_tag(wh: Warehouse, catalog_url
 
 
 def test_a_schema_version_4_catalog_gets_tags_with_its_rows_kept(catalog_url: str, tmp_path: Path) -> None:
-    """A catalog Alembic left at schema_v4, holding a table: opening it runs schema_v5 (and later revisions); the
-    table is kept and can be tagged."""
+    """A catalog Alembic left at schema_v4, holding a table: opening it with upgrade=True runs schema_v5 (and later
+    revisions); the table is kept and can be tagged."""
     from alembic import command
 
     catalog = Catalog(catalog_url)
@@ -148,7 +148,7 @@ def test_a_schema_version_4_catalog_gets_tags_with_its_rows_kept(catalog_url: st
         assert not sa.inspect(conn).has_table("txn_tags")
         table_registry.create(conn, parse_table_name(EV), EVENTS, ["day"])
     catalog.dispose()
-    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root")) as wh:
+    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"), upgrade=True) as wh:
         with wh.runtime.catalog.read() as conn:
             assert migrate.read_versions(conn).revision == migrate.HEAD
             version = conn.execute(sa.select(schema.meta.c.value).where(schema.meta.c.key == "schema_version"))

@@ -68,7 +68,8 @@ def test_bad_metadata_is_refused_before_anything_changes(wh: Warehouse, bad: obj
 
 def test_a_schema_version_3_catalog_keeps_its_transactions(catalog_url: str, tmp_path: Path) -> None:
     """A catalog Alembic left at indexes_v2 (schema version 3), holding a transaction: opening it with this
-    code runs schema_v4 (and the later revisions), and the old transaction reads back with empty metadata."""
+    code (upgrade=True: opening alone never upgrades) runs schema_v4 (and the later revisions), and the old
+    transaction reads back with empty metadata."""
     from alembic import command
 
     catalog = Catalog(catalog_url)
@@ -81,7 +82,7 @@ def test_a_schema_version_3_catalog_keeps_its_transactions(catalog_url: str, tmp
             " created_at, cleanup_done) VALUES ('1-1-0123456789abcdef', 'old', 'rolled_back', 'snapshot', 1, 60, 0,"
             " 0, :done)"), {"done": True})
     catalog.dispose()
-    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root")) as wh:
+    with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"), upgrade=True) as wh:
         old = wh.transaction_info("1-1-0123456789abcdef")
         assert (old["label"], old["state"], old["metadata"]) == ("old", "rolled_back", {})
         with wh.runtime.catalog.read() as conn:

@@ -1,6 +1,6 @@
 """The page's warehouses: one open Warehouse per connection configuration per API-server process,
-opened on the first request that needs it and kept (opening costs a catalog engine and, on a
-catalog to upgrade, a write transaction; a request should cost neither). Opening creates nothing: the
+opened on the first request that needs it and kept (opening costs a catalog engine and a
+read of the catalog's versions; a request should cost neither). Opening creates nothing: the
 page of a warehouse nobody created answers 404 "no warehouse at ..." until a writer creates it."""
 
 from __future__ import annotations

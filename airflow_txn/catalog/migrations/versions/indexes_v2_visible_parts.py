@@ -17,6 +17,9 @@ revision: str = "indexes_v2"
 down_revision: str | None = "schema_v3"
 branch_labels: str | None = None
 depends_on: str | None = None
+# Whether clients of the previous schema version may go on using a catalog this revision upgraded (catalog/
+# migrate.py, MIN_CLIENT_VERSION; docs/DESIGN.md, D23): yes, an index: older statements work with either.
+older_clients_tolerate: bool = True
 
 
 def upgrade() -> None:

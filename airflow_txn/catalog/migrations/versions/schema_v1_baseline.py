@@ -18,6 +18,9 @@ revision: str = "schema_v1"
 down_revision: str | None = None
 branch_labels: str | None = None
 depends_on: str | None = None
+# Whether clients of the previous schema version may go on using a catalog this revision upgraded (catalog/
+# migrate.py, MIN_CLIENT_VERSION; docs/DESIGN.md, D23): no, the baseline: there is no older client.
+older_clients_tolerate: bool = False
 
 
 def upgrade() -> None:

@@ -11,6 +11,10 @@ revision: str = "schema_v2"
 down_revision: str | None = "schema_v1"
 branch_labels: str | None = None
 depends_on: str | None = None
+# Whether clients of the previous schema version may go on using a catalog this revision upgraded (catalog/
+# migrate.py, MIN_CLIENT_VERSION; docs/DESIGN.md, D23): no, an older vacuum would ignore a table's retention policy
+# and delete files it keeps.
+older_clients_tolerate: bool = False
 
 
 def upgrade() -> None:

@@ -16,6 +16,10 @@ revision: str = "schema_v4"
 down_revision: str | None = "indexes_v2"
 branch_labels: str | None = None
 depends_on: str | None = None
+# Whether clients of the previous schema version may go on using a catalog this revision upgraded (catalog/
+# migrate.py, MIN_CLIENT_VERSION; docs/DESIGN.md, D23): yes, a nullable column older statements never name (their
+# transactions simply have no metadata).
+older_clients_tolerate: bool = True
 
 
 def upgrade() -> None:

@@ -11,6 +11,9 @@ revision: str = "schema_v5"
 down_revision: str | None = "schema_v4"
 branch_labels: str | None = None
 depends_on: str | None = None
+# Whether clients of the previous schema version may go on using a catalog this revision upgraded (catalog/
+# migrate.py, MIN_CLIENT_VERSION; docs/DESIGN.md, D23): no, an older vacuum would delete the parts a tag pins.
+older_clients_tolerate: bool = False
 
 
 def upgrade() -> None:

@@ -16,6 +16,11 @@ revision: str = "schema_v6"
 down_revision: str | None = "schema_v5"
 branch_labels: str | None = None
 depends_on: str | None = None
+# Whether clients of the previous schema version may go on using a catalog this revision upgraded (catalog/
+# migrate.py, MIN_CLIENT_VERSION; docs/DESIGN.md, D23): yes, a table older code never reads: an older client records
+# its check reports in the transaction's metadata, which newer readers show too; it just does not show the rows
+# newer clients record.
+older_clients_tolerate: bool = True
 
 
 def upgrade() -> None:
