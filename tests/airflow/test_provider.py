@@ -70,7 +70,8 @@ def test_the_installed_airflow_is_inside_the_declared_range() -> None:
     [airflow] = [Requirement(r) for r in extra if Requirement(r).name == "apache-airflow"]
     installed = importlib.metadata.version("apache-airflow")
     assert airflow.specifier.contains(installed), f"Airflow {installed} is outside {airflow.specifier}"
-    assert airflow.specifier.contains("3.3.2") and not airflow.specifier.contains("3.0.0")
+    assert airflow.specifier.contains("3.3.2") and airflow.specifier.contains("3.2.2")
+    assert not airflow.specifier.contains("3.1.8")  # Airflow 3.1 fails the suite (docs/TESTING.md)
     assert not airflow.specifier.contains("3.4.0")  # the next minor release is untested until the suite runs on it
 
 
