@@ -36,9 +36,10 @@ case "$MINOR" in
         WARNINGS=(-W "ignore:The \`airflow.operators.branch.BaseBranchOperator\` attribute is deprecated:FutureWarning") ;;
     3.2) PINS=("sqlalchemy<2.1" "svcs<26" "fastapi<0.137") ;;
 esac
-# The `airflow` extra minus Apache Airflow itself (pyproject.toml), and the extras the Airflow phase uses.
+# The `airflow` extra minus Apache Airflow itself (pyproject.toml), and the extras the Airflow phase uses (as
+# scripts/test.sh installs them; `amazon`: the aws_conn_id tests of tests/airflow/test_connections.py).
 REQUIREMENTS=("apache-airflow~=$MINOR.0" "jinja2>=3.1" "duckdb>=1.0" ${PINS[@]+"${PINS[@]}"})
-EXTRAS="dev,spark,spark-connect,zookeeper,openlineage,checks"
+EXTRAS="dev,spark,spark-connect,zookeeper,openlineage,amazon,checks"
 
 mkdir -p "$OUT"
 if [ ! -x "$VENV/bin/python" ]; then

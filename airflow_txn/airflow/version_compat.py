@@ -22,6 +22,7 @@ def get_base_airflow_version_tuple() -> tuple[int, int, int]:
 AIRFLOW_V_3_0_PLUS: bool = get_base_airflow_version_tuple() >= (3, 0, 0)
 AIRFLOW_V_3_1_PLUS: bool = get_base_airflow_version_tuple() >= (3, 1, 0)
 AIRFLOW_V_3_2_PLUS: bool = get_base_airflow_version_tuple() >= (3, 2, 0)
+AIRFLOW_V_3_3_PLUS: bool = get_base_airflow_version_tuple() >= (3, 3, 0)
 
 if not AIRFLOW_V_3_0_PLUS:  # pragma: no cover - refused early with what to do
     raise ImportError("airflow_txn.airflow needs Airflow 3.0 or later: pip install 'airflow-txn[airflow]'")
@@ -64,6 +65,33 @@ else:
     )
 
 
+# Asset events with partition keys a task chooses: OutletEventAccessor.add_partitions, new in Airflow 3.3. In 3.2 an
+# event's partition key is its DAG run's (TaskInstance.register_asset_changes; None for a run that is not
+# partitioned) and a task has no way to set one.
+OUTLET_PARTITION_KEYS: bool = AIRFLOW_V_3_3_PLUS
+
+
+def add_outlet_partitions(outlet_event: Any, keys: list[str]) -> bool:
+    """Attach `keys` to an outlet Asset event (`outlet_events[asset]`); False (nothing attached) where the
+    running Airflow cannot (3.2: the event carries its DAG run's partition key)."""
+    if not OUTLET_PARTITION_KEYS:
+        return False
+    outlet_event.add_partitions(keys)
+    return True
+
+
+def login_url(auth_manager: Any, next_url: str) -> str:
+    """The auth manager's login page, coming back to `next_url`. Airflow 3.3's SimpleAuthManager puts `next` in the
+    URL it returns; 3.2's ignores `next_url` (its login page reads `next` all the same, and 3.2's own /auth/login
+    route appends it to that URL): appended here when the auth manager left it out."""
+    from urllib.parse import parse_qs, urlencode, urlsplit
+
+    url = str(auth_manager.get_url_login(next_url=next_url))
+    query = urlsplit(url).query
+    if "next" not in parse_qs(query):
+        url += ("&" if query else "?") + urlencode({"next": next_url})
+    return url
+
 
 def pull_run_xcom(dag_id: str, run_id: str, task_id: str, task_instance: Any = None) -> Any:
     """The return value a task of a DAG run pushed (None if none), from a worker or a server process.
@@ -82,32 +110,48 @@ def pull_run_xcom(dag_id: str, run_id: str, task_id: str, task_instance: Any = N
         return None if row is None else XComModel.deserialize_value(row)
 
 
-# Airflow 3.3 ships two copies of its metrics module: the server components (scheduler, triggerer,
-# API server, DAG processor) set up the core one, task workers the task SDK's.
+# Airflow 3.2 and 3.3 ship two copies of their metrics module: the server components (scheduler, triggerer,
+# API server, DAG processor) set up the core one, task workers the task SDK's. In 3.3 the module is the facade
+# (module functions incr/timing/gauge, set up by `initialize(factory=...)`, which sets `_factory`); in 3.2 it is
+# the module's `Stats` class (a metaclass forwards to the backend; `Stats.initialize(factory=...)` sets
+# `Stats.factory`, which the first use of a copy nobody set up sets to NoStatsLogger).
 _STATS_MODULES = ("airflow._shared.observability.metrics.stats", "airflow.sdk._shared.observability.metrics.stats")
+
+
+def _stats_facades() -> list[tuple[Any, Any]]:
+    """(facade, its factory or None) of each copy of the stats module this Airflow has, core's first."""
+    import importlib
+
+    facades = []
+    for name in _STATS_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
+            continue
+        if AIRFLOW_V_3_3_PLUS:
+            facades.append((module, getattr(module, "_factory", None)))
+        else:
+            stats = module.Stats
+            facades.append((stats, getattr(stats, "factory", None)))
+    return facades
 
 
 def airflow_stats() -> Any:
     """Airflow's metrics facade (incr, timing, gauge) as this process set it up: the first copy of the
-    stats module that was initialized, else `airflow.sdk.observability.stats` (whose backend is a
-    no-op until initialized), else (Airflow 3.0 / 3.1) `airflow.stats.Stats`."""
-    import importlib
+    stats module that was initialized (with a real backend first, then with Airflow's no-op one), else the
+    task SDK's (whose backend is a no-op until initialized), else (Airflow 3.0 / 3.1) `airflow.stats.Stats`."""
+    facades = _stats_facades()
+    for facade, factory in facades:
+        if factory is not None and getattr(factory, "__name__", "") != "NoStatsLogger":
+            return facade
+    for facade, factory in facades:
+        if factory is not None:
+            return facade
+    if facades:
+        return facades[-1][0]
+    from airflow.stats import Stats  # type: ignore[attr-defined,unused-ignore]  # pragma: no cover - 3.0 / 3.1
 
-    for name in _STATS_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:  # pragma: no cover - older Airflow
-            continue
-        if getattr(module, "_factory", None) is not None:
-            return module
-    try:
-        from airflow.sdk.observability import stats
-
-        return stats
-    except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
-        from airflow.stats import Stats  # type: ignore[attr-defined,unused-ignore]
-
-        return Stats
+    return Stats
 
 
 def airflow_conf() -> Any:
@@ -162,6 +206,8 @@ __all__ = [
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_1_PLUS",
     "AIRFLOW_V_3_2_PLUS",
+    "AIRFLOW_V_3_3_PLUS",
+    "OUTLET_PARTITION_KEYS",
     "AirflowFailException",
     "AirflowNotFoundException",
     "AirflowSkipException",
@@ -182,9 +228,11 @@ __all__ = [
     "TriggerEvent",
     "TriggerRule",
     "XComArg",
+    "add_outlet_partitions",
     "airflow_conf",
     "airflow_stats",
     "load_serialized_dag",
+    "login_url",
     "own_session",
     "pull_run_xcom",
     "release_thread_session",

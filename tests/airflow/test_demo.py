@@ -14,6 +14,9 @@ pytestmark = pytest.mark.airflow
 REPO = Path(__file__).resolve().parents[2]
 
 
+# pytest's 300 s default would cut the demo off before its own 600 s bound: four DAG runs of Spark tasks, each
+# task also building Airflow 3.2's in-process execution API anew (3.3 reuses one), on a machine others load
+@pytest.mark.timeout(660)
 def test_airflow_demo_runs_end_to_end(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
     result = subprocess.run([sys.executable, "-m", "demo.airflow_demo", "--home", str(tmp_path / "demo"),

@@ -80,19 +80,22 @@ def test_sensor_applies_a_pending_record_then_waits_rescheduled_and_deferred(
     assert not record["applied"] and wh.readable_csn() < pending  # nobody would apply it but a reader
     second, third = pending + 1, pending + 2
 
-    def commit_after(task_id: str, value: int) -> None:
+    # The committer commits only once the sensor it feeds has checked and found nothing: the rescheduled one
+    # has given its slot back, the deferred one's trigger runs. (Not a fixed pause after the previous task:
+    # how long a task takes to start is the release's and the machine's; Airflow 3.2's dag.test() builds a
+    # new in-process execution API for every task, 3.3 reuses one.)
+    def commit_when(ready: Any, value: int) -> None:
         deadline = time.monotonic() + 120
-        while ti_state("txn_sensor_probe", task_id) != "success" and time.monotonic() < deadline:
+        while not ready() and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(2.5)  # the next sensor checked once, found nothing, and waits
         other = Warehouse.open(catalog=catalog_url, root=str(root))
-        with other.begin(label=f"commit awaited after {task_id}") as t:
+        with other.begin(label=f"commit awaited ({value})") as t:
             t.append(TABLE, pa.table({"id": [value]}))
         other.close()
 
     def committer() -> None:
-        commit_after("poke", 10)
-        commit_after("rescheduled", 20)
+        commit_when(lambda: ti_state("txn_sensor_probe", "rescheduled") == "up_for_reschedule", 10)
+        commit_when(lambda: any("running trigger in line" in r.getMessage() for r in list(caplog.records)), 20)
 
     thread = threading.Thread(target=committer, daemon=True)
     thread.start()

@@ -17,7 +17,7 @@ import pytest
 from airflow_txn import ROLLBACK_CSN, Warehouse
 from airflow_txn.catalog.txn_records import ACTIVE, ROLLED_BACK
 from tests.airflow.conftest import CRASH_SPARK_CONF, connection_json
-from tests.airflow.helpers import PROBE_SCHEMA, run_dag, task_states, transactions_of
+from tests.airflow.helpers import PROBE_SCHEMA, mark_run_failed, run_dag, task_states, transactions_of
 from tests.helpers import storage_files
 
 pytestmark = pytest.mark.airflow
@@ -82,8 +82,6 @@ def test_killed_worker_leaves_nothing_visible_and_recovery_rolls_back_after_the_
 
 def test_a_run_marked_failed_by_hand_rolls_back_its_transaction(dagbag: Any, spark: Any,
                                                                 txn_conn: Warehouse) -> None:
-    from airflow.api_fastapi.core_api.datamodels.dag_run import DagRunMutableStates
-    from airflow.api_fastapi.core_api.services.public.dag_run import patch_dag_run_state
     from airflow.models.dagrun import DagRun
     from airflow.models.serialized_dag import SerializedDagModel
     from airflow.utils.session import create_session
@@ -98,7 +96,7 @@ def test_a_run_marked_failed_by_hand_rolls_back_its_transaction(dagbag: Any, spa
     with create_session() as session:  # what PATCH /dags/{dag_id}/dagRuns/{run_id} {"state": "failed"} does
         dag_run = session.get(DagRun, run.id)
         dag = SerializedDagModel.get_dag("txn_hold_probe", session=session)
-        patch_dag_run_state(dag=dag, dag_run=dag_run, state=DagRunMutableStates.FAILED, session=session)
+        mark_run_failed(dag, dag_run, session)
 
     info = wh.transaction_info(txn["tid"])
     assert info["state"] == ROLLED_BACK and "failed" in info["failed_reason"]

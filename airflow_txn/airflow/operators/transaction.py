@@ -25,7 +25,14 @@ from airflow_txn.airflow.operators.base import (
     run_ids,
 )
 from airflow_txn.airflow.plugins.links import TransactionLink
-from airflow_txn.airflow.version_compat import AirflowFailException, AirflowSkipException, Asset, AssetAlias, Context
+from airflow_txn.airflow.version_compat import (
+    AirflowFailException,
+    AirflowSkipException,
+    Asset,
+    AssetAlias,
+    Context,
+    add_outlet_partitions,
+)
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation, check_lease_seconds, masked_url
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (
@@ -267,8 +274,9 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
                 extra["written"] = False
             events[outlet].extra.update(extra)
             keys = asset_partition_keys(written.get(table, []))
-            if keys:
-                events[outlet].add_partitions(keys)
+            if keys and not add_outlet_partitions(events[outlet], keys):
+                self.log.info("%s: this Airflow release cannot put partition keys on an Asset event (Airflow 3.3 "
+                              "can); the event carries none (partitions written: %s)", table, ", ".join(keys))
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
                 for table in written:

@@ -120,7 +120,15 @@ def on_dag_run_failed(dag_run: Any, msg: str) -> None:
     except Exception:
         log.exception("airflow_txn listener: cannot read the failed DAG run; its transactions' leases end them")
         return
-    if dag is None or not begin_tasks(dag):
+    if dag is not None and not begin_tasks(dag):
         return
-    run_hosted(f"rollback of the failed run {dag_id}/{run_id}",
-               lambda: rollback_run(dag, dag_id, run_id, f"DAG run {run_id} failed: {msg}"))
+
+    def roll_back() -> list[str]:
+        # a run marked failed through Airflow 3.2's REST API comes without its DAG (3.3 attaches it): the
+        # serialized DAG from the metadata database, on a session of our own
+        the_dag = dag if dag is not None else _dag_of(None, dag_id)
+        if the_dag is None or not begin_tasks(the_dag):
+            return []
+        return rollback_run(the_dag, dag_id, run_id, f"DAG run {run_id} failed: {msg}")
+
+    run_hosted(f"rollback of the failed run {dag_id}/{run_id}", roll_back)

@@ -19,6 +19,8 @@ from airflow.api_fastapi.auth.managers.models.resource_details import Connection
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.configuration import conf
 
+from airflow_txn.airflow import version_compat
+
 __all__ = ["DagPermission", "GetUserDep", "login_url", "may_read_warehouse"]
 
 
@@ -95,4 +97,4 @@ def user_name(user: Any) -> str:
 
 def login_url(next_url: str) -> str:
     """The auth manager's login page, coming back to `next_url`."""
-    return str(get_auth_manager().get_url_login(next_url=next_url))
+    return version_compat.login_url(get_auth_manager(), next_url)
