@@ -27,14 +27,14 @@ def chroot() -> str:
 
 @pytest.fixture
 def make_wh(zookeeper_hosts: str, pg_schema_url: str, tmp_path: Path, chroot: str) -> Iterator[OpenWh]:
-    """make_wh(hosts=..., catalog=..., **oracle options) -> a Warehouse with the ZooKeeper oracle."""
+    """make_wh(hosts=..., catalog=..., root=..., **oracle options) -> a Warehouse with the ZooKeeper oracle."""
     opened: list[Warehouse] = []
 
     def _open(hosts: str | None = None, catalog: str | None = None, path: str | None = None,
-              **options: Any) -> Warehouse:
+              root: Path | None = None, **options: Any) -> Warehouse:
         query = urlencode({"timeout": 10, **options})
         spec = f"zookeeper://{hosts or zookeeper_hosts}{path or chroot}?{query}"
-        wh = Warehouse.open(catalog=catalog or pg_schema_url, root=str(tmp_path / "warehouse"), oracle=spec)
+        wh = Warehouse.open(catalog=catalog or pg_schema_url, root=str(root or tmp_path / "warehouse"), oracle=spec)
         opened.append(wh)
         wh.init()
         return wh

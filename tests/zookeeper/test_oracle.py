@@ -99,7 +99,7 @@ def test_two_warehouses_cannot_share_a_chroot(make_wh: OpenWh, tmp_path: Any) ->
     wh = make_wh()
     make_tables(wh)
     _commit_one(wh, 1)
-    stranger = make_wh(catalog=f"sqlite:///{tmp_path}/other.db")
+    stranger = make_wh(catalog=f"sqlite:///{tmp_path}/other.db", root=tmp_path / "other-root")  # a root of its own
     make_tables(stranger)
     t = stranger.begin()
     t.append("sales.events", events([1]))
