@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -53,9 +54,14 @@ T = TypeVar("T")
 FAULT_QUOTA_ENV = "AIRFLOW_TXN_FAULT_STORAGE_QUOTA"
 """Tests only (tests/faults/test_disk_full.py): a byte quota on the storage root, see _injected_disk_full."""
 _DEFAULT_PATH_MAX = 4096
-_CREATE_ATTEMPTS = 50
-"""How often a writer creates its file (or write dir) again when a cleaner removed a directory above it
-between the writer's making it and its use: each time a cleaner must win that race anew."""
+_CREATE_PATIENCE = 60.0
+"""For how many seconds a writer creates its file (or write dir) again when a cleaner removed a directory above
+it between the writer's making it and its use: each time a cleaner must win that race anew. A bound in time,
+not in attempts: on a loaded machine a cleaner in a tight loop won 50 attempts in a row (a CI run), since the
+writer, descheduled right after making the directory, lost every time in the same phase."""
+_CREATE_BACKOFF = 0.02
+"""The longest pause (seconds, jittered) before a writer makes the directories again after losing the race a few
+times: a pause of random length puts the writer out of step with a cleaner that keeps winning."""
 
 
 class LocalRoot(Storage):
@@ -185,15 +191,20 @@ def _create_in(target: Path, create: Callable[[Path], T]) -> T:
     """`create(target)`, a call that makes `target` itself (a file, a directory) and fails with ENOENT when its
     directory is missing, after making that directory and its missing parents (_make_dirs) if need be. A
     cleaner may remove an empty directory at any moment, also one just made: then `create` finds it missing
-    again and everything is made anew, until `create` succeeds (_CREATE_ATTEMPTS times at most)."""
-    for attempt in range(1, _CREATE_ATTEMPTS + 1):
+    again and everything is made anew, until `create` succeeds (for _CREATE_PATIENCE seconds at most; from the
+    fourth attempt on after a jittered pause, see _CREATE_BACKOFF)."""
+    deadline = time.monotonic() + _CREATE_PATIENCE
+    attempt = 0
+    while True:
         try:
             return create(target)
         except FileNotFoundError:
-            if attempt == _CREATE_ATTEMPTS:
+            attempt += 1
+            if time.monotonic() > deadline:
                 raise
+            if attempt > 3:
+                time.sleep(random.uniform(0, min(_CREATE_BACKOFF, 0.0002 * 2 ** attempt)))
             _make_dirs(target.parent)
-    raise AssertionError("unreachable")
 
 
 def _make_dirs(directory: Path) -> None:

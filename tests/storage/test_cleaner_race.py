@@ -25,6 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from airflow_txn.storage.local_root import _create_in
 from airflow_txn.storage.root import Storage
 
 pytestmark = pytest.mark.slow  # a second process
@@ -97,3 +98,26 @@ def test_write_dirs_are_made_while_a_cleaner_removes_their_partition_dir(tmp_pat
         storage.delete_write_dir(TABLE, relative)
 
     hammer(tmp_path / "root", make_and_delete)
+
+
+def test_a_writer_outlasts_a_cleaner_that_wins_the_race_many_times_in_a_row(tmp_path: Path) -> None:
+    """The writer and a cleaner can fall into step (each one's directory syscall waiting for the other's): a CI
+    run saw the cleaner remove the partition directory between the writer's making it and its mkdir of the write
+    dir 50 times in a row, the writer's bound then, and the transaction failed (a free-running pair here lost up
+    to 44 times in a row in 3,000 writes). Here the cleaner wins the first 120 times, deterministically: the
+    writer keeps going (its bound is a time now) and pauses at random between attempts, out of step."""
+    partition = tmp_path / "table" / "day=2024-01-01"
+    target = partition / "w-0123"
+    partition.parent.mkdir()
+    wins = 0
+
+    def create_after_a_cleaner(path: Path) -> None:
+        nonlocal wins
+        if wins < 120:  # the cleaner's rmdir lands right before the writer's mkdir
+            wins += 1
+            with suppress(FileNotFoundError):
+                os.rmdir(path.parent)
+        os.mkdir(path)
+
+    _create_in(target, create_after_a_cleaner)
+    assert wins == 120 and target.is_dir()
