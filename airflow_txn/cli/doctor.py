@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from airflow_txn.catalog import Catalog, database, inspection, migrate, schema
-from airflow_txn.core import overview
+from airflow_txn.core import overview, ownership
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import TxnError
@@ -72,9 +72,16 @@ def diagnose(catalog: str | None, root: str | None, oracle: str | None, timeout:
         return [Check("config", FAIL, str(exc), "fix --catalog / --root / --oracle or the AIRFLOW_TXN_* variables")]
     checks = [Check("config", OK, f"catalog {safe_url(config.catalog_url)}, root {config.root}, "
                                   f"oracle {config.oracle}")]
-    catalog_checks = check_catalog(config.catalog_url, timeout)
+    catalog_checks, warehouse_id = _check_catalog(config.catalog_url, timeout)
     checks += catalog_checks
-    checks += check_root(config.root) if location.scheme_of(config.root) == "file" else check_object_store(config)
+    root_checks = check_root(config.root) if location.scheme_of(config.root) == "file" else check_object_store(config)
+    checks += root_checks
+    if any(c.status == FAIL for c in root_checks):
+        checks.append(Check("root owner", SKIP, "needs a working storage root"))
+    elif any(c.status == FAIL for c in catalog_checks):
+        checks.append(Check("root owner", SKIP, "needs a working catalog"))
+    else:
+        checks.append(check_root_owner(config, warehouse_id))
     if any(c.status == FAIL for c in catalog_checks):
         needs = "needs a working catalog"
         return [*checks, Check("oracle", SKIP, needs), Check("recovery", SKIP, needs)]
@@ -89,29 +96,34 @@ def safe_url(url: str) -> str:
 # -- catalog ---------------------------------------------------------------------------------------------
 def check_catalog(url: str, timeout: float) -> list[Check]:
     """Reachable (with a connect timeout), holds every airflow_txn table, at a schema version we understand."""
+    return _check_catalog(url, timeout)[0]
+
+
+def _check_catalog(url: str, timeout: float) -> tuple[list[Check], str | None]:
+    """check_catalog, and the warehouse id the catalog records (None: none, or no catalog reached)."""
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
         return [Check("catalog", FAIL, f"bad catalog URL {safe_url(url)!r}: {mask_secrets(str(exc))}",
-                      "use a SQLAlchemy URL")]
+                      "use a SQLAlchemy URL")], None
     backend = parsed.get_backend_name()
     database = parsed.database or ""
     if backend == "sqlite" and database not in ("", ":memory:") and not Path(database).expanduser().exists():
-        return [Check("catalog", FAIL, f"catalog file {database} does not exist", _INIT_HINT)]
+        return [Check("catalog", FAIL, f"catalog file {database} does not exist", _INIT_HINT)], None
     try:
         found = inspection.look(parsed, timeout)
     except (SQLAlchemyError, ImportError) as exc:
         return [Check("catalog", FAIL, f"cannot reach {safe_url(url)}: {mask_secrets(_first_line(exc))}",
-                      "check the URL, that the database server is running, and the credentials")]
+                      "check the URL, that the database server is running, and the credentials")], None
     reached = Check("catalog", OK, f"{backend} catalog {safe_url(url)} reachable")
     version = found.schema_version
     older = version is not None and version.isdigit() and int(version) < schema.SCHEMA_VERSION
     if found.missing_tables and not older:  # an older catalog lacks the newer tables: the version check says so
         missing = ", ".join(found.missing_tables)
         return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {missing})",
-                               _INIT_HINT)]
+                               _INIT_HINT)], None
     return [reached, _version_check(version, found.revision, found.min_client_version),
-            _identity_check(found.warehouse_id)]
+            _identity_check(found.warehouse_id)], found.warehouse_id
 
 
 def _identity_check(warehouse_id: str | None) -> Check:
@@ -241,6 +253,26 @@ def _gib(n: int) -> str:
 
 
 # -- oracle and recovery -------------------------------------------------------------------------------------
+def check_root_owner(config: WarehouseConfig, warehouse_id: str | None) -> Check:
+    """Whose root this is: its ownership marker (core/ownership.py) against the catalog's warehouse id."""
+    try:
+        marker = ownership.read_marker(Storage(config.location()))
+    except TxnError as exc:
+        return Check("root owner", FAIL, _first_line(exc), "restore the marker, or remove it and run "
+                     "`airflow-txn adopt-root`")
+    if marker is None:
+        return Check("root owner", OK, f"unclaimed: this warehouse's first write claims it ({ownership.MARKER})")
+    if warehouse_id is None:
+        return Check("root owner", WARN, f"claimed by warehouse {marker.warehouse_id}; this catalog records no "
+                     "warehouse id yet", "open the catalog once with this release (`airflow-txn init`)")
+    if marker.warehouse_id != warehouse_id:
+        return Check("root owner", FAIL, f"the root belongs to warehouse {marker.warehouse_id}, not to this "
+                     f"catalog's {warehouse_id}: writes and vacuum are refused (RootOwnedError)",
+                     "give this catalog a root of its own (--root / AIRFLOW_TXN_ROOT), or, if this catalog "
+                     "really replaces the other one, `airflow-txn adopt-root`")
+    return Check("root owner", OK, f"this warehouse's ({warehouse_id}; the marker records CSN {marker.csn})")
+
+
 def _oracle_and_recovery(config: WarehouseConfig, timeout: float) -> list[Check]:
     catalog = Catalog(config.catalog_url)
     oracle: CsnOracle | None = None

@@ -32,6 +32,7 @@ from airflow_txn import __version__
 from airflow_txn.catalog import meta_records, part_records, table_registry
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import RootOwnedError
+from airflow_txn.storage.root import Storage
 from airflow_txn.telemetry import logs
 
 MARKER = "_airflow_txn_root.json"
@@ -62,10 +63,15 @@ class Marker:
 def read(rt: Runtime) -> Marker | None:
     """The root's marker; None when the root has none. RootOwnedError when one is there but unreadable (a marker
     is never guessed at: a root whose owner cannot be read is nobody's to write or clean)."""
-    raw = rt.storage.read_root_file(MARKER)
+    return read_marker(rt.storage)
+
+
+def read_marker(storage: Storage) -> Marker | None:
+    """`read`, given the root alone (`airflow-txn doctor` has no runtime)."""
+    raw = storage.read_root_file(MARKER)
     if raw is None:
         try:
-            there = rt.storage.fs.get_file_info(rt.storage.root_path(MARKER)).type != pafs.FileType.NotFound
+            there = storage.fs.get_file_info(storage.root_path(MARKER)).type != pafs.FileType.NotFound
         except OSError:
             there = True
         if not there:
@@ -76,7 +82,7 @@ def read(rt: Runtime) -> Marker | None:
         return Marker(str(loaded["warehouse_id"]), int(loaded["csn"]), float(loaded["written_at"]),
                       str(loaded.get("airflow_txn", "?")))
     except (ValueError, KeyError, TypeError) as exc:
-        raise RootOwnedError(f"the ownership marker {rt.storage.uri}/{MARKER} is unreadable ({exc}): restore it "
+        raise RootOwnedError(f"the ownership marker {storage.uri}/{MARKER} is unreadable ({exc}): restore it "
                            "from a backup, or remove it and adopt the root (`airflow-txn adopt-root`)") from exc
 
 

@@ -498,10 +498,9 @@ def test_doctor_healthy(wh: Warehouse, opts: list[str], root: Path | str,
     report = run_json(capsys, [*opts, "doctor"])
     found = statuses(report)
     assert report["ok"] is True and "fail" not in found.values()
-    assert {k: found[k] for k in ("config", "catalog", "catalog schema", "warehouse id", "storage root", "write probe",
-                                  "oracle", "recovery")} == dict.fromkeys(
-        ("config", "catalog", "catalog schema", "warehouse id", "storage root", "write probe", "oracle", "recovery"),
-        "ok")
+    names = ("config", "catalog", "catalog schema", "warehouse id", "storage root", "write probe", "root owner",
+             "oracle", "recovery")
+    assert {k: found[k] for k in names} == dict.fromkeys(names, "ok")
     [identity] = [c for c in report["checks"] if c["name"] == "warehouse id"]
     assert identity["detail"].startswith(wh.warehouse_id)  # what table_asset(warehouse_id=...) takes
     if wh.runtime.storage.local is not None:

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from airflow_txn import Warehouse
+from airflow_txn.cli import doctor
 from airflow_txn.cli import main as cli_main
 from airflow_txn.core import ownership, vacuum
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.errors import RootOwnedError
+from airflow_txn.storage.root import Storage
 from tests.helpers import events, ids, make_tables
 
 
@@ -210,3 +212,30 @@ def test_a_marker_names_no_secret_and_an_unreadable_one_is_never_guessed_at(tmp_
     other = _open(opened, tmp_path / f"{uuid.uuid4().hex}.db", str(root))
     with pytest.raises(RootOwnedError, match="unreadable"):
         make_tables(other)
+
+
+def test_doctor_says_whose_root_it_is(shared_root: str, tmp_path: Path, opened: list[Warehouse]) -> None:
+    """`airflow-txn doctor` reads the marker: unclaimed, this warehouse's, or another's (with the way out)."""
+    def owner_check(catalog: Path) -> dict[str, str]:
+        found = {c["name"]: c for c in doctor.run(f"sqlite:///{catalog}", shared_root, "sql", timeout=5)["checks"]}
+        return dict(found["root owner"])
+
+    a = _open(opened, tmp_path / "a.db", shared_root)
+    a.init()
+    storage = Storage(shared_root)  # a root written before roots were claimed: no marker
+    storage.fs.delete_file(storage.root_path(ownership.MARKER))
+    unclaimed = owner_check(tmp_path / "a.db")
+    assert unclaimed["status"] == "ok" and "unclaimed" in unclaimed["detail"]
+    a.close()
+    a = _open(opened, tmp_path / "a.db", shared_root)  # a Warehouse claims the root at its first write
+    make_tables(a)
+    _commit(a, [1])
+    mine = owner_check(tmp_path / "a.db")
+    assert mine["status"] == "ok" and a.warehouse_id in mine["detail"]
+    b = _open(opened, tmp_path / "b.db", shared_root)
+    with pytest.raises(RootOwnedError):
+        b.init()  # its catalog is made, the root refused
+    theirs = owner_check(tmp_path / "b.db")
+    assert theirs["status"] == "fail"
+    assert a.warehouse_id in theirs["detail"] and b.warehouse_id in theirs["detail"]
+    assert "adopt-root" in theirs["hint"]
