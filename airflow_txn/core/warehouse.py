@@ -10,9 +10,11 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from airflow_txn.catalog import (
@@ -32,6 +34,7 @@ from airflow_txn.core import (
     bounds,
     check_reports,
     compaction,
+    datasets,
     identity,
     log_mirror,
     manifests,
@@ -86,6 +89,9 @@ from airflow_txn.model.tid import is_prefix as is_tid_prefix
 from airflow_txn.oracle import make_oracle
 from airflow_txn.storage.root import Storage
 from airflow_txn.telemetry import logs
+
+if TYPE_CHECKING:
+    import duckdb
 
 log = logs.get_logger(__name__)
 
@@ -533,3 +539,35 @@ class Warehouse:
     def retention(self, table: str) -> RetentionInfo:
         """{table, seconds, versions, horizon}: the table's own policy and the oldest CSN it can be read at."""
         return retention.describe(self.runtime, table)
+
+    # -- lazy reads for other engines (core/datasets.py) ---------------------------------------------
+    def dataset(self, table: str, csn: int | None = None, tag: str | None = None) -> pads.Dataset:
+        """`table` at snapshot `csn` (None: the readable watermark) or at tag `tag`, as a lazy
+        `pyarrow.dataset.Dataset` of exactly the visible parts' files: nothing is read until it is scanned
+        (`to_table(columns=..., filter=...)`, DuckDB, Polars' `scan_pyarrow_dataset`), and filters on partition
+        columns skip whole files. Keep the snapshot readable (inside the retention window, or tagged) until the
+        scan is done."""
+        planned = datasets.plan(self.runtime, table, csn=csn, tag=tag)
+        return datasets.dataset_of(self.runtime.storage, planned.info, planned.parts)
+
+    def duckdb(self, connection: duckdb.DuckDBPyConnection, csn: int | None = None, tag: str | None = None,
+               tables: Sequence[str] | None = None) -> list[str]:
+        """Register views `ns.table` in a DuckDB connection, each a lazy `dataset` of one consistent snapshot:
+        `csn` (None: the readable watermark, taken once for all the views) or tag `tag`, of `tables` (None: every
+        table; with a tag: every table it holds). Queries push projections and filters into the Parquet reader;
+        an object-store root is read through pyarrow.fs (no DuckDB extension). Returns the view names."""
+        rt = self.runtime
+        if tag is not None:
+            if csn is not None:
+                raise InvalidArgumentError(f"read at csn {csn} or at tag {tag!r}, not both")
+            names = list(tables) if tables is not None else list(self.tag_info(tag)["tables"])
+            suffix = f"tag_{self.tag_info(tag)['csn']}"
+        else:
+            names = list(tables) if tables is not None else self.tables()
+            csn = self._snapshot_for(csn, names)
+            suffix = str(csn)
+        found = {}
+        for name in names:
+            planned = datasets.plan(rt, name, csn=None if tag is not None else csn, tag=tag)
+            found[str(planned.info.name)] = datasets.dataset_of(rt.storage, planned.info, planned.parts)
+        return datasets.register_views(connection, found, suffix)

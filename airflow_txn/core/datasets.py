@@ -1,0 +1,111 @@
+"""Lazy reads for Python engines: a planned read (exactly the visible parts at one snapshot) as a
+`pyarrow.dataset.Dataset`, and the tables of one snapshot as DuckDB views over such datasets.
+
+A dataset reads nothing until it is scanned: DuckDB, Polars (`pl.scan_pyarrow_dataset`) or `to_table(filter=...)`
+push projections and filters into the Parquet reader, which skips row groups by their statistics. It holds exactly
+the planned parts' files, on the root's own filesystem (an object store through pyarrow.fs: DuckDB needs no
+httpfs extension), each file with its partition's values as its partition expression, so the partition columns
+read as their values and a filter on them skips whole files. Files are read in the table's types (a Spark-written
+file's INT96 timestamps as microseconds, as the core reads them).
+
+The snapshot must stay readable while the dataset is scanned (inside the retention window, or a tag): vacuum may
+delete a file of a snapshot that fell behind the horizon. Views at a CSN or a tag name one consistent version of
+every table they register (the point of a CSN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from airflow_txn.catalog import part_records, table_registry
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import reading, tags
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import InvalidArgumentError
+from airflow_txn.model.partitioning import text_to_value
+from airflow_txn.storage.root import Storage
+
+if TYPE_CHECKING:
+    import duckdb
+
+PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
+"""Spark writes timestamps as INT96 by default: read as microseconds, Spark's own precision (storage/root.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """What one read sees: the table and exactly the parts visible at its snapshot."""
+
+    info: TableInfo
+    parts: tuple[PartRow, ...]
+    snapshot: int
+
+
+def plan(rt: Runtime, table: str, csn: int | None = None, tag: str | None = None) -> Planned:
+    """The parts a read of `table` sees at `csn` (None: the watermark) or at tag `tag`: the retention and tag checks
+    of every read (SnapshotTooOldError, TagNotFoundError, TableNotInTagError, TableNotFoundError)."""
+    if tag is not None:
+        if csn is not None:
+            raise InvalidArgumentError(f"read at csn {csn} or at tag {tag!r}, not both")
+        row, info = tags.resolve(rt, tag, table)
+        snapshot = row.csn
+    else:
+        snapshot = reading.snapshot_for(rt, csn, [table])
+        with rt.catalog.read() as conn:
+            info = table_registry.get(conn, table)
+    with rt.catalog.read() as conn:
+        parts = part_records.visible_parts(conn, info.id, None, snapshot)
+    return Planned(info, tuple(parts), snapshot)
+
+
+def dataset_of(storage: Storage, info: TableInfo, parts: Sequence[PartRow]) -> ds.Dataset:
+    """The files of `parts` (all of `info`'s table) as one lazy dataset of the table's schema."""
+    paths: list[str] = []
+    partitions: list[pc.Expression] = []
+    for part in parts:
+        guarantee = _partition_expression(info, part)
+        for path in storage.part_paths(info.directory, part.path, part.files):
+            paths.append(path)
+            partitions.append(guarantee)
+    schema = info.schema.remove_metadata()
+    if not paths:
+        return ds.dataset(schema.empty_table())
+    return ds.FileSystemDataset.from_paths(paths, schema=schema, format=PARQUET, filesystem=storage.fs,
+                                           partitions=partitions)
+
+
+def _partition_expression(info: TableInfo, part: PartRow) -> pc.Expression:
+    """What every row of the part holds in the partition columns (true: the table has none)."""
+    guarantee: pc.Expression = pc.scalar(True)
+    for column, text in part.partition.items():
+        field = pc.field(column)
+        holds = field.is_null() if text is None else field == text_to_value(text, info.schema.field(column).type)
+        guarantee = guarantee & holds
+    return guarantee
+
+
+def register_views(connection: duckdb.DuckDBPyConnection, datasets: dict[str, ds.Dataset], suffix: str) -> list[str]:
+    """Register each dataset ({"ns.table": dataset}) in `connection` and make the view `ns.table` (schema `ns`)
+    over it, replacing a view of that name; returns the view names. `suffix` makes the registered objects'
+    names unique per snapshot, so views of two snapshots can live in one connection under other names."""
+    made = []
+    for qualified, dataset in datasets.items():
+        namespace, table = qualified.split(".", 1)
+        hidden = f"__airflow_txn_{namespace}_{table}_{suffix}"
+        connection.register(hidden, dataset)
+        connection.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote(namespace)}")
+        view = f"{_quote(namespace)}.{_quote(table)}"  # identifiers quoted; table names are checked names
+        connection.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {_quote(hidden)}")  # noqa: S608
+        made.append(qualified)
+    return made
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
