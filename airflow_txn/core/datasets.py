@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -31,8 +31,13 @@ from airflow_txn.errors import InvalidArgumentError
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.storage.root import Storage
 
-if TYPE_CHECKING:
-    import duckdb
+
+class DuckDBConnection(Protocol):
+    """What Warehouse.duckdb needs of a DuckDB connection (`duckdb.connect()`): the core never imports duckdb."""
+
+    def register(self, view_name: str, python_object: object, /) -> object: ...
+
+    def execute(self, query: str, /) -> object: ...
 
 PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
 """Spark writes timestamps as INT96 by default: read as microseconds, Spark's own precision (storage/root.py)."""
@@ -90,7 +95,7 @@ def _partition_expression(info: TableInfo, part: PartRow) -> pc.Expression:
     return guarantee
 
 
-def register_views(connection: duckdb.DuckDBPyConnection, datasets: dict[str, ds.Dataset], suffix: str) -> list[str]:
+def register_views(connection: DuckDBConnection, datasets: dict[str, ds.Dataset], suffix: str) -> list[str]:
     """Register each dataset ({"ns.table": dataset}) in `connection` and make the view `ns.table` (schema `ns`)
     over it, replacing a view of that name; returns the view names. `suffix` makes the registered objects'
     names unique per snapshot, so views of two snapshots can live in one connection under other names."""

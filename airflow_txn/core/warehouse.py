@@ -10,7 +10,6 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -89,9 +88,6 @@ from airflow_txn.model.tid import is_prefix as is_tid_prefix
 from airflow_txn.oracle import make_oracle
 from airflow_txn.storage.root import Storage
 from airflow_txn.telemetry import logs
-
-if TYPE_CHECKING:
-    import duckdb
 
 log = logs.get_logger(__name__)
 
@@ -550,7 +546,7 @@ class Warehouse:
         planned = datasets.plan(self.runtime, table, csn=csn, tag=tag)
         return datasets.dataset_of(self.runtime.storage, planned.info, planned.parts)
 
-    def duckdb(self, connection: duckdb.DuckDBPyConnection, csn: int | None = None, tag: str | None = None,
+    def duckdb(self, connection: datasets.DuckDBConnection, csn: int | None = None, tag: str | None = None,
                tables: Sequence[str] | None = None) -> list[str]:
         """Register views `ns.table` in a DuckDB connection, each a lazy `dataset` of one consistent snapshot:
         `csn` (None: the readable watermark, taken once for all the views) or tag `tag`, of `tables` (None: every
