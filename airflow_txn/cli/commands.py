@@ -246,7 +246,8 @@ def upgrade(settings: Settings) -> int:
     from airflow_txn.catalog import Catalog, migrate, schema
     from airflow_txn.cli import doctor as doctor_checks
 
-    catalog = Catalog(settings.config().catalog_url)
+    config = settings.config()
+    catalog = Catalog(config.catalog_url, connect_timeout=config.connect_timeout)
     click.get_current_context().call_on_close(catalog.dispose)
     done = catalog.upgrade()
     before = f"schema version {done.before_schema_version} ({done.before or 'made before Alembic'})"

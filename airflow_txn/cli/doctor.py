@@ -274,7 +274,7 @@ def check_root_owner(config: WarehouseConfig, warehouse_id: str | None) -> Check
 
 
 def _oracle_and_recovery(config: WarehouseConfig, timeout: float) -> list[Check]:
-    catalog = Catalog(config.catalog_url)
+    catalog = Catalog(config.catalog_url, connect_timeout=timeout)
     oracle: CsnOracle | None = None
     try:
         oracle_check, oracle = check_oracle(config.oracle, catalog, timeout)

@@ -20,12 +20,12 @@ def warehouse_id(catalog: Catalog) -> str:
         return meta_records.warehouse_id(conn)
 
 
-def warehouse_id_at(catalog_url: str, where: str | None = None) -> str:
+def warehouse_id_at(catalog_url: str, where: str | None = None, connect_timeout: float | None = None) -> str:
     """The warehouse id of the catalog at `catalog_url`, opening neither storage nor the oracle (what an
     Airflow DAG file needs while it is parsed). Creates nothing: a catalog that does not exist raises
     WarehouseNotFoundError naming it (`where`, default the catalog URL), and a SQLite file stays unmade
     (docs/DESIGN.md, D16 and D17). A catalog made before ids existed claims its id here (its one write)."""
-    catalog = Catalog(catalog_url, where=where)
+    catalog = Catalog(catalog_url, where=where, connect_timeout=connect_timeout)
     try:
         return warehouse_id(catalog)
     finally:

@@ -165,11 +165,12 @@ class Warehouse:
         return cls(config, runtime)
 
     @staticmethod
-    def warehouse_id_at(catalog_url: str, where: str | None = None) -> str:
+    def warehouse_id_at(catalog_url: str, where: str | None = None, connect_timeout: float | None = None) -> str:
         """The warehouse id of the catalog at `catalog_url`, opening neither storage nor the oracle (what an
         Airflow DAG file needs while it is parsed: core/identity.py). Creates nothing: a missing catalog
-        raises WarehouseNotFoundError naming `where` (default: the catalog URL)."""
-        return identity.warehouse_id_at(catalog_url, where)
+        raises WarehouseNotFoundError naming `where` (default: the catalog URL). `connect_timeout`: seconds an
+        unreachable catalog server is waited for (None: $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20)."""
+        return identity.warehouse_id_at(catalog_url, where, connect_timeout)
 
     def init(self) -> None:
         """Create the storage root (an object store's bucket must exist) and the catalog if they are missing;

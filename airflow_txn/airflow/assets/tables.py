@@ -89,12 +89,13 @@ def warehouse_id_of(conn_id: str = DEFAULT_CONN_ID) -> str:
     (docs/DESIGN.md, D16): a connection that is not defined, with no catalog configured on purpose, raises
     ConnectionNotFoundError naming it (hooks/txn.parse_config); a catalog that does not exist raises
     WarehouseNotFoundError naming it and the connection; nothing is created, not even a SQLite file."""
-    url = parse_config(conn_id).catalog_url
+    config = parse_config(conn_id)
+    url = config.catalog_url
     with _IDS_LOCK:
         found = _IDS.get(url)
     if found is None:
         where = f"catalog {masked_url(url)} (connection {conn_id!r})"
-        found = Warehouse.warehouse_id_at(url, where=where)
+        found = Warehouse.warehouse_id_at(url, where=where, connect_timeout=config.connect_timeout)
         with _IDS_LOCK:
             _IDS[url] = found
     return found

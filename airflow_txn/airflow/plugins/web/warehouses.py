@@ -26,7 +26,8 @@ class Warehouses:
             wh = self._open.get(config)
             if wh is None:
                 wh = Warehouse.open(catalog=config.catalog_url, root=config.root, oracle=config.oracle,
-                                    storage_options=dict(config.storage_options))
+                                    storage_options=dict(config.storage_options),
+                                    connect_timeout=config.connect_timeout)
                 log.info("airflow_txn page: opened %r (kept for this process)", wh)
                 self._open[config] = wh
             return wh
