@@ -107,7 +107,8 @@ def _guarded_projection(info: TableView, nullable: Mapping[str, bool]) -> list[s
         if nullable[field.name] and not field.nullable:
             expr = f"CASE WHEN {column} IS NULL THEN raise_error('{_GUARD}null#{index}') ELSE {expr} END"
         if field.name in info.partition_by and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
-            expr = f"CASE WHEN {column} = '' THEN raise_error('{_GUARD}empty#{index}') ELSE {expr} END"
+            refused = f"{column} = '' OR {column} = '{layout.HIVE_NULL}'"
+            expr = f"CASE WHEN {refused} THEN raise_error('{_GUARD}empty#{index}') ELSE {expr} END"
         projection.append(column if expr == column else f"{expr} AS {column}")
     return projection
 
@@ -123,7 +124,8 @@ def _refused(error: Exception, info: TableView) -> SchemaMismatchError | None:
         what = "out of its range" if match.group(1) == "range" else "a finer fraction of a second"
         reason = f"column {name!r} of {info.name} is {info.schema.field(name).type} and a row holds a value {what}"
     else:
-        reason = f"partition column {name!r} of {info.name} holds an empty string, which Spark would store as null"
+        reason = (f"partition column {name!r} of {info.name} holds an empty string or {layout.HIVE_NULL!r}, which "
+                  "Spark would store as null (write such a value with the core or via='datasource')")
     return SchemaMismatchError(f"nothing was staged: {reason}")
 
 
