@@ -14,6 +14,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.errors import SchemaMismatchError
@@ -56,7 +57,9 @@ def _bad_rows(engine_path: EnginePath) -> pa.Table:
 
 
 def test_a_value_its_column_cannot_hold_is_refused_before_anything_is_staged(
-        engine_path: EnginePath, cwh: Warehouse, engine_session: SparkSession | None) -> None:
+        engine_path: EnginePath, cwh: Warehouse, engine_session: SparkSession | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("airflow_txn.spark.via.SWEEP_MIN_S", 0.5)  # one task (coalesce(1)): none is left running
     cwh.create_table("c.bad", SCHEMA, partition_by=PARTITION_BY)
     bad = _bad_rows(engine_path)
     t = cwh.begin()
@@ -66,7 +69,7 @@ def test_a_value_its_column_cannot_hold_is_refused_before_anything_is_staged(
         import airflow_txn.spark as txn_spark
         from airflow_txn.spark.types import to_spark_schema
 
-        frame = engine_session.createDataFrame(bad, schema=to_spark_schema(SCHEMA))
+        frame = engine_session.createDataFrame(bad, schema=to_spark_schema(SCHEMA)).coalesce(1)
         rejected(cwh, cwh.config.root, SchemaMismatchError,
                  lambda: txn_spark.write(frame, t, "c.bad", via=str(engine_path.via)))
     assert t.state == "active"
