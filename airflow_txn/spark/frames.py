@@ -20,6 +20,7 @@ A timestamp[ns] data column is read as the long Parquet stores and turned into S
 (types.stored_column). Measured and rejected: one scan per partition joined by `union` (its plan grows
 with the partitions: minutes for a thousand), and decoding the path in every row (six times a plain read).
 """
+
 from __future__ import annotations
 
 import contextlib
