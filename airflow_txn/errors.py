@@ -130,6 +130,10 @@ class SchemaMismatchError(TxnError):
     """The data does not match the table schema: fix the columns named in the message."""
 
 
+class UnsupportedTypeError(SchemaMismatchError):
+    """A column type does not round-trip through every engine path (docs/TYPES.md): use the type the message names."""
+
+
 class LeaseExpiredError(TxnError):
     """The transaction's lease ran out and it was (or will be) rolled back: begin a new one."""
 
@@ -218,6 +222,7 @@ __all__ = [
     "TransactionClosedError",
     "TransactionNotFoundError",
     "TxnError",
+    "UnsupportedTypeError",
     "WaitTimeoutError",
     "WarehouseNotFoundError",
 ]

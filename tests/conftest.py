@@ -39,6 +39,8 @@ from airflow_txn import Warehouse
 if TYPE_CHECKING:
     from tests.harness.seaweedfs import S3Server
 
+pytest_plugins = ["tests.spark.sessions"]  # the Spark sessions, one per run for tests/spark and tests/conformance
+
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
 BACKENDS = ["sqlite", "postgres", "postgres-zookeeper", "postgres-s3"]
 ZK_BACKEND = "postgres-zookeeper"

@@ -16,6 +16,7 @@ from airflow_txn.catalog import schema
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError, TableExistsError, TableNotFoundError
 from airflow_txn.model.names import TableName, check_column_name, parse_table_name
 from airflow_txn.model.partitioning import is_partition_type, normalize_partitions, partition_key
+from airflow_txn.model.types import check_column_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +51,9 @@ def validate_new_table(name: str, arrow_schema: object, partition_by: Sequence[s
         raise SchemaMismatchError(f"schema of {name} must be a pyarrow.Schema, got {type(arrow_schema).__name__}")
     if len(arrow_schema) == 0:
         raise SchemaMismatchError(f"schema of {name} has no columns")
-    for field_name in arrow_schema.names:
-        check_column_name(field_name)
+    for field in arrow_schema:
+        check_column_name(field.name)
+        check_column_type(field.name, field.type, name)
     if len(set(arrow_schema.names)) != len(arrow_schema.names):
         raise SchemaMismatchError(f"schema of {name} has duplicate column names {arrow_schema.names}")
     if isinstance(partition_by, str) or len(set(partition_by)) != len(partition_by):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.model.types import check_values
 
 
 def conform(data: object, schema: pa.Schema, table: str) -> pa.Table:
@@ -25,7 +26,9 @@ def conform(data: object, schema: pa.Schema, table: str) -> pa.Table:
     ]
     if problems:
         raise SchemaMismatchError(f"data does not match the schema of {table}: " + "; ".join(problems))
-    return pa.Table.from_arrays(data.columns, schema=schema)
+    conformed = pa.Table.from_arrays(data.columns, schema=schema)
+    check_values(conformed, table)
+    return conformed
 
 
 def _differences(got: pa.Schema, want: pa.Schema) -> list[str]:

@@ -1,22 +1,24 @@
-"""One DataFrame over a list of parts: a single Parquet scan of exactly their files, with the
+"""One DataFrame over a list of parts: at most two Parquet scans of exactly their files, with the
 partition columns restored.
 
-Part files never store partition columns; the catalog holds each part's partition values. The scan
-reads every part file at once (one file index, Spark's own split planning, filters on data columns
-pushed into the Parquet reader). When every partition value of the parts read comes back exactly from
-its directory name (discovery.py: ASCII, not null, empty or hashed, a type Spark casts back exactly),
-the scan gets them from Spark's own partition discovery (the table's schema given, `basePath` the
+Part files never store partition columns; the catalog holds each part's partition values. A scan
+reads its part files at once (one file index, Spark's own split planning, filters on data columns
+pushed into the Parquet reader). The parts whose partition values come back exactly from their
+directory names (discovery.py: ASCII, not null, empty or hashed, a type Spark casts back exactly) are
+one scan that gets them from Spark's own partition discovery (the table's schema given, `basePath` the
 table's directory, each Spark write dir a root of its own): a filter on a partition column prunes
-files, and a query costs what a plain read of Hive-partitioned files costs. Otherwise the partition
-values of each row come from a broadcast join of the row's `_metadata.file_path` with a small table
-built on the driver: file -> part id, partition values; then Spark reads every file and filters after
-the join. The part id a copy-on-write statement asks for is always joined on that way, with the
-partition values too when discovery cannot give them. The driver writes each file's key in the form
-Spark reports it (Hadoop's URI of the path), so no row pays for decoding; a row whose file is not in the
-table fails the query rather than losing its partition values. The table is distinct on the file, so
-Spark drops the join from queries that use no partition column. Measured and rejected: one scan per
-partition joined by `union` (its plan grows with the partitions: minutes for a thousand), and decoding
-the path in every row (six times a plain read).
+their files, and a query costs what a plain read of Hive-partitioned files costs. The other parts (a
+null, `café`, a long value, a Spark write's timestamp directory) are a second scan whose rows get their
+partition values from a broadcast join of the row's `_metadata.file_path` with a small table built on
+the driver: file -> part id, partition values; Spark reads every file of that scan and filters after the
+join. The two scans are one `unionByName`: a value discovery cannot give back costs only its own parts
+their pruning. The part id a copy-on-write statement asks for is always joined on that way. The driver
+writes each file's key in the form Spark reports it (Hadoop's URI of the path), so no row pays for
+decoding; a row whose file is not in the table fails the query rather than losing its partition values.
+The table is distinct on the file, so Spark drops the join from queries that use no partition column.
+A timestamp[ns] data column is read as the long Parquet stores and turned into Spark's microseconds
+(types.stored_column). Measured and rejected: one scan per partition joined by `union` (its plan grows
+with the partitions: minutes for a thousand), and decoding the path in every row (six times a plain read).
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from pyspark.sql import types as T
 
 from airflow_txn.core.adapter import PartView, TableView
 from airflow_txn.model.partitioning import partition_column
-from airflow_txn.spark.discovery import discoverable
+from airflow_txn.spark.discovery import discoverable_parts
 from airflow_txn.spark.settings import temporary_setting
-from airflow_txn.spark.types import PART_ID, to_spark_schema, to_spark_type
+from airflow_txn.spark.types import PART_ID, read_schema, spark_value, stored_column, to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, spark_path
 
 _FILE = "__airflow_txn_file"
@@ -49,23 +51,40 @@ _URI_QUOTED_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc"})  # Java's isSpaceCh
 
 def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
                 with_part_id: bool = False) -> DataFrame:
-    """The rows of `parts` (of the table `info`) with the table's columns in order (and the part id, when asked)."""
+    """The rows of `parts` (of the table `info`) with the table's columns in order (and the part id, when asked).
+
+    The parts whose partition values Spark's discovery gives back (discovery.py) are one scan that partition
+    filters prune; the others, if any, a second scan with the values joined on; the two are one union. So a
+    value discovery cannot give back costs its own parts their pruning, never the whole read's."""
     extra = [T.StructField(PART_ID, T.LongType(), False)] if with_part_id else []
     if not parts:
         return spark.createDataFrame([], T.StructType([*to_spark_schema(info.schema).fields, *extra]))
+    found = discoverable_parts(info, parts)
+    discovered = [p for p, ok in zip(parts, found, strict=True) if ok]
+    joined = [p for p, ok in zip(parts, found, strict=True) if not ok]
+    frames = [_scan(spark, info, group, by_discovery, with_part_id)
+              for group, by_discovery in ((discovered, True), (joined, False)) if group]
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+
+
+def _scan(spark: SparkSession, info: TableView, parts: Sequence[PartView], by_discovery: bool,
+          with_part_id: bool) -> DataFrame:
+    """One Parquet scan of exactly `parts`' files: the partition columns from Spark's discovery
+    (`by_discovery`) or joined on by file."""
     base = info.location
     files = [(base / part.path / name, part) for part in parts for name in part.files]
-    discovered = discoverable(info, parts)
-    joined_on = [] if discovered else list(info.partition_by)
-    if discovered:  # the partition columns from the directory names: a filter on them prunes files
-        reader = (spark.read.schema(to_spark_schema(info.schema)).option("basePath", spark_path(base))
+    joined_on = [] if by_discovery else list(info.partition_by)
+    if by_discovery:  # the partition columns from the directory names: a filter on them prunes files
+        reader = (spark.read.schema(read_schema(info.schema, info.partition_by))
+                  .option("basePath", spark_path(base))
                   .option("ignoreInvalidPartitionPaths", "true"))  # each Spark write dir is a root of its own
     else:
-        reader = spark.read.schema(to_spark_schema(pa.schema([f for f in info.schema if f.name not in joined_on])))
+        reader = spark.read.schema(read_schema(pa.schema([f for f in info.schema if f.name not in joined_on]),
+                                               info.partition_by))
     with _listed_here(spark, len(files)):
         scan = reader.parquet(*[_literal(path) for path, _ in files])
     if not joined_on and not with_part_id:
-        return scan.select(*[column_of(n) for n in info.schema.names])
+        return scan.select(*[stored_column(f, info.partition_by) for f in info.schema])
     mapping = spark.createDataFrame(
         [(key, part.id, *_values(part, info, joined_on)) for path, part in files for key in file_keys(path)],
         T.StructType([T.StructField(_FILE, T.StringType(), False), T.StructField(PART_ID, T.LongType(), False),
@@ -78,7 +97,7 @@ def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
     def restored(name: str) -> Column:  # a join that found no part fails the query, never yields nulls
         return F.when(F.col(PART_ID).isNull(), unmatched).otherwise(column_of(name)).alias(name)
 
-    columns = [restored(n) if n in joined_on else column_of(n) for n in info.schema.names]
+    columns = [restored(f.name) if f.name in joined_on else stored_column(f, info.partition_by) for f in info.schema]
     return joined.select(*columns, restored(PART_ID)) if with_part_id else joined.select(*columns)
 
 
@@ -96,8 +115,9 @@ def _listed_here(spark: SparkSession, paths: int) -> AbstractContextManager[None
 
 
 def _values(part: PartView, info: TableView, columns: Sequence[str]) -> list[object]:
+    """The partition values of `part` as Python values of their Spark types (spark_value)."""
     partition = part.partition
-    return [partition_column(partition.get(c), info.schema.field(c).type, 1)[0].as_py() for c in columns]
+    return [spark_value(partition_column(partition.get(c), info.schema.field(c).type, 1)[0]) for c in columns]
 
 
 def _literal(path: Path) -> str:

@@ -30,11 +30,11 @@ from airflow_txn.model.partitioning import WHOLE_TABLE, Partition, parse_partiti
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark import via as via_module
-from airflow_txn.spark.types import check_frame_schema
+from airflow_txn.spark.types import check_frame_schema, write_guards
 
 MODES = ("append", "overwrite")
 _GUARD = "airflow_txn refused a row: "
-_GUARD_RE = re.compile(re.escape(_GUARD) + r"(null|empty)#(\d+)")
+_GUARD_RE = re.compile(re.escape(_GUARD) + r"(null|empty|range|fraction)#(\d+)")
 
 
 def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
@@ -101,11 +101,14 @@ def _guarded_projection(info: TableView, nullable: Mapping[str, bool]) -> list[s
     projection = []
     for index, field in enumerate(info.schema):
         column = quote(field.name)
-        expr = column
+        guards, expr = write_guards(field, column, field.name in info.partition_by)
+        for condition, reason in guards:
+            expr = f"CASE WHEN {condition} THEN raise_error('{_GUARD}{reason}#{index}') ELSE {expr} END"
         if nullable[field.name] and not field.nullable:
             expr = f"CASE WHEN {column} IS NULL THEN raise_error('{_GUARD}null#{index}') ELSE {expr} END"
         if field.name in info.partition_by and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
-            expr = f"CASE WHEN {column} = '' THEN raise_error('{_GUARD}empty#{index}') ELSE {expr} END"
+            refused = f"{column} = '' OR {column} = '{layout.HIVE_NULL}'"
+            expr = f"CASE WHEN {refused} THEN raise_error('{_GUARD}empty#{index}') ELSE {expr} END"
         projection.append(column if expr == column else f"{expr} AS {column}")
     return projection
 
@@ -117,8 +120,12 @@ def _refused(error: Exception, info: TableView) -> SchemaMismatchError | None:
     name = info.schema.names[int(match.group(2))]
     if match.group(1) == "null":
         reason = f"column {name!r} of {info.name} is not nullable but a row holds null"
+    elif match.group(1) in ("range", "fraction"):
+        what = "out of its range" if match.group(1) == "range" else "a finer fraction of a second"
+        reason = f"column {name!r} of {info.name} is {info.schema.field(name).type} and a row holds a value {what}"
     else:
-        reason = f"partition column {name!r} of {info.name} holds an empty string, which Spark would store as null"
+        reason = (f"partition column {name!r} of {info.name} holds an empty string or {layout.HIVE_NULL!r}, which "
+                  "Spark would store as null (write such a value with the core or via='datasource')")
     return SchemaMismatchError(f"nothing was staged: {reason}")
 
 

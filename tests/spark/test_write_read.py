@@ -151,6 +151,10 @@ def test_rows_the_table_refuses_fail_the_job_and_leave_nothing(spark: SparkSessi
     empty_day = spark.createDataFrame([(1, "")], "id long, day string")
     with pytest.raises(SchemaMismatchError, match="empty string"):
         txn_spark.write(empty_day, t, "ns.strict")
+    # Spark names null's directory so: the value came back as null (the core and the data source keep it)
+    null_name = spark.createDataFrame([(1, "__HIVE_DEFAULT_PARTITION__")], "id long, day string")
+    with pytest.raises(SchemaMismatchError, match="__HIVE_DEFAULT_PARTITION__"):
+        txn_spark.write(null_name, t, "ns.strict")
     assert storage_files(tmp_path / "warehouse") == set()
     assert t.state == "active"
     txn_spark.write(spark.createDataFrame([(1, None)], "id long, day string"), t, "ns.strict")  # null partition
