@@ -157,6 +157,7 @@ def _plan_view(rt: Runtime, table: str, view: Statement,
             rows = part_records.visible_parts(conn, info.id, view.tid, view.snapshot, keys)
         return Planned(info, tuple(rows), view.snapshot, view.tid)
     with rt.catalog.read() as conn:  # checked before anything is recorded (a bad table or partition)
+        txn_records.require_usable(txn_records.fetch(conn, view.tid))
         info = table_registry.get(conn, table)
     keys = info.partition_keys(partitions)
     with rt.catalog.write() as conn:

@@ -172,11 +172,6 @@ class Decided:
     visible: tuple[PartRow, ...] = ()
     """REWRITE with no parts chosen yet: the parts the statement sees, to choose from (replacing)."""
 
-    @property
-    def read_keys(self) -> list[str] | None:
-        """The partition keys the statement read (None: the whole table); only when `scanned` is set."""
-        return None if self.scanned is None or WHOLE_TABLE in self.scanned else list(self.scanned)
-
     def replacing(self, tid: str, ids: Sequence[int]) -> Decided:
         """A REWRITE choosing `ids` among `visible`: MergedAwayError (the transaction stays usable) for one no longer
         visible, SerializationError (a conflict) for one another transaction holds."""

@@ -21,9 +21,9 @@ Option `partitions` prunes parts on the driver; Spark's own filters are evaluate
 not pushed down here: _Reader).
 
 Planning is the core's (docs/ARCHITECTURE.md, "The two plans"): `airflow_txn.spark.write/read` plan on the client
-(adapter.open_write / plan_read: their errors raised there) and pass the plan as option `write_plan` / `read_plan` (JSON,
-the root's settings left out), so the Spark side decides nothing and asks the catalog nothing before the commit; a
-direct `format("airflow_txn")` use plans here from the options below with the same two functions.
+(adapter.open_write / plan_read: their errors raised there) and pass the plan as option `write_plan` / `read_plan`
+(JSON, the root's settings left out), so the Spark side decides nothing and asks the catalog nothing before the
+commit; a direct `format("airflow_txn")` use plans here from the options below with the same two functions.
 
 Options: `tid` (required to write; to read a transaction's own view), `csn`, `tag` (read at a named snapshot:
 Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging key of a write, and the
@@ -34,8 +34,8 @@ the cores of the process planning the read), `statement` (16 hex digits starting
 so a failed statement's files can be found and deleted; default: a fresh one); for copy-on-write and compaction
 (cow.py, compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError if one left the
 view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID), `replaces` (JSON list of
-part ids an append replaces: a rewrite, checked to be still visible to the statement and free), `merge` (a merge's footer
-tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in; nothing is registered
+part ids an append replaces: a rewrite, checked to be still visible to the statement and free), `merge` (a merge's
+footer tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in; nothing is registered
 here); and where the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`, `storage.<setting>`
 (endpoint_url, region, access_key_id, secret_access_key, ...); without them the Spark side's own AIRFLOW_TXN_* and
 AWS_* environment applies. Spark's default `spark.redaction.regex` hides options whose names hold "secret",
