@@ -1,6 +1,7 @@
 """The adapter interface: what an engine adapter (the Spark layer, the Airflow layer, and those to come)
-may call on the core besides the public handles. docs/ARCHITECTURE.md, "The adapter interface", says
-how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it.
+may call on the core besides the public handles. docs/ARCHITECTURE.md, "The adapter interface" and "The two
+plans", says how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it, and
+tests/core/test_engine_plans.py keeps spark/ and checks/ to the two plans (open_write, plan_read).
 
     table_view(wh, table)                           TableView: name, Arrow schema, partition columns, location
     stored_table(wh, table)                         StoredTable: the same for an engine writing and reading
