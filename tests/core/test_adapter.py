@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -217,3 +218,42 @@ def test_a_read_plan_travels_as_json(wh: Warehouse) -> None:
     assert pa.concat_tables(again.stored.read_part(p) for p in again.parts).num_rows == 2
     with pytest.raises(MergedAwayError, match="not visible in this read"):
         adapter.plan_read(wh, EVENTS, parts=[plan.parts[0].id + 1000])
+
+
+def counted_round_trips(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The catalog transactions (read or write) opened from now on, in order."""
+    catalog = wh.runtime.catalog
+    opened: list[str] = []
+    for kind in ("read", "write"):
+        original = getattr(catalog, kind)
+
+        def counting(original: Any = original, kind: str = kind) -> Any:
+            opened.append(kind)
+            return original()
+
+        monkeypatch.setattr(catalog, kind, counting)
+    return opened
+
+
+@pytest.mark.parametrize("at", ["watermark", "csn", "tag", "txn", "keyed serializable txn"])
+def test_a_read_is_planned_in_at_most_two_catalog_round_trips(wh: Warehouse, monkeypatch: pytest.MonkeyPatch,
+                                                              at: str) -> None:
+    """Issue 31, item 2: the one read planner checks, resolves and records a read in at most 2 catalog round trips
+    (a read at a CSN took 4), whichever way it is asked: a CSN, a tag, or a transaction's own view (recorded in
+    the read set its isolation keeps and, under a key, for retries)."""
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append(EVENTS, events([1, 2]))
+    csn = wh.readable_csn()
+    wh.tag("kept", tables=[EVENTS])
+    txn = wh.begin(isolation="serializable" if "serializable" in at else "snapshot")
+    if "keyed" in at:
+        txn.use_key("reader", 1)
+    kwargs: dict[str, Any] = {"csn": {"csn": csn}, "tag": {"tag": "kept"}}.get(at, {})
+    if "txn" in at:
+        kwargs = {"txn": txn}
+    opened = counted_round_trips(wh, monkeypatch)
+    plan = adapter.plan_read(wh, EVENTS, **kwargs)
+    assert sum(p.row_count for p in plan.parts) == 2
+    assert len(opened) <= 2, opened
+    assert ("write" in opened) == ("keyed" in at)  # the recording shares its catalog transaction with the listing
