@@ -257,3 +257,26 @@ def test_a_read_is_planned_in_at_most_two_catalog_round_trips(wh: Warehouse, mon
     assert sum(p.row_count for p in plan.parts) == 2
     assert len(opened) <= 2, opened
     assert ("write" in opened) == ("keyed" in at)  # the recording shares its catalog transaction with the listing
+
+
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
+def test_a_statement_registers_and_records_its_read_set_in_one_catalog_transaction(
+        wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31, item 1: an overwrite's registration and the read set its isolation level keeps are one catalog
+    transaction, through the core and through a write plan alike (before: a second one after the registration);
+    the read set is kept: a commit to the overwritten partition meanwhile fails the commit."""
+    make_tables(wh)
+    for how in ("core", "plan"):
+        t = wh.begin(isolation="serializable")
+        opened = counted_round_trips(wh, monkeypatch)
+        if how == "core":
+            t.overwrite(EVENTS, events([5]), partitions=[{"day": "2024-01-01"}])
+        else:
+            engine_write(adapter.open_write(t, EVENTS, adapter.OVERWRITE, partitions=[{"day": "2024-01-01"}]),
+                         events([5]))
+        monkeypatch.undo()
+        assert opened.count("write") == 1, (how, opened)
+        with wh.begin() as other:
+            other.append(EVENTS, events([6]))
+        with pytest.raises(SerializationError):
+            t.commit()
