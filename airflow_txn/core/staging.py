@@ -247,9 +247,9 @@ def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
     info = load_table(rt, stmt, table)
     rows = _conformed(data, info)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
-    decided = decide(rt, stmt, info, OVERWRITE, partitions)
-    check_stray(info.name.qualified, decided.allowed, [partition_key(p) for p, _ in pieces])
-    return _stage(rt, stmt, info, pieces, decided)
+    listed = info.partition_keys(partitions)  # a bad list or stray rows are refused before the conflict check
+    check_stray(info.name.qualified, listed, [partition_key(p) for p, _ in pieces])
+    return _stage(rt, stmt, info, pieces, decide(rt, stmt, info, OVERWRITE, partitions))
 
 
 def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:

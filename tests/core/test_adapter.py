@@ -280,3 +280,20 @@ def test_a_statement_registers_and_records_its_read_set_in_one_catalog_transacti
             other.append(EVENTS, events([6]))
         with pytest.raises(SerializationError):
             t.commit()
+
+
+def test_stray_rows_are_refused_before_the_conflict_check(wh: Warehouse) -> None:
+    """Bad input is refused before anything else (invariant 9): an overwrite of listed partitions whose rows stray
+    is a SchemaMismatchError leaving the transaction usable, even while another transaction holds a part it would
+    replace (a conflict would fail the transaction)."""
+    make_tables(wh)
+    with wh.begin() as seed:
+        seed.append(EVENTS, events([1], day="2024-01-01"))
+    holder, t = wh.begin(), wh.begin()
+    holder.delete(EVENTS, pc.field("id") == 1)
+    with pytest.raises(SchemaMismatchError, match="also holds rows of"):
+        t.overwrite(EVENTS, events([2], day="2024-01-02"), partitions=[{"day": "2024-01-01"}])
+    assert t.state == "active"
+    t.append(EVENTS, events([3], day="2024-01-02"))
+    holder.rollback()
+    t.commit()
