@@ -1,17 +1,25 @@
 """The adapter interface: what an engine adapter (the Spark layer, the Airflow layer, and those to come)
-may call on the core besides the public handles. docs/ARCHITECTURE.md, "The adapter interface", says
-how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it.
+may call on the core besides the public handles. docs/ARCHITECTURE.md, "The adapter interface" and "The two
+plans", says how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it, and
+tests/core/test_engine_plans.py keeps spark/ and checks/ to the two plans (open_write, plan_read).
 
     table_view(wh, table)                           TableView: name, Arrow schema, partition columns, location
     stored_table(wh, table)                         StoredTable: the same for an engine writing and reading
                                                     through the root's pyarrow filesystem (any root), picklable
-    plan_read(wh, table, csn=, txn=, partitions=, tag=)   ReadPlan: exactly the parts (PartView) a read sees; a
-                                                    transaction's read is recorded as its isolation asks
-    open_statement(txn, table, key=, what=)         Statement: a write whose files an external engine writes:
-        .visible_parts  .check_replaceable          what it sees and replaces,
-        .new_write_dir  .discard                    where it writes (WriteDir),
-        .register  .record_read_set  .run           registering the files (WrittenPart) in ONE catalog
-                                                    transaction, all under the transaction's failure rules
+    plan_read(wh, table, csn=, txn=, tag=, partitions=, parts=)   ReadPlan: exactly the parts (PartView) a read
+                                                    sees, planned by the core's one read planner (reading.plan:
+                                                    the one-of check, retention, the tag, a transaction's read
+                                                    recorded); picklable, and as JSON (to_json) for an engine
+                                                    that plans on its client and reads elsewhere
+    open_write(txn, table, mode, partitions=, replaces=, key=)   WritePlan: one statement as the core decided it
+                                                    (where its files go, the parts it replaces, the partitions it
+                                                    may write, the key's fence); picklable and as JSON, so an
+                                                    engine's driver and executors carry it
+        .new_write_dir  .discard  .file_tags        where the engine writes,
+        .replacing(ids)                             a rewrite's choice among .visible,
+        .check_written  .commit(written)            the stray-partition check, then registering the files
+                                                    (WrittenPart) with the read set in ONE catalog transaction,
+                                                    all under the transaction's failure rules
     merge_writer(write)                             the hook Warehouse.compact(writer=...) takes, with
                                                     `write(MergeTask) -> WrittenPart` writing each merge
     the values adapters pass on: transaction states, Isolation, LabelFilter, DEFAULT_TARGET_FILE_BYTES,
@@ -27,27 +35,30 @@ follows exactly the rules of the core's own writes.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from airflow_txn.catalog import part_records, table_registry, txn_records
+from airflow_txn.catalog import table_registry
 from airflow_txn.catalog.database import safe_url
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
-from airflow_txn.core import bounds, crashpoints, reading, staging, tags, transaction
+from airflow_txn.core import bounds, crashpoints, reading, staging, transaction
 from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import MergedAwayError, SchemaMismatchError, StorageError, TxnError
+from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError, StorageError
 from airflow_txn.model.csn import PREHISTORIC_CSN
-from airflow_txn.model.names import TableName
+from airflow_txn.model.names import TableName, parse_table_name
 from airflow_txn.model.partitioning import (
     Partition,
     check_partition_values,
@@ -63,8 +74,11 @@ from airflow_txn.storage.root import Storage, is_plain_part, new_statement_id
 
 __all__ = [
     "ACTIVE",
+    "APPEND",
     "COMMITTED",
     "DEFAULT_TARGET_FILE_BYTES",
+    "OVERWRITE",
+    "REWRITE",
     "ROLLED_BACK",
     "Isolation",
     "LabelFilter",
@@ -74,10 +88,10 @@ __all__ = [
     "PartView",
     "Progress",
     "ReadPlan",
-    "Statement",
     "StoredTable",
     "TableView",
     "WriteDir",
+    "WritePlan",
     "Writer",
     "WrittenPart",
     "check_compaction_options",
@@ -87,7 +101,7 @@ __all__ = [
     "merge_writer",
     "new_statement_id",
     "open_root",
-    "open_statement",
+    "open_write",
     "parse_storage_options",
     "plan_read",
     "s3_filesystem",
@@ -113,7 +127,7 @@ class TableView:
 
     def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
         """The keys of the listed partitions ({column: value} each), checked against the table (None: no
-        list, the whole table): what visible_parts, plan_read and record_read_set take."""
+        list, the whole table), checked against the table."""
         return self._info.partition_keys(partitions)
 
 
@@ -155,7 +169,28 @@ class StoredTable:
     root: str
     """The storage root's URI (WarehouseConfig.root)."""
     storage_options: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
-    """The root's settings as the warehouse was opened with (may hold secrets: never shown)."""
+    """The root's settings as the warehouse was opened with (may hold secrets: never shown, never in to_json)."""
+    table_id: int = 0
+
+    def view(self) -> TableView:
+        """The table with its local directory, for an engine that opens files by path (StorageError on an
+        object-store root: read and write through this table's methods instead)."""
+        storage = open_root(self.root, self.storage_options)
+        info = TableInfo(self.table_id, parse_table_name(self.name), self.schema, self.partition_by, self.directory)
+        return _local_view(storage, info)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table as JSON values, its storage settings left out (they may hold secrets)."""
+        return {"name": self.name, "schema": base64.b64encode(table_registry.encode_schema(self.schema)).decode(),
+                "partition_by": list(self.partition_by), "directory": self.directory, "root": self.root,
+                "table_id": self.table_id}
+
+    @classmethod
+    def from_dict(cls, found: Mapping[str, Any], storage_options: Mapping[str, str]) -> StoredTable:
+        """to_dict's table again, with the root's settings `storage_options`."""
+        return cls(str(found["name"]), table_registry.decode_schema(base64.b64decode(found["schema"])),
+                   tuple(found["partition_by"]), str(found["directory"]), str(found["root"]), dict(storage_options),
+                   int(found["table_id"]))
 
     def conformed(self, data: pa.Table) -> pa.Table:
         """`data` (an engine's batch, whose Arrow types may differ in storage only: large_string for string,
@@ -182,6 +217,12 @@ class StoredTable:
         written = root.write_parts([(self.directory, p, t, {**tags, "table": self.name, "partition": p})
                                     for p, t in pieces])
         return [(partition_key(p), part) for (p, _), part in zip(pieces, written, strict=True)]
+
+    def write_merge_part(self, partition: Partition, rows: pa.Table, tags: Mapping[str, Any]) -> WrittenPart:
+        """Write conformed `rows` of `partition` as ONE plain part file of a merge (MergeTask.tags, with the
+        statement id that starts its name): nothing registers it here; the core swaps it in (compaction.py)."""
+        return open_root(self.root, self.storage_options).write_part(self.directory, partition, rows,
+                                                                     {**tags, "table": self.name})
 
     def read_part(self, part: PartView) -> pa.Table:
         """A part's rows as exactly the table's schema, partition columns restored."""
@@ -227,21 +268,53 @@ def open_root(root: str, storage_options: Mapping[str, str]) -> Storage:
 
 @dataclass(frozen=True, slots=True)
 class ReadPlan:
-    """What one read sees (plan_read): the table and exactly the parts visible at `snapshot`."""
+    """What one read sees (plan_read): the table and exactly the parts visible at `snapshot`. Picklable; to_json
+    carries it to where the engine reads (the data source), its storage settings left out."""
 
     stored: StoredTable
     parts: tuple[PartView, ...]
     snapshot: int
     tid: str | None
     """The reading transaction (whose own staged parts are included); None: a committed snapshot."""
-    _rt: Runtime = field(repr=False, compare=False)
-    _info: TableInfo = field(repr=False, compare=False)
+    tag: str | None = None
+    """The tag read at (its files stay while it exists); None: none."""
 
     @property
     def table(self) -> TableView:
         """The table with its local directory, for an engine that opens files by path (StorageError on an
         object-store root: read `stored` through the root's filesystem instead)."""
-        return _view(self._rt, self._info)
+        return self.stored.view()
+
+    def to_json(self) -> str:
+        return json.dumps({"table": self.stored.to_dict(), "parts": [_part_dict(p) for p in self.parts],
+                           "snapshot": self.snapshot, "tid": self.tid, "tag": self.tag})
+
+    @classmethod
+    def from_json(cls, text: str, storage_options: Mapping[str, str]) -> ReadPlan:
+        """to_json's plan again, reading through the root with `storage_options`."""
+        found = _json_object(text, "read plan")
+        return cls(StoredTable.from_dict(found["table"], storage_options),
+                   tuple(_part_of(p) for p in found["parts"]), int(found["snapshot"]), found["tid"], found["tag"])
+
+
+def _part_dict(part: PartView) -> dict[str, Any]:
+    return {"id": part.id, "partition_key": part.partition_key, "path": part.path, "files": list(part.files),
+            "row_count": part.row_count, "size_bytes": part.size_bytes, "locked_by": part.locked_by}
+
+
+def _part_of(found: Mapping[str, Any]) -> PartView:
+    return PartView(int(found["id"]), str(found["partition_key"]), str(found["path"]), tuple(found["files"]),
+                    int(found["row_count"]), int(found["size_bytes"]), found["locked_by"])
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        found = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InvalidNameError(f"not a {what} (JSON): {exc}") from None
+    if not isinstance(found, dict):
+        raise InvalidNameError(f"not a {what} (a JSON object), got {text[:80]!r}")
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,19 +329,23 @@ class WriteDir:
 
 
 def _view(rt: Runtime, info: TableInfo) -> TableView:
-    if rt.storage.local is None:
+    return _local_view(rt.storage, info)
+
+
+def _local_view(storage: Storage, info: TableInfo) -> TableView:
+    if storage.local is None:
         raise StorageError(
-            f"table {info.name.qualified}: its warehouse root {rt.storage.uri} is an object store, which Spark's "
+            f"table {info.name.qualified}: its warehouse root {storage.uri} is an object store, which Spark's "
             "native Parquet path (Hadoop's filesystem, by path) cannot reach here. Write and read it through the "
             "data source: airflow_txn.spark.write/read(..., via=\"datasource\") (what via=\"auto\" picks for an "
             "object-store root), or df.write.format(\"airflow_txn\") / spark.read.format(\"airflow_txn\"); "
             "airflow_txn.spark.delete/update/compact take via= alike.")
-    return TableView(info.name, info.schema, info.partition_by, rt.storage.table_dir(info.directory).resolve(), info)
+    return TableView(info.name, info.schema, info.partition_by, storage.table_dir(info.directory).resolve(), info)
 
 
 def _stored(wh: Warehouse, info: TableInfo) -> StoredTable:
     return StoredTable(info.name.qualified, info.schema, info.partition_by, info.directory, wh.config.root,
-                       dict(wh.config.storage_options))
+                       dict(wh.config.storage_options), info.id)
 
 
 def _part(row: PartRow) -> PartView:
@@ -293,169 +370,225 @@ def stored_table(wh: Warehouse, table: str) -> StoredTable:
         return _stored(wh, table_registry.get(conn, table))
 
 
-def check_read(wh: Warehouse, table: str, csn: int | None = None, tag: str | None = None) -> None:
-    """The errors plan_read would raise for a read of `table` at `csn` or at tag `tag`, raised now and recording
-    nothing (an engine's client checks a read it will plan later, elsewhere: the data source's schema(), so that
-    the error comes at load() as the error it is, not at the first action): TxnError for both, a CSN not
-    readable yet, SnapshotTooOldError, TagNotFoundError, TableNotFoundError, TableNotInTagError."""
-    if csn is not None and tag is not None:
-        raise TxnError("pass one of csn (a committed snapshot) or tag (a named one), not both")
-    rt = wh.runtime
-    if tag is not None:
-        tags.resolve(rt, tag, table)
-    elif csn is not None:
-        with rt.catalog.read() as conn:
-            info = table_registry.get(conn, table)
-        reading.snapshot_for(rt, csn, [info.name.qualified])
-
-
 def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
-              partitions: Sequence[Mapping[str, Any]] | None = None, tag: str | None = None) -> ReadPlan:
-    """The parts a read of `table` sees at snapshot `csn` (None: the readable watermark), at tag `tag`, or
-    those `txn` sees (its snapshot plus its own writes; the read is then recorded as Transaction.read
-    records it: in the read set its isolation level keeps, and for retries under a default key).
-    `partitions` limits it to those partitions. The engine must read the files while `csn` stays inside
-    the retention window (`txn` open, `tag` tagged). TxnError for more than one of csn, txn and tag;
-    SnapshotTooOldError below the table's horizon; TagNotFoundError, TableNotInTagError."""
-    if sum(x is not None for x in (csn, txn, tag)) > 1:
-        raise TxnError("pass one of csn (a committed snapshot), tag (a named one) or txn (a transaction's own "
-                       "view), not several")
+              partitions: Sequence[Mapping[str, Any]] | None = None, tag: str | None = None,
+              parts: Sequence[int] | None = None) -> ReadPlan:
+    """The parts a read of `table` sees at snapshot `csn` (None: the readable watermark), at tag `tag`, or those
+    `txn` sees (its snapshot plus its own writes; the read is then recorded as Transaction.read records it: in the
+    read set its isolation keeps, and for retries under its default key), planned by the core's read planner
+    (reading.plan). `partitions` limits it to those partitions; `parts` to exactly those parts (MergedAwayError
+    if one left the view: a background merge combined it with others since it was chosen). The engine must read
+    the files while `csn` stays inside the retention window (`txn` open, `tag` tagged). InvalidArgumentError for
+    more than one of csn, txn and tag; SnapshotTooOldError below the table's horizon; TagNotFoundError,
+    TableNotInTagError; TableNotFoundError; the transaction's errors."""
     rt = wh.runtime
-    if tag is not None:
-        row, info = tags.resolve(rt, tag, table)
-        keys = info.partition_keys(partitions)
-        with rt.catalog.read() as conn:
-            rows = part_records.visible_parts(conn, info.id, None, row.csn, keys)
-        return ReadPlan(_stored(wh, info), tuple(_part(r) for r in rows), row.csn, None, rt, info)
-    with rt.catalog.read() as conn:
-        if txn is not None:
-            txn_records.require_usable(txn_records.fetch(conn, txn.tid))
-        info = table_registry.get(conn, table)
-    keys = info.partition_keys(partitions)
-    if txn is not None:
-        transaction.record_read_set(txn, info.id, keys)
-        transaction.note_read(txn, info.id, keys)
-        tid, snapshot = txn.tid, txn.snapshot_csn
-    else:
-        tid, snapshot = None, reading.snapshot_for(rt, csn, [info.name.qualified])
-    with rt.catalog.read() as conn:
-        rows = part_records.visible_parts(conn, info.id, tid, snapshot, keys)
-    return ReadPlan(_stored(wh, info), tuple(_part(r) for r in rows), snapshot, tid, rt, info)
+    view = None if txn is None else transaction.statement_of(txn, None)
+    planned = reading.plan(rt, table, csn=csn, view=view, tag=tag, partitions=partitions)
+    found = tuple(_part(r) for r in planned.parts)
+    if parts is not None:  # exactly the parts a statement or a merge chose
+        seen = {p.id: p for p in found}
+        gone = [i for i in parts if i not in seen]
+        if gone:
+            raise MergedAwayError(f"part {gone[0]} of {planned.info.name} is not visible in this read (a background "
+                                  "merge combined it with others since it was chosen): choose the parts again")
+        found = tuple(seen[i] for i in parts)
+    return ReadPlan(_stored(wh, planned.info), found, planned.snapshot, planned.tid, tag)
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
-def open_statement(txn: Transaction, table: str, key: str | None = None, what: str | None = None) -> Statement:
-    """A statement on `table` in `txn` under staging key `key` (None: the handle's default key and attempt,
-    as for the core's writes; staging.py says what keys and attempts do). Looks the table up and checks
-    the transaction may write, before the engine runs anything expensive. `what` (default "write to
-    <table>") names the statement in the reason a failure records."""
+APPEND, OVERWRITE, REWRITE = staging.APPEND, staging.OVERWRITE, staging.REWRITE
+
+
+def open_write(txn: Transaction, table: str, mode: str = APPEND, partitions: Sequence[Mapping[str, Any]] | None = None,
+               replaces: Sequence[int] | None = None, key: str | None = None, what: str | None = None) -> WritePlan:
+    """One statement on `table` in `txn` whose files an engine writes, as the core decides it (staging.decide, the
+    rule the core's own statements follow): `mode` APPEND, OVERWRITE (the whole table, or the listed
+    `partitions`: then every row must belong to one of them) or REWRITE (copy-on-write: the parts `replaces`,
+    or, with None, chosen later among WritePlan.visible with `replacing`). `key` None: the handle's default key
+    and attempt, as for the core's writes (staging.py). Checks the table, the transaction and what it
+    replaces before the engine runs anything expensive, under the transaction's failure rules: a rejected input
+    leaves it usable, a conflict (another transaction holds a part it replaces) marks it failed; a REWRITE whose
+    `replaces` a background merge took meanwhile raises MergedAwayError and leaves it usable (choose again).
+    `what` (default "<mode> of <table>") names the statement in the reason a failure records."""
     stmt = transaction.statement_of(txn, key)
-    described = what or f"write to {table}"
+    described = what or f"{mode} of {table}"
     rt = txn.warehouse.runtime
-    info = transaction.run_statement(txn, described, lambda: staging.load_table(rt, stmt, table))
-    return Statement(txn, stmt, info, described)
+
+    def body() -> tuple[TableInfo, staging.Decided]:
+        staging.check_mode(mode, partitions, replaces)
+        info = staging.load_table(rt, stmt, table)
+        return info, staging.decide(rt, stmt, info, mode, partitions, replaces)
+
+    merged_away, found = transaction.run_statement(txn, described, lambda: _merged_away_of(body))
+    if merged_away is not None:
+        raise merged_away
+    assert found is not None
+    info, decided = found
+    return WritePlan(_stored(txn.warehouse, info), stmt.tid, stmt.snapshot, txn.isolation.value, stmt.key,
+                     stmt.attempt, mode, described, new_statement_id(), decided.removals, decided.scanned,
+                     decided.allowed, tuple(_part(r) for r in decided.visible), txn)
 
 
-class Statement:
-    """One write on one table of a transaction whose files an engine writes (open_statement): the steps
-    of a core statement (staging.py) with the engine's files in step 3. Each step that touches the
-    catalog runs under the transaction's failure rules (`run`): a conflict or a catalog failure marks
-    the transaction failed, an expired lease rolls it back, a rejected input leaves it usable."""
+@dataclass(frozen=True)
+class WritePlan:
+    """One statement as the core decided it (open_write): the table and where its files go, the parts it replaces,
+    the partitions it may write, its transaction, key and attempt (the fence its registration checks).
+    Picklable (the transaction handle stays behind) and as JSON (to_json), so an engine's driver and executors
+    carry it; `commit` registers what the engine wrote."""
 
-    def __init__(self, txn: Transaction, stmt: staging.Statement, info: TableInfo, what: str) -> None:
-        self.txn = txn
-        self.what = what
-        self.stored = _stored(txn.warehouse, info)
-        """The table for an engine writing through the root's filesystem (StoredTable.write_parts)."""
-        self._stmt = stmt
-        self._info = info
-        self._rt = txn.warehouse.runtime
+    table: StoredTable
+    tid: str
+    snapshot: int
+    isolation: str
+    key: str | None
+    attempt: int | None
+    mode: str
+    what: str
+    """The statement as a failure's recorded reason names it."""
+    statement: str
+    """The statement id (new_statement_id) that starts the name of every part file it writes (file_tags)."""
+    removals: tuple[int, ...]
+    """The parts the statement replaces (ids)."""
+    scanned: tuple[str, ...] | None
+    """The partition keys it chose its removals from (WHOLE_TABLE: all; None: an append)."""
+    allowed: tuple[str, ...] | None
+    """The partition keys it may write (an overwrite of listed partitions); None: any."""
+    visible: tuple[PartView, ...] = ()
+    """A REWRITE not chosen yet: the parts the statement sees (choose with `replacing`); never in to_json."""
+    _txn: Transaction | None = field(default=None, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the handle (a warehouse and its catalog) stays in this process
+        return (_write_plan_of, (self._fields(), self.table))
+
+    def _fields(self) -> dict[str, Any]:
+        return {"tid": self.tid, "snapshot": self.snapshot, "isolation": self.isolation, "key": self.key,
+                "attempt": self.attempt, "mode": self.mode, "what": self.what, "statement": self.statement,
+                "removals": list(self.removals), "scanned": None if self.scanned is None else list(self.scanned),
+                "allowed": None if self.allowed is None else list(self.allowed)}
+
+    def to_json(self) -> str:
+        """The plan as JSON (an engine's option), its storage settings and `visible` left out."""
+        return json.dumps({**self._fields(), "table": self.table.to_dict()})
+
+    @classmethod
+    def from_json(cls, text: str, storage_options: Mapping[str, str]) -> WritePlan:
+        """to_json's plan again, writing through the root with `storage_options`."""
+        found = _json_object(text, "write plan")
+        return _write_plan_of(found, StoredTable.from_dict(found["table"], storage_options))
 
     @property
-    def table(self) -> TableView:
-        """The table with its local directory, for an engine that writes files by path into a write dir
-        (StorageError on an object-store root: write through `stored` instead)."""
-        return _view(self._rt, self._info)
+    def view(self) -> TableView:
+        """The table with its local directory, for an engine writing by path into a write dir (StorageError on an
+        object-store root: write through `table` instead)."""
+        return self.table.view()
 
-    @property
-    def key(self) -> str | None:
-        return self._stmt.key
+    def file_tags(self, writer: str) -> dict[str, Any]:
+        """What each part file the engine writes records of itself (StoredTable.write_parts' tags)."""
+        return {"tid": self.tid, "key": self.key, "writer": writer, "statement": self.statement}
 
-    @property
-    def attempt(self) -> int | None:
-        return self._stmt.attempt
+    def replacing(self, ids: Sequence[int]) -> WritePlan:
+        """A REWRITE that replaces the parts `ids`, chosen among `visible`: SerializationError (a conflict: the
+        transaction fails) when another transaction holds one; MergedAwayError for one not visible."""
+        if self.mode != REWRITE:
+            raise InvalidNameError(f"only a rewrite chooses the parts it replaces, not {self.mode!r}")
+        holders = {p.id: p.locked_by for p in self.visible}
+        decided = self.run(lambda: staging.replace_parts(self.tid, holders, ids))
+        return replace(self, removals=decided.removals, scanned=decided.scanned, visible=())
 
-    def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
-        """TableView.partition_keys, on any root."""
-        return self._info.partition_keys(partitions)
+    def with_statement(self, statement: str) -> WritePlan:
+        """The plan with its files named after statement id `statement` (16 hex digits; new_statement_id) instead."""
+        return replace(self, statement=statement)
 
-    def run(self, fn: Callable[[], T]) -> T:
-        """`fn()` under the transaction's failure rules (an engine step that belongs to the statement)."""
-        return transaction.run_statement(self.txn, self.what, fn)
-
-    def visible_parts(self, partition_keys: Sequence[str] | None = None) -> list[PartView]:
-        """The parts the statement sees (of the listed partition keys; None: all): the transaction's view,
-        without what this key's earlier attempts staged (the statement replaces those)."""
-        rows = self.run(lambda: staging.visible(self._rt, self._stmt, self._info, partition_keys))
-        return [_part(r) for r in rows]
-
-    def check_replaceable(self, parts: Sequence[PartView]) -> None:
-        """SerializationError (a conflict: the transaction fails) when another transaction holds one of
-        `parts`: checked before an engine job whose registration would fail on the same lock anyway."""
-        self.run(lambda: _check_unlocked(self._stmt.tid, parts))
+    def check_written(self, partition_keys: Sequence[str]) -> None:
+        """SchemaMismatchError when the engine wrote rows of a partition the statement may not write (an overwrite
+        of listed partitions): call it where the files are written, to fail early; commit checks it again."""
+        staging.check_stray(self.table.name, self.allowed, partition_keys)
 
     def new_write_dir(self, writer: str) -> WriteDir:
-        """A new write dir `w-<32 hex>` below the table for the engine's files (it may hold `<col>=<value>`
-        sub-directories, one part each); its sidecar names the transaction, the key and `writer`."""
-        sidecar: dict[str, Any] = {"tid": self._stmt.tid, "table": self._info.name.qualified, "key": self._stmt.key,
-                                   "partition": {}, "writer": writer}
-        relative = self._rt.storage.new_write_dir(self._info.directory, {}, sidecar, prefix="w")
-        return WriteDir(relative, self.table.location / relative)
+        """A new write dir `w-<32 hex>` below the table for the engine's files, on a local root (it may hold
+        `<col>=<value>` sub-directories, one part each); its sidecar names the transaction, the key and `writer`."""
+        view = self.view
+        sidecar: dict[str, Any] = {"tid": self.tid, "table": self.table.name, "key": self.key, "partition": {},
+                                   "writer": writer}
+        relative = open_root(self.table.root, self.table.storage_options).new_write_dir(
+            self.table.directory, {}, sidecar, prefix="w")
+        return WriteDir(relative, view.location / relative)
 
     def discard(self, write_dir: WriteDir) -> None:
         """Delete `write_dir` with everything in it (a failed or refused write, or one that wrote no rows)."""
-        self._rt.storage.delete_write_dir(self._info.directory, write_dir.relative)
+        open_root(self.table.root, self.table.storage_options).delete_write_dir(self.table.directory,
+                                                                                 write_dir.relative)
 
-    def register(self, written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int],
-                 scanned: Sequence[str] | None = None, choose_again: bool = False) -> None:
-        """Make `written` (one part per partition, files below a write dir of this statement) the
-        statement's parts, replacing the parts `removals` (PartView ids), in ONE catalog transaction
-        (staging.register_written: fence stale attempts, withdraw the key's earlier attempts, take the
-        removal locks of invariant 6, register). `scanned`: the partition keys the removals were chosen
-        from (WHOLE_TABLE: all; None: none, an append). A MergedAwayError (a background merge took some
-        of `removals` meanwhile) is a conflict, unless `choose_again`: then the transaction stays usable
-        and the caller chooses its parts again. On an error the caller discards its write dir."""
+    def commit(self, written: Sequence[tuple[Partition, WrittenPart]], warehouse: Warehouse | None = None) -> int:
+        """Make `written` (one part per partition, files of this statement) the statement's parts, replacing
+        `removals`, in ONE catalog transaction (staging.register_all: fence stale attempts, withdraw the key's earlier
+        attempts, take the removal locks of invariant 6, record what it scanned as the isolation level asks,
+        register); returns the rows staged. SchemaMismatchError first for a stray partition (check_written). A
+        REWRITE some of whose removals a background merge took meanwhile raises MergedAwayError and leaves the
+        transaction usable (choose again); other errors follow the failure rules. `warehouse`: where to commit a
+        plan that came from another process (it carries no handle). On an error the caller deletes its files."""
+        self.check_written([partition_key(p) for p, _ in written])
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
+        stmt = staging.Statement(self.tid, self.snapshot, self.key, self.attempt, None, Isolation(self.isolation))
+        table = self.table
+        info = TableInfo(table.table_id, parse_table_name(table.name), table.schema, table.partition_by,
+                         table.directory)
+        txn = self._handle(warehouse)
+        rt = txn.warehouse.runtime
 
         def body() -> None:
-            staging.register_written(self._rt, self._stmt, self._info, written, removals, scanned)
+            staging.register_written(rt, stmt, info, written, self.removals, self.scanned)
 
-        if not choose_again:
-            self.run(body)
-            return
-        merged_away = self.run(lambda: _merged_away_of(body))
-        if merged_away is not None:
-            raise merged_away
+        if self.mode != REWRITE:
+            transaction.run_statement(txn, self.what, body)
+        else:
+            merged_away, _ = transaction.run_statement(txn, self.what, lambda: _merged_away_of(body))
+            if merged_away is not None:
+                raise merged_away
+        return sum(part.row_count for _, part in written)
 
-    def record_read_set(self, partition_keys: Sequence[str] | None) -> None:
-        """What the statement scanned to choose what it replaces (the listed partition keys; None: the
-        whole table), recorded as the transaction's isolation level asks (isolation.py)."""
-        transaction.record_read_set(self.txn, self._info.id, partition_keys)
+    @property
+    def warehouse(self) -> Warehouse:
+        """The warehouse of the plan's transaction handle (InvalidNameError for a plan from another process)."""
+        return self._handle(None).warehouse
+
+    def keep_alive(self) -> AbstractContextManager[object]:
+        """`with plan.keep_alive(): engine_job()` renews the transaction's lease meanwhile (Transaction.keep_alive;
+        a plan from another process has no handle to renew with: nothing)."""
+        return nullcontext() if self._txn is None else self._txn.keep_alive()
+
+    def _handle(self, warehouse: Warehouse | None) -> Transaction:
+        if self._txn is not None:
+            return self._txn
+        if warehouse is None:
+            raise InvalidNameError(f"the write plan of {self.table.name} came from another process: pass the warehouse "
+                                   "to commit it in")
+        txn = Transaction(warehouse, self.tid, self.snapshot, Isolation(self.isolation))
+        txn.default_key, txn.default_attempt = self.key, self.attempt
+        return txn
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """`fn()` under the transaction's failure rules (an engine step that belongs to the statement: a conflict
+        or a failure marks the transaction failed, a rejected input leaves it usable)."""
+        if self._txn is None:
+            return fn()
+        return transaction.run_statement(self._txn, self.what, fn)
 
 
-def _check_unlocked(tid: str, parts: Sequence[PartView]) -> None:
-    for part in parts:
-        if part.locked_by is not None and part.locked_by != tid:
-            raise part_records.conflict_error(part.id, part.locked_by, tid)
+def _write_plan_of(found: Mapping[str, Any], table: StoredTable) -> WritePlan:
+    scanned, allowed = found.get("scanned"), found.get("allowed")
+    return WritePlan(table, str(found["tid"]), int(found["snapshot"]), str(found["isolation"]), found.get("key"),
+                     found.get("attempt"), str(found["mode"]), str(found["what"]), str(found["statement"]),
+                     tuple(int(i) for i in found["removals"]), None if scanned is None else tuple(scanned),
+                     None if allowed is None else tuple(allowed))
 
 
-def _merged_away_of(fn: Callable[[], None]) -> MergedAwayError | None:
+def _merged_away_of(fn: Callable[[], T]) -> tuple[MergedAwayError | None, T | None]:
     """Run `fn`, returning a MergedAwayError instead of raising it (so the failure rules let it pass)."""
     try:
-        fn()
+        return None, fn()
     except MergedAwayError as exc:
-        return exc
-    return None
+        return exc, None
 
 
 # -- compaction ---------------------------------------------------------------------------------------------------

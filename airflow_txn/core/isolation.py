@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import Catalog, commit_log, part_records, read_sets, table_registry, txn_records
+from airflow_txn.catalog import commit_log, part_records, read_sets, table_registry
 from airflow_txn.errors import InvalidArgumentError, SerializationError
 from airflow_txn.model.partitioning import WHOLE_TABLE
 
@@ -55,15 +55,6 @@ class Isolation(StrEnum):
         if not self.tracks_reads:
             return []
         return list(dict.fromkeys(keys or [WHOLE_TABLE]))
-
-    def record_read_set(self, catalog: Catalog, tid: str, table_id: int, keys: Sequence[str] | None) -> None:
-        """Record what transaction `tid` read or scanned of `table_id`, as this level asks (see read_set)."""
-        recorded = self.read_set(keys)
-        if not recorded:
-            return
-        with catalog.write() as conn:
-            txn_records.lock_usable(conn, catalog, tid)
-            read_sets.add_reads(conn, tid, table_id, recorded)
 
     def validate(self, conn: Connection, tid: str, snapshot: int) -> None:
         """At commit: raise SerializationError if this level forbids what committed since `snapshot`."""

@@ -1,21 +1,33 @@
 """Reading a table at a snapshot: which snapshot a read at a CSN uses, and the visible parts (invariant 2)
 read from storage and filtered; at a tag, the tag's CSN with no horizon check (its parts are pinned) and
-the tag confirmed to still exist once the files were read (core/tags.py)."""
+the tag confirmed to still exist once the files were read (core/tags.py).
+
+`plan` is the one read planner: every read (Warehouse.read, Transaction.read, the manifests, the adapter
+interface's plan_read that Spark's native reader and the data source use) decides here what it sees: the
+one-of check (a CSN, a tag or a transaction's own view), the retention check, the tag, and the recording of a
+transaction's read (its isolation level's read set, and the keyed read retries withdraw: invariant 7), in at
+most 2 catalog round trips."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from airflow_txn.catalog import part_records
+from airflow_txn.catalog import commit_log, key_records, part_records, read_sets, table_registry, txn_records
+from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.catalog.tag_records import TagRow
 from airflow_txn.core import apply, bounds, retention, tags
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import SchemaMismatchError, StorageError, TxnError
+from airflow_txn.core.staging import Statement
+from airflow_txn.errors import InvalidArgumentError, SchemaMismatchError, SnapshotTooOldError, StorageError, TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN
+from airflow_txn.model.partitioning import WHOLE_TABLE
 from airflow_txn.model.results import PartitionSpec
 
 
@@ -68,12 +80,139 @@ def read_at_tag(rt: Runtime, name: str, table: str, filter: object = None,
                 partitions: PartitionSpec | None = None) -> pa.Table:
     """The rows of `table` at tag `name` (TagNotFoundError, TableNotInTagError), optionally filtered and
     limited to `partitions`. Needs no transaction: a tag's content never changes."""
-    row, info = tags.resolve(rt, name, table)
+    return read_planned(rt, plan(rt, table, tag=name, partitions=partitions), filter)
+
+
+# -- the read planner -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """What one read sees (plan): the table and exactly the parts visible at `snapshot`."""
+
+    info: TableInfo
+    parts: tuple[PartRow, ...]
+    snapshot: int
+    tid: str | None
+    """The reading transaction (its own staged parts included); None: a committed snapshot."""
+    tag: TagRow | None = None
+    """The tag read at: confirm() once the files were read."""
+
+    def confirm(self, rt: Runtime) -> None:
+        """After the files were read: a read at a tag checks the tag still exists (else TagNotFoundError)."""
+        if self.tag is not None:
+            tags.confirm(rt, self.tag)
+
+
+def check_one_of(csn: object, view: object, tag: object) -> None:
+    """InvalidArgumentError unless at most one of a CSN, a transaction's own view and a tag is given."""
+    if sum(x is not None for x in (csn, view, tag)) <= 1:
+        return
+    raise InvalidArgumentError("pass one of csn (a committed snapshot), tag (a named one) or txn (a transaction's own "
+                               "view), not several")
+
+
+def plan(rt: Runtime, table: str, csn: int | None = None, view: Statement | None = None, tag: str | None = None,
+         partitions: Sequence[Mapping[str, Any]] | None = None) -> Planned:
+    """The parts a read of `table` sees at snapshot `csn` (None: the readable watermark), at tag `tag`, or in the
+    view of a transaction (`view`: its tid, snapshot, isolation and key; the read is then recorded in ONE catalog
+    transaction as its isolation level asks, and under its key for retries). `partitions` limits it to those.
+    InvalidArgumentError for several of csn/view/tag; TxnError for a CSN not readable yet; SnapshotTooOldError
+    below the table's horizon; TagNotFoundError, TableNotInTagError, TableNotFoundError; the transaction's
+    errors (TransactionClosedError, ...). At most 2 catalog round trips (a CSN above the watermark applies the
+    pending commits first)."""
+    check_one_of(csn, view, tag)
+    if tag is not None:
+        row, info = tags.resolve(rt, tag, table)
+        keys = info.partition_keys(partitions)
+        return Planned(info, _visible(rt, info, None, row.csn, keys), row.csn, None, row)
+    if view is not None:
+        return _plan_view(rt, table, view, partitions)
+    if csn is not None:
+        csn = bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
+    with rt.catalog.read() as conn:
+        watermark = commit_log.readable_csn(conn, rt.oracle)
+        info = table_registry.get(conn, table)
+        horizon = retention.table_horizon(conn, info.id)
     keys = info.partition_keys(partitions)
+    if csn is None:
+        snapshot = watermark
+    else:
+        if csn > watermark:
+            apply.apply_pending(rt, up_to=csn)
+            watermark = apply.readable_csn(rt)
+            if csn > watermark:
+                raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
+        retention.check_table_readable(str(info.name), csn, horizon)
+        snapshot = csn
+    return Planned(info, _visible(rt, info, None, snapshot, keys), snapshot, None)
+
+
+def _plan_view(rt: Runtime, table: str, view: Statement,
+               partitions: Sequence[Mapping[str, Any]] | None) -> Planned:
+    recorded = view.isolation is not None and view.isolation.tracks_reads
+    if not recorded and view.key is None:  # nothing to record: one read
+        with rt.catalog.read() as conn:
+            txn_records.require_usable(txn_records.fetch(conn, view.tid))
+            info = table_registry.get(conn, table)
+            keys = info.partition_keys(partitions)
+            rows = part_records.visible_parts(conn, info.id, view.tid, view.snapshot, keys)
+        return Planned(info, tuple(rows), view.snapshot, view.tid)
+    with rt.catalog.read() as conn:  # checked before anything is recorded (a bad table or partition)
+        txn_records.require_usable(txn_records.fetch(conn, view.tid))
+        info = table_registry.get(conn, table)
+    keys = info.partition_keys(partitions)
+    with rt.catalog.write() as conn:
+        txn_records.lock_usable(conn, rt.catalog, view.tid)
+        _record_read(conn, view, info.id, keys)
+        rows = part_records.visible_parts(conn, info.id, view.tid, view.snapshot, keys)
+    return Planned(info, tuple(rows), view.snapshot, view.tid)
+
+
+def _record_read(conn: Any, view: Statement, table_id: int, keys: Sequence[str] | None) -> None:
+    """A transaction's read of `table_id` (`keys` None: all of it), recorded as its isolation level asks (the read
+    set commit checks) and, through a keyed handle, for retries: a retry withdrawing what the read saw withdraws the
+    reader's work too (retries.py). The caller holds the transaction's row lock (lock_usable)."""
+    if view.isolation is not None:
+        read = view.isolation.read_set(keys)
+        if read:
+            read_sets.add_reads(conn, view.tid, table_id, read)
+    if view.key is not None:
+        key_records.record_scan(conn, view.tid, view.key, view.attempt, table_id, list(keys or [WHOLE_TABLE]),
+                                key_records.READ)
+
+
+def record_reads(rt: Runtime, view: Statement, table_ids: Sequence[int]) -> None:
+    """Whole-table reads of `table_ids` by a transaction (its manifest), recorded in one catalog transaction."""
+    recorded = view.isolation is not None and view.isolation.tracks_reads
+    if not table_ids or (not recorded and view.key is None):
+        return
+    with rt.catalog.write() as conn:
+        txn_records.lock_usable(conn, rt.catalog, view.tid)
+        for table_id in table_ids:
+            _record_read(conn, view, table_id, None)
+
+
+def _visible(rt: Runtime, info: TableInfo, tid: str | None, snapshot: int,
+             keys: Sequence[str] | None) -> tuple[PartRow, ...]:
+    with rt.catalog.read() as conn:
+        return tuple(part_records.visible_parts(conn, info.id, tid, snapshot, keys))
+
+
+def read_planned(rt: Runtime, planned: Planned, filter: object = None) -> pa.Table:
+    """The rows of a planned read, optionally filtered: the tag confirmed after the files were read; a missing file
+    of a snapshot that meanwhile fell below the table's horizon is a SnapshotTooOldError (vacuum removed it)."""
+    info = planned.info
+    predicate = check_filter(filter, info)
     try:
-        result = read(rt, info, None, row.csn, filter, keys)
-    except StorageError:
-        tags.confirm(rt, row)  # the tag went away meanwhile: say so rather than name a missing file
+        pieces = [rt.storage.read_part(info.directory, p.path, p.files, info.schema, p.partition)
+                  for p in planned.parts]
+    except StorageError as exc:
+        planned.confirm(rt)  # the tag went away meanwhile: say so rather than name a missing file
+        if planned.tid is None and planned.tag is None:
+            horizon = retention.horizon_of(rt, info.name.qualified)
+            if planned.snapshot < horizon:
+                raise SnapshotTooOldError(f"table {info.name}: CSN {planned.snapshot} is past its retention horizon "
+                                          f"{horizon}; read a newer one") from exc
         raise
-    tags.confirm(rt, row)
-    return result
+    planned.confirm(rt)
+    result = pa.concat_tables(pieces) if pieces else info.schema.empty_table()
+    return result.filter(predicate) if predicate is not None else result

@@ -100,12 +100,16 @@ def check_readable(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -
             return
         for name in tables:
             info = table_registry.get(conn, name)
-            horizon = table_horizon(conn, info.id)
-            if csn < horizon:
-                raise SnapshotTooOldError(
-                    f"table {info.name}: CSN {csn} is older than its retention horizon {horizon}: vacuum may "
-                    f"have removed its files; read CSN {horizon} or newer (Warehouse.set_retention keeps more)"
-                )
+            check_table_readable(str(info.name), csn, table_horizon(conn, info.id))
+
+
+def check_table_readable(table: str, csn: int, horizon: int) -> None:
+    """SnapshotTooOldError if `csn` is below `horizon`, the retention horizon of `table`."""
+    if csn < horizon:
+        raise SnapshotTooOldError(
+            f"table {table}: CSN {csn} is older than its retention horizon {horizon}: vacuum may "
+            f"have removed its files; read CSN {horizon} or newer (Warehouse.set_retention keeps more)"
+        )
 
 
 def horizon_of(rt: Runtime, table: str) -> int:

@@ -33,17 +33,18 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import compaction_records, key_records, part_records, table_registry, txn_records
+from airflow_txn.catalog import compaction_records, part_records, read_sets, table_registry, txn_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import crashpoints, retries
+from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError, SchemaMismatchError
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model.partitioning import (
     WHOLE_TABLE,
     Partition,
     check_partition_values,
-    normalize_partitions,
+    parse_partition_key,
     partition_key,
     split_by_partition,
 )
@@ -62,6 +63,9 @@ class Statement:
     tables: dict[str, TableInfo] | None = field(default=None, compare=False, repr=False)
     """Tables already looked up (Runtime.tables: a table never changes once created), so a write to a
     table seen before skips its lookup; None: no cache."""
+    isolation: Isolation | None = None
+    """The transaction's isolation level: what the statement scanned to choose its removals is recorded as
+    it asks, in the registration's own catalog transaction (None: nothing recorded)."""
 
 
 def load_table(rt: Runtime, stmt: Statement, table: str, check_transaction: bool = True) -> TableInfo:
@@ -114,17 +118,6 @@ def visible(rt: Runtime, stmt: Statement, info: TableInfo,
         return part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn, partition_keys)
 
 
-def record_read(rt: Runtime, stmt: Statement, table_id: int, partition_keys: Sequence[str] | None) -> None:
-    """A read through a keyed handle: recorded, so that a retry withdrawing what it saw withdraws the
-    reader's work too (retries.py). Reads with no key are not recorded."""
-    if stmt.key is None:
-        return
-    with rt.catalog.write() as conn:
-        txn_records.fetch(conn, stmt.tid, rt.catalog)  # the row lock: statement numbers are taken under it
-        key_records.record_scan(conn, stmt.tid, stmt.key, stmt.attempt, table_id,
-                                list(partition_keys or [WHOLE_TABLE]), key_records.READ)
-
-
 def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
     return rt.storage.read_part(info.directory, part.path, part.files, info.schema, part.partition)
 
@@ -140,7 +133,7 @@ def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
     info = load_table(rt, stmt, table, check_transaction=False)
     rows = _conformed(data, info)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
-    return _stage(rt, stmt, info, pieces, removals=[])
+    return _stage(rt, stmt, info, pieces, decide(rt, stmt, info, APPEND))
 
 
 def append_many(rt: Runtime, stmt: Statement, tables: object) -> dict[str, int]:
@@ -157,22 +150,106 @@ def append_many(rt: Runtime, stmt: Statement, tables: object) -> dict[str, int]:
     return dict(zip(tables, _stage_all(rt, stmt, plans), strict=True))
 
 
+APPEND, OVERWRITE, REWRITE = "append", "overwrite", "rewrite"
+WRITE_MODES = (APPEND, OVERWRITE, REWRITE)
+"""What a statement does to its table (decide): adds parts (APPEND), replaces the whole table or the listed
+partitions (OVERWRITE), or replaces parts it chose from the whole table by their rows (REWRITE: delete,
+update, copy-on-write)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What a statement replaces, decided by the core (decide): the one place the overwrite rule is written."""
+
+    mode: str
+    removals: tuple[int, ...] = ()
+    """The parts the statement replaces (ids)."""
+    scanned: tuple[str, ...] | None = None
+    """The partition keys the removals were chosen from (WHOLE_TABLE: all; None: none, an append): what a retry
+    of another key that rewrote them withdraws (retries.record), and the read set the isolation level records."""
+    allowed: tuple[str, ...] | None = None
+    """The partition keys the statement may write (an overwrite of listed partitions); None: any."""
+    visible: tuple[PartRow, ...] = ()
+    """REWRITE with no parts chosen yet: the parts the statement sees, to choose from (replacing)."""
+
+    def replacing(self, tid: str, ids: Sequence[int]) -> Decided:
+        """A REWRITE choosing `ids` among `visible`: MergedAwayError (the transaction stays usable) for one no longer
+        visible, SerializationError (a conflict) for one another transaction holds."""
+        return replace_parts(tid, {p.id: p.version.removal_tid for p in self.visible}, ids)
+
+
+def decide(rt: Runtime, stmt: Statement, info: TableInfo, mode: str,
+           partitions: Sequence[Mapping[str, Any]] | None = None, replaces: Sequence[int] | None = None) -> Decided:
+    """What a statement of `mode` on `info` replaces, from the statement's view (visible): nothing for an append;
+    for an overwrite every visible part of the listed `partitions` (None: of the whole table); for a rewrite the
+    parts `replaces` (checked still visible and free), or, with None, nothing yet (Decided.visible to choose from).
+    InvalidNameError for a mode, `partitions` or `replaces` that does not fit; SerializationError when another
+    transaction holds a part it would replace (before any file is written)."""
+    check_mode(mode, partitions, replaces)
+    if mode == APPEND:
+        return Decided(mode)
+    if mode == OVERWRITE:
+        keys = info.partition_keys(partitions)
+        victims = visible(rt, stmt, info, keys)
+        check_free(stmt.tid, {p.id: p.version.removal_tid for p in victims})
+        return Decided(mode, tuple(p.id for p in victims), tuple(keys or [WHOLE_TABLE]),
+                       None if keys is None else tuple(keys))
+    seen = visible(rt, stmt, info)
+    if replaces is not None:
+        return replace_parts(stmt.tid, {p.id: p.version.removal_tid for p in seen}, replaces)
+    return Decided(mode, (), (WHOLE_TABLE,), None, tuple(seen))
+
+
+def check_mode(mode: str, partitions: object, replaces: object) -> None:
+    """InvalidNameError for a mode that is none of WRITE_MODES, or `partitions`/`replaces` that do not go with it."""
+    if mode not in WRITE_MODES:
+        raise InvalidNameError(f"mode must be one of {WRITE_MODES[:2]}, got {mode!r}")
+    if partitions is not None and mode != OVERWRITE:
+        raise InvalidNameError("partitions=... only goes with mode='overwrite'")
+    if replaces is not None and mode != REWRITE:
+        raise InvalidNameError("replaces=... (the parts a rewrite replaces) only goes with a rewrite")
+
+
+def replace_parts(tid: str, holders: Mapping[int, str | None], ids: Sequence[int]) -> Decided:
+    """A REWRITE replacing the parts `ids` chosen among those the statement sees ({part id: removal lock holder}):
+    MergedAwayError for one no longer there (a background merge combined it with others since it was chosen: the
+    statement chooses again), SerializationError for one another transaction holds."""
+    gone = [i for i in ids if i not in holders]
+    if gone:
+        raise MergedAwayError(f"part {gone[0]} is no longer visible to the statement (a background merge combined it "
+                              "with others since it was chosen): choose the parts again")
+    check_free(tid, {i: holders[i] for i in ids})
+    return Decided(REWRITE, tuple(ids), (WHOLE_TABLE,))
+
+
+def check_free(tid: str, holders: Mapping[int, str | None]) -> None:
+    """SerializationError when another transaction holds the removal lock of one of the parts ({part id: holder}):
+    checked before files are written (invariant 6), where the registration would fail on the same lock anyway."""
+    for part_id, holder in holders.items():
+        if holder is not None and holder != tid:
+            raise part_records.conflict_error(part_id, holder, tid)
+
+
+def check_stray(table: str, allowed: Sequence[str] | None, written: Sequence[str]) -> None:
+    """SchemaMismatchError when a statement allowed only the partition keys `allowed` (an overwrite of listed
+    partitions) wrote rows of another partition (`written`: the keys it wrote); None allows any."""
+    if allowed is None:
+        return
+    stray = [k for k in written if k not in allowed]
+    if stray:
+        raise SchemaMismatchError(
+            f"overwrite of {table} lists partitions {[parse_partition_key(k) for k in allowed]} but the data "
+            f"also holds rows of {parse_partition_key(stray[0])}; nothing was staged")
+
+
 def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
               partitions: Sequence[Mapping[str, Any]] | None) -> int:
     info = load_table(rt, stmt, table)
     rows = _conformed(data, info)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
-    keys: list[str] | None = None
-    if partitions is not None:
-        listed = normalize_partitions(partitions, info.schema, info.partition_by)
-        keys = [partition_key(p) for p in listed]
-        stray = [p for p, _ in pieces if partition_key(p) not in keys]
-        if stray:
-            raise SchemaMismatchError(
-                f"overwrite of {info.name} lists partitions {listed} but the data also holds rows of {stray[0]}"
-            )
-    victims = visible(rt, stmt, info, keys)
-    return _stage(rt, stmt, info, pieces, removals=[p.id for p in victims], scanned=keys or [WHOLE_TABLE])
+    listed = info.partition_keys(partitions)  # a bad list or stray rows are refused before the conflict check
+    check_stray(info.name.qualified, listed, [partition_key(p) for p, _ in pieces])
+    return _stage(rt, stmt, info, pieces, decide(rt, stmt, info, OVERWRITE, partitions))
 
 
 def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
@@ -209,10 +286,11 @@ def _rewrite_once(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.E
                   replace: Callable[[pa.Table, pa.ChunkedArray], pa.Table]) -> int:
     """Copy-on-write: each visible part holding matching rows is replaced by `replace(rows, mask)`;
     parts without a match are left alone. Returns the number of matching rows."""
+    decided = decide(rt, stmt, info, REWRITE)
     removals: list[int] = []
     pieces: list[tuple[Partition, pa.Table]] = []
     matched = 0
-    for part in visible(rt, stmt, info):
+    for part in decided.visible:
         rows = read_part(rt, info, part)
         mask = _mask(rows, predicate)
         matches = int(pc.sum(mask).as_py() or 0)
@@ -221,7 +299,7 @@ def _rewrite_once(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.E
         matched += matches
         removals.append(part.id)
         pieces += split_by_partition(replace(rows, mask), info.partition_by)
-    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], removals, scanned=[WHOLE_TABLE])
+    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], decided.replacing(stmt.tid, removals))
     return matched
 
 
@@ -233,7 +311,8 @@ class TableWrite:
     written: Sequence[tuple[Partition, WrittenPart]]
     removals: Sequence[int] = ()
     scanned: Sequence[str] | None = None
-    """The partition keys the statement chose its removals from (WHOLE_TABLE: all of them; None: none, an append)."""
+    """The partition keys the statement chose its removals from (WHOLE_TABLE: all of them; None: none, an append):
+    recorded for retries, and as a read for the isolation level (Statement.isolation)."""
 
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
@@ -258,6 +337,11 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
             locked = compaction_records.follow_merges(conn, write.removals, rt.catalog)
             part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt)
             retries.record(conn, stmt.tid, stmt.key, stmt.attempt, write.info.id, write.scanned)
+            if write.scanned is not None and stmt.isolation is not None:  # what it chose from is a read
+                read = [] if WHOLE_TABLE in write.scanned else list(write.scanned)
+                recorded = stmt.isolation.read_set(read or None)
+                if recorded:
+                    read_sets.add_reads(conn, stmt.tid, write.info.id, recorded)
         part_records.register(conn, stmt.tid, stmt.key, [(w.info.id, w.written) for w in writes], stmt.attempt)
 
     names = ", ".join(dict.fromkeys(write.info.name.qualified for write in writes))
@@ -275,8 +359,9 @@ class _Planned:
 
 
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
-           removals: Sequence[int], scanned: Sequence[str] | None = None) -> int:
-    return _stage_all(rt, stmt, [_Planned(info, pieces, removals, scanned)])[0]
+           decided: Decided | None = None) -> int:
+    decided = decided or Decided(APPEND)
+    return _stage_all(rt, stmt, [_Planned(info, pieces, decided.removals, decided.scanned)])[0]
 
 
 def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[int]:

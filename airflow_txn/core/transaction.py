@@ -4,8 +4,8 @@ A Transaction object is a thin handle on a catalog row; any number of handles (i
 processes, via Warehouse.attach) may act on the same transaction. A statement that fails while
 executing marks the transaction failed (only rollback is allowed afterwards); a statement rejected
 for bad input before doing anything leaves the transaction as it was (invariant 9). Those statement
-rules are the module functions at the end (statement_of, run_statement, record_read_set, note_read),
-which the adapter interface (adapter.py) applies to Spark's statements too.
+rules are the module functions at the end (statement_of, run_statement), which the adapter interface
+(adapter.py) applies to an engine's statements too.
 """
 
 from __future__ import annotations
@@ -153,30 +153,20 @@ class Transaction:
                   key: str | None = None) -> int:
         """Replace the whole table (partitions=None) or only the listed partitions with `data`."""
         stmt = statement_of(self, key)
-        return run_statement(self, f"overwrite of {table}", lambda: self._scanned(
-            table, partitions, staging.overwrite(self._rt, stmt, table, data, partitions)))
+        return run_statement(self, f"overwrite of {table}",
+                             lambda: staging.overwrite(self._rt, stmt, table, data, partitions))
 
     def delete(self, table: str, where: pc.Expression, key: str | None = None) -> int:
         """Delete matching rows, rewriting only the parts that hold some; returns the number of rows deleted."""
         stmt = statement_of(self, key)
-        return run_statement(self, f"delete in {table}",
-                             lambda: self._scanned(table, None, staging.delete(self._rt, stmt, table, where)))
+        return run_statement(self, f"delete in {table}", lambda: staging.delete(self._rt, stmt, table, where))
 
     def update(self, table: str, where: pc.Expression, set: Mapping[str, object], key: str | None = None) -> int:
         """Set columns of matching rows (values or Expressions), rewriting only the parts holding some;
         returns the number of rows updated."""
         stmt = statement_of(self, key)
         return run_statement(self, f"update of {table}",
-                             lambda: self._scanned(table, None, staging.update(self._rt, stmt, table, where, set)))
-
-    def _scanned(self, table: str, partitions: PartitionSpec | None, rows: int) -> int:
-        """overwrite/update/delete chose what to replace from what they saw, so what they scanned (the
-        listed partitions, else the whole table) is a read for the isolation level (isolation.py)."""
-        if self._isolation.tracks_reads:  # else skip the table lookup: nothing would be recorded
-            with self._rt.catalog.read() as conn:
-                info = table_registry.get(conn, table)
-            record_read_set(self, info.id, info.partition_keys(partitions))
-        return rows
+                             lambda: staging.update(self._rt, stmt, table, where, set))
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, table: str, filter: pc.Expression | None = None,
@@ -187,17 +177,13 @@ class Transaction:
         table) and checked at commit. With `tag`: the table at that named snapshot instead (what a tag
         holds never changes, so nothing is recorded for the commit check or for retries).
         """
+        rt = self._rt
         if tag is not None:
-            with self._rt.catalog.read() as conn:
+            with rt.catalog.read() as conn:
                 txn_records.require_usable(txn_records.fetch(conn, self._tid))
-            return reading.read_at_tag(self._rt, tag, table, filter, partitions)
-        with self._rt.catalog.read() as conn:
-            txn_records.require_usable(txn_records.fetch(conn, self._tid))
-            info = table_registry.get(conn, table)
-        keys = info.partition_keys(partitions)
-        record_read_set(self, info.id, keys)  # isolation: what the commit check covers
-        note_read(self, info.id, keys)  # retries: what a retry of this handle's key withdraws
-        return reading.read(self._rt, info, self._tid, self._snapshot, filter, keys)
+            return reading.read_planned(rt, reading.plan(rt, table, tag=tag, partitions=partitions), filter)
+        planned = reading.plan(rt, table, view=statement_of(self, None), partitions=partitions)
+        return reading.read_planned(rt, planned, filter)
 
     def manifest(self, tables: Sequence[str] | None = None) -> dict[str, TableManifest]:
         """The transaction's own view of `tables` (None: every table) as manifests (docs/MANIFESTS.md),
@@ -213,12 +199,9 @@ class Transaction:
             txn_records.require_usable(txn_records.fetch(conn, self._tid))
             infos = table_registry.all_tables(conn) if tables is None else [table_registry.get(conn, t)
                                                                              for t in tables]
-        views = {}
-        for info in sorted({i.id: i for i in infos}.values(), key=lambda i: i.name.qualified):
-            record_read_set(self, info.id, None)
-            note_read(self, info.id, None)
-            views[info.name.qualified] = manifests.view_manifest(rt, info, self._tid, self._snapshot)
-        return views
+        chosen = sorted({i.id: i for i in infos}.values(), key=lambda i: i.name.qualified)
+        reading.record_reads(rt, statement_of(self, None), [info.id for info in chosen])  # as `read` records them
+        return {info.name.qualified: manifests.view_manifest(rt, info, self._tid, self._snapshot) for info in chosen}
 
     # -- end ----------------------------------------------------------------------------------------
     def commit(self, tag: str | None = None, tag_note: str | None = None) -> int:
@@ -309,9 +292,9 @@ def statement_of(txn: Transaction, key: str | None) -> staging.Statement:
     `key` is None: an Airflow task's writes)."""
     rt = txn.warehouse.runtime
     if check_key(key) is not None:
-        return staging.Statement(txn.tid, txn.snapshot_csn, key, tables=rt.tables)
+        return staging.Statement(txn.tid, txn.snapshot_csn, key, tables=rt.tables, isolation=txn.isolation)
     return staging.Statement(txn.tid, txn.snapshot_csn, txn.default_key,
-                             txn.default_attempt if txn.default_key is not None else None, rt.tables)
+                             txn.default_attempt if txn.default_key is not None else None, rt.tables, txn.isolation)
 
 
 def run_statement(txn: Transaction, what: str, fn: Callable[[], T]) -> T:
@@ -339,16 +322,3 @@ def _mark_failed(txn: Transaction, reason: str) -> None:
             txn_records.mark_failed(conn, txn.tid, reason)
     except Exception:  # the catalog itself may be what failed; the original error matters more
         log.warning("could not mark the transaction failed", exc_info=True, extra=logs.fields(txn.tid))
-
-
-def record_read_set(txn: Transaction, table_id: int, keys: Sequence[str] | None) -> None:
-    """A read or scan of `table_id` (`keys` None: the whole table), recorded as the isolation level
-    asks (Isolation.read_set: serializable records it, snapshot nothing)."""
-    txn.isolation.record_read_set(txn.warehouse.runtime.catalog, txn.tid, table_id, keys)
-
-
-def note_read(txn: Transaction, table_id: int, keys: Sequence[str] | None) -> None:
-    """A read through a keyed handle counts as building on what it saw (staging.record_read), so a
-    retry that withdraws what it saw withdraws the reader's work too (retries.py)."""
-    if txn.default_key is not None:
-        staging.record_read(txn.warehouse.runtime, statement_of(txn, None), table_id, keys)

@@ -355,20 +355,7 @@ class Warehouse:
              tag: str | None = None) -> pa.Table:
         """The table at snapshot `csn` (None: the readable watermark), or at tag `tag` (a named snapshot that
         holds the table; readable whatever the retention)."""
-        if tag is not None:
-            if csn is not None:
-                raise InvalidArgumentError(f"read at csn {csn} or at tag {tag!r}, not both")
-            return reading.read_at_tag(self.runtime, tag, table, filter)
-        snapshot = self._snapshot_for(csn, [table])
-        with self.runtime.catalog.read() as conn:
-            info = table_registry.get(conn, table)
-        try:
-            return reading.read(self.runtime, info, None, snapshot, filter)
-        except StorageError as exc:
-            if snapshot < retention.horizon_of(self.runtime, table):
-                raise SnapshotTooOldError(f"table {table}: CSN {snapshot} is past its retention horizon "
-                                          f"{retention.horizon_of(self.runtime, table)}; read a newer one") from exc
-            raise
+        return reading.read_planned(self.runtime, reading.plan(self.runtime, table, csn=csn, tag=tag), filter)
 
     def write_manifest(self, csn: int | None = None, tables: list[str] | None = None,
                        tag: str | None = None) -> ManifestReport:

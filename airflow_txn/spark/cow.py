@@ -6,7 +6,8 @@ the driver), and the rewritten parts replace them in one registration, taking th
     job 1: scan the visible parts (only the columns `where` needs) -> matching rows per part id
     job 2: scan the affected parts -> drop (delete) or change (update) the matching rows -> writer.stage_frame
 
-The statement's steps on the core go through the adapter interface (airflow_txn.core.adapter.Statement).
+The statement is the core's (adapter.open_write(..., REWRITE)): it lists the parts the statement sees, checks
+the chosen ones (WritePlan.replacing) and registers the rewritten parts with the read set (WritePlan.commit).
 
 A background merge (compaction.py) that swaps out some of the chosen parts while the jobs run makes
 the registration refuse them (MergedAwayError): the statement then runs again on a fresh choice, up to
@@ -24,10 +25,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_txn.core.adapter import PartView, Statement, StoredTable, open_statement
+from airflow_txn.core.adapter import REWRITE, PartView, StoredTable, WritePlan, open_write
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError
-from airflow_txn.model.partitioning import WHOLE_TABLE
 from airflow_txn.spark import via as via_module
 from airflow_txn.spark.frames import parts_frame
 from airflow_txn.spark.types import PART_ID, to_spark_schema, to_spark_type
@@ -62,28 +62,29 @@ def _rewrite(spark: SparkSession, txn: Transaction, table: str, where: Column | 
              assignments: Mapping[str, Any] | None, key: str | None, via: str) -> int:
     way = via_module.choose(spark, txn.warehouse, via)
     verb = "delete in" if assignments is None else "update of"
-    stmt = open_statement(txn, table, key, what=f"spark {verb} {table}")
-    info = stmt.stored
+    what = f"spark {verb} {table}"
+    plan = open_write(txn, table, REWRITE, key=key, what=what)
+    info = plan.table
     if PART_ID in info.schema.names:
         raise SchemaMismatchError(f"{info.name} has a column named {PART_ID!r}, which Spark's copy-on-write uses "
                                   "for itself: use Transaction.delete/update")
     condition = _condition(spark, info, where)
     setters = None if assignments is None else _setters(spark, info, assignments)
-    what = stmt.what
     matched = F.coalesce(condition, F.lit(False))
-    run = _Run(spark, stmt, key, way)
+    run = _Run(spark, txn, way)
     # a background merge may swap out parts this statement chose while its jobs run: the snapshot's
     # rows are the same, now in the merged part, so the statement runs again on a fresh choice
     for attempt in range(1, MERGE_RETRIES):
         try:
-            return _rewrite_once(run, matched, setters)
+            return _rewrite_once(run, plan, matched, setters)
         except MergedAwayError as exc:
             log.info("%s runs again (%d of %d runs done): %s", what, attempt, MERGE_RETRIES, exc)
+        plan = open_write(txn, table, REWRITE, key=key, what=what)
     try:
-        return _rewrite_once(run, matched, setters)
+        return _rewrite_once(run, plan, matched, setters)
     except MergedAwayError as exc:
         cause = exc
-    return stmt.run(lambda: _give_up(what, cause))
+    return plan.run(lambda: _give_up(what, cause))
 
 
 @dataclass(frozen=True)
@@ -92,25 +93,22 @@ class _Run:
     "airflow_txn" data source (DATASOURCE: any root, Spark Connect; via.py)."""
 
     spark: SparkSession
-    stmt: Statement
-    key: str | None
+    txn: Transaction
     way: str
 
-    def parts(self, parts: Sequence[PartView], with_part_id: bool = False) -> DataFrame:
+    def parts(self, plan: WritePlan, parts: Sequence[PartView], with_part_id: bool = False) -> DataFrame:
         """The rows of exactly `parts` (MergedAwayError, when the job runs, if one is gone from the view)."""
         if self.way == via_module.NATIVE:
-            return parts_frame(self.spark, self.stmt.table, parts, with_part_id=with_part_id)
-        return via_module.read(self.spark, self.stmt.txn.warehouse, self.stmt.stored.name, None, self.stmt.txn,
-                               None, parts=[p.id for p in parts], part_id=with_part_id)
+            return parts_frame(self.spark, plan.view, parts, with_part_id=with_part_id)
+        return via_module.read(self.spark, self.txn.warehouse, plan.table.name, None, self.txn, None,
+                               parts=[p.id for p in parts], part_id=with_part_id)
 
-    def stage(self, changed: DataFrame, replaced: Sequence[PartView]) -> None:
-        """Stage `changed` as the statement's parts in place of `replaced`, in one registration."""
+    def stage(self, changed: DataFrame, plan: WritePlan) -> None:
+        """Stage `changed` as the statement's parts in place of those `plan` replaces, in one registration."""
         if self.way == via_module.NATIVE:
-            stage_frame(self.stmt, conform(changed, self.stmt.table), [p.id for p in replaced], choose_again=True,
-                        scanned=[WHOLE_TABLE])
+            stage_frame(plan, conform(changed, plan.view))
             return
-        via_module.write(changed, self.stmt.txn, self.stmt.stored.name, "append", None, self.key,
-                         replaces=[p.id for p in replaced])
+        via_module.write(changed, plan)
 
 
 def _give_up(what: str, cause: MergedAwayError) -> int:
@@ -121,29 +119,26 @@ def _give_up(what: str, cause: MergedAwayError) -> int:
     ) from cause
 
 
-def _rewrite_once(run: _Run, matched: Column, setters: Mapping[str, Column] | None) -> int:
+def _rewrite_once(run: _Run, plan: WritePlan, matched: Column, setters: Mapping[str, Column] | None) -> int:
     """One run: choose the parts holding matches (job 1), rewrite them (job 2), register. Raises
     MergedAwayError, the transaction still usable, when a merge took some chosen parts meanwhile."""
-    stmt = run.stmt
-    parts = stmt.visible_parts()
+    parts = plan.visible
     counts = {
         int(row[PART_ID]): int(row["count"])
-        for row in run.parts(parts, with_part_id=True).where(matched).groupBy(PART_ID).count().collect()
+        for row in run.parts(plan, parts, with_part_id=True).where(matched).groupBy(PART_ID).count().collect()
     } if parts else {}
     affected = [p for p in parts if p.id in counts]
-    stmt.check_replaceable(affected)
+    plan = plan.replacing([p.id for p in affected])
     if not affected:  # nothing to rewrite; registering nothing still replaces the key's earlier attempts
-        stmt.register([], [], [WHOLE_TABLE])
-        stmt.record_read_set(None)
+        plan.commit([])
         return 0
-    rows = run.parts(affected)
+    rows = run.parts(plan, affected)
     if setters is None:
         changed = rows.where(~matched)
     else:
         changed = rows.select(*[F.when(matched, setters[n]).otherwise(column_of(n)).alias(n) if n in setters
-                                else column_of(n) for n in stmt.stored.schema.names])
-    run.stage(changed, affected)
-    stmt.record_read_set(None)
+                                else column_of(n) for n in plan.table.schema.names])
+    run.stage(changed, plan)
     return sum(counts.values())
 
 

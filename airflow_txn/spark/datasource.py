@@ -20,6 +20,11 @@ read through the root's filesystem with the partition columns restored (typed as
 Option `partitions` prunes parts on the driver; Spark's own filters are evaluated by Spark on the rows (why
 not pushed down here: _Reader).
 
+Planning is the core's (docs/ARCHITECTURE.md, "The two plans"): `airflow_txn.spark.write/read` plan on the client
+(adapter.open_write / plan_read: their errors raised there) and pass the plan as option `write_plan` / `read_plan`
+(JSON, the root's settings left out), so the Spark side decides nothing and asks the catalog nothing before the
+commit; a direct `format("airflow_txn")` use plans here from the options below with the same two functions.
+
 Options: `tid` (required to write; to read a transaction's own view), `csn`, `tag` (read at a named snapshot:
 Warehouse.tag; the tag keeps its files while it exists), `key` and `attempt` (the staging key of a write, and the
 key a read of `tid`'s own view is recorded under, so that a retry withdrawing what it read withdraws the reader's
@@ -29,8 +34,8 @@ the cores of the process planning the read), `statement` (16 hex digits starting
 so a failed statement's files can be found and deleted; default: a fresh one); for copy-on-write and compaction
 (cow.py, compaction.py): `parts` (JSON list of part ids: a read of exactly those, MergedAwayError if one left the
 view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID), `replaces` (JSON list of
-part ids an append replaces: a rewrite, checked to be still visible to the statement), `merge` (a merge's footer
-tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in; nothing is registered
+part ids an append replaces: a rewrite, checked to be still visible to the statement and free), `merge` (a merge's
+footer tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in; nothing is registered
 here); and where the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`, `storage.<setting>`
 (endpoint_url, region, access_key_id, secret_access_key, ...); without them the Spark side's own AIRFLOW_TXN_* and
 AWS_* environment applies. Spark's default `spark.redaction.regex` hides options whose names hold "secret",
@@ -58,21 +63,22 @@ from pyspark.sql.types import LongType, StructType
 from sqlalchemy.engine import make_url
 
 from airflow_txn.core.adapter import (
+    APPEND,
+    OVERWRITE,
+    REWRITE,
     PartView,
-    Statement,
+    ReadPlan,
     StoredTable,
+    WritePlan,
     WrittenPart,
-    check_read,
-    new_statement_id,
-    open_root,
-    open_statement,
+    open_write,
     plan_read,
     stored_table,
 )
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
-from airflow_txn.model.partitioning import WHOLE_TABLE, parse_partition_key
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError
+from airflow_txn.model.partitioning import parse_partition_key
 from airflow_txn.spark.types import PART_ID, check_frame_schema, to_arrow_schema, to_spark_schema
 
 NAME = "airflow_txn"
@@ -169,11 +175,16 @@ class AirflowTxnDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        wh, table = _warehouse(self.options), _table_name(self.options)
-        if self.options.get("csn") or self.options.get("tag"):  # a read: its planning errors come at load()
-            check_read(wh, table, csn=_integer(self.options["csn"], "csn") if self.options.get("csn") else None,
-                       tag=self.options.get("tag") or None)
-        schema = to_spark_schema(stored_table(wh, table).schema)
+        if self.options.get("read_plan"):  # planned by the client (via.read)
+            stored = ReadPlan.from_json(str(self.options["read_plan"]), {}).stored
+        elif self.options.get("write_plan"):  # planned by the client (via.write)
+            stored = WritePlan.from_json(str(self.options["write_plan"]), {}).table
+        elif self.options.get("csn") or self.options.get("tag"):  # a read: its planning errors come at load()
+            self._planned = _plan_read(dict(self.options)).to_json()
+            stored = ReadPlan.from_json(self._planned, {}).stored
+        else:  # a transaction's view (planned and recorded once, by reader()) or a write
+            stored = stored_table(_warehouse(self.options), _table_name(self.options))
+        schema = to_spark_schema(stored.schema)
         if _flag(self.options, "part_id"):
             schema = schema.add(PART_ID, LongType(), nullable=False)
         return schema
@@ -184,7 +195,17 @@ class AirflowTxnDataSource(DataSource):
         return _Writer(dict(self.options), schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _Reader(_plan_read(dict(self.options)), to_arrow_schema(schema))
+        options = dict(self.options)
+        planned = options.get("read_plan") or getattr(self, "_planned", None)
+        plan = ReadPlan.from_json(planned, _storage(options)) if planned else _plan_read(options)
+        parallelism = _integer(options["parallelism"], "parallelism") if options.get("parallelism") else None
+        return _Reader(_ReadPlan(plan.stored, list(plan.parts), _flag(options, "part_id"),
+                                 parallelism or os.cpu_count() or 2), to_arrow_schema(schema))
+
+
+def _storage(options: Mapping[str, str]) -> dict[str, str]:
+    """The root's settings the warehouse of `options` is opened with (its `storage.*`, else the environment)."""
+    return dict(_warehouse(options).config.storage_options)
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
@@ -195,51 +216,20 @@ class _TaskParts(WriterCommitMessage):
     parts: tuple[tuple[str, WrittenPart], ...]
 
 
-@dataclass(frozen=True)
-class _WritePlan:
-    """The statement as planned on the driver (picklable: every task gets it)."""
-
-    options: dict[str, str]
-    table: StoredTable
-    tags: dict[str, Any]
-    removals: tuple[int, ...]
-    scanned: tuple[str, ...] | None
-    listed: tuple[str, ...] | None
-    """The partition keys an overwrite of listed partitions may write (None: any)."""
-    rewrite: bool = False
-    """A copy-on-write rewrite (option `replaces`): a merge that took some of the removals meanwhile leaves
-    the transaction usable (MergedAwayError: the client chooses its parts again)."""
-
-
 class _Writer(DataSourceArrowWriter):
+    """A statement through the data source: its plan (adapter.open_write) made by the client (option `write_plan`,
+    via.write) or here from the options; each task writes plain part files and the driver commits them."""
+
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
-        if not options.get("tid"):
-            raise InvalidNameError('writing needs the transaction: .option("tid", t.tid)')
-        wh = _warehouse(options)
-        table = _table_name(options)
-        txn = _transaction(wh, options)
-        mode = "overwrite" if overwrite else "append"
-        stmt = open_statement(txn, table, what=f"spark {mode} of {table} (data source)")
-        stored = stmt.stored
-        check_schema(schema, stored)
-        listed = _listed(options.get("partitions"), stmt, overwrite)
-        replaces = _part_ids(options, "replaces")
-        removals: list[int] = []
-        scanned: tuple[str, ...] | None = None
-        if overwrite:
-            if replaces is not None:
-                raise InvalidNameError("option 'replaces' goes with mode('append'): the rewrite replaces those parts")
-            victims = stmt.visible_parts(listed)
-            stmt.check_replaceable(victims)
-            removals = [p.id for p in victims]
-            scanned = tuple(listed or [WHOLE_TABLE])
-        elif replaces is not None:  # a copy-on-write rewrite of parts the client chose from the whole table
-            stmt.check_replaceable(_chosen(stmt, replaces))
-            removals, scanned = replaces, (WHOLE_TABLE,)
-        statement = options.get("statement") or new_statement_id()
-        tags = {"tid": txn.tid, "key": stmt.key, "writer": "spark-datasource", "statement": statement}
-        self.plan = _WritePlan(options, stored, tags, tuple(removals), scanned,
-                               None if listed is None else tuple(listed), replaces is not None)
+        if options.get("write_plan"):
+            plan = WritePlan.from_json(str(options["write_plan"]), _storage(options))
+            if (plan.mode == OVERWRITE) != overwrite or plan.table.name != _table_name(options):
+                raise InvalidNameError(f"option 'write_plan' is a {plan.mode} of {plan.table.name}, not this write")
+        else:
+            plan = _open_write(options, overwrite)
+        check_schema(schema, plan.table)
+        self.options = options
+        self.plan = plan
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskParts:
         """One Spark task: its rows, conformed, as plain part files (deleted again if the task fails)."""
@@ -263,27 +253,19 @@ class _Writer(DataSourceArrowWriter):
 
     def _write(self, rows: pa.Table) -> list[tuple[str, WrittenPart]]:
         conformed = self.plan.table.conformed(rows)
-        written = self.plan.table.write_parts(conformed, self.plan.tags)
-        stray = [k for k, _ in written if self.plan.listed is not None and k not in self.plan.listed]
-        if stray:
+        written = self.plan.table.write_parts(conformed, self.plan.file_tags("spark-datasource"))
+        try:
+            self.plan.check_written([k for k, _ in written])  # a stray partition fails the task at once
+        except BaseException:
             self.plan.table.delete_parts([part.path for _, part in written])
-            raise SchemaMismatchError(
-                f"overwrite of {self.plan.table.name} lists partitions "
-                f"{[parse_partition_key(k) for k in self.plan.listed or ()]} but the DataFrame also holds rows of "
-                f"{parse_partition_key(stray[0])}; nothing was staged")
+            raise
         return written
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """On the driver: every task's parts registered as the statement's, in one catalog transaction."""
+        """On the driver: every task's parts committed as the statement's, in one catalog transaction."""
         written = [(parse_partition_key(k), part) for m in messages if isinstance(m, _TaskParts) for k, part in m.parts]
         try:
-            wh = _warehouse(self.plan.options)
-            txn = _transaction(wh, self.plan.options)
-            stmt = open_statement(txn, self.plan.table.name, what=f"spark write of {self.plan.table.name} (commit)")
-            stmt.register(written, list(self.plan.removals), list(self.plan.scanned) if self.plan.scanned else None,
-                          choose_again=self.plan.rewrite)
-            if self.plan.scanned is not None:
-                stmt.record_read_set(None if self.plan.listed is None else list(self.plan.listed))
+            self.plan.commit(written, _warehouse(self.options))
         except BaseException:
             self.plan.table.delete_parts([part.path for _, part in written])
             raise
@@ -292,18 +274,26 @@ class _Writer(DataSourceArrowWriter):
         """The job failed: delete what its tasks wrote (a failed task deleted its own; a task that finished
         may not have reported it yet, so the statement's files are also found by name)."""
         self.plan.table.delete_parts([part.path for m in messages if isinstance(m, _TaskParts) for _, part in m.parts])
-        self.plan.table.delete_statement_files(str(self.plan.tags["tid"]), str(self.plan.tags["statement"]))
+        self.plan.table.delete_statement_files(self.plan.tid, self.plan.statement)
 
 
-def _chosen(stmt: Statement, ids: Sequence[int]) -> list[PartView]:
-    """The parts `ids` among those the statement sees; MergedAwayError (the transaction stays usable) when one
-    is no longer there: a background merge combined it with others since it was chosen."""
-    visible = {p.id: p for p in stmt.visible_parts()}
-    gone = [i for i in ids if i not in visible]
-    if gone:
-        raise MergedAwayError(f"part {gone[0]} of {stmt.stored.name} is no longer visible to the statement (a "
-                              "background merge combined it with others): choose the parts again")
-    return [visible[i] for i in ids]
+def _open_write(options: Mapping[str, str], overwrite: bool) -> WritePlan:
+    """The statement the options describe (no `write_plan`: a write through df.write.format(...) itself)."""
+    if not options.get("tid"):
+        raise InvalidNameError('writing needs the transaction: .option("tid", t.tid)')
+    wh = _warehouse(options)
+    table = _table_name(options)
+    txn = _transaction(wh, options)
+    replaces = _part_ids(options, "replaces")
+    if replaces is not None and overwrite:
+        raise InvalidNameError("option 'replaces' goes with mode('append'): the rewrite replaces those parts")
+    partitions = _json_list(options["partitions"], "partitions") if options.get("partitions") is not None else None
+    if partitions is not None and not overwrite:
+        raise InvalidNameError("option 'partitions' only goes with mode('overwrite')")
+    mode = OVERWRITE if overwrite else REWRITE if replaces is not None else APPEND
+    plan = open_write(txn, table, mode, partitions, replaces, what=f"spark {mode} of {table} (data source)")
+    statement = options.get("statement")
+    return plan.with_statement(str(statement)) if statement else plan
 
 
 class _MergeWriter(DataSourceArrowWriter):
@@ -327,23 +317,13 @@ class _MergeWriter(DataSourceArrowWriter):
         batches = list(iterator)
         rows = self.table.conformed(pa.Table.from_batches(batches) if batches else self.table.schema.empty_table())
         partition = {str(k): None if v is None else str(v) for k, v in dict(self.tags.get("partition") or {}).items()}
-        open_root(self.table.root, self.table.storage_options).write_part(self.table.directory, partition, rows,
-                                                                         {**self.tags, "table": self.table.name})
+        self.table.write_merge_part(partition, rows, self.tags)
         return WriterCommitMessage()
 
 
 def check_schema(schema: StructType, table: StoredTable) -> None:
     """SchemaMismatchError listing every difference between the DataFrame's columns and the table's."""
     check_frame_schema(schema, table.schema, table.name)
-
-
-def _listed(value: str | None, stmt: Statement, overwrite: bool) -> list[str] | None:
-    """The partition keys of option `partitions` (a JSON list of {column: value}), checked against the table."""
-    if value is None:
-        return None
-    if not overwrite:
-        raise InvalidNameError("option 'partitions' only goes with mode('overwrite')")
-    return stmt.partition_keys(_json_list(value, "partitions"))
 
 
 def _json_list(value: str, name: str) -> list[Any]:
@@ -401,7 +381,8 @@ class _ReadPlan:
     read_splits spreads small parts over."""
 
 
-def _plan_read(options: dict[str, str]) -> _ReadPlan:
+def _plan_read(options: dict[str, str]) -> ReadPlan:
+    """The read the options describe (no `read_plan`: a read through spark.read.format(...) itself)."""
     wh = _warehouse(options)
     table = _table_name(options)
     if sum(bool(options.get(o)) for o in ("tid", "csn", "tag")) > 1:
@@ -410,18 +391,8 @@ def _plan_read(options: dict[str, str]) -> _ReadPlan:
     txn = _transaction(wh, options) if options.get("tid") else None  # with its key: the read is recorded under it
     csn = _integer(options["csn"], "csn") if options.get("csn") else None
     partitions = _json_list(options["partitions"], "partitions") if options.get("partitions") else None
-    only = _part_ids(options, "parts")
-    plan = plan_read(wh, table, csn=csn, txn=txn, partitions=partitions, tag=options.get("tag") or None)
-    parts = list(plan.parts)
-    if only is not None:  # exactly the parts a statement or a merge chose
-        seen = {p.id: p for p in parts}
-        gone = [i for i in only if i not in seen]
-        if gone:
-            raise MergedAwayError(f"part {gone[0]} of {table} is not visible in this read (a background merge "
-                                  "combined it with others since it was chosen): choose the parts again")
-        parts = [seen[i] for i in only]
-    parallelism = _integer(options["parallelism"], "parallelism") if options.get("parallelism") else None
-    return _ReadPlan(plan.stored, parts, _flag(options, "part_id"), parallelism or os.cpu_count() or 2)
+    return plan_read(wh, table, csn=csn, txn=txn, partitions=partitions, tag=options.get("tag") or None,
+                     parts=_part_ids(options, "parts"))
 
 
 class _Reader(DataSourceReader):

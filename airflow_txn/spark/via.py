@@ -24,11 +24,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_txn import errors
 from airflow_txn.core.adapter import (
+    OVERWRITE,
     MergeTask,
     StoredTable,
+    WritePlan,
     WrittenPart,
     new_statement_id,
-    open_statement,
+    plan_read,
     stored_table,
 )
 from airflow_txn.core.transaction import Transaction
@@ -56,67 +58,40 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def write(df: DataFrame, txn: Transaction, table: str, mode: str, partitions: PartitionSpec | None,
-          key: str | None, replaces: Sequence[int] | None = None) -> int:
-    """airflow_txn.spark.write through the data source; returns the rows staged. `replaces`: the parts a
-    copy-on-write rewrite replaces (mode "append"; cow.py), MergedAwayError when a background merge took one."""
-    stmt = open_statement(txn, table, key, what=f"spark {mode} of {table}")  # the transaction may write
-    datasource.check_schema(df.schema, stmt.stored)
-    if partitions is not None:
-        stmt.partition_keys(partitions)  # checked against the table here, again on the Spark side
-    statement = new_statement_id()
-    options = {**datasource.warehouse_options(txn.warehouse), "tid": txn.tid, "statement": statement}
-    if stmt.key is not None:
-        options["key"] = stmt.key
-        if stmt.attempt is not None:
-            options["attempt"] = str(stmt.attempt)
-    if partitions is not None:
-        options["partitions"] = json.dumps([dict(p) for p in partitions], default=str)
-    if replaces is not None:
-        options["replaces"] = json.dumps(list(replaces))
+def write(df: DataFrame, plan: WritePlan) -> int:
+    """airflow_txn.spark.write through the data source: the statement `plan` (adapter.open_write, decided in this
+    process: the transaction, the table, what it replaces), carried to the data source as its option `write_plan`;
+    returns the rows staged. A REWRITE whose parts a background merge took raises MergedAwayError."""
+    datasource.check_schema(df.schema, plan.table)
+    wh = plan.warehouse
+    options = {**datasource.warehouse_options(wh), "write_plan": plan.to_json()}
     datasource.register(df.sparkSession)
     try:
-        with txn.keep_alive(), ours_raised():
-            df.write.format(datasource.NAME).options(**options).mode(mode).save(stmt.stored.name)
+        with plan.keep_alive(), ours_raised():
+            df.write.format(datasource.NAME).options(**options).mode(
+                "overwrite" if plan.mode == OVERWRITE else "append").save(plan.table.name)
     except BaseException:
-        if not _registered(txn, stmt.stored.name, statement):
-            _sweep(stmt.stored, txn.tid, statement)
+        if not _registered(wh, plan.tid, plan.table.name, plan.statement):
+            _sweep(plan.table, plan.tid, plan.statement)
         raise
-    return sum(_staged(txn, stmt.stored.name, statement).values())
+    return sum(_staged(wh, plan.tid, plan.table.name, plan.statement).values())
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: Transaction | None,
          partitions: PartitionSpec | None, parts: Sequence[int] | None = None, part_id: bool = False,
          tag: str | None = None) -> DataFrame:
-    """airflow_txn.spark.read through the data source, at a snapshot fixed now (the watermark when no csn/txn/tag).
-    `parts`: exactly these parts of that view (MergedAwayError, when the query runs, if one is gone);
-    `part_id`: each row also carries its part's id (column types.PART_ID)."""
-    if sum(x is not None for x in (csn, txn, tag)) > 1:
-        raise TxnError("pass one of csn (a committed snapshot), tag (a named one) or txn (a transaction's own "
-                       "view), not several")
-    stored = stored_table(wh, table)  # TableNotFoundError here, not inside a Spark job
-    options = datasource.warehouse_options(wh)
-    if txn is not None:
-        options["tid"] = txn.tid
-        if txn.default_key is not None:  # a keyed handle's read is recorded under its key (invariant 7)
-            options["key"] = txn.default_key
-            if txn.default_attempt is not None:
-                options["attempt"] = str(txn.default_attempt)
-    elif tag is not None:
-        wh.tag_info(tag)  # TagNotFoundError here, not inside a Spark job
-        options["tag"] = tag
-    else:
-        options["csn"] = str(csn if csn is not None else wh.readable_csn())
-    if partitions is not None:
-        options["partitions"] = json.dumps([dict(p) for p in partitions], default=str)
-    if parts is not None:
-        options["parts"] = json.dumps(list(parts))
+    """airflow_txn.spark.read through the data source, planned here by the core's read planner (adapter.plan_read:
+    its errors raised here, the read recorded once) and carried to the data source as its option `read_plan`.
+    `parts`: exactly these parts of that view (MergedAwayError if one is gone); `part_id`: each row also carries
+    its part's id (column types.PART_ID)."""
+    plan = plan_read(wh, table, csn=csn, txn=txn, partitions=partitions, tag=tag, parts=parts)
+    options = {**datasource.warehouse_options(wh), "read_plan": plan.to_json()}
     if part_id:
         options["part_id"] = "true"
     datasource.register(spark)
     with ours_raised():
-        frame = spark.read.format(datasource.NAME).options(**options).load(stored.name)
-        frame.schema  # noqa: B018  Spark Connect analyzes lazily: the data source's schema() checks the read now
+        frame = spark.read.format(datasource.NAME).options(**options).load(plan.stored.name)
+        frame.schema  # noqa: B018  Spark Connect analyzes lazily: a data-source error comes here, not at an action
     return frame
 
 
@@ -160,19 +135,19 @@ def _sweep(table: StoredTable, tid: str, statement: str) -> None:
         time.sleep(SWEEP_PAUSE_S)
 
 
-def _registered(txn: Transaction, table: str, statement: str) -> bool:
+def _registered(wh: Warehouse, tid: str, table: str, statement: str) -> bool:
     """Whether the statement registered parts after all (the failure came after its commit)."""
     try:
-        return bool(_staged(txn, table, statement))
+        return bool(_staged(wh, tid, table, statement))
     except TxnError:
         return True  # cannot tell: leave the files to vacuum, which judges them by the catalog
 
 
-def _staged(txn: Transaction, table: str, statement: str) -> dict[str, int]:
+def _staged(wh: Warehouse, tid: str, table: str, statement: str) -> dict[str, int]:
     """{path: rows} of the parts statement `statement` registered in `table` (their file names start with
     its id; other statements of the transaction, say other tasks writing the same table, do not count)."""
-    mark = f"p-{txn.tid}-{statement}"
-    info = txn.warehouse.transaction_info(txn.tid)
+    mark = f"p-{tid}-{statement}"
+    info = wh.transaction_info(tid)
     return {p["path"]: int(p["rows"]) for p in info["parts"]
             if p["role"] == "created" and p["table"] == table and p["path"].rsplit("/", 1)[-1].startswith(mark)}
 

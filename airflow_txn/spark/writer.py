@@ -4,8 +4,11 @@ driver registers one part per partition directory in the transaction.
     check the DataFrame's schema ─► new write dir `w-<32 hex>` ─► Spark job: df.write.partitionBy(...)
     (nothing written on a mismatch)  (sidecar first)                 .parquet(write dir), lease kept alive
       ─► each `<col>=<value>` leaf is one part: rows from its Parquet footers (no data on the driver)
-      ─► ONE catalog transaction (adapter.Statement.register): fence stale attempts, compensate the key,
-         take removal locks (overwrite), register the parts
+      ─► ONE catalog transaction (adapter.WritePlan.commit): fence stale attempts, compensate the key,
+         take removal locks (overwrite), record the read set, register the parts
+
+What the statement replaces is the core's decision (adapter.open_write, the rule the core's own statements
+follow); this module only runs the Spark job and hands the written parts back.
 
 A write that fails or is rejected deletes its write dir and changes nothing in the catalog. A Spark
 job that fails leaves the transaction usable (the task may be retried); a conflict or a catalog
@@ -16,17 +19,16 @@ unregistered write dir, which vacuum deletes once the transaction is over (invar
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_txn.core.adapter import Statement, TableView, WrittenPart, open_statement
+from airflow_txn.core.adapter import TableView, WritePlan, open_write
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError
-from airflow_txn.model.partitioning import WHOLE_TABLE, Partition, parse_partition_key, partition_key
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark import via as via_module
@@ -50,24 +52,11 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
     """
     if mode not in MODES:
         raise InvalidNameError(f"mode must be one of {MODES}, got {mode!r}")
-    if partitions is not None and mode != "overwrite":
-        raise InvalidNameError("partitions=... only goes with mode='overwrite'")
-    if via_module.choose(df.sparkSession, txn.warehouse, via) == via_module.DATASOURCE:
-        return via_module.write(df, txn, table, mode, partitions, key)
-    stmt = open_statement(txn, table, key, what=f"spark {mode} of {table}")
-    info = stmt.table
-    frame = conform(df, info)
-    keys = info.partition_keys(partitions)
-    removals: list[int] = []
-    if mode == "overwrite":
-        victims = stmt.visible_parts(keys)
-        stmt.check_replaceable(victims)
-        removals = [p.id for p in victims]
-    scanned = (keys or [WHOLE_TABLE]) if mode == "overwrite" else None
-    rows = stage_frame(stmt, frame, removals, allowed_keys=keys, scanned=scanned)
-    if mode == "overwrite":
-        stmt.record_read_set(keys)
-    return rows
+    way = via_module.choose(df.sparkSession, txn.warehouse, via)
+    plan = open_write(txn, table, mode, partitions, key=key, what=f"spark {mode} of {table}")
+    if way == via_module.DATASOURCE:
+        return via_module.write(df, plan)
+    return stage_frame(plan, conform(df, plan.view))
 
 
 def conform(df: DataFrame, info: TableView) -> DataFrame:
@@ -129,31 +118,27 @@ def _refused(error: Exception, info: TableView) -> SchemaMismatchError | None:
     return SchemaMismatchError(f"nothing was staged: {reason}")
 
 
-def stage_frame(stmt: Statement, frame: DataFrame, removals: Sequence[int],
-                allowed_keys: Sequence[str] | None = None, choose_again: bool = False,
-                scanned: Sequence[str] | None = None) -> int:
-    """Write `frame` (conformed) into a new write dir with Spark and register its parts, replacing
-    `removals`; returns the rows staged. On any failure the write dir is deleted. With `choose_again`
-    a MergedAwayError at registration (a background merge took some of `removals`) leaves the
-    transaction usable and reaches the caller, which chooses its parts again (Statement.register)."""
-    info = stmt.table
+def stage_frame(plan: WritePlan, frame: DataFrame) -> int:
+    """Write `frame` (conformed) into a new write dir with Spark and commit its parts as the statement `plan`;
+    returns the rows staged. On any failure the write dir is deleted (a REWRITE whose chosen parts a background
+    merge took meanwhile raises MergedAwayError, the transaction still usable: WritePlan.commit)."""
+    info = plan.view
     zone = None
     if layout.zoned_partitions(info.schema, info.partition_by):  # asking Spark costs a round trip
         zone = layout.check_zone(frame.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC",
                                  info.schema, info.partition_by)
-    write_dir = stmt.new_write_dir(writer="spark")
+    write_dir = plan.new_write_dir(writer="spark")
     try:
-        with stmt.txn.keep_alive():
+        with plan.keep_alive():
             _run_job(frame, info, write_dir.location)
         written = layout.written_parts(write_dir.location, write_dir.relative, info.schema, info.partition_by, zone)
-        _check_listed(written, allowed_keys, info)
-        stmt.register(written, removals, scanned, choose_again=choose_again)
+        rows = plan.commit(written)
     except BaseException:
-        stmt.discard(write_dir)
+        plan.discard(write_dir)
         raise
     if not written:  # nothing to register: the empty write dir is no part
-        stmt.discard(write_dir)
-    return sum(part.row_count for _, part in written)
+        plan.discard(write_dir)
+    return rows
 
 
 def _run_job(frame: DataFrame, info: TableView, write_dir: Path) -> None:
@@ -172,15 +157,3 @@ def _run_job(frame: DataFrame, info: TableView, write_dir: Path) -> None:
 def spark_path(path: Path) -> str:
     """A local path as Spark reads and writes it (Hadoop takes the characters after `file://` literally)."""
     return "file://" + str(path.resolve())
-
-
-def _check_listed(written: Sequence[tuple[Partition, WrittenPart]], allowed_keys: Sequence[str] | None,
-                  info: TableView) -> None:
-    if allowed_keys is None:
-        return
-    stray = [p for p, _ in written if partition_key(p) not in allowed_keys]
-    if stray:
-        raise SchemaMismatchError(
-            f"overwrite of {info.name} lists partitions {[parse_partition_key(k) for k in allowed_keys]} but the "
-            f"DataFrame also holds rows of {stray[0]}; nothing was staged"
-        )

@@ -5,8 +5,9 @@ conflicts and merges."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import pickle
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,18 +16,24 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.core import adapter
-from airflow_txn.errors import SerializationError, StorageError, TransactionClosedError, TxnError
+from airflow_txn.errors import (
+    MergedAwayError,
+    SchemaMismatchError,
+    SerializationError,
+    StorageError,
+    TransactionClosedError,
+    TxnError,
+)
 from airflow_txn.model.partitioning import normalize_partitions
 from tests.helpers import events, ids, make_tables, storage_files
 
 EVENTS = "sales.events"
 
 
-def engine_write(stmt: adapter.Statement, rows: pa.Table, removals: Sequence[int] = (),
-                 scanned: Sequence[str] | None = None) -> int:
-    """What an engine does: its own files in a new write dir, one part per partition, then register."""
-    table = stmt.table
-    write_dir = stmt.new_write_dir(writer="test-engine")
+def engine_write(plan: adapter.WritePlan, rows: pa.Table) -> int:
+    """What an engine does: its own files in a new write dir, one part per partition, then commit the plan."""
+    table = plan.view
+    write_dir = plan.new_write_dir(writer="test-engine")
     written = []
     for day in sorted(set(rows["day"].to_pylist())):
         [partition] = normalize_partitions([{"day": day}], table.schema, table.partition_by)
@@ -37,20 +44,19 @@ def engine_write(stmt: adapter.Statement, rows: pa.Table, removals: Sequence[int
         written.append((partition, adapter.WrittenPart(f"{write_dir.relative}/day={day}", ("part-0.parquet",),
                                                        data.num_rows, (leaf / "part-0.parquet").stat().st_size)))
     try:
-        stmt.register(written, removals, scanned)
+        return plan.commit(written)
     except BaseException:
-        stmt.discard(write_dir)
+        plan.discard(write_dir)
         raise
-    return sum(part.row_count for _, part in written)
 
 
 @pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
 def test_an_engines_files_become_the_statements_parts(wh: Warehouse) -> None:
     make_tables(wh)
     with wh.begin() as t:
-        stmt = adapter.open_statement(t, EVENTS, what="engine append")
-        assert stmt.table.name.qualified == EVENTS and stmt.table.partition_by == ("day",)
-        assert engine_write(stmt, events([1, 2], day="2024-01-01")) == 2
+        plan = adapter.open_write(t, EVENTS, what="engine append")
+        assert plan.view.name.qualified == EVENTS and plan.view.partition_by == ("day",)
+        assert engine_write(plan, events([1, 2], day="2024-01-01")) == 2
         own = adapter.plan_read(wh, EVENTS, txn=t)
         assert own.tid == t.tid and [p.row_count for p in own.parts] == [2]
         assert adapter.plan_read(wh, EVENTS).parts == ()  # not committed yet
@@ -65,10 +71,10 @@ def test_an_engines_files_become_the_statements_parts(wh: Warehouse) -> None:
 def test_a_keyed_statement_replaces_what_its_key_staged_before(wh: Warehouse) -> None:
     make_tables(wh)
     with wh.begin() as t:
-        engine_write(adapter.open_statement(t, EVENTS, key="task-a"), events([1, 2]))
-        again = adapter.open_statement(t, EVENTS, key="task-a")
-        assert again.visible_parts() == []  # the key's earlier attempt is withdrawn for it
-        engine_write(again, events([3]))
+        engine_write(adapter.open_write(t, EVENTS, key="task-a"), events([1, 2]))
+        again = adapter.open_write(t, EVENTS, adapter.REWRITE, key="task-a")
+        assert again.visible == ()  # the key's earlier attempt is withdrawn for it
+        engine_write(adapter.open_write(t, EVENTS, key="task-a"), events([3]))
     assert ids(wh.read(EVENTS)) == [3]
 
 
@@ -79,11 +85,10 @@ def test_a_part_another_transaction_replaces_is_a_conflict_that_fails_the_transa
         seed.append(EVENTS, events([1]))
     first, second = wh.begin(), wh.begin()
     first.overwrite(EVENTS, events([2]))
-    stmt = adapter.open_statement(second, EVENTS)
-    victims = stmt.visible_parts()
-    assert [p.locked_by for p in victims] == [first.tid]
+    rewrite = adapter.open_write(second, EVENTS, adapter.REWRITE)
+    assert [p.locked_by for p in rewrite.visible] == [first.tid]
     with pytest.raises(SerializationError, match="conflicts"):
-        stmt.check_replaceable(victims)
+        rewrite.replacing([p.id for p in rewrite.visible])
     with pytest.raises(TransactionClosedError):
         second.append(EVENTS, events([3]))
     second.rollback()
@@ -97,11 +102,9 @@ def test_an_overwrite_through_the_adapter_records_what_it_scanned(wh: Warehouse)
     with wh.begin() as seed:
         seed.append(EVENTS, events([1]))
     t = wh.begin(isolation="serializable")
-    stmt = adapter.open_statement(t, EVENTS)
-    keys = stmt.table.partition_keys([{"day": "2024-01-01"}])
-    victims = stmt.visible_parts(keys)
-    engine_write(stmt, events([5]), [p.id for p in victims], keys)
-    stmt.record_read_set(keys)
+    plan = adapter.open_write(t, EVENTS, adapter.OVERWRITE, partitions=[{"day": "2024-01-01"}])
+    assert len(plan.removals) == 1 and plan.allowed == ('{"day":"2024-01-01"}',)
+    engine_write(plan, events([5]))
     with wh.begin() as other:  # commits a write to what `t` scanned
         other.append(EVENTS, events([6]))
     with pytest.raises(SerializationError):
@@ -158,16 +161,16 @@ def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: s
                 seed.append(EVENTS, events([i]))
         files = storage_files(s3_root)
         t = wh.begin()
-        stmt = adapter.open_statement(t, EVENTS, key="task-a")
-        assert stmt.stored.root == s3_root and stmt.stored.name == EVENTS  # the way through pyarrow.fs
+        plan = adapter.open_write(t, EVENTS, key="task-a")
+        assert plan.table.root == s3_root and plan.table.name == EVENTS  # the way through pyarrow.fs
         with pytest.raises(StorageError, match="object store") as refused:
-            _ = stmt.table
+            _ = plan.view
         assert 'format("airflow_txn")' in str(refused.value) and 'via="datasource"' in str(refused.value)
         assert wh.transaction_info(t.tid)["parts"] == [] and storage_files(s3_root) == files  # nothing staged
-        plan = adapter.plan_read(wh, EVENTS)
-        assert len(plan.parts) == 2 and plan.stored.root == s3_root
+        read = adapter.plan_read(wh, EVENTS)
+        assert len(read.parts) == 2 and read.stored.root == s3_root
         with pytest.raises(StorageError, match="object store"):
-            _ = plan.table
+            _ = read.table
 
         def write(task: adapter.MergeTask) -> adapter.WrittenPart:  # an engine that writes by path asks for it
             _ = task.table
@@ -180,3 +183,117 @@ def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: s
         t.append(EVENTS, events([2]), key="task-a")
         t.commit()
         assert ids(wh.read(EVENTS)) == [0, 1, 2]
+
+
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
+def test_a_write_plan_travels_and_commits_elsewhere(wh: Warehouse) -> None:
+    """A write plan pickles and goes through JSON without its handle (nor the root's settings); committed from
+    there with the warehouse, it registers exactly as the handle's plan would, and a stray partition of an
+    overwrite of listed partitions is refused with the core's one message before anything registers."""
+    make_tables(wh)
+    with wh.begin() as seed:
+        seed.append(EVENTS, events([1], day="2024-01-01"))
+    t = wh.begin()
+    plan = adapter.open_write(t, EVENTS, adapter.OVERWRITE, partitions=[{"day": "2024-01-01"}])
+    again = pickle.loads(pickle.dumps(plan))
+    assert again == plan and again == adapter.WritePlan.from_json(plan.to_json(), {})
+    assert "storage_options" not in plan.to_json()
+    with pytest.raises(SchemaMismatchError, match=r"lists partitions \[\{'day': '2024-01-01'\}\] but the data also "
+                                                  r"holds rows of \{'day': '2024-01-02'\}; nothing was staged"):
+        again.check_written(['{"day":"2024-01-02"}'])
+    with pytest.raises(TxnError, match="pass the warehouse"):
+        again.commit([])
+    assert again.commit([], wh) == 0  # replaces the partition with nothing
+    t.commit()
+    assert ids(wh.read(EVENTS)) == []
+
+
+def test_a_read_plan_travels_as_json(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append(EVENTS, events([1, 2]))
+    plan = adapter.plan_read(wh, EVENTS)
+    again = adapter.ReadPlan.from_json(plan.to_json(), wh.config.storage_options)
+    assert again == plan and pickle.loads(pickle.dumps(plan)) == plan
+    assert pa.concat_tables(again.stored.read_part(p) for p in again.parts).num_rows == 2
+    with pytest.raises(MergedAwayError, match="not visible in this read"):
+        adapter.plan_read(wh, EVENTS, parts=[plan.parts[0].id + 1000])
+
+
+def counted_round_trips(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The catalog transactions (read or write) opened from now on, in order."""
+    catalog = wh.runtime.catalog
+    opened: list[str] = []
+    for kind in ("read", "write"):
+        original = getattr(catalog, kind)
+
+        def counting(original: Any = original, kind: str = kind) -> Any:
+            opened.append(kind)
+            return original()
+
+        monkeypatch.setattr(catalog, kind, counting)
+    return opened
+
+
+@pytest.mark.parametrize("at", ["watermark", "csn", "tag", "txn", "keyed serializable txn"])
+def test_a_read_is_planned_in_at_most_two_catalog_round_trips(wh: Warehouse, monkeypatch: pytest.MonkeyPatch,
+                                                              at: str) -> None:
+    """Issue 31, item 2: the one read planner checks, resolves and records a read in at most 2 catalog round trips
+    (a read at a CSN took 4), whichever way it is asked: a CSN, a tag, or a transaction's own view (recorded in
+    the read set its isolation keeps and, under a key, for retries)."""
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append(EVENTS, events([1, 2]))
+    csn = wh.readable_csn()
+    wh.tag("kept", tables=[EVENTS])
+    txn = wh.begin(isolation="serializable" if "serializable" in at else "snapshot")
+    if "keyed" in at:
+        txn.use_key("reader", 1)
+    kwargs: dict[str, Any] = {"csn": {"csn": csn}, "tag": {"tag": "kept"}}.get(at, {})
+    if "txn" in at:
+        kwargs = {"txn": txn}
+    opened = counted_round_trips(wh, monkeypatch)
+    plan = adapter.plan_read(wh, EVENTS, **kwargs)
+    assert sum(p.row_count for p in plan.parts) == 2
+    assert len(opened) <= 2, opened
+    assert ("write" in opened) == ("keyed" in at)  # the recording shares its catalog transaction with the listing
+
+
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
+def test_a_statement_registers_and_records_its_read_set_in_one_catalog_transaction(
+        wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31, item 1: an overwrite's registration and the read set its isolation level keeps are one catalog
+    transaction, through the core and through a write plan alike (before: a second one after the registration);
+    the read set is kept: a commit to the overwritten partition meanwhile fails the commit."""
+    make_tables(wh)
+    for how in ("core", "plan"):
+        t = wh.begin(isolation="serializable")
+        opened = counted_round_trips(wh, monkeypatch)
+        if how == "core":
+            t.overwrite(EVENTS, events([5]), partitions=[{"day": "2024-01-01"}])
+        else:
+            engine_write(adapter.open_write(t, EVENTS, adapter.OVERWRITE, partitions=[{"day": "2024-01-01"}]),
+                         events([5]))
+        monkeypatch.undo()
+        assert opened.count("write") == 1, (how, opened)
+        with wh.begin() as other:
+            other.append(EVENTS, events([6]))
+        with pytest.raises(SerializationError):
+            t.commit()
+
+
+def test_stray_rows_are_refused_before_the_conflict_check(wh: Warehouse) -> None:
+    """Bad input is refused before anything else (invariant 9): an overwrite of listed partitions whose rows stray
+    is a SchemaMismatchError leaving the transaction usable, even while another transaction holds a part it would
+    replace (a conflict would fail the transaction)."""
+    make_tables(wh)
+    with wh.begin() as seed:
+        seed.append(EVENTS, events([1], day="2024-01-01"))
+    holder, t = wh.begin(), wh.begin()
+    holder.delete(EVENTS, pc.field("id") == 1)
+    with pytest.raises(SchemaMismatchError, match="also holds rows of"):
+        t.overwrite(EVENTS, events([2], day="2024-01-02"), partitions=[{"day": "2024-01-01"}])
+    assert t.state == "active"
+    t.append(EVENTS, events([3], day="2024-01-02"))
+    holder.rollback()
+    t.commit()

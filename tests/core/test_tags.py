@@ -76,7 +76,7 @@ def test_bad_tag_input_is_refused_before_anything_changes(wh: Warehouse) -> None
         (InvalidNameError, "list of table names", lambda: wh.tag("t2", tables=EV)),
         (InvalidArgumentError, "at least one table", lambda: wh.tag("t3", tables=[])),
         (InvalidArgumentError, "note", lambda: wh.tag("t4", note="a\x00b")),
-        (InvalidArgumentError, "not both", lambda: wh.read(EV, csn=csn, tag="kept")),
+        (InvalidArgumentError, "not several", lambda: wh.read(EV, csn=csn, tag="kept")),
         (TagNotFoundError, "no tag 'nope'", lambda: wh.read(EV, tag="nope")),
         (TagNotFoundError, "no tag 'nope'", lambda: wh.untag("nope")),
     ]

@@ -181,11 +181,11 @@ def test_a_merge_while_the_data_source_rewrites_makes_the_statement_run_again(
     merges: list[dict[str, Any]] = []
     replaced: list[list[int]] = []
 
-    def interleaved(run: cow._Run, changed: Any, parts: Any) -> None:
-        replaced.append(sorted(p.id for p in parts))
+    def interleaved(run: cow._Run, changed: Any, plan: Any) -> None:
+        replaced.append(sorted(plan.removals))
         if not merges:
             merges.append(swh.compact("sales.events"))
-        original(run, changed, parts)
+        original(run, changed, plan)
 
     monkeypatch.setattr(cow._Run, "stage", interleaved)
     with swh.begin() as t:

@@ -21,6 +21,7 @@ from airflow_txn.errors import (
     SnapshotTooOldError,
     TableNotFoundError,
     TableNotInTagError,
+    TransactionClosedError,
 )
 from airflow_txn.spark.datasource import warehouse_options
 from airflow_txn.spark.via import is_connect
@@ -336,3 +337,23 @@ def test_a_read_the_data_source_cannot_plan_fails_at_read_with_the_error_it_is(a
         txn_spark.read(any_spark, dwh, "sales.events", tag="only-accounts", via="datasource")
     assert ids(txn_spark.read(any_spark, dwh, "sales.accounts", tag="only-accounts", via="datasource")
                .toArrow()) == [1, 2]
+
+
+def test_a_data_source_read_or_write_that_cannot_be_planned_fails_at_the_call(any_spark: SparkSession,
+                                                                               dwh: Warehouse) -> None:
+    """Issue 31, item 4: the client plans a data-source read or write with the core's two plans, so a read of a
+    closed transaction's view or of partitions the table does not have, and a write whose partitions do not
+    fit, raise the airflow_txn error at read()/write() (before: at the first action, inside a Spark error), as
+    the native path does; nothing was recorded or staged."""
+    closed = dwh.begin()
+    closed.rollback()
+    with pytest.raises(TransactionClosedError):
+        txn_spark.read(any_spark, dwh, "sales.accounts", txn=closed, via="datasource")
+    with pytest.raises(InvalidNameError, match="partition"):
+        txn_spark.read(any_spark, dwh, "sales.events", partitions=[{"nope": 1}], via="datasource")
+    t = dwh.begin()
+    with pytest.raises(InvalidNameError, match="partition"):
+        txn_spark.write(events_df(any_spark, [1]), t, "sales.events", mode="overwrite", partitions=[{"nope": 1}],
+                        via="datasource")
+    assert t.state == "active" and dwh.transaction_info(t.tid)["parts"] == []
+    t.rollback()
