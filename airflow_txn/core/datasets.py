@@ -16,18 +16,15 @@ every table they register (the point of a CSN).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from airflow_txn.catalog import part_records, table_registry
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import reading, tags
+from airflow_txn.core import reading
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import InvalidArgumentError
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.storage.root import Storage
 
@@ -43,30 +40,10 @@ PARQUET = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_t
 """Spark writes timestamps as INT96 by default: read as microseconds, Spark's own precision (storage/root.py)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """What one read sees: the table and exactly the parts visible at its snapshot."""
-
-    info: TableInfo
-    parts: tuple[PartRow, ...]
-    snapshot: int
-
-
-def plan(rt: Runtime, table: str, csn: int | None = None, tag: str | None = None) -> Planned:
-    """The parts a read of `table` sees at `csn` (None: the watermark) or at tag `tag`: the retention and tag checks
-    of every read (SnapshotTooOldError, TagNotFoundError, TableNotInTagError, TableNotFoundError)."""
-    if tag is not None:
-        if csn is not None:
-            raise InvalidArgumentError(f"read at csn {csn} or at tag {tag!r}, not both")
-        row, info = tags.resolve(rt, tag, table)
-        snapshot = row.csn
-    else:
-        snapshot = reading.snapshot_for(rt, csn, [table])
-        with rt.catalog.read() as conn:
-            info = table_registry.get(conn, table)
-    with rt.catalog.read() as conn:
-        parts = part_records.visible_parts(conn, info.id, None, snapshot)
-    return Planned(info, tuple(parts), snapshot)
+def plan(rt: Runtime, table: str, csn: int | None = None, tag: str | None = None) -> reading.Planned:
+    """The parts a read of `table` sees at `csn` (None: the watermark) or at tag `tag`: the core's read planner,
+    with every read's checks (SnapshotTooOldError, TagNotFoundError, TableNotInTagError, TableNotFoundError)."""
+    return reading.plan(rt, table, csn=csn, tag=tag)
 
 
 def dataset_of(storage: Storage, info: TableInfo, parts: Sequence[PartRow]) -> ds.Dataset:
