@@ -23,6 +23,11 @@ def add_reads(conn: Connection, tid: str, table_id: int, keys: list[str]) -> Non
         conn.execute(insert(schema.read_set), [{"tid": tid, "table_id": table_id, "partition_key": k} for k in new])
 
 
+def has_reads(conn: Connection, tid: str) -> bool:
+    """Whether `tid` has a read set at all."""
+    return conn.execute(select(_rs.tid).where(_rs.tid == tid).limit(1)).first() is not None
+
+
 def reads(conn: Connection, tid: str) -> dict[int, set[str]]:
     """{table id: partition keys} of `tid`'s read set."""
     out: dict[int, set[str]] = {}

@@ -120,7 +120,9 @@ def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_record
 
 def _validated_append(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
     level = Isolation(row.isolation)
-    if not level.tracks_reads:  # nothing to validate: append at any log version
+    with rt.catalog.read() as conn:
+        validated = level.validates(conn, entry.tid)
+    if not validated:  # nothing to validate: append at any log version
         return external.append(entry)
     for _ in range(MAX_VALIDATIONS):
         version = external.version()

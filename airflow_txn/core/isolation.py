@@ -56,10 +56,17 @@ class Isolation(StrEnum):
             return []
         return list(dict.fromkeys(keys or [WHOLE_TABLE]))
 
+    def validates(self, conn: Connection, tid: str) -> bool:
+        """Whether commit has anything to validate for `tid`: a level tracking reads always; another only when a
+        statement asked to be validated whatever the level (its read-set rows: a MERGE that inserts)."""
+        return self.tracks_reads or read_sets.has_reads(conn, tid)
+
     def validate(self, conn: Connection, tid: str, snapshot: int) -> None:
-        """At commit: raise SerializationError if this level forbids what committed since `snapshot`."""
-        if self.tracks_reads:
-            _validate_read_set(conn, self, tid, snapshot)
+        """At commit: raise SerializationError if this level forbids what committed since `snapshot`: a later
+        commit wrote something in the read set. A level that tracks no reads has read-set rows only where a
+        statement asks to be validated whatever the level (a MERGE that inserts: staging.merge), so its check is
+        one lookup that finds nothing for every other transaction."""
+        _validate_read_set(conn, self, tid, snapshot)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ def _validate_read_set(conn: Connection, level: Isolation, tid: str, snapshot: i
         keys = reads[table_id]
         if WHOLE_TABLE in keys or keys & part_records.written_partitions(conn, other, table_id):
             name = table_registry.by_id(conn, table_id).name
+            what = f"{level} transaction {tid} read" if level.tracks_reads else f"transaction {tid} merged into"
             raise SerializationError(
-                f"{level} transaction {tid} read {name}, which transaction {other} changed after "
-                f"snapshot {snapshot}; retry the transaction"
+                f"{what} {name}, which transaction {other} changed after snapshot {snapshot}; retry the transaction"
             )

@@ -25,7 +25,7 @@ what a retried key withdraws are withdrawn with it and must run again before com
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +40,7 @@ from airflow_txn.core import crashpoints, retries
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
+from airflow_txn.model import merging
 from airflow_txn.model.partitioning import (
     WHOLE_TABLE,
     Partition,
@@ -49,6 +50,7 @@ from airflow_txn.model.partitioning import (
     split_by_partition,
 )
 from airflow_txn.model.parts import WrittenPart
+from airflow_txn.model.results import MergeCounts
 from airflow_txn.model.schema_check import conform
 
 
@@ -171,6 +173,9 @@ class Decided:
     """The partition keys the statement may write (an overwrite of listed partitions); None: any."""
     visible: tuple[PartRow, ...] = ()
     """REWRITE with no parts chosen yet: the parts the statement sees, to choose from (replacing)."""
+    validated: bool = False
+    """What it scanned is validated at commit whatever the isolation level (a MERGE that inserts or deletes rows
+    no source row matches: a concurrent commit into what it scanned would make it wrong; docs/DESIGN.md D27)."""
 
     def replacing(self, tid: str, ids: Sequence[int]) -> Decided:
         """A REWRITE choosing `ids` among `visible`: MergedAwayError (the transaction stays usable) for one no longer
@@ -303,6 +308,56 @@ def _rewrite_once(rt: Runtime, stmt: Statement, info: TableInfo, predicate: pc.E
     return matched
 
 
+def merge(rt: Runtime, stmt: Statement, table: str, source: object, on: object, when_matched: object,
+          when_not_matched: object, when_not_matched_by_source: object) -> MergeCounts:
+    """MERGE (model/merging.py): the request checked before anything is written, then a rewrite of the parts that
+    can hold a matching key (of the source's partitions, when the key covers the partition columns; of every part
+    with when_not_matched_by_source="delete") and the unmatched source rows appended, in ONE statement."""
+    info = load_table(rt, stmt, table)
+    spec = merging.check(info.schema, info.name.qualified, source, on, when_matched, when_not_matched,
+                         when_not_matched_by_source)
+    if set(info.partition_by) <= set(spec.source.column_names):  # what it may insert: checked before any read
+        check_partition_values(spec.source, info.partition_by, info.name.qualified)
+    for _ in range(MERGE_RETRIES - 1):
+        try:
+            return _merge_once(rt, stmt, info, spec)
+        except compaction_records.MergedAwayError:
+            continue
+    return _merge_once(rt, stmt, info, spec)
+
+
+def _merge_once(rt: Runtime, stmt: Statement, info: TableInfo, spec: merging.MergeSpec) -> MergeCounts:
+    decided = decide(rt, stmt, info, REWRITE)
+    candidates: Sequence[PartRow] = decided.visible
+    scanned: tuple[str, ...] = (WHOLE_TABLE,)
+    if info.partition_by and not spec.every_part and set(info.partition_by) <= set(spec.on):
+        # a match has the source row's partition values: only the parts of the source's partitions can hold one
+        scanned = tuple(dict.fromkeys(partition_key(p) for p, _ in split_by_partition(spec.source, info.partition_by)))
+        candidates = [p for p in candidates if p.partition_key in scanned]
+    removals: list[int] = []
+    pieces: list[tuple[Partition, pa.Table]] = []
+    matched: list[pa.Array] = []
+    updated = deleted = 0
+    for part in candidates:
+        merged = merging.merge_part(read_part(rt, info, part), spec)
+        matched.append(merged.matched)
+        if merged.rows is None:
+            continue
+        updated += merged.updated
+        deleted += merged.deleted
+        removals.append(part.id)
+        pieces += split_by_partition(_conformed(merged.rows, info), info.partition_by)
+    inserted = merging.inserts(spec, matched)
+    if inserted.num_rows:
+        pieces += split_by_partition(_conformed(inserted, info), info.partition_by)
+    chosen = decided.replacing(stmt.tid, removals)
+    # what it scanned is what a retry of another key withdraws, and (inserting, or deleting what the source lacks)
+    # what a concurrent commit must not have changed: validated at commit whatever the level (D27)
+    chosen = replace(chosen, scanned=scanned, validated=bool(inserted.num_rows) or spec.every_part)
+    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], chosen)
+    return MergeCounts(updated=updated, inserted=int(inserted.num_rows), deleted=deleted)
+
+
 @dataclass(frozen=True, slots=True)
 class TableWrite:
     """What one statement does to one table: the parts it wrote, the parts it replaces, what it scanned."""
@@ -313,6 +368,8 @@ class TableWrite:
     scanned: Sequence[str] | None = None
     """The partition keys the statement chose its removals from (WHOLE_TABLE: all of them; None: none, an append):
     recorded for retries, and as a read for the isolation level (Statement.isolation)."""
+    validated: bool = False
+    """Decided.validated: `scanned` goes into the read set whatever the isolation level."""
 
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
@@ -340,6 +397,8 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
             if write.scanned is not None and stmt.isolation is not None:  # what it chose from is a read
                 read = [] if WHOLE_TABLE in write.scanned else list(write.scanned)
                 recorded = stmt.isolation.read_set(read or None)
+                if write.validated and not recorded:  # validated at commit whatever the level
+                    recorded = list(dict.fromkeys(write.scanned))
                 if recorded:
                     read_sets.add_reads(conn, stmt.tid, write.info.id, recorded)
         part_records.register(conn, stmt.tid, stmt.key, [(w.info.id, w.written) for w in writes], stmt.attempt)
@@ -356,12 +415,13 @@ class _Planned:
     pieces: Sequence[tuple[Partition, pa.Table]]
     removals: Sequence[int] = ()
     scanned: Sequence[str] | None = None
+    validated: bool = False
 
 
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
            decided: Decided | None = None) -> int:
     decided = decided or Decided(APPEND)
-    return _stage_all(rt, stmt, [_Planned(info, pieces, decided.removals, decided.scanned)])[0]
+    return _stage_all(rt, stmt, [_Planned(info, pieces, decided.removals, decided.scanned, decided.validated)])[0]
 
 
 def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[int]:
@@ -380,7 +440,7 @@ def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[
             crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)
         done = iter(files)
         writes = [TableWrite(plan.info, [(partition, next(done)) for partition, _ in plan.pieces],
-                             plan.removals, plan.scanned) for plan in plans]
+                             plan.removals, plan.scanned, plan.validated) for plan in plans]
         register_all(rt, stmt, writes)
     except BaseException:
         for (directory, *_), part in zip(jobs, files, strict=True):

@@ -49,7 +49,7 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
 )
 from airflow_txn.model.names import check_key
-from airflow_txn.model.results import JsonObject, PartitionSpec, TableManifest, TransactionState
+from airflow_txn.model.results import JsonObject, MergeCounts, PartitionSpec, TableManifest, TransactionState
 from airflow_txn.telemetry import logs, metrics
 
 if TYPE_CHECKING:
@@ -167,6 +167,19 @@ class Transaction:
         stmt = statement_of(self, key)
         return run_statement(self, f"update of {table}",
                              lambda: staging.update(self._rt, stmt, table, where, set))
+
+    def merge(self, table: str, source: pa.Table, on: Sequence[str] | str,
+              when_matched: str | Mapping[str, object] = "update", when_not_matched: str = "insert",
+              when_not_matched_by_source: str = "keep", key: str | None = None) -> MergeCounts:
+        """Upsert `source` into `table` by the key columns `on` (docs/CONCEPTS.md, "MERGE"): matched rows are
+        updated from the source ("update"), deleted, kept ("ignore"), or set by {column: value or Expression}
+        (the matching source row is the struct column `source`: `pc.field("source", "qty")`); unmatched source
+        rows inserted or ignored; target rows no source row matches kept or deleted. Only the parts that can hold
+        a matching key are rewritten, the inserts appended, in one statement. A source holding a key twice, or
+        anything else wrong, is refused before anything is staged. Returns {updated, inserted, deleted}."""
+        stmt = statement_of(self, key)
+        return run_statement(self, f"merge into {table}", lambda: staging.merge(
+            self._rt, stmt, table, source, on, when_matched, when_not_matched, when_not_matched_by_source))
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, table: str, filter: pc.Expression | None = None,

@@ -71,6 +71,14 @@ class TransactionRecord(TypedDict):
     """What the caller recorded with the transaction (`begin(metadata=)`, `Transaction.annotate`); {}: nothing."""
 
 
+class MergeCounts(TypedDict):
+    """What a MERGE did (Transaction.merge): target rows updated and deleted, source rows inserted."""
+
+    updated: int
+    inserted: int
+    deleted: int
+
+
 class PartInfo(TypedDict):
     table: str
     partition: Partition
