@@ -1,0 +1,450 @@
+"""Publishing a warehouse's tables to an Iceberg catalog through pyiceberg, over the part files already written
+(no data is copied or rewritten; docs/DESIGN.md, D24).
+
+Each airflow_txn table `ns.t` is the Iceberg table `ns.t`, its metadata under `<root>/.iceberg/ns/t`, its
+schema the table's (fresh field ids, and the name mapping `schema.name-mapping.default`, since the part files
+carry no field ids), partitioned by identity on the table's partition columns. The part files do not hold the
+partition columns (they live in the Hive-style directory names); each published data file carries its part's
+partition values, from which Iceberg readers fill an identity-partitioned column a file lacks (the Iceberg
+spec's column projection rule, which pyiceberg, Spark and Trino implement).
+
+One Iceberg snapshot per committed CSN that touched the table and changed its files, in CSN order: it adds the
+files visible at that CSN that the table's current snapshot lacks and removes those it holds that are no longer
+visible (for a commit: exactly the files of the parts created and removed at that CSN). Its summary carries
+`airflow-txn.csn`. The table property `airflow-txn.csn` is the CSN published last (set in the same Iceberg
+commit, so a commit that changed no file advances it too): the publisher's progress, kept in the published
+table, so the airflow_txn catalog holds no state for publishing. A compaction changes files without a CSN
+(D9): the next run finds the current snapshot's files differ from what is visible at the published CSN and
+writes a snapshot with that same CSN (kind `refresh`), so a reader of the newest snapshot of a CSN never
+meets a merged-away file once vacuum deletes it. Commits whose history vacuum purged (below the table's
+horizon) are skipped: the first one published after them is read at the horizon.
+
+Iceberg commits are compare-and-swap (the catalog's metadata pointer), so two publishers never both advance a
+table: the loser reloads it and finds the work done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from sqlalchemy import select
+
+from airflow_txn.catalog import part_records, schema, table_registry
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import retention
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
+from airflow_txn.model.partitioning import text_to_value
+from airflow_txn.model.results import TagInfo
+from airflow_txn.storage.location import Location
+from airflow_txn.telemetry import logs
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+
+log = logs.get_logger(__name__)
+
+CSN_KEY = "airflow-txn.csn"
+"""In a snapshot's summary: the CSN whose version of the table it holds. As a table property: the CSN
+published last (the publisher's progress)."""
+KIND_KEY = "airflow-txn.kind"
+"""In a snapshot's summary: `commit` (a commit's changes), `refresh` (the same CSN's rows, other files: a
+compaction), `catch-up` (the first snapshot after history vacuum purged)."""
+WAREHOUSE_KEY = "airflow-txn.warehouse-id"
+"""Table property: the warehouse that publishes the table (another warehouse's table is never written)."""
+TABLE_KEY = "airflow-txn.table"
+CATALOG_NAME = "airflow_txn"
+METADATA_DIR = ".iceberg"
+"""Below the storage root: the Iceberg tables' metadata (never inside a table's directory, which vacuum lists)."""
+OPEN_ATTEMPTS = 3
+"""Opening a SQL catalog creates its tables when they are missing, which two processes may race for."""
+COMMIT_ATTEMPTS = 5
+"""Iceberg commits a table's catch-up retries after losing its compare-and-swap to another publisher."""
+_S3_PROPERTIES = {"endpoint_url": "s3.endpoint", "region": "s3.region", "access_key_id": "s3.access-key-id",
+                  "secret_access_key": "s3.secret-access-key", "session_token": "s3.session-token",
+                  "force_virtual_addressing": "s3.force-virtual-addressing"}
+
+
+def _require() -> None:
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError("Iceberg publishing needs pyiceberg: pip install 'airflow-txn[iceberg]'") from exc
+
+
+def location_uri(location: Location, relative: str) -> str:
+    """The URI other engines open `relative` (below the root) with: `file:///...` for a local root."""
+    return file_uri(location, location.path(relative))
+
+
+def file_uri(location: Location, path: str) -> str:
+    """The URI of `path` on the root's filesystem."""
+    return f"file://{path}" if location.scheme == "file" else f"{location.scheme}://{path}"
+
+
+def catalog_properties(catalog_url: str, location: Location, storage_options: Mapping[str, str],
+                       overrides: Mapping[str, str]) -> dict[str, str]:
+    """The pyiceberg catalog properties: a SQL catalog in the warehouse's own catalog database (`uri`), its
+    default location below the root, the root's S3 settings for its FileIO; `overrides` replace any of them
+    (`type`, `uri`, ... of another catalog; `name`: the catalog's name, default airflow_txn)."""
+    properties = {"type": "sql", "uri": catalog_url, "warehouse": location_uri(location, METADATA_DIR)}
+    if location.scheme == "s3":
+        import os
+
+        endpoint = (storage_options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3")
+                    or os.environ.get("AWS_ENDPOINT_URL"))
+        region = storage_options.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        merged = {**storage_options, "endpoint_url": endpoint, "region": region}
+        properties["py-io-impl"] = "pyiceberg.io.pyarrow.PyArrowFileIO"
+        properties.update({_S3_PROPERTIES[k]: str(v) for k, v in merged.items() if k in _S3_PROPERTIES and v})
+    properties.update(overrides)
+    return properties
+
+
+def open_catalog(properties: Mapping[str, str]) -> Catalog:
+    """The pyiceberg catalog the properties name (its SQL tables are created on first use)."""
+    _require()
+    from pyiceberg.catalog import load_catalog
+
+    given = dict(properties)
+    name = given.pop("name", CATALOG_NAME)
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            return load_catalog(name, **given)
+        except Exception as exc:  # pyiceberg raises ValueError, SQLAlchemy errors, ...: one typed error
+            if "already exists" in str(exc) and attempt + 1 < OPEN_ATTEMPTS:
+                continue  # another process created the SQL catalog's tables at the same moment: they are there now
+            raise PublishError(f"cannot open the Iceberg catalog {name!r} (type {given.get('type')}): "
+                               f"{exc}") from exc
+    raise AssertionError("unreachable")
+
+
+def identifier(info: TableInfo) -> tuple[str, str]:
+    return (info.name.namespace, info.name.table)
+
+
+@dataclass(slots=True)
+class TableOutcome:
+    """What one run did to one table."""
+
+    published_csn: int
+    """The table's progress after the run (0: nothing published)."""
+    snapshots: int = 0
+    """Iceberg snapshots written by the run."""
+    iceberg_snapshot_id: int | None = None
+    tags: list[str] = field(default_factory=list)
+    """Iceberg tags created or moved by the run."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"published_csn": self.published_csn, "snapshots": self.snapshots,
+                "iceberg_snapshot_id": self.iceberg_snapshot_id, "tags": list(self.tags)}
+
+
+class IcebergPublisher:
+    """Publishes one warehouse's tables to `catalog`."""
+
+    def __init__(self, rt: Runtime, catalog: Catalog, warehouse_id: str) -> None:
+        self.rt = rt
+        self.catalog = catalog
+        self.warehouse_id = warehouse_id
+
+    # -- tables -----------------------------------------------------------------------------------------------
+    def table(self, info: TableInfo, create: bool = True) -> Table | None:
+        """The Iceberg table of `info` (created when missing and `create`); PublishError when it exists but is
+        not this warehouse's."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            table = self.catalog.load_table(identifier(info))
+        except NoSuchTableError:
+            if not create:
+                return None
+            table = self._create(info)
+        owner = table.properties.get(WAREHOUSE_KEY)
+        if owner != self.warehouse_id:
+            raise PublishError(f"Iceberg table {info.name} is not published by this warehouse "
+                               f"({WAREHOUSE_KEY} = {owner!r}, this one is {self.warehouse_id}); drop it or "
+                               "publish to another Iceberg catalog")
+        return table
+
+    def _create(self, info: TableInfo) -> Table:
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+        from pyiceberg.partitioning import PartitionField, PartitionSpec
+        from pyiceberg.schema import assign_fresh_schema_ids
+        from pyiceberg.table.name_mapping import create_mapping_from_schema
+        from pyiceberg.transforms import IdentityTransform
+
+        try:
+            from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
+
+            ice_schema = assign_fresh_schema_ids(_pyarrow_to_schema_without_ids(info.schema.remove_metadata()))
+        except Exception as exc:  # pyiceberg's UnsupportedPyArrowTypeException, ValueError, TypeError
+            raise PublishError(f"table {info.name} cannot be published to Iceberg: {exc}") from exc
+        spec_fields = [PartitionField(source_id=ice_schema.find_field(column).field_id, field_id=1000 + i,
+                                      transform=IdentityTransform(), name=column)
+                       for i, column in enumerate(info.partition_by)]
+        namespace = info.name.namespace
+        with contextlib.suppress(NamespaceAlreadyExistsError):
+            self.catalog.create_namespace(namespace)
+        properties = {"format-version": "2", WAREHOUSE_KEY: self.warehouse_id, TABLE_KEY: str(info.name),
+                      "schema.name-mapping.default": create_mapping_from_schema(ice_schema).model_dump_json()}
+        location = location_uri(self.rt.storage.location, f"{METADATA_DIR}/{namespace}/{info.name.table}")
+        try:
+            return self.catalog.create_table(identifier(info), schema=ice_schema,
+                                             partition_spec=PartitionSpec(*spec_fields), location=location,
+                                             properties=properties)
+        except TableAlreadyExistsError:  # another publisher made it meanwhile
+            return self.catalog.load_table(identifier(info))
+
+    # -- publishing ---------------------------------------------------------------------------------------------
+    def publish_table(self, info: TableInfo, watermark: int, tags: Sequence[TagInfo] = ()) -> TableOutcome:
+        """Catch `info`'s Iceberg table up to `watermark` (and its tags); idempotent."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        outcome: TableOutcome | None = None
+        for _ in range(COMMIT_ATTEMPTS):
+            table = self.table(info)
+            assert table is not None
+            try:
+                outcome = self._catch_up(table, info, watermark)
+                outcome.tags = self._sync_tags(info, tags)
+                break
+            except CommitFailedException as exc:  # another publisher advanced the table: reload, find it done
+                log.debug("Iceberg commit of %s lost to another publisher (%s); reloading", info.name, exc)
+        if outcome is None:
+            raise PublishError(f"table {info.name}: {COMMIT_ATTEMPTS} Iceberg commits in a row lost to other "
+                               "writers; try again")
+        return outcome
+
+    def _catch_up(self, table: Table, info: TableInfo, watermark: int) -> TableOutcome:
+        published = int(table.properties.get(CSN_KEY, "0"))
+        with self.rt.catalog.read() as conn:
+            commits = [int(c) for c in conn.execute(
+                select(schema.table_commits.c.csn)
+                .where(schema.table_commits.c.table_id == info.id, schema.table_commits.c.csn > published,
+                       schema.table_commits.c.csn <= watermark)
+                .order_by(schema.table_commits.c.csn)).scalars()]
+            horizon = retention.table_horizon(conn, info.id)
+        targets = _targets(commits, published, horizon)
+        current = _current_files(table)
+        outcome = TableOutcome(published, iceberg_snapshot_id=_snapshot_id(table))
+        for csn, kind in targets:
+            read_at = max(csn, horizon)  # below the horizon, files of that version may be gone (same rows)
+            with self.rt.catalog.read() as conn:
+                parts = part_records.visible_parts(conn, info.id, None, read_at)
+            wanted = self._wanted(info, parts)
+            added = [uri for uri in wanted if uri not in current]
+            removed = [uri for uri in current if uri not in wanted]
+            if not added and not removed:
+                if csn != outcome.published_csn:
+                    with table.transaction() as tx:
+                        tx.set_properties({CSN_KEY: str(csn)})
+                    table = self.catalog.load_table(identifier(info))
+                    outcome.published_csn = csn
+                continue
+            new_files = self._data_files(table, info, [(uri, *wanted[uri]) for uri in added])
+            summary = {CSN_KEY: str(csn), KIND_KEY: kind}
+            with table.transaction() as tx:
+                update = tx.update_snapshot(snapshot_properties=summary)
+                if removed:
+                    with update.overwrite() as overwrite:
+                        for uri in removed:
+                            overwrite.delete_data_file(current[uri])
+                        for data_file in new_files:
+                            overwrite.append_data_file(data_file)
+                else:
+                    with update.fast_append() as append:
+                        for data_file in new_files:
+                            append.append_data_file(data_file)
+                tx.set_properties({CSN_KEY: str(csn)})
+            table = self.catalog.load_table(identifier(info))
+            current = _current_files(table)  # the manifests' own DataFiles: what a later snapshot may delete
+            outcome.published_csn = csn
+            outcome.snapshots += 1
+            outcome.iceberg_snapshot_id = _snapshot_id(table)
+            log.debug("published %s at CSN %d (%s): +%d -%d files", info.name, csn, kind, len(added), len(removed))
+        return outcome
+
+    def _wanted(self, info: TableInfo, parts: Iterable[PartRow]) -> dict[str, tuple[PartRow, str]]:
+        """{URI: (part, path on the root's filesystem)} of every file of `parts`."""
+        storage = self.rt.storage
+        wanted = {}
+        for part in parts:
+            for path in storage.part_paths(info.directory, part.path, part.files):
+                wanted[file_uri(storage.location, path)] = (part, path)
+        return wanted
+
+    def _data_files(self, table: Table, info: TableInfo, files: Sequence[tuple[str, PartRow, str]]) -> list[DataFile]:
+        """An Iceberg DataFile per new file: its size, its footer's row count and column statistics, its part's
+        partition values (one HEAD and one footer read per file)."""
+        from pyiceberg.io.pyarrow import (
+            compute_statistics_plan,
+            data_file_statistics_from_parquet_metadata,
+            parquet_path_to_id_mapping,
+        )
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+        from pyiceberg.partitioning import partition_record_value
+        from pyiceberg.typedef import Record
+
+        fs = self.rt.storage.fs
+        ice_schema, spec = table.schema(), table.spec()
+        stats_plan = compute_statistics_plan(ice_schema, table.properties)
+        id_mapping = parquet_path_to_id_mapping(ice_schema)
+        sizes = {}
+        for stat in fs.get_file_info([path for _, _, path in files]):
+            if stat.type != pafs.FileType.File:
+                raise StorageError(f"table {info.name}: part file {stat.path} is missing")
+            sizes[stat.path] = int(stat.size or 0)
+        made = []
+        for uri, part, path in files:
+            try:
+                metadata = pq.read_metadata(path, filesystem=fs)
+            except (OSError, pa.ArrowException) as exc:
+                raise StorageError(f"table {info.name}: cannot read the footer of {uri}: {exc}") from exc
+            try:
+                statistics = data_file_statistics_from_parquet_metadata(
+                    parquet_metadata=metadata, stats_columns=stats_plan, parquet_column_mapping=id_mapping)
+                stats: dict[str, Any] = statistics.to_serialized_dict()
+            except Exception:  # e.g. a Spark INT96 timestamp column: publish the file without column statistics
+                stats = {"record_count": metadata.num_rows, "column_sizes": {}, "value_counts": {},
+                         "null_value_counts": {}, "nan_value_counts": {}, "lower_bounds": {}, "upper_bounds": {},
+                         "split_offsets": []}
+            values = []
+            for partition_field in spec.fields:
+                column = ice_schema.find_field(partition_field.source_id).name
+                text = part.partition.get(column)
+                value = None if text is None else text_to_value(text, info.schema.field(column).type).as_py()
+                values.append(partition_record_value(partition_field, value, ice_schema))
+            made.append(DataFile.from_args(
+                content=DataFileContent.DATA, file_path=uri, file_format=FileFormat.PARQUET,
+                partition=Record(*values), file_size_in_bytes=sizes[path], sort_order_id=None,
+                spec_id=table.metadata.default_spec_id, equality_ids=None, key_metadata=None, **stats))
+        return made
+
+    # -- tags ---------------------------------------------------------------------------------------------------
+    def _sync_tags(self, info: TableInfo, tags: Sequence[TagInfo]) -> list[str]:
+        """Make the table's Iceberg tags the warehouse's tags that hold it, each at the newest snapshot of the
+        newest CSN at or below the tag's; remove Iceberg tags no warehouse tag names (the published table is the
+        warehouse's: its tags mirror the warehouse's). Returns the tags created or moved."""
+        from pyiceberg.table.refs import SnapshotRefType
+
+        table = self.catalog.load_table(identifier(info))
+        existing = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()
+                    if ref.snapshot_ref_type == SnapshotRefType.TAG}
+        wanted = {}
+        for tag in tags:
+            if str(info.name) in tag["tables"]:
+                snapshot = snapshot_at(table, int(tag["csn"]))
+                if snapshot is not None:
+                    wanted[tag["name"]] = snapshot
+        changed = sorted(name for name, sid in wanted.items() if existing.get(name) != sid)
+        dropped = sorted(name for name in existing if name not in wanted)
+        if not changed and not dropped:
+            return []
+        manage = table.manage_snapshots()
+        for name in dropped + [n for n in changed if n in existing]:
+            manage = manage.remove_tag(name)
+        manage.commit()
+        if changed:
+            manage = self.catalog.load_table(identifier(info)).manage_snapshots()
+            for name in changed:
+                manage = manage.create_tag(wanted[name], name)
+            manage.commit()
+        return changed
+
+    # -- reading what was published ----------------------------------------------------------------------------
+    def published_at(self, info: TableInfo, csn: int) -> dict[str, Any] | None:
+        """The Iceberg snapshot holding `info`'s version at `csn` (None: nothing of it published at or below)."""
+        table = self.table(info, create=False)
+        if table is None:
+            return None
+        found = snapshot_at(table, csn)
+        if found is None:
+            return None
+        snapshot = table.snapshot_by_id(found)
+        assert snapshot is not None
+        return {"iceberg_snapshot_id": found, "iceberg_table": str(info.name),
+                "csn": _snapshot_csn(snapshot.summary.additional_properties if snapshot.summary else {}),
+                "metadata_location": table.metadata_location,
+                "published_csn": int(table.properties.get(CSN_KEY, "0"))}
+
+    def progress(self, info: TableInfo) -> int:
+        """The CSN published last for `info` (0: none)."""
+        table = self.table(info, create=False)
+        return 0 if table is None else int(table.properties.get(CSN_KEY, "0"))
+
+    def drop(self, info: TableInfo) -> bool:
+        """Drop `info`'s Iceberg table from the catalog (its metadata files stay; no data file is touched)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        if self.table(info, create=False) is None:
+            return False
+        try:
+            self.catalog.drop_table(identifier(info))
+        except NoSuchTableError:
+            return False
+        return True
+
+
+def _targets(commits: Sequence[int], published: int, horizon: int) -> list[tuple[int, str]]:
+    """The CSNs to publish, in order, with their kind: the table's commits above `published`; those below the
+    horizon (vacuum purged their history) give way to the newest of them, read at the horizon; with no commit
+    pending, the published CSN itself (a compaction since may have changed its files)."""
+    kept = [c for c in commits if c >= horizon]
+    below = [c for c in commits if c < horizon]
+    targets = [(c, "commit") for c in kept]
+    if below and (not kept or kept[0] != horizon):
+        targets.insert(0, (below[-1], "catch-up"))
+    if not targets and published:
+        targets = [(published, "refresh")]
+    return targets
+
+
+def _current_files(table: Table) -> dict[str, DataFile]:
+    """{path: DataFile} of the table's current snapshot."""
+    if table.current_snapshot() is None:
+        return {}
+    return {task.file.file_path: task.file for task in table.scan().plan_files()}
+
+
+def _snapshot_id(table: Table) -> int | None:
+    snapshot = table.current_snapshot()
+    return None if snapshot is None else int(snapshot.snapshot_id)
+
+
+def _snapshot_csn(summary: Mapping[str, str]) -> int | None:
+    text = summary.get(CSN_KEY)
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
+def snapshot_at(table: Table, csn: int) -> int | None:
+    """The id of the newest snapshot of the table's main branch whose CSN is the newest at or below `csn`."""
+    best: tuple[int, int, int] | None = None
+    for snapshot in table.snapshots():
+        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        found = _snapshot_csn(summary)
+        if found is None or found > csn:
+            continue
+        key = (found, int(snapshot.sequence_number or 0), int(snapshot.snapshot_id))
+        if best is None or key[:2] > best[:2]:
+            best = key
+    return None if best is None else best[2]
+
+
+def tables_of(rt: Runtime, names: Sequence[str] | None = None) -> list[TableInfo]:
+    with rt.catalog.read() as conn:
+        if names is None:
+            return table_registry.all_tables(conn)
+        return [table_registry.get(conn, name) for name in names]

@@ -1,0 +1,160 @@
+"""Running publishing for one Warehouse: a catch-up to the readable watermark on request (`run`), and a
+background thread that a commit wakes (`request`), so a commit never waits for publishing (D24).
+
+A run publishes every table, in no particular order, up to the watermark read when it starts; a table that
+fails (its catalog unreachable, a type the format lacks) is reported and retried by the next run while the
+others go on. Runs of one process are serialized; runs of several processes are safe (each table's Iceberg
+commits are compare-and-swap) and the second one finds the work done.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_txn.catalog import commit_log
+from airflow_txn.core import apply, tags
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import InvalidArgumentError, PublishError, TxnError
+from airflow_txn.publish import iceberg
+from airflow_txn.telemetry import logs
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+log = logs.get_logger(__name__)
+
+STOP_SECONDS = 5.0
+"""How long closing a warehouse waits for a background run to finish (it is safe to abandon: idempotent)."""
+
+
+class Publisher:
+    """Publishing of one warehouse (one object per Warehouse, made on first use)."""
+
+    def __init__(self, rt: Runtime, formats: Sequence[str], catalog_properties: Callable[[], dict[str, str]],
+                 warehouse_id: Callable[[], str]) -> None:
+        self.rt = rt
+        self.formats = tuple(formats)
+        self._catalog_properties = catalog_properties
+        self._warehouse_id = warehouse_id
+        self._catalog: Catalog | None = None
+        self._run_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        self.last_error: str | None = None
+        """What the background thread's last run failed with (None: it succeeded, or none ran)."""
+
+    # -- the Iceberg catalog ----------------------------------------------------------------------------------
+    def iceberg_catalog(self) -> Catalog:
+        with self._thread_lock:
+            if self._catalog is None:
+                self._catalog = iceberg.open_catalog(self._catalog_properties())
+            return self._catalog
+
+    def _iceberg(self) -> iceberg.IcebergPublisher:
+        return iceberg.IcebergPublisher(self.rt, self.iceberg_catalog(), self._warehouse_id())
+
+    # -- runs -------------------------------------------------------------------------------------------------
+    def run(self, tables: Sequence[str] | None = None, raise_errors: bool = True) -> dict[str, Any]:
+        """Publish `tables` (None: every table) up to the readable watermark now. Returns {"csn": the watermark,
+        "formats", "tables": {table: {published_csn, snapshots, iceberg_snapshot_id, tags}}, "errors": {table:
+        message}}; with raise_errors a table that failed raises PublishError after the others were published."""
+        if "iceberg" not in self.formats:
+            raise InvalidArgumentError("publishing is off for this warehouse: open it with publish='iceberg' "
+                                       "(or set AIRFLOW_TXN_PUBLISH=iceberg)")
+        with self._run_lock:
+            watermark = apply.readable_csn(self.rt)
+            infos = iceberg.tables_of(self.rt, tables)
+            held = tags.all_tags(self.rt)
+            publisher = self._iceberg()
+            done: dict[str, dict[str, Any]] = {}
+            errors: dict[str, str] = {}
+            for info in infos:
+                try:
+                    done[str(info.name)] = publisher.publish_table(info, watermark, held).as_dict()
+                except TxnError as exc:
+                    errors[str(info.name)] = str(exc)
+                except Exception as exc:  # pyiceberg's own errors: reported per table, the others go on
+                    errors[str(info.name)] = f"{type(exc).__name__}: {exc}"
+        report = {"csn": watermark, "formats": list(self.formats), "tables": done, "errors": errors}
+        if errors:
+            log.warning("publishing up to CSN %d failed for %s", watermark, ", ".join(sorted(errors)))
+            if raise_errors:
+                shown = "; ".join(f"{name}: {message}" for name, message in sorted(errors.items()))
+                raise PublishError(f"publishing up to CSN {watermark} failed for {len(errors)} table(s) (the "
+                                   f"others were published; the commits stand): {shown}")
+        return report
+
+    def republish(self, table: str) -> dict[str, Any]:
+        """Drop `table`'s Iceberg table and publish it again from its oldest readable commit (its Iceberg
+        snapshot ids change; data files are never touched)."""
+        with self._run_lock:
+            infos = iceberg.tables_of(self.rt, [table])
+            self._iceberg().drop(infos[0])
+        return self.run([table])
+
+    def published(self, csn: int, tables: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Per table, the Iceberg snapshot holding its version at `csn`, catching up first where the table's
+        published progress is behind `csn`. Tables with nothing committed at or below `csn` are left out."""
+        publisher = self._iceberg()
+        infos = iceberg.tables_of(self.rt, tables)
+        if any(publisher.progress(info) < csn for info in infos):
+            self.run(tables, raise_errors=False)
+        found, behind = {}, []
+        for info in infos:
+            progress = publisher.progress(info)
+            if progress < csn:
+                with self.rt.catalog.read() as conn:
+                    last = commit_log.last_commit_csn(conn, info.id, csn)
+                if last is not None and last > progress:  # its snapshot at csn does not exist (yet)
+                    behind.append(f"{info.name} (published up to CSN {progress}, committed at {last})")
+                    continue
+            at = publisher.published_at(info, csn)
+            if at is not None:
+                found[str(info.name)] = at
+        if behind:
+            raise PublishError(f"not published at CSN {csn}: {', '.join(behind)}; publish() says why")
+        return found
+
+    # -- in the background ------------------------------------------------------------------------------------
+    def request(self) -> None:
+        """Publish soon, on this publisher's background thread (started on first use); never raises."""
+        try:
+            with self._thread_lock:
+                if self._closed.is_set():
+                    return
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._loop, name="airflow-txn-publisher", daemon=True)
+                    self._thread.start()
+            self._wake.set()
+        except Exception as exc:  # a commit stands whatever publishing does
+            log.warning("could not start publishing in the background: %s", exc)
+
+    def _loop(self) -> None:
+        while not self._closed.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._closed.is_set():
+                return
+            try:
+                self.run(raise_errors=False)
+                self.last_error = None
+            except Exception as exc:  # the next commit (or publish()) tries again
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("background publishing failed (the next commit or publish() catches up): %s", exc)
+
+    def close(self) -> None:
+        """Stop the background thread, waiting at most STOP_SECONDS for a run in progress."""
+        with self._thread_lock:
+            self._closed.set()
+            self._wake.set()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(STOP_SECONDS)
+        catalog, self._catalog = self._catalog, None
+        engine = getattr(catalog, "engine", None)
+        if engine is not None:
+            engine.dispose()

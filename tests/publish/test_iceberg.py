@@ -1,0 +1,258 @@
+"""Iceberg publishing (airflow_txn/publish, docs/DESIGN.md D24): pyiceberg reads every committed CSN of every
+table exactly as `wh.read(table, csn=...)` does, after appends, partition overwrites, copy-on-write deletes and
+updates, rollbacks, multi-table commits, compaction, vacuum and tags; on SQLite and PostgreSQL catalogs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from airflow_txn import Warehouse
+from airflow_txn.errors import InvalidArgumentError, PublishError
+from airflow_txn.publish.iceberg import CSN_KEY, KIND_KEY
+from tests.helpers import accounts, events, make_tables
+
+ORDERS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("shop", pa.int32()), ("amount", pa.float64()),
+                    ("note", pa.string()), ("at", pa.timestamp("us", tz="UTC"))])
+D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
+
+
+def orders(ids: Sequence[int], day: dt.date = D1, shop: int | None = 1, amount: float = 1.0) -> pa.Table:
+    at = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    return pa.table({"id": list(ids), "day": [day] * len(ids), "shop": [shop] * len(ids),
+                     "amount": [amount] * len(ids), "note": [None if i % 2 else f"n{i}" for i in ids],
+                     "at": [at + dt.timedelta(seconds=i) for i in ids]}, schema=ORDERS)
+
+
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    return sorted(table.to_pylist(), key=repr)
+
+
+def iceberg_rows(wh: Warehouse, table: str, snapshot_id: int) -> list[dict[str, Any]]:
+    scanned = wh.iceberg_catalog().load_table(table).scan(snapshot_id=snapshot_id).to_arrow()
+    return rows(scanned.select(wh.schema(table).names))
+
+
+def committed_csns(wh: Warehouse) -> list[int]:
+    return sorted(entry["csn"] for entry in wh.commit_log(limit=10_000))
+
+
+def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
+    """Publish, then read every committed CSN of every table through pyiceberg at the snapshot `published`
+    names and compare all rows with wh.read; returns how many (CSN, table) pairs were compared."""
+    wh.publish()
+    compared = 0
+    for csn in committed_csns(wh) if csns is None else csns:
+        published = wh.published(csn)
+        for table in wh.tables():
+            expected = rows(wh.read(table, csn=csn))
+            last = wh.last_commit_csn(table, at=csn)
+            if last is None:
+                assert table not in published and expected == []
+                continue
+            found = published[table]
+            assert found["csn"] == last, (table, csn)
+            snapshot = wh.iceberg_catalog().load_table(table).snapshot_by_id(found["iceberg_snapshot_id"])
+            assert snapshot is not None and snapshot.summary is not None
+            assert snapshot.summary.additional_properties[CSN_KEY] == str(last)
+            assert iceberg_rows(wh, table, found["iceberg_snapshot_id"]) == expected, (table, csn)
+            compared += 1
+    return compared
+
+
+def summaries(wh: Warehouse, table: str) -> list[dict[str, str]]:
+    loaded = wh.iceberg_catalog().load_table(table)
+    return [dict(s.summary.additional_properties) for s in loaded.snapshots() if s.summary is not None]
+
+
+def test_every_committed_csn_reads_the_same_through_pyiceberg(pub: Warehouse) -> None:
+    make_tables(pub)  # sales.events partitioned by a string day, sales.accounts unpartitioned
+    pub.create_table("shop.orders", ORDERS, partition_by=["day", "shop"])
+    pub.create_table("shop.empty", ORDERS)  # never written: never in published()
+    with pub.begin() as t:
+        t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
+        t.append("sales.accounts", accounts({1: 10, 2: 20}))
+        t.append("shop.orders", pa.concat_tables([orders([1, 2]), orders([3], day=D2, shop=None)]))
+    with pub.begin() as t:  # appends to one table
+        t.append("shop.orders", orders([4, 5], day=D3, shop=2))
+    with pub.begin() as t:  # a partition overwrite
+        t.overwrite("sales.events", events([7], day="2024-01-01", value=2.0), partitions=[{"day": "2024-01-01"}])
+    with pub.begin() as t:  # copy-on-write: delete and update rewrite only the parts holding matches
+        t.delete("shop.orders", pc.field("id") == 1)
+        t.update("sales.accounts", pc.field("id") == 2, {"balance": 25})
+    rolled = pub.begin()
+    rolled.append("shop.orders", orders([99]))
+    rolled.delete("sales.accounts", pc.field("id") == 1)
+    rolled.rollback()
+    with pub.begin() as t:  # a whole-table overwrite
+        t.overwrite("sales.accounts", accounts({3: 30}))
+    with pub.begin() as t:  # a delete that empties a partition
+        t.delete("shop.orders", pc.field("shop").is_null())
+    assert check_every_csn(pub) == 18  # 6 commits x 3 written tables
+    kinds = [s[KIND_KEY] for s in summaries(pub, "shop.orders")]
+    assert kinds == ["commit"] * 4  # one snapshot per commit of the table; the rollback published nothing
+    latest = pub.published()["shop.orders"]["iceberg_snapshot_id"]
+    assert 99 not in [r["id"] for r in iceberg_rows(pub, "shop.orders", latest)]
+    loaded = pub.iceberg_catalog().load_table("shop.orders")
+    assert [f.name for f in loaded.spec().fields] == ["day", "shop"]
+    assert loaded.scan(row_filter="day = '2024-01-03'").to_arrow().num_rows == 2  # partition pruning by identity
+
+
+def test_publishing_is_idempotent_and_safe_from_two_handles(open_pub: Callable[..., Warehouse]) -> None:
+    one, two = open_pub(), open_pub()
+    make_tables(one)
+    for i in range(3):
+        with one.begin() as t:
+            t.append("sales.events", events([i]))
+    first = one.publish()
+    assert first["errors"] == {} and first["csn"] == one.readable_csn()
+    again, other = one.publish(), two.publish()
+    assert again["tables"]["sales.events"]["snapshots"] == 0 and other["tables"]["sales.events"]["snapshots"] == 0
+    assert len(summaries(one, "sales.events")) == 3
+    assert one.published() == two.published()
+
+
+def test_a_commit_is_published_in_the_background(pub: Warehouse) -> None:
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1, 2]))
+    csn = pub.last_commit_csn("sales.events")
+    deadline = time.monotonic() + 60
+    while True:  # no call of publish: the commit woke the background publisher
+        loaded = pub.iceberg_catalog().load_table("sales.events") if pub.iceberg_catalog().table_exists(
+            "sales.events") else None
+        if loaded is not None and loaded.properties.get(CSN_KEY) == str(csn):
+            break
+        assert time.monotonic() < deadline, pub.publisher.last_error
+        time.sleep(0.05)
+    assert [r["id"] for r in rows(loaded.scan().to_arrow())] == [1, 2]
+
+
+def test_compaction_is_published_under_the_same_csn_and_survives_vacuum(pub: Warehouse) -> None:
+    make_tables(pub)
+    for i in range(4):
+        with pub.begin() as t:
+            t.append("sales.events", events([i]))
+    before = pub.publish()["tables"]["sales.events"]
+    report = pub.compact("sales.events")
+    assert report["merged"] >= 1
+    after = pub.publish()["tables"]["sales.events"]
+    assert after["snapshots"] == 1 and after["published_csn"] == before["published_csn"]
+    assert [s[KIND_KEY] for s in summaries(pub, "sales.events")][-1] == "refresh"
+    assert check_every_csn(pub) == 4  # the newest snapshot of the last CSN holds the merged part
+    pub.vacuum(retention_seconds=0)  # deletes the merged-away sources
+    latest = pub.published()["sales.events"]
+    assert iceberg_rows(pub, "sales.events", latest["iceberg_snapshot_id"]) == rows(pub.read("sales.events"))
+    loaded = pub.iceberg_catalog().load_table("sales.events")
+    assert len(loaded.inspect.files()) == 1
+
+
+def test_history_vacuum_purged_is_caught_up_in_one_snapshot(open_pub: Callable[..., Warehouse]) -> None:
+    plain = open_pub(publish="off")
+    make_tables(plain)
+    for i in range(3):
+        with plain.begin() as t:
+            t.overwrite("sales.events", events([i, i + 10]))
+    with plain.begin() as t:
+        t.append("sales.accounts", accounts({1: 1}))
+    plain.vacuum(retention_seconds=0)  # the overwritten versions' files are gone
+    pub = open_pub()
+    done = pub.publish()
+    assert done["errors"] == {} and done["tables"]["sales.events"]["snapshots"] == 1
+    assert [s[KIND_KEY] for s in summaries(pub, "sales.events")] == ["catch-up"]
+    latest = pub.published()["sales.events"]
+    assert iceberg_rows(pub, "sales.events", latest["iceberg_snapshot_id"]) == rows(pub.read("sales.events"))
+    with pub.begin() as t:  # and from there on, commit by commit
+        t.append("sales.events", events([50]))
+    check_every_csn(pub, [pub.readable_csn()])
+
+
+def test_tags_become_iceberg_tags_of_the_tables_they_hold(pub: Warehouse) -> None:
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+        t.append("sales.accounts", accounts({1: 1}))
+    pub.tag("month-end", tables=["sales.events"])
+    with pub.begin() as t:
+        t.append("sales.events", events([2]))
+    pub.publish()
+    events_table = pub.iceberg_catalog().load_table("sales.events")
+    ref = events_table.metadata.refs["month-end"]
+    assert iceberg_rows(pub, "sales.events", ref.snapshot_id) == rows(pub.read("sales.events", tag="month-end"))
+    assert pub.published(tag="month-end")["sales.events"]["iceberg_snapshot_id"] == ref.snapshot_id
+    assert "month-end" not in pub.iceberg_catalog().load_table("sales.accounts").metadata.refs
+    pub.untag("month-end")
+    pub.publish()
+    assert "month-end" not in pub.iceberg_catalog().load_table("sales.events").metadata.refs
+
+
+def test_republish_rebuilds_a_table_from_its_oldest_readable_commit(pub: Warehouse) -> None:
+    make_tables(pub)
+    for i in range(3):
+        with pub.begin() as t:
+            t.append("sales.events", events([i]))
+    pub.publish()
+    old = pub.published()["sales.events"]["iceberg_snapshot_id"]
+    done = pub.republish("sales.events")
+    assert done["tables"]["sales.events"]["snapshots"] == 3
+    assert pub.published()["sales.events"]["iceberg_snapshot_id"] != old
+    check_every_csn(pub)
+
+
+def test_publishing_settings_are_checked_before_anything_is_opened(catalog_url: str, tmp_path: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    root = str(tmp_path / "w")
+    with pytest.raises(InvalidArgumentError, match="unknown format 'hudi'"):
+        Warehouse.open(catalog=catalog_url, root=root, publish="hudi")
+    with pytest.raises(InvalidArgumentError, match="delta is not implemented yet"):
+        Warehouse.open(catalog=catalog_url, root=root, publish="iceberg,delta")
+    with pytest.raises(InvalidArgumentError, match="JSON object"):
+        Warehouse.open(catalog=catalog_url, root=root, iceberg_catalog="{not json")
+    monkeypatch.setenv("AIRFLOW_TXN_PUBLISH", "iceberg")
+    with Warehouse.open(catalog=catalog_url, root=root) as wh:
+        assert wh.config.publish == ("iceberg",)
+    monkeypatch.delenv("AIRFLOW_TXN_PUBLISH")
+    with Warehouse.open(catalog=catalog_url, root=root) as wh:
+        wh.init()
+        assert wh.config.publish == ()
+        with pytest.raises(InvalidArgumentError, match="publishing is off"):
+            wh.publish()
+
+
+def test_a_table_iceberg_cannot_hold_fails_alone(pub: Warehouse) -> None:
+    make_tables(pub)
+    pub.create_table("odd.nanos", pa.schema([("at", pa.timestamp("ns"))]))  # Iceberg v2 has microseconds only
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+        t.append("odd.nanos", pa.table({"at": pa.array([1], pa.timestamp("ns"))}))
+    with pytest.raises(PublishError, match=r"odd\.nanos") as raised:
+        pub.publish()
+    assert "sales.events" not in str(raised.value) and "unsupported type: timestamp[ns]" in str(raised.value)
+    assert pub.published(tables=["sales.events"])["sales.events"]["csn"] == pub.readable_csn()
+    with pytest.raises(PublishError, match=r"not published at CSN 2: odd\.nanos"):
+        pub.published()  # never a stale snapshot for a table that could not be published
+
+
+def test_another_warehouses_iceberg_table_is_never_written(catalog_url: str, tmp_path: Any) -> None:
+    one = Warehouse.open(catalog=catalog_url, root=str(tmp_path / "w"), publish="iceberg")
+    make_tables(one)
+    with one.begin() as t:
+        t.append("sales.events", events([1]))
+    one.publish()
+    one.close()
+    other_catalog = f"sqlite:///{tmp_path / 'other.db'}"
+    shared = {"type": "sql", "uri": catalog_url}  # another warehouse pointed at the first one's Iceberg catalog
+    other = Warehouse.open(catalog=other_catalog, root=str(tmp_path / "w2"), publish="iceberg",
+                           iceberg_catalog=shared)
+    make_tables(other)
+    with other.begin() as t:
+        t.append("sales.events", events([2]))
+    with pytest.raises(PublishError, match="not published by this warehouse"):
+        other.publish()
+    other.close()
