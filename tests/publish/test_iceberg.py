@@ -5,6 +5,7 @@ updates, rollbacks, multi-table commits, compaction, vacuum and tags; on SQLite 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -256,3 +257,42 @@ def test_another_warehouses_iceberg_table_is_never_written(catalog_url: str, tmp
     with pytest.raises(PublishError, match="not published by this warehouse"):
         other.publish()
     other.close()
+
+
+@pytest.mark.s3
+def test_an_s3_root_is_published_and_read_through_pyiceberg(s3_root: str, tmp_path: Any) -> None:
+    """The root on a real S3-compatible server, its settings in the AWS_* environment only: the Iceberg metadata
+    goes below the root, the data files are the part objects themselves."""
+    with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=s3_root, publish="iceberg") as wh:
+        make_tables(wh)
+        with wh.begin() as t:
+            t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
+        with wh.begin() as t:
+            t.delete("sales.events", pc.field("id") == 2)
+        wh.compact("sales.events")
+        assert check_every_csn(wh) == 2
+        location = wh.iceberg_catalog().load_table("sales.events").metadata.location
+        assert location == f"{s3_root}/.iceberg/sales/events"
+
+
+def test_the_command_line_publishes_republishes_and_names_snapshots(pub: Warehouse,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_txn.cli import main
+
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    first = pub.readable_csn()
+    with pub.begin() as t:
+        t.append("sales.events", events([2]))
+    where = ["--catalog", pub.config.catalog_url, "--root", pub.config.root, "--json"]
+    capsys.readouterr()
+    assert main(["publish", *where]) == 0
+    assert json.loads(capsys.readouterr().out)["csn"] == pub.readable_csn()
+    assert main(["published", "--csn", str(first), *where]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == [{"table": "sales.events", **pub.published(first)["sales.events"]}]
+    assert main(["publish", "--republish", "--table", "sales.events", *where]) == 0
+    assert json.loads(capsys.readouterr().out)["sales.events"]["sales.events"]["snapshots"] == 2
+    assert main(["publish", "--republish", *where]) == 2  # which tables: a usage error
+    check_every_csn(pub)
