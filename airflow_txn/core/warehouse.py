@@ -627,15 +627,14 @@ class Warehouse:
         """Per table, what other engines read for snapshot `csn` (None: the readable watermark) or tag `tag`:
         {"iceberg_snapshot_id", "iceberg_table", "csn" (the commit whose version it is), "metadata_location",
         "published_csn"}. Publishing is caught up first where it is behind; tables with nothing committed at or
-        below the CSN are left out."""
+        below the CSN are left out. SnapshotTooOldError below a table's retention horizon (as `read`), PublishError
+        naming a table publishing could not catch up."""
         if tag is not None:
             if csn is not None:
                 raise InvalidArgumentError(f"published at csn {csn} or at tag {tag!r}, not both")
             info = self.tag_info(tag)
             return dict(self.publisher.published(int(info["csn"]), list(info["tables"])))
-        snapshot = self.readable_csn() if csn is None else bounds.catalog_int(csn, "csn")
-        if snapshot > self.readable_csn():
-            raise InvalidArgumentError(f"CSN {snapshot} is not readable yet (watermark {self.readable_csn()})")
+        snapshot = self._snapshot_for(csn, tables)  # as a read: not above the watermark, not below a horizon
         return dict(self.publisher.published(snapshot, tables))
 
     def republish(self, table: str) -> dict[str, object]:

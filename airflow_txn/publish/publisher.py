@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_txn.catalog import commit_log
 from airflow_txn.core import apply, tags
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import InvalidArgumentError, PublishError, TxnError
+from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TxnError
 from airflow_txn.publish import iceberg
 from airflow_txn.telemetry import logs
 
@@ -105,16 +105,19 @@ class Publisher:
             self.run(tables, raise_errors=False)
         found, behind = {}, []
         for info in infos:
+            with self.rt.catalog.read() as conn:
+                last = commit_log.last_commit_csn(conn, info.id, csn)
+            if last is None:
+                continue  # nothing committed at or below csn
             progress = publisher.progress(info)
-            if progress < csn:
-                with self.rt.catalog.read() as conn:
-                    last = commit_log.last_commit_csn(conn, info.id, csn)
-                if last is not None and last > progress:  # its snapshot at csn does not exist (yet)
-                    behind.append(f"{info.name} (published up to CSN {progress}, committed at {last})")
-                    continue
+            if last > progress:  # its snapshot at csn does not exist (yet)
+                behind.append(f"{info.name} (published up to CSN {progress}, committed at {last})")
+                continue
             at = publisher.published_at(info, csn)
-            if at is not None:
-                found[str(info.name)] = at
+            if at is None:  # vacuum purged that version before it was published
+                raise SnapshotTooOldError(f"table {info.name}: CSN {csn} was never published (its history was "
+                                          "purged by vacuum before publishing caught up); read a newer one")
+            found[str(info.name)] = at
         if behind:
             raise PublishError(f"not published at CSN {csn}: {', '.join(behind)}; publish() says why")
         return found

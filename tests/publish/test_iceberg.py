@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -15,7 +19,7 @@ import pyarrow.compute as pc
 import pytest
 
 from airflow_txn import Warehouse
-from airflow_txn.errors import InvalidArgumentError, PublishError
+from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError
 from airflow_txn.publish.iceberg import CSN_KEY, KIND_KEY
 from tests.helpers import accounts, events, make_tables
 
@@ -169,6 +173,9 @@ def test_history_vacuum_purged_is_caught_up_in_one_snapshot(open_pub: Callable[.
     assert [s[KIND_KEY] for s in summaries(pub, "sales.events")] == ["catch-up"]
     latest = pub.published()["sales.events"]
     assert iceberg_rows(pub, "sales.events", latest["iceberg_snapshot_id"]) == rows(pub.read("sales.events"))
+    first = min(committed_csns(pub))
+    with pytest.raises(SnapshotTooOldError, match="retention horizon"):  # as wh.read at that CSN
+        pub.published(first)
     with pub.begin() as t:  # and from there on, commit by commit
         t.append("sales.events", events([50]))
     check_every_csn(pub, [pub.readable_csn()])
@@ -295,4 +302,34 @@ def test_the_command_line_publishes_republishes_and_names_snapshots(pub: Warehou
     assert main(["publish", "--republish", "--table", "sales.events", *where]) == 0
     assert json.loads(capsys.readouterr().out)["sales.events"]["sales.events"]["snapshots"] == 2
     assert main(["publish", "--republish", *where]) == 2  # which tables: a usage error
+    check_every_csn(pub)
+
+
+CRASH_AFTER_COMMIT = """
+import os, sys
+import pyarrow as pa
+from airflow_txn import Warehouse
+wh = Warehouse.open(catalog=sys.argv[1], root=sys.argv[2], publish="iceberg")
+wh.publisher.request = lambda: None  # the background run never starts: as if the process died at once
+t = wh.begin()
+t.append("sales.events", pa.table({"id": [7], "day": ["2024-01-01"], "value": [1.0]},
+                                  schema=wh.schema("sales.events")))
+print(t.commit(), flush=True)
+os._exit(0)  # dies right after its commit stands, before anything was published
+"""
+
+
+def test_a_process_that_dies_after_its_commit_is_caught_up_by_the_next_publisher(pub: Warehouse) -> None:
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    pub.publish()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", CRASH_AFTER_COMMIT, pub.config.catalog_url, pub.config.root],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    csn = int(done.stdout.strip())
+    loaded = pub.iceberg_catalog().load_table("sales.events")
+    assert loaded.properties[CSN_KEY] != str(csn)  # the crash left publishing behind
+    assert pub.published(csn)["sales.events"]["csn"] == csn  # whoever finds it behind catches it up
     check_every_csn(pub)
