@@ -87,14 +87,13 @@ from airflow_txn.model.results import (
 from airflow_txn.model.tid import Tid, TidFactory
 from airflow_txn.model.tid import is_prefix as is_tid_prefix
 from airflow_txn.oracle import make_oracle
+from airflow_txn.publish.publisher import Publisher
 from airflow_txn.storage.root import Storage
 from airflow_txn.telemetry import logs
 
 if TYPE_CHECKING:
     import duckdb
     from pyiceberg.catalog import Catalog as IcebergCatalog
-
-    from airflow_txn.publish.publisher import Publisher
 
 log = logs.get_logger(__name__)
 
@@ -589,7 +588,6 @@ class Warehouse:
         """This warehouse's publishing (made on first use; InvalidArgumentError from its runs when it is off)."""
         if self._publisher is None:
             from airflow_txn.publish import iceberg
-            from airflow_txn.publish.publisher import Publisher
 
             config = self.config
             self._publisher = Publisher(
