@@ -35,7 +35,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from sqlalchemy import select
 
-from airflow_txn.catalog import part_records, schema, table_registry
+from airflow_txn.catalog import commit_log, part_records, schema, table_registry
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import retention
@@ -143,6 +143,8 @@ class TableOutcome:
     iceberg_snapshot_id: int | None = None
     tags: list[str] = field(default_factory=list)
     """Iceberg tags created or moved by the run."""
+    commits: list[int] = field(default_factory=list)
+    """The CSNs of the commits the run published (kind commit or catch-up), for the lag metric."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"published_csn": self.published_csn, "snapshots": self.snapshots,
@@ -196,6 +198,9 @@ class IcebergPublisher:
         with contextlib.suppress(NamespaceAlreadyExistsError):
             self.catalog.create_namespace(namespace)
         properties = {"format-version": "2", WAREHOUSE_KEY: self.warehouse_id, TABLE_KEY: str(info.name),
+                      # a lost compare-and-swap must reach publish_table, which recomputes the snapshot from the
+                      # table as it now is; pyiceberg's own retry would append the same files a second time
+                      "commit.retry.num-retries": "0",
                       "schema.name-mapping.default": create_mapping_from_schema(ice_schema).model_dump_json()}
         location = location_uri(self.rt.storage.location, f"{METADATA_DIR}/{namespace}/{info.name.table}")
         try:
@@ -270,6 +275,8 @@ class IcebergPublisher:
             current = _current_files(table)  # the manifests' own DataFiles: what a later snapshot may delete
             outcome.published_csn = csn
             outcome.snapshots += 1
+            if kind != "refresh":
+                outcome.commits.append(csn)
             outcome.iceberg_snapshot_id = _snapshot_id(table)
             log.debug("published %s at CSN %d (%s): +%d -%d files", info.name, csn, kind, len(added), len(removed))
         return outcome
@@ -448,3 +455,19 @@ def tables_of(rt: Runtime, names: Sequence[str] | None = None) -> list[TableInfo
         if names is None:
             return table_registry.all_tables(conn)
         return [table_registry.get(conn, name) for name in names]
+
+
+def behind(rt: Runtime, catalog: Catalog, warehouse_id: str, watermark: int) -> list[tuple[str, int, int]]:
+    """(table, published CSN, last commit CSN) of every table whose last commit up to `watermark` is not
+    published yet (what `airflow-txn doctor` reports); reads only, creates no Iceberg table."""
+    publisher = IcebergPublisher(rt, catalog, warehouse_id)
+    late = []
+    for info in tables_of(rt):
+        with rt.catalog.read() as conn:
+            last = commit_log.last_commit_csn(conn, info.id, watermark)
+        if last is None:
+            continue
+        progress = publisher.progress(info)
+        if progress < last:
+            late.append((str(info.name), progress, last))
+    return late

@@ -10,15 +10,18 @@ commits are compare-and-swap) and the second one finds the work done.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_txn.catalog import commit_log
+from sqlalchemy import select
+
+from airflow_txn.catalog import commit_log, schema
 from airflow_txn.core import apply, tags
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TxnError
 from airflow_txn.publish import iceberg
-from airflow_txn.telemetry import logs
+from airflow_txn.telemetry import logs, metrics
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -44,12 +47,15 @@ class Publisher:
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
+        self._catalog_lock = threading.Lock()
+        self._pending = False
+        """A run was requested since the background thread last started one."""
         self.last_error: str | None = None
         """What the background thread's last run failed with (None: it succeeded, or none ran)."""
 
     # -- the Iceberg catalog ----------------------------------------------------------------------------------
     def iceberg_catalog(self) -> Catalog:
-        with self._thread_lock:
+        with self._catalog_lock:  # not the thread lock: a commit's request() never waits for a catalog to open
             if self._catalog is None:
                 self._catalog = iceberg.open_catalog(self._catalog_properties())
             return self._catalog
@@ -72,13 +78,17 @@ class Publisher:
             publisher = self._iceberg()
             done: dict[str, dict[str, Any]] = {}
             errors: dict[str, str] = {}
+            published: list[int] = []
             for info in infos:
                 try:
-                    done[str(info.name)] = publisher.publish_table(info, watermark, held).as_dict()
+                    outcome = publisher.publish_table(info, watermark, held)
+                    done[str(info.name)] = outcome.as_dict()
+                    published += outcome.commits
                 except TxnError as exc:
                     errors[str(info.name)] = str(exc)
                 except Exception as exc:  # pyiceberg's own errors: reported per table, the others go on
                     errors[str(info.name)] = f"{type(exc).__name__}: {exc}"
+            self._measure(published, len(errors))
         report = {"csn": watermark, "formats": list(self.formats), "tables": done, "errors": errors}
         if errors:
             log.warning("publishing up to CSN %d failed for %s", watermark, ", ".join(sorted(errors)))
@@ -87,6 +97,25 @@ class Publisher:
                 raise PublishError(f"publishing up to CSN {watermark} failed for {len(errors)} table(s) (the "
                                    f"others were published; the commits stand): {shown}")
         return report
+
+    def _measure(self, published: Sequence[int], failures: int) -> None:
+        """The lag metric of each commit published (from its commit time) and the failed tables' count."""
+        tags = {"format": "iceberg"}
+        if failures:
+            metrics.incr(metrics.PUBLISH_FAILURES, failures, tags)
+        if not published:
+            return
+        try:
+            log_table = schema.commit_log.c
+            with self.rt.catalog.read() as conn:
+                times = [float(t) for t in conn.execute(
+                    select(log_table.committed_at).where(log_table.csn.in_(sorted(set(published))))).scalars()]
+        except Exception as exc:  # a metric never fails publishing
+            log.debug("no publish lag measured: %s", exc)
+            return
+        now = time.time()
+        for committed_at in times:
+            metrics.timing(metrics.PUBLISH_LAG, max(0.0, now - committed_at) * 1000, tags)
 
     def republish(self, table: str) -> dict[str, Any]:
         """Drop `table`'s Iceberg table and publish it again from its oldest readable commit (its Iceberg
@@ -132,32 +161,39 @@ class Publisher:
                 if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(target=self._loop, name="airflow-txn-publisher", daemon=True)
                     self._thread.start()
+                self._pending = True
             self._wake.set()
         except Exception as exc:  # a commit stands whatever publishing does
             log.warning("could not start publishing in the background: %s", exc)
 
     def _loop(self) -> None:
-        while not self._closed.is_set():
+        while True:
             self._wake.wait()
             self._wake.clear()
+            with self._thread_lock:
+                pending, self._pending = self._pending, False
+            if pending:  # a commit asked, even if the warehouse is being closed (close waits STOP_SECONDS)
+                try:
+                    self.run(raise_errors=False)
+                    self.last_error = None
+                except Exception as exc:  # the next commit (or publish()) tries again
+                    self.last_error = f"{type(exc).__name__}: {exc}"
+                    log.warning("background publishing failed (the next commit or publish() catches up): %s", exc)
             if self._closed.is_set():
                 return
-            try:
-                self.run(raise_errors=False)
-                self.last_error = None
-            except Exception as exc:  # the next commit (or publish()) tries again
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("background publishing failed (the next commit or publish() catches up): %s", exc)
 
     def close(self) -> None:
-        """Stop the background thread, waiting at most STOP_SECONDS for a run in progress."""
+        """Stop the background thread, letting a run in progress or requested finish within STOP_SECONDS (a
+        process that commits and closes at once still publishes its commit; one that takes longer is caught up
+        by the next publisher)."""
         with self._thread_lock:
             self._closed.set()
             self._wake.set()
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(STOP_SECONDS)
-        catalog, self._catalog = self._catalog, None
+        with self._catalog_lock:
+            catalog, self._catalog = self._catalog, None
         engine = getattr(catalog, "engine", None)
         if engine is not None:
             engine.dispose()

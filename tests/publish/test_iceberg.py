@@ -123,6 +123,31 @@ def test_publishing_is_idempotent_and_safe_from_two_handles(open_pub: Callable[.
     assert one.published() == two.published()
 
 
+def test_a_publisher_that_lost_the_race_appends_nothing_twice(pub: Warehouse) -> None:
+    from pyiceberg.exceptions import CommitFailedException
+
+    from airflow_txn.catalog import table_registry
+    from airflow_txn.publish.iceberg import IcebergPublisher
+
+    pub.publisher.request = lambda: None  # type: ignore[method-assign]  # no background run: the race is staged here
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    pub.publish()
+    with pub.begin() as t:
+        t.append("sales.events", events([2]))
+    stale = pub.iceberg_catalog().load_table("sales.events")  # another publisher read the table here...
+    pub.publish()  # ...and this one published CSN 3 first
+    with pub.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, "sales.events")
+    loser = IcebergPublisher(pub.runtime, pub.iceberg_catalog(), pub.warehouse_id)
+    with pytest.raises(CommitFailedException):  # refused, never rebased onto the winner's snapshot
+        loser._catch_up(stale, info, pub.readable_csn())
+    assert loser.publish_table(info, pub.readable_csn()).snapshots == 0  # reloaded: the work is done
+    assert len(pub.iceberg_catalog().load_table("sales.events").inspect.files()) == 2
+    check_every_csn(pub)
+
+
 def test_a_commit_is_published_in_the_background(pub: Warehouse) -> None:
     make_tables(pub)
     with pub.begin() as t:
@@ -137,6 +162,21 @@ def test_a_commit_is_published_in_the_background(pub: Warehouse) -> None:
         assert time.monotonic() < deadline, pub.publisher.last_error
         time.sleep(0.05)
     assert [r["id"] for r in rows(loaded.scan().to_arrow())] == [1, 2]
+
+
+def test_closing_the_warehouse_lets_the_commits_publishing_finish(open_pub: Callable[..., Warehouse],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_txn.publish import publisher
+
+    monkeypatch.setattr(publisher, "STOP_SECONDS", 300.0)  # this test waits for the run, however slow the machine
+    pub = open_pub()
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    csn = pub.readable_csn()
+    pub.close()  # a task that commits and exits at once
+    reader = open_pub()
+    assert reader.iceberg_catalog().load_table("sales.events").properties[CSN_KEY] == str(csn)
 
 
 def test_compaction_is_published_under_the_same_csn_and_survives_vacuum(pub: Warehouse) -> None:
@@ -333,3 +373,42 @@ def test_a_process_that_dies_after_its_commit_is_caught_up_by_the_next_publisher
     assert loaded.properties[CSN_KEY] != str(csn)  # the crash left publishing behind
     assert pub.published(csn)["sales.events"]["csn"] == csn  # whoever finds it behind catches it up
     check_every_csn(pub)
+
+
+def test_publishing_reports_its_lag_and_doctor_says_when_it_is_behind(open_pub: Callable[..., Warehouse],
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_txn.cli import main
+    from airflow_txn.telemetry import metrics
+
+    plain = open_pub(publish="off")
+    make_tables(plain)
+    with plain.begin() as t:
+        t.append("sales.events", events([1]))
+    where = ["--catalog", plain.config.catalog_url, "--root", plain.config.root, "--json"]
+
+    def publishing_check() -> dict[str, str]:
+        capsys.readouterr()
+        main([*where, "doctor"])
+        checks = json.loads(capsys.readouterr().out)["checks"]
+        return next(c for c in checks if c["name"] == "publishing")
+
+    assert publishing_check()["detail"].startswith("off")
+    monkeypatch.setenv("AIRFLOW_TXN_PUBLISH", "iceberg")
+    first = publishing_check()
+    assert first["status"] == "warn"  # the Iceberg catalog was never created: doctor does not create it
+    pub = open_pub()
+    recording = metrics.RecordingSink()
+    previous = metrics.set_sink(recording)
+    try:
+        pub.publish()
+        with plain.begin() as t:  # committed where nothing publishes
+            t.append("sales.events", events([2]))
+        behind = publishing_check()
+        assert behind["status"] == "warn" and "sales.events (published up to CSN 2, last commit 3)" in behind["detail"]
+        pub.publish()
+    finally:
+        metrics.set_sink(previous)
+    assert publishing_check()["status"] == "ok"
+    lags = [s for s in recording.samples if s.name == metrics.PUBLISH_LAG]
+    assert len(lags) == 2 and all(s.value >= 0 and s.tags == {"format": "iceberg"} for s in lags)
