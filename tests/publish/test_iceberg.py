@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_txn import Warehouse
@@ -307,10 +308,22 @@ def test_another_warehouses_iceberg_table_is_never_written(catalog_url: str, tmp
 
 
 @pytest.mark.s3
-def test_an_s3_root_is_published_and_read_through_pyiceberg(s3_root: str, tmp_path: Any) -> None:
-    """The root on a real S3-compatible server, its settings in the AWS_* environment only: the Iceberg metadata
-    goes below the root, the data files are the part objects themselves."""
-    with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=s3_root, publish="iceberg") as wh:
+@pytest.mark.parametrize("settings", ["environment", "storage_options"])
+def test_an_s3_root_is_published_and_read_through_pyiceberg(s3_root: str, tmp_path: Any, settings: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The root on a real S3-compatible server, its settings in the AWS_* environment or in storage_options
+    alone: the Iceberg metadata goes below the root, the data files are the part objects themselves, and the
+    Iceberg FileIO reaches them with the root's settings."""
+    options: dict[str, str] | None = None
+    if settings == "storage_options":
+        options = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"], "region": os.environ["AWS_REGION"],
+                   "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+                   "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"]}
+        for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                     "AWS_DEFAULT_REGION"):
+            monkeypatch.delenv(name)
+    with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=s3_root, publish="iceberg",
+                        storage_options=options) as wh:
         make_tables(wh)
         with wh.begin() as t:
             t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
@@ -412,3 +425,35 @@ def test_publishing_reports_its_lag_and_doctor_says_when_it_is_behind(open_pub: 
     assert publishing_check()["status"] == "ok"
     lags = [s for s in recording.samples if s.name == metrics.PUBLISH_LAG]
     assert len(lags) == 2 and all(s.value >= 0 and s.tags == {"format": "iceberg"} for s in lags)
+
+
+def test_an_engines_write_dir_parts_are_published_file_by_file(pub: Warehouse) -> None:
+    """Spark's native writer leaves a write dir whose partition leaves are parts of several files each (D8);
+    a stand-in engine writes them through the adapter, as airflow_txn.spark does."""
+    from airflow_txn.core import adapter
+    from airflow_txn.model.partitioning import normalize_partitions
+
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    with pub.begin() as t:
+        stmt = adapter.open_statement(t, "sales.events", what="engine append")
+        write_dir = stmt.new_write_dir(writer="test-engine")
+        written = []
+        for day, batches in (("2024-01-01", [[10, 11], [12]]), ("2024-01-02", [[20], [21]])):
+            [partition] = normalize_partitions([{"day": day}], stmt.table.schema, stmt.table.partition_by)
+            leaf = write_dir.location / f"day={day}"
+            leaf.mkdir()
+            names = []
+            for i, batch in enumerate(batches):
+                pq.write_table(events(batch, day=day).drop_columns(["day"]), leaf / f"part-{i}.parquet")
+                names.append(f"part-{i}.parquet")
+            size = sum((leaf / name).stat().st_size for name in names)
+            written.append((partition, adapter.WrittenPart(f"{write_dir.relative}/day={day}", tuple(names),
+                                                           sum(len(b) for b in batches), size)))
+        stmt.register(written, [], None)
+    with pub.begin() as t:  # copy-on-write over a part of two files
+        t.delete("sales.events", pc.field("id") == 11)
+    assert check_every_csn(pub) == 3
+    files = pub.iceberg_catalog().load_table("sales.events").inspect.files()
+    assert sum(1 for path in files["file_path"].to_pylist() if "/w-" in path) == 2  # 2024-01-02's two files
