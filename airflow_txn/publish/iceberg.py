@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from sqlalchemy import select
+from sqlalchemy import Connection, func, select
 
 from airflow_txn.catalog import commit_log, part_records, schema, table_registry
 from airflow_txn.catalog.part_records import PartRow
@@ -56,6 +56,9 @@ log = logs.get_logger(__name__)
 CSN_KEY = "airflow-txn.csn"
 """In a snapshot's summary: the CSN whose version of the table it holds. As a table property: the CSN
 published last (the publisher's progress)."""
+MERGES_KEY = "airflow-txn.merges"
+"""Table property: the table's background merges (count and newest swap time) when the published files were
+last compared with the visible ones: a run compares again only when they changed (a merge takes no CSN, D9)."""
 KIND_KEY = "airflow-txn.kind"
 """In a snapshot's summary: `commit` (a commit's changes), `refresh` (the same CSN's rows, other files: a
 compaction), `catch-up` (the first snapshot after history vacuum purged)."""
@@ -239,8 +242,10 @@ class IcebergPublisher:
                        schema.table_commits.c.csn <= watermark)
                 .order_by(schema.table_commits.c.csn)).scalars()]
             horizon = retention.table_horizon(conn, info.id)
-        targets = _targets(commits, published, horizon)
-        current = _current_files(table)
+            merges = _merges_signature(conn, info.id)
+        compared = table.properties.get(MERGES_KEY)
+        targets = _targets(commits, published, horizon, refresh=merges != compared)
+        current = _current_files(table) if targets else {}
         outcome = TableOutcome(published, iceberg_snapshot_id=_snapshot_id(table))
         for csn, kind in targets:
             read_at = max(csn, horizon)  # below the horizon, files of that version may be gone (same rows)
@@ -250,9 +255,10 @@ class IcebergPublisher:
             added = [uri for uri in wanted if uri not in current]
             removed = [uri for uri in current if uri not in wanted]
             if not added and not removed:
-                if csn != outcome.published_csn:
+                if csn != outcome.published_csn or merges != compared:
                     with table.transaction() as tx:
-                        tx.set_properties({CSN_KEY: str(csn)})
+                        tx.set_properties({CSN_KEY: str(csn), MERGES_KEY: merges})
+                    compared = merges
                     table = self.catalog.load_table(identifier(info))
                     outcome.published_csn = csn
                 continue
@@ -270,7 +276,8 @@ class IcebergPublisher:
                     with update.fast_append() as append:
                         for data_file in new_files:
                             append.append_data_file(data_file)
-                tx.set_properties({CSN_KEY: str(csn)})
+                tx.set_properties({CSN_KEY: str(csn), MERGES_KEY: merges})
+            compared = merges
             table = self.catalog.load_table(identifier(info))
             current = _current_files(table)  # the manifests' own DataFiles: what a later snapshot may delete
             outcome.published_csn = csn
@@ -402,18 +409,28 @@ class IcebergPublisher:
         return True
 
 
-def _targets(commits: Sequence[int], published: int, horizon: int) -> list[tuple[int, str]]:
+def _targets(commits: Sequence[int], published: int, horizon: int, refresh: bool) -> list[tuple[int, str]]:
     """The CSNs to publish, in order, with their kind: the table's commits above `published`; those below the
     horizon (vacuum purged their history) give way to the newest of them, read at the horizon; with no commit
-    pending, the published CSN itself (a compaction since may have changed its files)."""
+    pending and `refresh` (the table's merges changed since they were last compared), the published CSN itself."""
     kept = [c for c in commits if c >= horizon]
     below = [c for c in commits if c < horizon]
     targets = [(c, "commit") for c in kept]
     if below and (not kept or kept[0] != horizon):
         targets.insert(0, (below[-1], "catch-up"))
-    if not targets and published:
+    if not targets and published and refresh:
         targets = [(published, "refresh")]
     return targets
+
+
+def _merges_signature(conn: Connection, table_id: int) -> str:
+    """The table's background merges as `count:newest swap time` (txn_compactions): when it differs from the one
+    a run last compared, a merge may have changed the files of the published CSN (any merge, even one whose swap
+    became visible late or whose row vacuum purged, changes it)."""
+    c = schema.compactions.c
+    count, newest = conn.execute(select(func.count(), func.max(c.committed_at)).where(c.table_id == table_id)).one()
+    return f"{int(count)}:{float(newest or 0):.6f}"
+
 
 
 def _current_files(table: Table) -> dict[str, DataFile]:
