@@ -56,6 +56,8 @@ log = logs.get_logger(__name__)
 CSN_KEY = "airflow-txn.csn"
 """In a snapshot's summary: the CSN whose version of the table it holds. As a table property: the CSN
 published last (the publisher's progress)."""
+TAGS_MERGES_KEY = "airflow-txn.tags-merges"
+"""Table property: the merges signature when the Iceberg tags' files were last checked (a merge may change them)."""
 MERGES_KEY = "airflow-txn.merges"
 """Table property: the table's background merges (count and newest swap time) when the published files were
 last compared with the visible ones: a run compares again only when they changed (a merge takes no CSN, D9)."""
@@ -262,21 +264,8 @@ class IcebergPublisher:
                     table = self.catalog.load_table(identifier(info))
                     outcome.published_csn = csn
                 continue
-            new_files = self._data_files(table, info, [(uri, *wanted[uri]) for uri in added])
-            summary = {CSN_KEY: str(csn), KIND_KEY: kind}
-            with table.transaction() as tx:
-                update = tx.update_snapshot(snapshot_properties=summary)
-                if removed:
-                    with update.overwrite() as overwrite:
-                        for uri in removed:
-                            overwrite.delete_data_file(current[uri])
-                        for data_file in new_files:
-                            overwrite.append_data_file(data_file)
-                else:
-                    with update.fast_append() as append:
-                        for data_file in new_files:
-                            append.append_data_file(data_file)
-                tx.set_properties({CSN_KEY: str(csn), MERGES_KEY: merges})
+            self._commit_files(table, info, current, wanted, {CSN_KEY: str(csn), KIND_KEY: kind},
+                               properties={CSN_KEY: str(csn), MERGES_KEY: merges})
             compared = merges
             table = self.catalog.load_table(identifier(info))
             current = _current_files(table)  # the manifests' own DataFiles: what a later snapshot may delete
@@ -287,6 +276,29 @@ class IcebergPublisher:
             outcome.iceberg_snapshot_id = _snapshot_id(table)
             log.debug("published %s at CSN %d (%s): +%d -%d files", info.name, csn, kind, len(added), len(removed))
         return outcome
+
+    def _commit_files(self, table: Table, info: TableInfo, current: Mapping[str, DataFile],
+                      wanted: Mapping[str, tuple[PartRow, str]], summary: dict[str, str], branch: str = "main",
+                      properties: Mapping[str, str] | None = None) -> None:
+        """One snapshot on `branch` turning the files `current` into `wanted` (nothing is rewritten: files are
+        only added and removed), with `summary`; `properties` set in the same Iceberg commit."""
+        added = [uri for uri in wanted if uri not in current]
+        removed = [uri for uri in current if uri not in wanted]
+        new_files = self._data_files(table, info, [(uri, *wanted[uri]) for uri in added])
+        with table.transaction() as tx:
+            update = tx.update_snapshot(snapshot_properties=summary, branch=branch)
+            if removed:
+                with update.overwrite() as overwrite:
+                    for uri in removed:
+                        overwrite.delete_data_file(current[uri])
+                    for data_file in new_files:
+                        overwrite.append_data_file(data_file)
+            else:
+                with update.fast_append() as append:
+                    for data_file in new_files:
+                        append.append_data_file(data_file)
+            if properties:
+                tx.set_properties(dict(properties))
 
     def _wanted(self, info: TableInfo, parts: Iterable[PartRow]) -> dict[str, tuple[PartRow, str]]:
         """{URI: (part, path on the root's filesystem)} of every file of `parts`."""
@@ -348,32 +360,80 @@ class IcebergPublisher:
     def _sync_tags(self, info: TableInfo, tags: Sequence[TagInfo]) -> list[str]:
         """Make the table's Iceberg tags the warehouse's tags that hold it, each at the newest snapshot of the
         newest CSN at or below the tag's; remove Iceberg tags no warehouse tag names (the published table is the
-        warehouse's: its tags mirror the warehouse's). Returns the tags created or moved."""
+        warehouse's: its tags mirror the warehouse's). A tag's snapshot is checked against the files its CSN
+        sees now when the tag is new or moves, and when the table's merges changed since tags were last checked:
+        a merge of parts the tag sees (vacuum keeps the merged part for the tag, not the sources) gets a snapshot
+        of its own, with the same CSN, made on a short-lived branch. Returns the tags created or moved."""
         from pyiceberg.table.refs import SnapshotRefType
 
         table = self.catalog.load_table(identifier(info))
         existing = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()
                     if ref.snapshot_ref_type == SnapshotRefType.TAG}
+        with self.rt.catalog.read() as conn:
+            merges = _merges_signature(conn, info.id)
+        recheck = table.properties.get(TAGS_MERGES_KEY) != merges
         wanted = {}
         for tag in tags:
-            if str(info.name) in tag["tables"]:
-                snapshot = snapshot_at(table, int(tag["csn"]))
-                if snapshot is not None:
-                    wanted[tag["name"]] = snapshot
+            if str(info.name) not in tag["tables"]:
+                continue
+            snapshot = snapshot_at(table, int(tag["csn"]))
+            if snapshot is None:
+                continue
+            if recheck or existing.get(tag["name"]) != snapshot:
+                snapshot = self._tag_snapshot(info, tag["name"], int(tag["csn"]), snapshot)
+                table = self.catalog.load_table(identifier(info))
+            wanted[tag["name"]] = snapshot
+        tagged = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()
+                  if ref.snapshot_ref_type == SnapshotRefType.TAG}  # _tag_snapshot may have set some
+        moved = sorted(name for name, sid in wanted.items() if existing.get(name) != sid)
+        existing = tagged
         changed = sorted(name for name, sid in wanted.items() if existing.get(name) != sid)
         dropped = sorted(name for name in existing if name not in wanted)
-        if not changed and not dropped:
-            return []
-        manage = table.manage_snapshots()
-        for name in dropped + [n for n in changed if n in existing]:
-            manage = manage.remove_tag(name)
-        manage.commit()
-        if changed:
-            manage = self.catalog.load_table(identifier(info)).manage_snapshots()
-            for name in changed:
-                manage = manage.create_tag(wanted[name], name)
+        if changed or dropped:
+            manage = table.manage_snapshots()
+            for name in dropped + [n for n in changed if n in existing]:
+                manage = manage.remove_tag(name)
             manage.commit()
-        return changed
+            if changed:
+                manage = self.catalog.load_table(identifier(info)).manage_snapshots()
+                for name in changed:
+                    manage = manage.create_tag(wanted[name], name)
+                manage.commit()
+        if recheck:
+            table = self.catalog.load_table(identifier(info))
+            with table.transaction() as tx:
+                tx.set_properties({TAGS_MERGES_KEY: merges})
+        return moved
+
+    def _tag_snapshot(self, info: TableInfo, name: str, csn: int, snapshot_id: int) -> int:
+        """`snapshot_id` when its files are those visible at `csn` now, else a new snapshot holding them (the same
+        rows after a merge), made on a branch of its own that is removed once the tag holds the snapshot."""
+        table = self.catalog.load_table(identifier(info))
+        current = {task.file.file_path: task.file for task in table.scan(snapshot_id=snapshot_id).plan_files()}
+        with self.rt.catalog.read() as conn:
+            parts = part_records.visible_parts(conn, info.id, None, csn)
+        wanted = self._wanted(info, parts)
+        if set(current) == set(wanted):
+            return snapshot_id
+        branch = f"airflow-txn-tag-{name}"
+        manage = table.manage_snapshots()
+        if branch in table.metadata.refs:  # left by a run that stopped half way
+            manage = manage.remove_branch(branch)
+        manage.create_branch(snapshot_id, branch).commit()
+        table = self.catalog.load_table(identifier(info))
+        found = table.snapshot_by_id(snapshot_id)
+        summary = found.summary.additional_properties if found is not None and found.summary is not None else {}
+        self._commit_files(table, info, current, wanted,
+                           {CSN_KEY: summary.get(CSN_KEY, str(csn)), KIND_KEY: "refresh"}, branch=branch)
+        table = self.catalog.load_table(identifier(info))
+        made = int(table.metadata.refs[branch].snapshot_id)
+        # the tag is set before the branch goes, so the snapshot is never without a reference
+        if name in table.metadata.refs:
+            table.manage_snapshots().remove_tag(name).commit()
+        self.catalog.load_table(identifier(info)).manage_snapshots().create_tag(made, name).commit()
+        self.catalog.load_table(identifier(info)).manage_snapshots().remove_branch(branch).commit()
+        log.debug("tag %s of %s: a snapshot of the files CSN %d sees after a merge", name, info.name, csn)
+        return made
 
     # -- reading what was published ----------------------------------------------------------------------------
     def published_at(self, info: TableInfo, csn: int) -> dict[str, Any] | None:

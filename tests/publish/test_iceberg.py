@@ -242,6 +242,28 @@ def test_tags_become_iceberg_tags_of_the_tables_they_hold(pub: Warehouse) -> Non
     assert "month-end" not in pub.iceberg_catalog().load_table("sales.events").metadata.refs
 
 
+def test_a_tag_keeps_reading_after_a_merge_of_what_it_sees_and_vacuum(pub: Warehouse) -> None:
+    make_tables(pub)
+    for i in range(3):
+        with pub.begin() as t:
+            t.append("sales.events", events([i]))
+    pub.tag("before-merge", tables=["sales.events"])
+    with pub.begin() as t:
+        t.append("sales.events", events([10], day="2024-01-02"))
+    pub.publish()
+    tagged = pub.iceberg_catalog().load_table("sales.events").metadata.refs["before-merge"].snapshot_id
+    assert pub.compact("sales.events")["merged"] == 1  # merges the three parts the tag sees
+    done = pub.publish()
+    assert done["tables"]["sales.events"]["tags"] == ["before-merge"]
+    pub.vacuum(retention_seconds=0)  # the merged-away sources go: the tag pins the merged part, not them
+    loaded = pub.iceberg_catalog().load_table("sales.events")
+    moved = loaded.metadata.refs["before-merge"].snapshot_id
+    assert moved != tagged and not any(name.startswith("airflow-txn-tag-") for name in loaded.metadata.refs)
+    assert iceberg_rows(pub, "sales.events", moved) == rows(pub.read("sales.events", tag="before-merge"))
+    assert pub.published(tag="before-merge")["sales.events"]["iceberg_snapshot_id"] == moved
+    assert pub.publish()["tables"]["sales.events"]["tags"] == []  # checked once per change of the merges
+
+
 def test_republish_rebuilds_a_table_from_its_oldest_readable_commit(pub: Warehouse) -> None:
     make_tables(pub)
     for i in range(3):
