@@ -501,8 +501,11 @@ class Warehouse:
 
     # -- maintenance --------------------------------------------------------------------------------
     def recover(self, progress: recovery.Progress | None = None) -> RecoveryReport:
-        """Roll forward, roll back, reconcile; `progress(stage, done, total)` follows the work."""
-        return recovery.recover(self.runtime, progress=progress)
+        """Roll forward, roll back, reconcile; `progress(stage, done, total)` follows the work. With publishing on,
+        also wakes the background publisher: commits whose process died before publishing them are caught up."""
+        report = recovery.recover(self.runtime, progress=progress)
+        self._after_commit()
+        return report
 
     # -- overview (read-only; the CLI's tables, watermark and doctor) --------------------------------
     def table_stats(self, table: str, csn: int | None = None, tag: str | None = None) -> TableStats:

@@ -480,3 +480,18 @@ def test_an_engines_write_dir_parts_are_published_file_by_file(pub: Warehouse) -
     assert check_every_csn(pub) == 3
     files = pub.iceberg_catalog().load_table("sales.events").inspect.files()
     assert sum(1 for path in files["file_path"].to_pylist() if "/w-" in path) == 2  # 2024-01-02's two files
+
+
+@pytest.mark.zookeeper
+def test_commits_of_the_zookeeper_oracle_are_published(pg_schema_url: str, zk_oracle: str, tmp_path: Any) -> None:
+    """With the ZooKeeper oracle the commit log's records are mirrored into the catalog; publishing reads the
+    watermark and the table commits as every reader does."""
+    with Warehouse.open(catalog=pg_schema_url, root=str(tmp_path / "w"), publish="iceberg") as wh:
+        assert wh.config.oracle.startswith("zookeeper://")
+        make_tables(wh)
+        with wh.begin() as t:
+            t.append("sales.events", events([1, 2]))
+            t.append("sales.accounts", accounts({1: 1}))
+        with wh.begin() as t:
+            t.delete("sales.events", pc.field("id") == 1)
+        assert check_every_csn(wh) == 4
