@@ -264,11 +264,13 @@ class IcebergPublisher:
                     table = self.catalog.load_table(identifier(info))
                     outcome.published_csn = csn
                 continue
-            self._commit_files(table, info, current, wanted, {CSN_KEY: str(csn), KIND_KEY: kind},
-                               properties={CSN_KEY: str(csn), MERGES_KEY: merges})
+            new_files = self._commit_files(table, info, current, wanted, {CSN_KEY: str(csn), KIND_KEY: kind},
+                                           properties={CSN_KEY: str(csn), MERGES_KEY: merges})
             compared = merges
             table = self.catalog.load_table(identifier(info))
-            current = _current_files(table)  # the manifests' own DataFiles: what a later snapshot may delete
+            for uri in removed:  # the files of the new snapshot, without reading its manifests back
+                del current[uri]
+            current.update(new_files)
             outcome.published_csn = csn
             outcome.snapshots += 1
             if kind != "refresh":
@@ -279,7 +281,7 @@ class IcebergPublisher:
 
     def _commit_files(self, table: Table, info: TableInfo, current: Mapping[str, DataFile],
                       wanted: Mapping[str, tuple[PartRow, str]], summary: dict[str, str], branch: str = "main",
-                      properties: Mapping[str, str] | None = None) -> None:
+                      properties: Mapping[str, str] | None = None) -> dict[str, DataFile]:
         """One snapshot on `branch` turning the files `current` into `wanted` (nothing is rewritten: files are
         only added and removed), with `summary`; `properties` set in the same Iceberg commit."""
         added = [uri for uri in wanted if uri not in current]
@@ -299,6 +301,7 @@ class IcebergPublisher:
                         append.append_data_file(data_file)
             if properties:
                 tx.set_properties(dict(properties))
+        return dict(zip(added, new_files, strict=True))
 
     def _wanted(self, info: TableInfo, parts: Iterable[PartRow]) -> dict[str, tuple[PartRow, str]]:
         """{URI: (part, path on the root's filesystem)} of every file of `parts`."""
@@ -350,10 +353,12 @@ class IcebergPublisher:
                 text = part.partition.get(column)
                 value = None if text is None else text_to_value(text, info.schema.field(column).type).as_py()
                 values.append(partition_record_value(partition_field, value, ice_schema))
-            made.append(DataFile.from_args(
+            data_file = DataFile.from_args(
                 content=DataFileContent.DATA, file_path=uri, file_format=FileFormat.PARQUET,
                 partition=Record(*values), file_size_in_bytes=sizes[path], sort_order_id=None,
-                spec_id=table.metadata.default_spec_id, equality_ids=None, key_metadata=None, **stats))
+                spec_id=table.metadata.default_spec_id, equality_ids=None, key_metadata=None, **stats)
+            data_file.spec_id = table.metadata.default_spec_id  # what a later snapshot's delete needs
+            made.append(data_file)
         return made
 
     # -- tags ---------------------------------------------------------------------------------------------------

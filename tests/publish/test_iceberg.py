@@ -495,3 +495,21 @@ def test_commits_of_the_zookeeper_oracle_are_published(pg_schema_url: str, zk_or
         with wh.begin() as t:
             t.delete("sales.events", pc.field("id") == 1)
         assert check_every_csn(wh) == 4
+
+
+def test_one_run_publishes_many_commits_each_as_its_own_snapshot(open_pub: Callable[..., Warehouse]) -> None:
+    """A catch-up run over several commits removes, in a later snapshot, files an earlier snapshot of the same run
+    added (the run keeps the table's files in memory between its snapshots)."""
+    plain = open_pub(publish="off")
+    make_tables(plain)
+    with plain.begin() as t:
+        t.append("sales.events", events([1, 2]))
+    with plain.begin() as t:
+        t.append("sales.events", events([3], day="2024-01-02"))
+    with plain.begin() as t:
+        t.delete("sales.events", pc.field("id") == 1)  # rewrites the first commit's file
+    with plain.begin() as t:
+        t.overwrite("sales.events", events([4], day="2024-01-02"), partitions=[{"day": "2024-01-02"}])
+    pub = open_pub()
+    assert pub.publish()["tables"]["sales.events"]["snapshots"] == 4
+    assert check_every_csn(pub) == 4
