@@ -513,3 +513,31 @@ def test_one_run_publishes_many_commits_each_as_its_own_snapshot(open_pub: Calla
     pub = open_pub()
     assert pub.publish()["tables"]["sales.events"]["snapshots"] == 4
     assert check_every_csn(pub) == 4
+
+
+def test_bad_input_is_refused_before_anything_is_published(pub: Warehouse) -> None:
+    from airflow_txn.errors import TableNotFoundError
+
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    pub.publish()
+    before = summaries(pub, "sales.events")
+    with pytest.raises(TableNotFoundError):
+        pub.republish("sales.nope")  # nothing dropped
+    with pytest.raises(TableNotFoundError):
+        pub.publish(tables=["sales.events", "sales.nope"])
+    with pytest.raises(InvalidArgumentError):
+        pub.published(csn="2")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        pub.published(csn=2, tag="x")
+    assert summaries(pub, "sales.events") == before
+
+
+def test_without_pyiceberg_the_error_names_the_extra(tmp_path: Any) -> None:
+    from tests.helpers import import_error_without
+
+    setup = (f"from airflow_txn import Warehouse\n"
+             f"wh = Warehouse.open(catalog='sqlite:///{tmp_path}/c.db', root='{tmp_path}/w', publish='iceberg')")
+    said = import_error_without("pyiceberg", setup, "wh.iceberg_catalog()")
+    assert "pip install 'airflow-txn[iceberg]'" in said
