@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, or_, select
 
 from airflow_txn.catalog import commit_log, part_records, schema, table_registry
 from airflow_txn.catalog.part_records import PartRow
@@ -247,8 +247,11 @@ class IcebergPublisher:
             merges = _merges_signature(conn, info.id)
         compared = table.properties.get(MERGES_KEY)
         targets = _targets(commits, published, horizon, refresh=merges != compared)
-        current = _current_files(table) if targets else {}
         outcome = TableOutcome(published, iceberg_snapshot_id=_snapshot_id(table))
+        if (published and compared == merges and horizon <= published and targets
+                and all(kind == "commit" for _, kind in targets)):
+            return self._catch_up_by_changes(table, info, targets, merges, outcome)
+        current = _current_files(table) if targets else {}
         for csn, kind in targets:
             read_at = max(csn, horizon)  # below the horizon, files of that version may be gone (same rows)
             with self.rt.catalog.read() as conn:
@@ -284,15 +287,22 @@ class IcebergPublisher:
                       properties: Mapping[str, str] | None = None) -> dict[str, DataFile]:
         """One snapshot on `branch` turning the files `current` into `wanted` (nothing is rewritten: files are
         only added and removed), with `summary`; `properties` set in the same Iceberg commit."""
-        added = [uri for uri in wanted if uri not in current]
-        removed = [uri for uri in current if uri not in wanted]
-        new_files = self._data_files(table, info, [(uri, *wanted[uri]) for uri in added])
+        added = [(uri, *wanted[uri]) for uri in wanted if uri not in current]
+        removed = [data_file for uri, data_file in current.items() if uri not in wanted]
+        return self._commit_change(table, info, added, removed, summary, branch, properties)
+
+    def _commit_change(self, table: Table, info: TableInfo, added: Sequence[tuple[str, PartRow, str]],
+                       removed: Sequence[DataFile], summary: dict[str, str], branch: str = "main",
+                       properties: Mapping[str, str] | None = None) -> dict[str, DataFile]:
+        """One snapshot on `branch` adding the files `added` and removing `removed` (Iceberg matches a removed
+        DataFile by its path); returns the added files' DataFiles by URI."""
+        new_files = self._data_files(table, info, added)
         with table.transaction() as tx:
             update = tx.update_snapshot(snapshot_properties=summary, branch=branch)
             if removed:
                 with update.overwrite() as overwrite:
-                    for uri in removed:
-                        overwrite.delete_data_file(current[uri])
+                    for data_file in removed:
+                        overwrite.delete_data_file(data_file)
                     for data_file in new_files:
                         overwrite.append_data_file(data_file)
             else:
@@ -301,7 +311,33 @@ class IcebergPublisher:
                         append.append_data_file(data_file)
             if properties:
                 tx.set_properties(dict(properties))
-        return dict(zip(added, new_files, strict=True))
+        return dict(zip([uri for uri, _, _ in added], new_files, strict=True))
+
+    def _catch_up_by_changes(self, table: Table, info: TableInfo, targets: Sequence[tuple[int, str]], merges: str,
+                             outcome: TableOutcome) -> TableOutcome:
+        """The steady state: the published snapshot holds exactly the files visible at the published CSN (no merge
+        since they were compared, no history purged above it), so each commit's snapshot is the parts it created
+        and removed, found by their CSNs, without listing the table's other parts or reading its manifests."""
+        previous = outcome.published_csn
+        for csn, kind in targets:
+            with self.rt.catalog.read() as conn:
+                created, gone = _changed_parts(conn, info.id, previous, csn)
+            added, removed = self._wanted(info, created), self._wanted(info, gone)
+            previous = csn
+            properties = {CSN_KEY: str(csn), MERGES_KEY: merges}
+            if not added and not removed:
+                with table.transaction() as tx:
+                    tx.set_properties(properties)
+            else:
+                removed_files = self._data_files(table, info, [(uri, *removed[uri]) for uri in removed])
+                self._commit_change(table, info, [(uri, *added[uri]) for uri in added], removed_files,
+                                    {CSN_KEY: str(csn), KIND_KEY: kind}, properties=properties)
+                outcome.snapshots += 1
+                outcome.commits.append(csn)
+            table = self.catalog.load_table(identifier(info))
+            outcome.published_csn = csn
+            outcome.iceberg_snapshot_id = _snapshot_id(table)
+        return outcome
 
     def _wanted(self, info: TableInfo, parts: Iterable[PartRow]) -> dict[str, tuple[PartRow, str]]:
         """{URI: (part, path on the root's filesystem)} of every file of `parts`."""
@@ -486,6 +522,18 @@ def _targets(commits: Sequence[int], published: int, horizon: int, refresh: bool
     if not targets and published and refresh:
         targets = [(published, "refresh")]
     return targets
+
+
+def _changed_parts(conn: Connection, table_id: int, after: int, upto: int) -> tuple[list[PartRow], list[PartRow]]:
+    """The parts that became visible between snapshots `after` and `upto` (created in between, not removed by
+    `upto`), and those that stopped being visible (created by `after`, removed in between): invariant 2's rule at
+    both ends. A staged part (no creation CSN) and a rolled-back one (RollbackCSN) are in neither."""
+    p = schema.parts.c
+    created = select(schema.parts).where(p.table_id == table_id, p.creation_csn > after, p.creation_csn <= upto,
+                                         or_(p.removal_csn.is_(None), p.removal_csn > upto)).order_by(p.id)
+    removed = select(schema.parts).where(p.table_id == table_id, p.removal_csn > after, p.removal_csn <= upto,
+                                         p.creation_csn <= after).order_by(p.id)
+    return part_records._part_rows(conn.execute(created)), part_records._part_rows(conn.execute(removed))
 
 
 def _merges_signature(conn: Connection, table_id: int) -> str:

@@ -541,3 +541,27 @@ def test_without_pyiceberg_the_error_names_the_extra(tmp_path: Any) -> None:
              f"wh = Warehouse.open(catalog='sqlite:///{tmp_path}/c.db', root='{tmp_path}/w', publish='iceberg')")
     said = import_error_without("pyiceberg", setup, "wh.iceberg_catalog()")
     assert "pip install 'airflow-txn[iceberg]'" in said
+
+
+def test_the_steady_state_publishes_each_commits_changes_without_listing_the_table(
+        pub: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_txn.catalog import part_records
+
+    pub.publisher.request = lambda: None  # type: ignore[method-assign]  # every run below is this test's
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
+    pub.publish()
+    with pub.begin() as t:
+        t.append("sales.events", events([4]))
+    with pub.begin() as t:
+        t.update("sales.events", pc.field("id") == 3, {"value": 9.0})
+    with pub.begin() as t:
+        t.overwrite("sales.events", events([5]), partitions=[{"day": "2024-01-01"}])
+    listed: list[int] = []
+    real = part_records.visible_parts
+    monkeypatch.setattr(part_records, "visible_parts", lambda *a, **k: listed.append(1) or real(*a, **k))
+    assert pub.publish()["tables"]["sales.events"]["snapshots"] == 3
+    assert listed == []  # found by the CSNs that created and removed parts, not by listing every visible part
+    monkeypatch.undo()
+    assert check_every_csn(pub) == 4
