@@ -8,24 +8,28 @@ partition columns (they live in the Hive-style directory names); each published 
 partition values, from which Iceberg readers fill an identity-partitioned column a file lacks (the Iceberg
 spec's column projection rule, which pyiceberg, Spark and Trino implement).
 
-One Iceberg snapshot per committed CSN that touched the table and changed its files, in CSN order: it adds the
-files visible at that CSN that the table's current snapshot lacks and removes those it holds that are no longer
-visible (for a commit: exactly the files of the parts created and removed at that CSN). Its summary carries
-`airflow-txn.csn`. The table property `airflow-txn.csn` is the CSN published last (set in the same Iceberg
-commit, so a commit that changed no file advances it too): the publisher's progress, kept in the published
-table, so the airflow_txn catalog holds no state for publishing. A compaction changes files without a CSN
-(D9): the next run finds the current snapshot's files differ from what is visible at the published CSN and
-writes a snapshot with that same CSN (kind `refresh`), so a reader of the newest snapshot of a CSN never
-meets a merged-away file once vacuum deletes it. Commits whose history vacuum purged (below the table's
-horizon) are skipped: the first one published after them is read at the horizon.
+One Iceberg snapshot per committed CSN that touched the table and changed its files, in CSN order, holding
+exactly the files visible at that CSN; its summary carries `airflow-txn.csn`. In the steady state it adds the
+files of the parts created at the CSN and removes those of the parts removed at it (found by their CSNs);
+otherwise (first publish, merges since the last comparison, history vacuum purged) by the difference between
+what is visible and the current snapshot's files. The table property `airflow-txn.csn` is the CSN published
+last (set in the same Iceberg commit, so a commit that changed no file advances it too): the publisher's
+progress, kept in the published table, so the airflow_txn catalog holds no state for publishing. A compaction
+changes files without a CSN (D9): the next run finds the table's merges changed (`airflow-txn.merges`) and, if
+the files of the published CSN differ, writes a snapshot with that same CSN (kind `refresh`), so a reader of the
+newest snapshot of a CSN never meets a merged-away file once vacuum deletes it; tags get the same treatment.
+Commits whose history vacuum purged (below the table's horizon) are skipped: the first one published after them
+is read at the horizon.
 
-Iceberg commits are compare-and-swap (the catalog's metadata pointer), so two publishers never both advance a
-table: the loser reloads it and finds the work done.
+Every snapshot commit asserts the snapshot it was built on, and pyiceberg's own commit retry (which would rebase
+the same files onto another publisher's snapshot) is off for these tables: the loser of a race reloads the
+table and finds the work done.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,6 +47,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.model.results import TagInfo
+from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.storage.location import Location
 from airflow_txn.telemetry import logs
 
@@ -103,8 +108,6 @@ def catalog_properties(catalog_url: str, location: Location, storage_options: Ma
     (`type`, `uri`, ... of another catalog; `name`: the catalog's name, default airflow_txn)."""
     properties = {"type": "sql", "uri": catalog_url, "warehouse": location_uri(location, METADATA_DIR)}
     if location.scheme == "s3":
-        import os
-
         endpoint = (storage_options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3")
                     or os.environ.get("AWS_ENDPOINT_URL"))
         region = storage_options.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
@@ -129,7 +132,7 @@ def open_catalog(properties: Mapping[str, str]) -> Catalog:
             if "already exists" in str(exc) and attempt + 1 < OPEN_ATTEMPTS:
                 continue  # another process created the SQL catalog's tables at the same moment: they are there now
             raise PublishError(f"cannot open the Iceberg catalog {name!r} (type {given.get('type')}): "
-                               f"{exc}") from exc
+                               f"{mask_secrets(str(exc))}") from exc
     raise AssertionError("unreachable")
 
 

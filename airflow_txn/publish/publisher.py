@@ -20,6 +20,7 @@ from airflow_txn.catalog import commit_log, schema
 from airflow_txn.core import apply, tags
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TxnError
+from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.publish import iceberg
 from airflow_txn.telemetry import logs, metrics
 
@@ -87,7 +88,7 @@ class Publisher:
                 except TxnError as exc:
                     errors[str(info.name)] = str(exc)
                 except Exception as exc:  # pyiceberg's own errors: reported per table, the others go on
-                    errors[str(info.name)] = f"{type(exc).__name__}: {exc}"
+                    errors[str(info.name)] = mask_secrets(f"{type(exc).__name__}: {exc}")
             self._measure(published, len(errors))
         report = {"csn": watermark, "formats": list(self.formats), "tables": done, "errors": errors}
         if errors:
