@@ -28,7 +28,6 @@ table and finds the work done.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -203,8 +202,11 @@ class IcebergPublisher:
                                       transform=IdentityTransform(), name=column)
                        for i, column in enumerate(info.partition_by)]
         namespace = info.name.namespace
-        with contextlib.suppress(NamespaceAlreadyExistsError):
+        try:
             self.catalog.create_namespace(namespace)
+        except Exception as exc:  # NamespaceAlreadyExistsError, or the SQL catalog's IntegrityError in a race
+            if not isinstance(exc, NamespaceAlreadyExistsError) and not self.catalog.namespace_exists(namespace):
+                raise
         properties = {"format-version": "2", WAREHOUSE_KEY: self.warehouse_id, TABLE_KEY: str(info.name),
                       # a lost compare-and-swap must reach publish_table, which recomputes the snapshot from the
                       # table as it now is; pyiceberg's own retry would append the same files a second time
@@ -215,7 +217,9 @@ class IcebergPublisher:
             return self.catalog.create_table(identifier(info), schema=ice_schema,
                                              partition_spec=PartitionSpec(*spec_fields), location=location,
                                              properties=properties)
-        except TableAlreadyExistsError:  # another publisher made it meanwhile
+        except Exception as exc:  # TableAlreadyExistsError, or an IntegrityError: another publisher made it meanwhile
+            if not isinstance(exc, TableAlreadyExistsError) and not self.catalog.table_exists(identifier(info)):
+                raise
             return self.catalog.load_table(identifier(info))
 
     # -- publishing ---------------------------------------------------------------------------------------------

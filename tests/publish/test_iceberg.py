@@ -565,3 +565,29 @@ def test_the_steady_state_publishes_each_commits_changes_without_listing_the_tab
     assert listed == []  # found by the CSNs that created and removed parts, not by listing every visible part
     monkeypatch.undo()
     assert check_every_csn(pub) == 4
+
+
+def test_a_namespace_and_table_another_publisher_creates_at_the_same_moment_are_used(
+        pub: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SQL catalog reports the loser of a creation race as an IntegrityError (not pyiceberg's "already
+    exists"): the publisher then uses what the winner made."""
+    from sqlalchemy.exc import IntegrityError
+
+    pub.publisher.request = lambda: None  # type: ignore[method-assign]
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    catalog = pub.iceberg_catalog()
+    create_namespace, create_table = catalog.create_namespace, catalog.create_table
+
+    def lost(made: Any) -> Callable[..., Any]:
+        def racing(*args: Any, **kwargs: Any) -> Any:
+            made(*args, **kwargs)  # the winner's
+            raise IntegrityError("INSERT INTO iceberg_...", {}, Exception("UNIQUE constraint failed"))
+        return racing
+
+    monkeypatch.setattr(catalog, "create_namespace", lost(create_namespace))
+    monkeypatch.setattr(catalog, "create_table", lost(create_table))
+    assert pub.publish()["errors"] == {}
+    monkeypatch.undo()
+    check_every_csn(pub)
