@@ -131,12 +131,13 @@ class Publisher:
         published progress is behind `csn`. Tables with nothing committed at or below `csn` are left out."""
         publisher = self._iceberg()
         infos = iceberg.tables_of(self.rt, tables)
-        if any(publisher.progress(info) < csn for info in infos):
+        with self.rt.catalog.read() as conn:
+            lasts = {info.id: commit_log.last_commit_csn(conn, info.id, csn) for info in infos}
+        if any((lasts[info.id] or 0) > publisher.progress(info) for info in infos):  # a commit not published yet
             self.run(tables, raise_errors=False)
         found, behind = {}, []
         for info in infos:
-            with self.rt.catalog.read() as conn:
-                last = commit_log.last_commit_csn(conn, info.id, csn)
+            last = lasts[info.id]
             if last is None:
                 continue  # nothing committed at or below csn
             progress = publisher.progress(info)
