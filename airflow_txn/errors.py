@@ -162,6 +162,11 @@ class InvalidNameError(TxnError):
     """A table, namespace, partition value, key or tid is malformed: use the form the message gives."""
 
 
+class PublishError(TxnError):
+    """Publishing a table to another format failed (its catalog unreachable, a type the format lacks, a table
+    of that name another warehouse publishes). The commits stand: publishing catches up on its next run."""
+
+
 class InvalidArgumentError(TxnError):
     """A number passed is of the wrong type or out of range (a CSN, a limit, a count, an attempt, a
     lease), an isolation level is not one of the levels, or metadata is no JSON object: pass a value the
@@ -206,6 +211,7 @@ __all__ = [
     "MergedAwayError",
     "MissingDependencyError",
     "OracleUnavailableError",
+    "PublishError",
     "RetryConflictError",
     "RootOwnedError",
     "SchemaMismatchError",

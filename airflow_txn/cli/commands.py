@@ -91,7 +91,7 @@ class Settings:
         """The warehouse's resolved configuration; a malformed one is bad usage (check_config)."""
         return check_config(self.where())
 
-    def open(self) -> Warehouse:
+    def open(self, publish: str | None = None) -> Warehouse:
         """Open the warehouse (nothing is created: `init` creates it; a command that reads a warehouse that
         does not exist fails with WarehouseNotFoundError, exit 3); closed when the command ends. A malformed
         catalog URL, root or oracle spec is bad usage (exit 2), found before anything is opened."""
@@ -100,7 +100,7 @@ class Settings:
         where = self.where()
         check_config(where)
         wh = Warehouse.open(catalog=where.catalog, root=where.root, oracle=where.oracle,
-                            storage_options=where.storage_options)
+                            storage_options=where.storage_options, publish=publish)
         click.get_current_context().call_on_close(wh.close)
         return wh
 
@@ -344,6 +344,38 @@ def list_tags(settings: Settings) -> int:
 def untag(settings: Settings, name: str) -> int:
     """Remove tag NAME; the next vacuum may delete the files only it kept."""
     return settings.emit(settings.open().untag(name), render.mapping)
+
+
+@cli.command()
+@click.option("--table", "tables_", multiple=True, help="Only this table (repeatable) [default: every table].")
+@click.option("--republish", is_flag=True,
+              help="Drop the --table's Iceberg tables and publish them again from their oldest readable commit.")
+@global_options
+@click.pass_obj
+def publish(settings: Settings, tables_: Sequence[str], republish: bool) -> int:
+    """Publish every commit not published yet as Iceberg snapshots (docs/INTEROP.md), up to the watermark."""
+    wh = settings.open(publish="iceberg")
+    if republish:
+        if not tables_:
+            raise click.UsageError("--republish rebuilds the tables named by --table: name at least one")
+        done: dict[str, object] = {}
+        for name in tables_:
+            done[name] = wh.republish(name)["tables"]
+        return settings.emit(done, render.generic)
+    return settings.emit(wh.publish(tables=list(tables_) or None), render.generic)
+
+
+@cli.command()
+@click.option("--csn", type=_int64(PREHISTORIC_CSN), help="The snapshot [default: the watermark].")
+@click.option("--tag", metavar="NAME", help="At this tag instead of a CSN.")
+@click.option("--table", "tables_", multiple=True, help="Only this table (repeatable) [default: every table].")
+@global_options
+@click.pass_obj
+def published(settings: Settings, csn: int | None, tag: str | None, tables_: Sequence[str]) -> int:
+    """Each table's Iceberg snapshot holding its version at a CSN or tag: what an external job reads so that
+    every table is read at the same commit (publishing is caught up first where it is behind)."""
+    found = settings.open(publish="iceberg").published(csn=csn, tag=tag, tables=list(tables_) or None)
+    return settings.emit([{"table": name, **info} for name, info in found.items()], render.published)
 
 
 @cli.command()

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from airflow_txn.catalog import Catalog, database, inspection, migrate, schema
-from airflow_txn.core import overview, ownership
+from airflow_txn.core import identity, overview, ownership
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import TxnError
@@ -278,7 +278,7 @@ def _oracle_and_recovery(config: WarehouseConfig, timeout: float) -> list[Check]
     oracle: CsnOracle | None = None
     try:
         oracle_check, oracle = check_oracle(config.oracle, catalog, timeout)
-        return [oracle_check, check_recovery(config, catalog, oracle)]
+        return [oracle_check, check_recovery(config, catalog, oracle), check_publishing(config, catalog, oracle)]
     finally:
         if oracle is not None:
             oracle.close()
@@ -306,6 +306,37 @@ def check_recovery(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracle 
         return Check("recovery", OK, "nothing to recover")
     detail = ", ".join(f"{'?' if v < 0 else v} {k.replace('_', ' ')}" for k, v in pending.items())
     return Check("recovery", WARN, detail, "run `airflow-txn recover` (safe at any time, from any process)")
+
+
+def check_publishing(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracle | None) -> Check:
+    """Whether every commit up to the watermark is published (docs/INTEROP.md); only when publishing is on
+    (publish= / AIRFLOW_TXN_PUBLISH). Reads only: the Iceberg catalog's own tables are not created here."""
+    if not config.publish:
+        return Check("publishing", OK, "off (Warehouse.open(publish='iceberg') / AIRFLOW_TXN_PUBLISH turn it on)")
+    if oracle is None:
+        return Check("publishing", SKIP, "needs a reachable oracle")
+    from airflow_txn.core import apply
+    from airflow_txn.publish import iceberg
+
+    runtime = Runtime(catalog, oracle, Storage(config.location()), TidFactory())
+    hint = "run `airflow-txn publish` (safe at any time, from any process); it names what fails"
+    try:
+        properties = iceberg.catalog_properties(config.catalog_url, runtime.storage.location,
+                                                config.storage_options, config.iceberg_catalog)
+        ice = iceberg.open_catalog({**properties, "init_catalog_tables": "false"})
+        try:
+            late = iceberg.behind(runtime, ice, identity.warehouse_id(catalog), apply.readable_csn(runtime))
+        finally:
+            engine = getattr(ice, "engine", None)
+            if engine is not None:
+                engine.dispose()
+    except Exception as exc:  # a missing extra, an unreachable catalog, a catalog without its tables yet
+        return Check("publishing", WARN, f"cannot read the Iceberg catalog: {mask_secrets(_first_line(exc))}", hint)
+    if not late:
+        return Check("publishing", OK, "every commit up to the watermark is published to Iceberg")
+    shown = ", ".join(f"{table} (published up to CSN {done}, last commit {last})" for table, done, last in late[:5])
+    more = f" and {len(late) - 5} more" if len(late) > 5 else ""
+    return Check("publishing", WARN, f"{len(late)} table(s) behind: {shown}{more}", hint)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -286,6 +286,10 @@ def adoption(console: Console, report: AdoptionReport) -> None:
     mapping(console, report, title=f"root adopted by warehouse {report['warehouse_id']}; it was {before}'s")
 
 
+def published(console: Console, rows: Sequence[Mapping[str, object]]) -> None:
+    records(console, rows, ["table", "csn", "iceberg_snapshot_id", "published_csn"], "nothing published")
+
+
 def generic(console: Console, value: object) -> None:
     """Whatever a maintenance call returned: a dict as key/value lines, a list as a table."""
     if isinstance(value, Mapping):

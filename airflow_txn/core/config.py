@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError
 from airflow_txn.errors import InvalidArgumentError, TxnError
 from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle import registry as oracle_kinds
+from airflow_txn.publish import settings as publishing
 from airflow_txn.storage import location
 
 ENV_CATALOG = "AIRFLOW_TXN_CATALOG"
@@ -125,6 +126,10 @@ class WarehouseConfig:
     """S3 settings (storage/location.S3_OPTIONS); may hold secrets, so never shown."""
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     """Seconds an unreachable catalog, object store or Spark Connect server is waited for (connect_timeout_seconds)."""
+    publish: tuple[str, ...] = ()
+    """The formats every commit is published to ("iceberg"; none: off), after the commit (docs/INTEROP.md)."""
+    iceberg_catalog: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    """pyiceberg catalog properties replacing the defaults (a SQL catalog in the catalog database); may hold secrets."""
     root_given: bool = field(default=True, compare=False)
     """Whether the root was given (argument or $AIRFLOW_TXN_ROOT) rather than derived from the catalog
     (default_root): only a derived root gives way to the root the catalog recorded (Warehouse.open)."""
@@ -133,7 +138,8 @@ class WarehouseConfig:
     def resolve(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
                 oracle: str | None = None, manifests: str | None = None,
                 storage_options: Mapping[str, str | bool] | str | None = None,
-                connect_timeout: float | str | None = None) -> WarehouseConfig:
+                connect_timeout: float | str | None = None, publish: str | Sequence[str] | None = None,
+                iceberg_catalog: Mapping[str, str] | str | None = None) -> WarehouseConfig:
         """Explicit arguments first, then AIRFLOW_TXN_* variables, then the embedded defaults."""
         catalog_url = catalog or os.environ.get(ENV_CATALOG) or default_catalog_url()
         given = root or os.environ.get(ENV_ROOT)
@@ -154,7 +160,8 @@ class WarehouseConfig:
                            f"got {manifest_mode!r}")
         return cls(catalog_url=catalog_url, root=storage_root, oracle=oracle_spec, manifests=manifest_mode,
                    storage_options=options, connect_timeout=connect_timeout_seconds(connect_timeout),
-                   root_given=bool(given))
+                   publish=publishing.parse_publish(publish),
+                   iceberg_catalog=publishing.parse_iceberg_catalog(iceberg_catalog), root_given=bool(given))
 
     def location(self) -> location.Location:
         """The storage root resolved to a filesystem (for an object store: its client, no request yet)."""

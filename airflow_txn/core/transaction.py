@@ -228,6 +228,7 @@ class Transaction:
             csn = commit.commit(self._rt, self._tid, wanted)
             if self.warehouse.config.manifests == "on-commit":  # never fails the commit (it stands)
                 manifests.write_on_commit(self._rt, self._tid, csn)
+            self.warehouse._after_commit()  # commit, then publish: in the background, never failing the commit
             return csn
 
     def rollback(self, reason: str | None = None) -> None:

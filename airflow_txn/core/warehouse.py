@@ -10,6 +10,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -86,8 +87,12 @@ from airflow_txn.model.results import (
 from airflow_txn.model.tid import Tid, TidFactory
 from airflow_txn.model.tid import is_prefix as is_tid_prefix
 from airflow_txn.oracle import make_oracle
+from airflow_txn.publish.publisher import Publisher
 from airflow_txn.storage.root import Storage
 from airflow_txn.telemetry import logs
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog as IcebergCatalog
 
 log = logs.get_logger(__name__)
 
@@ -120,13 +125,15 @@ class Warehouse:
         self._warehouse_id: str | None = None
         self._created = False
         """Catalog and root made sure of by this object's first writing call (init, create_table, begin)."""
+        self._publisher: Publisher | None = None
 
     @classmethod
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
              oracle: str | None = None, manifests: str | None = None,
              storage_options: Mapping[str, str | bool] | str | None = None,
              filesystem: pafs.FileSystem | None = None, connect_timeout: float | None = None,
-             upgrade: bool = False) -> Warehouse:
+             upgrade: bool = False, publish: str | Sequence[str] | None = None,
+             iceberg_catalog: Mapping[str, str] | str | None = None) -> Warehouse:
         """Open the warehouse; arguments override AIRFLOW_TXN_* and the defaults. Creates nothing: the first
         `init`, `create_table` or `begin` creates a missing catalog and root; any other call on a warehouse
         that does not exist raises WarehouseNotFoundError. Opening never upgrades a catalog (docs/DESIGN.md,
@@ -141,8 +148,12 @@ class Warehouse:
         `filesystem` replaces the pyarrow filesystem the root's settings make (its caller keeps it equivalent:
         the Airflow hook's S3 filesystem whose credentials refresh, airflow/hooks/aws.py).
         `connect_timeout`: seconds a catalog server or object store that does not answer is waited for before
-        CatalogUnavailableError / StorageError (else $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20)."""
-        config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options, connect_timeout)
+        CatalogUnavailableError / StorageError (else $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20).
+        `publish="iceberg"` (else $AIRFLOW_TXN_PUBLISH) publishes every commit as an Iceberg snapshot after it
+        commits, to a pyiceberg SQL catalog in this catalog's database unless `iceberg_catalog` (pyiceberg catalog
+        properties, else $AIRFLOW_TXN_ICEBERG_CATALOG) names another (docs/INTEROP.md)."""
+        config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options, connect_timeout,
+                                         publish, iceberg_catalog)
 
         def storage_of(config: WarehouseConfig) -> Storage:
             where = config.location()  # settings checked before the catalog is touched
@@ -205,6 +216,8 @@ class Warehouse:
         return self.runtime.catalog.exists()
 
     def close(self) -> None:
+        if self._publisher is not None:
+            self._publisher.close()
         self.runtime.oracle.close()
         self.runtime.catalog.dispose()
 
@@ -475,8 +488,11 @@ class Warehouse:
 
     # -- maintenance --------------------------------------------------------------------------------
     def recover(self, progress: recovery.Progress | None = None) -> RecoveryReport:
-        """Roll forward, roll back, reconcile; `progress(stage, done, total)` follows the work."""
-        return recovery.recover(self.runtime, progress=progress)
+        """Roll forward, roll back, reconcile; `progress(stage, done, total)` follows the work. With publishing on,
+        also wakes the background publisher: commits whose process died before publishing them are caught up."""
+        report = recovery.recover(self.runtime, progress=progress)
+        self._after_commit()
+        return report
 
     # -- overview (read-only; the CLI's tables, watermark and doctor) --------------------------------
     def table_stats(self, table: str, csn: int | None = None, tag: str | None = None) -> TableStats:
@@ -555,3 +571,61 @@ class Warehouse:
             planned = datasets.plan(rt, name, csn=None if tag is not None else csn, tag=tag)
             found[str(planned.info.name)] = datasets.dataset_of(rt.storage, planned.info, planned.parts)
         return datasets.register_views(connection, found, suffix)
+
+    # -- publishing to other table formats (airflow_txn/publish; docs/INTEROP.md) ---------------------------
+    @property
+    def publisher(self) -> Publisher:
+        """This warehouse's publishing (made on first use; InvalidArgumentError from its runs when it is off)."""
+        if self._publisher is None:
+            from airflow_txn.publish import iceberg
+
+            config = self.config
+            self._publisher = Publisher(
+                self.runtime, config.publish,
+                lambda: iceberg.catalog_properties(config.catalog_url, self.runtime.storage.location,
+                                                   config.storage_options, config.iceberg_catalog),
+                lambda: self.warehouse_id)
+        return self._publisher
+
+    def publish(self, wait: bool = True, tables: Sequence[str] | None = None) -> dict[str, object]:
+        """Catch publishing up to the readable watermark: every commit of `tables` (None: every table) not
+        published yet becomes an Iceberg snapshot. wait=False only wakes the background publisher and returns
+        {"scheduled": True}. Returns {csn, formats, tables: {table: {published_csn, snapshots,
+        iceberg_snapshot_id, tags}}, errors}; PublishError names the tables that failed (the others were
+        published; every commit stands). InvalidArgumentError when the warehouse was opened without publish=."""
+        if not wait:
+            if not self.config.publish:
+                raise InvalidArgumentError("publishing is off for this warehouse: open it with publish='iceberg'")
+            self.publisher.request()
+            return {"scheduled": True}
+        return self.publisher.run(tables)
+
+    def _after_commit(self) -> None:
+        """Called once a commit stands: publish it in the background (never fails, never waits)."""
+        if self.config.publish:
+            self.publisher.request()
+
+    def iceberg_catalog(self) -> IcebergCatalog:
+        """The pyiceberg catalog commits are published to (default: a SQL catalog in this catalog's database;
+        its tables `ns.table`, each snapshot's summary carrying "airflow-txn.csn")."""
+        return self.publisher.iceberg_catalog()
+
+    def published(self, csn: int | None = None, tag: str | None = None,
+                  tables: Sequence[str] | None = None) -> dict[str, dict[str, object]]:
+        """Per table, what other engines read for snapshot `csn` (None: the readable watermark) or tag `tag`:
+        {"iceberg_snapshot_id", "iceberg_table", "csn" (the commit whose version it is), "metadata_location",
+        "published_csn"}. Publishing is caught up first where it is behind; tables with nothing committed at or
+        below the CSN are left out. SnapshotTooOldError below a table's retention horizon (as `read`), PublishError
+        naming a table publishing could not catch up."""
+        if tag is not None:
+            if csn is not None:
+                raise InvalidArgumentError(f"published at csn {csn} or at tag {tag!r}, not both")
+            info = self.tag_info(tag)
+            return dict(self.publisher.published(int(info["csn"]), list(info["tables"])))
+        snapshot = self._snapshot_for(csn, tables)  # as a read: not above the watermark, not below a horizon
+        return dict(self.publisher.published(snapshot, tables))
+
+    def republish(self, table: str) -> dict[str, object]:
+        """Publish `table` again from scratch: its Iceberg table is dropped and rebuilt from its oldest readable
+        commit (snapshot ids change; no data file is copied or touched)."""
+        return self.publisher.republish(table)

@@ -10,8 +10,12 @@ whatever Airflow's `[metrics]` section configures). A sink that raises never fai
                                             validation) that doomed a transaction
     airflow_txn.watermark_lag       gauge   committed CSNs not yet readable (last CSN - watermark),
                                             measured after each commit record is applied
+    airflow_txn.publish.lag_ms      timing  from a commit to its Iceberg snapshot (ms), for each commit a
+                                            publishing run published (airflow_txn/publish)
+    airflow_txn.publish.failures    counter tables a publishing run could not publish
 
-Tag: `oracle` (the oracle kind's name, oracle/registry.py: "sql" or "zookeeper") on commit latency.
+Tags: `oracle` (the oracle kind's name, oracle/registry.py: "sql" or "zookeeper") on commit latency; `format`
+("iceberg") on the publishing metrics.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ COMMIT_LATENCY = "airflow_txn.commit.latency_ms"
 ROLLBACKS = "airflow_txn.rollbacks"
 CONFLICTS = "airflow_txn.conflicts"
 WATERMARK_LAG = "airflow_txn.watermark_lag"
-NAMES = (COMMIT_LATENCY, ROLLBACKS, CONFLICTS, WATERMARK_LAG)
+PUBLISH_LAG = "airflow_txn.publish.lag_ms"
+PUBLISH_FAILURES = "airflow_txn.publish.failures"
+NAMES = (COMMIT_LATENCY, ROLLBACKS, CONFLICTS, WATERMARK_LAG, PUBLISH_LAG, PUBLISH_FAILURES)
 
 Tags = Mapping[str, str]
 

@@ -1,0 +1,610 @@
+"""Publishing a warehouse's tables to an Iceberg catalog through pyiceberg, over the part files already written
+(no data is copied or rewritten; docs/DESIGN.md, D26).
+
+Each airflow_txn table `ns.t` is the Iceberg table `ns.t`, its metadata under `<root>/.iceberg/ns/t`, its
+schema the table's (fresh field ids, and the name mapping `schema.name-mapping.default`, since the part files
+carry no field ids), partitioned by identity on the table's partition columns. The part files do not hold the
+partition columns (they live in the Hive-style directory names); each published data file carries its part's
+partition values, from which Iceberg readers fill an identity-partitioned column a file lacks (the Iceberg
+spec's column projection rule, which pyiceberg, Spark and Trino implement).
+
+One Iceberg snapshot per committed CSN that touched the table and changed its files, in CSN order, holding
+exactly the files visible at that CSN; its summary carries `airflow-txn.csn`. In the steady state it adds the
+files of the parts created at the CSN and removes those of the parts removed at it (found by their CSNs);
+otherwise (first publish, merges since the last comparison, history vacuum purged) by the difference between
+what is visible and the current snapshot's files. The table property `airflow-txn.csn` is the CSN published
+last (set in the same Iceberg commit, so a commit that changed no file advances it too): the publisher's
+progress, kept in the published table, so the airflow_txn catalog holds no state for publishing. A compaction
+changes files without a CSN (D9): the next run finds the table's merges changed (`airflow-txn.merges`) and, if
+the files of the published CSN differ, writes a snapshot with that same CSN (kind `refresh`), so a reader of the
+newest snapshot of a CSN never meets a merged-away file once vacuum deletes it; tags get the same treatment.
+Commits whose history vacuum purged (below the table's horizon) are skipped: the first one published after them
+is read at the horizon.
+
+Every snapshot commit asserts the snapshot it was built on, and pyiceberg's own commit retry (which would rebase
+the same files onto another publisher's snapshot) is off for these tables: the loser of a race reloads the
+table and finds the work done.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from sqlalchemy import Connection, func, or_, select
+
+from airflow_txn.catalog import commit_log, part_records, schema, table_registry
+from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import retention
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
+from airflow_txn.model.partitioning import text_to_value
+from airflow_txn.model.results import TagInfo
+from airflow_txn.model.secrets import mask_secrets
+from airflow_txn.storage.location import Location
+from airflow_txn.telemetry import logs
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+
+log = logs.get_logger(__name__)
+
+CSN_KEY = "airflow-txn.csn"
+"""In a snapshot's summary: the CSN whose version of the table it holds. As a table property: the CSN
+published last (the publisher's progress)."""
+TAGS_MERGES_KEY = "airflow-txn.tags-merges"
+"""Table property: the merges signature when the Iceberg tags' files were last checked (a merge may change them)."""
+MERGES_KEY = "airflow-txn.merges"
+"""Table property: the table's background merges (count and newest swap time) when the published files were
+last compared with the visible ones: a run compares again only when they changed (a merge takes no CSN, D9)."""
+KIND_KEY = "airflow-txn.kind"
+"""In a snapshot's summary: `commit` (a commit's changes), `refresh` (the same CSN's rows, other files: a
+compaction), `catch-up` (the first snapshot after history vacuum purged)."""
+WAREHOUSE_KEY = "airflow-txn.warehouse-id"
+"""Table property: the warehouse that publishes the table (another warehouse's table is never written)."""
+TABLE_KEY = "airflow-txn.table"
+CATALOG_NAME = "airflow_txn"
+METADATA_DIR = ".iceberg"
+"""Below the storage root: the Iceberg tables' metadata (never inside a table's directory, which vacuum lists)."""
+OPEN_ATTEMPTS = 3
+"""Opening a SQL catalog creates its tables when they are missing, which two processes may race for."""
+COMMIT_ATTEMPTS = 5
+"""Iceberg commits a table's catch-up retries after losing its compare-and-swap to another publisher."""
+_S3_PROPERTIES = {"endpoint_url": "s3.endpoint", "region": "s3.region", "access_key_id": "s3.access-key-id",
+                  "secret_access_key": "s3.secret-access-key", "session_token": "s3.session-token",
+                  "force_virtual_addressing": "s3.force-virtual-addressing"}
+
+
+def _require() -> None:
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError("Iceberg publishing needs pyiceberg: pip install 'airflow-txn[iceberg]'") from exc
+
+
+def location_uri(location: Location, relative: str) -> str:
+    """The URI other engines open `relative` (below the root) with: `file:///...` for a local root."""
+    return file_uri(location, location.path(relative))
+
+
+def file_uri(location: Location, path: str) -> str:
+    """The URI of `path` on the root's filesystem."""
+    return f"file://{path}" if location.scheme == "file" else f"{location.scheme}://{path}"
+
+
+def catalog_properties(catalog_url: str, location: Location, storage_options: Mapping[str, str],
+                       overrides: Mapping[str, str]) -> dict[str, str]:
+    """The pyiceberg catalog properties: a SQL catalog in the warehouse's own catalog database (`uri`), its
+    default location below the root, the root's S3 settings for its FileIO; `overrides` replace any of them
+    (`type`, `uri`, ... of another catalog; `name`: the catalog's name, default airflow_txn)."""
+    properties = {"type": "sql", "uri": catalog_url, "warehouse": location_uri(location, METADATA_DIR)}
+    if location.scheme == "s3":
+        endpoint = (storage_options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3")
+                    or os.environ.get("AWS_ENDPOINT_URL"))
+        region = storage_options.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        merged = {**storage_options, "endpoint_url": endpoint, "region": region}
+        properties["py-io-impl"] = "pyiceberg.io.pyarrow.PyArrowFileIO"
+        properties.update({_S3_PROPERTIES[k]: str(v) for k, v in merged.items() if k in _S3_PROPERTIES and v})
+    properties.update(overrides)
+    return properties
+
+
+def open_catalog(properties: Mapping[str, str]) -> Catalog:
+    """The pyiceberg catalog the properties name (its SQL tables are created on first use)."""
+    _require()
+    from pyiceberg.catalog import load_catalog
+
+    given = dict(properties)
+    name = given.pop("name", CATALOG_NAME)
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            return load_catalog(name, **given)
+        except Exception as exc:  # pyiceberg raises ValueError, SQLAlchemy errors, ...: one typed error
+            if "already exists" in str(exc) and attempt + 1 < OPEN_ATTEMPTS:
+                continue  # another process created the SQL catalog's tables at the same moment: they are there now
+            raise PublishError(f"cannot open the Iceberg catalog {name!r} (type {given.get('type')}): "
+                               f"{mask_secrets(str(exc))}") from exc
+    raise AssertionError("unreachable")
+
+
+def identifier(info: TableInfo) -> tuple[str, str]:
+    return (info.name.namespace, info.name.table)
+
+
+@dataclass(slots=True)
+class TableOutcome:
+    """What one run did to one table."""
+
+    published_csn: int
+    """The table's progress after the run (0: nothing published)."""
+    snapshots: int = 0
+    """Iceberg snapshots written by the run."""
+    iceberg_snapshot_id: int | None = None
+    tags: list[str] = field(default_factory=list)
+    """Iceberg tags created or moved by the run."""
+    commits: list[int] = field(default_factory=list)
+    """The CSNs of the commits the run published (kind commit or catch-up), for the lag metric."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"published_csn": self.published_csn, "snapshots": self.snapshots,
+                "iceberg_snapshot_id": self.iceberg_snapshot_id, "tags": list(self.tags)}
+
+
+class IcebergPublisher:
+    """Publishes one warehouse's tables to `catalog`."""
+
+    def __init__(self, rt: Runtime, catalog: Catalog, warehouse_id: str) -> None:
+        self.rt = rt
+        self.catalog = catalog
+        self.warehouse_id = warehouse_id
+
+    # -- tables -----------------------------------------------------------------------------------------------
+    def table(self, info: TableInfo, create: bool = True) -> Table | None:
+        """The Iceberg table of `info` (created when missing and `create`); PublishError when it exists but is
+        not this warehouse's."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            table = self.catalog.load_table(identifier(info))
+        except NoSuchTableError:
+            if not create:
+                return None
+            table = self._create(info)
+        owner = table.properties.get(WAREHOUSE_KEY)
+        if owner != self.warehouse_id:
+            raise PublishError(f"Iceberg table {info.name} is not published by this warehouse "
+                               f"({WAREHOUSE_KEY} = {owner!r}, this one is {self.warehouse_id}); drop it or "
+                               "publish to another Iceberg catalog")
+        return table
+
+    def _create(self, info: TableInfo) -> Table:
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+        from pyiceberg.partitioning import PartitionField, PartitionSpec
+        from pyiceberg.schema import assign_fresh_schema_ids
+        from pyiceberg.table.name_mapping import create_mapping_from_schema
+        from pyiceberg.transforms import IdentityTransform
+
+        try:
+            from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
+
+            ice_schema = assign_fresh_schema_ids(_pyarrow_to_schema_without_ids(info.schema.remove_metadata()))
+        except Exception as exc:  # pyiceberg's UnsupportedPyArrowTypeException, ValueError, TypeError
+            raise PublishError(f"table {info.name} cannot be published to Iceberg: {exc}") from exc
+        spec_fields = [PartitionField(source_id=ice_schema.find_field(column).field_id, field_id=1000 + i,
+                                      transform=IdentityTransform(), name=column)
+                       for i, column in enumerate(info.partition_by)]
+        namespace = info.name.namespace
+        try:
+            self.catalog.create_namespace(namespace)
+        except Exception as exc:  # NamespaceAlreadyExistsError, or the SQL catalog's IntegrityError in a race
+            if not isinstance(exc, NamespaceAlreadyExistsError) and not self.catalog.namespace_exists(namespace):
+                raise
+        properties = {"format-version": "2", WAREHOUSE_KEY: self.warehouse_id, TABLE_KEY: str(info.name),
+                      # a lost compare-and-swap must reach publish_table, which recomputes the snapshot from the
+                      # table as it now is; pyiceberg's own retry would append the same files a second time
+                      "commit.retry.num-retries": "0",
+                      "schema.name-mapping.default": create_mapping_from_schema(ice_schema).model_dump_json()}
+        location = location_uri(self.rt.storage.location, f"{METADATA_DIR}/{namespace}/{info.name.table}")
+        try:
+            return self.catalog.create_table(identifier(info), schema=ice_schema,
+                                             partition_spec=PartitionSpec(*spec_fields), location=location,
+                                             properties=properties)
+        except Exception as exc:  # TableAlreadyExistsError, or an IntegrityError: another publisher made it meanwhile
+            if not isinstance(exc, TableAlreadyExistsError) and not self.catalog.table_exists(identifier(info)):
+                raise
+            return self.catalog.load_table(identifier(info))
+
+    # -- publishing ---------------------------------------------------------------------------------------------
+    def publish_table(self, info: TableInfo, watermark: int, tags: Sequence[TagInfo] = ()) -> TableOutcome:
+        """Catch `info`'s Iceberg table up to `watermark` (and its tags); idempotent."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        outcome: TableOutcome | None = None
+        for _ in range(COMMIT_ATTEMPTS):
+            table = self.table(info)
+            assert table is not None
+            try:
+                outcome = self._catch_up(table, info, watermark)
+                outcome.tags = self._sync_tags(info, tags)
+                break
+            except CommitFailedException as exc:  # another publisher advanced the table: reload, find it done
+                log.debug("Iceberg commit of %s lost to another publisher (%s); reloading", info.name, exc)
+        if outcome is None:
+            raise PublishError(f"table {info.name}: {COMMIT_ATTEMPTS} Iceberg commits in a row lost to other "
+                               "writers; try again")
+        return outcome
+
+    def _catch_up(self, table: Table, info: TableInfo, watermark: int) -> TableOutcome:
+        published = int(table.properties.get(CSN_KEY, "0"))
+        with self.rt.catalog.read() as conn:
+            commits = [int(c) for c in conn.execute(
+                select(schema.table_commits.c.csn)
+                .where(schema.table_commits.c.table_id == info.id, schema.table_commits.c.csn > published,
+                       schema.table_commits.c.csn <= watermark)
+                .order_by(schema.table_commits.c.csn)).scalars()]
+            horizon = retention.table_horizon(conn, info.id)
+            merges = _merges_signature(conn, info.id)
+        compared = table.properties.get(MERGES_KEY)
+        targets = _targets(commits, published, horizon, refresh=merges != compared)
+        outcome = TableOutcome(published, iceberg_snapshot_id=_snapshot_id(table))
+        if (published and compared == merges and horizon <= published and targets
+                and all(kind == "commit" for _, kind in targets)):
+            return self._catch_up_by_changes(table, info, targets, merges, outcome)
+        current = _current_files(table) if targets else {}
+        for csn, kind in targets:
+            read_at = max(csn, horizon)  # below the horizon, files of that version may be gone (same rows)
+            with self.rt.catalog.read() as conn:
+                parts = part_records.visible_parts(conn, info.id, None, read_at)
+            wanted = self._wanted(info, parts)
+            added = [uri for uri in wanted if uri not in current]
+            removed = [uri for uri in current if uri not in wanted]
+            if not added and not removed:
+                if csn != outcome.published_csn or merges != compared:
+                    with table.transaction() as tx:
+                        tx.set_properties({CSN_KEY: str(csn), MERGES_KEY: merges})
+                    compared = merges
+                    table = self.catalog.load_table(identifier(info))
+                    outcome.published_csn = csn
+                continue
+            new_files = self._commit_files(table, info, current, wanted, {CSN_KEY: str(csn), KIND_KEY: kind},
+                                           properties={CSN_KEY: str(csn), MERGES_KEY: merges})
+            compared = merges
+            table = self.catalog.load_table(identifier(info))
+            for uri in removed:  # the files of the new snapshot, without reading its manifests back
+                del current[uri]
+            current.update(new_files)
+            outcome.published_csn = csn
+            outcome.snapshots += 1
+            if kind != "refresh":
+                outcome.commits.append(csn)
+            outcome.iceberg_snapshot_id = _snapshot_id(table)
+            log.debug("published %s at CSN %d (%s): +%d -%d files", info.name, csn, kind, len(added), len(removed))
+        return outcome
+
+    def _commit_files(self, table: Table, info: TableInfo, current: Mapping[str, DataFile],
+                      wanted: Mapping[str, tuple[PartRow, str]], summary: dict[str, str], branch: str = "main",
+                      properties: Mapping[str, str] | None = None) -> dict[str, DataFile]:
+        """One snapshot on `branch` turning the files `current` into `wanted` (nothing is rewritten: files are
+        only added and removed), with `summary`; `properties` set in the same Iceberg commit."""
+        added = [(uri, *wanted[uri]) for uri in wanted if uri not in current]
+        removed = [data_file for uri, data_file in current.items() if uri not in wanted]
+        return self._commit_change(table, info, added, removed, summary, branch, properties)
+
+    def _commit_change(self, table: Table, info: TableInfo, added: Sequence[tuple[str, PartRow, str]],
+                       removed: Sequence[DataFile], summary: dict[str, str], branch: str = "main",
+                       properties: Mapping[str, str] | None = None) -> dict[str, DataFile]:
+        """One snapshot on `branch` adding the files `added` and removing `removed` (Iceberg matches a removed
+        DataFile by its path); returns the added files' DataFiles by URI."""
+        new_files = self._data_files(table, info, added)
+        with table.transaction() as tx:
+            update = tx.update_snapshot(snapshot_properties=summary, branch=branch)
+            if removed:
+                with update.overwrite() as overwrite:
+                    for data_file in removed:
+                        overwrite.delete_data_file(data_file)
+                    for data_file in new_files:
+                        overwrite.append_data_file(data_file)
+            else:
+                with update.fast_append() as append:
+                    for data_file in new_files:
+                        append.append_data_file(data_file)
+            if properties:
+                tx.set_properties(dict(properties))
+        return dict(zip([uri for uri, _, _ in added], new_files, strict=True))
+
+    def _catch_up_by_changes(self, table: Table, info: TableInfo, targets: Sequence[tuple[int, str]], merges: str,
+                             outcome: TableOutcome) -> TableOutcome:
+        """The steady state: the published snapshot holds exactly the files visible at the published CSN (no merge
+        since they were compared, no history purged above it), so each commit's snapshot is the parts it created
+        and removed, found by their CSNs, without listing the table's other parts or reading its manifests."""
+        previous = outcome.published_csn
+        for csn, kind in targets:
+            with self.rt.catalog.read() as conn:
+                created, gone = _changed_parts(conn, info.id, previous, csn)
+            added, removed = self._wanted(info, created), self._wanted(info, gone)
+            previous = csn
+            properties = {CSN_KEY: str(csn), MERGES_KEY: merges}
+            if not added and not removed:
+                with table.transaction() as tx:
+                    tx.set_properties(properties)
+            else:
+                removed_files = self._data_files(table, info, [(uri, *removed[uri]) for uri in removed])
+                self._commit_change(table, info, [(uri, *added[uri]) for uri in added], removed_files,
+                                    {CSN_KEY: str(csn), KIND_KEY: kind}, properties=properties)
+                outcome.snapshots += 1
+                outcome.commits.append(csn)
+            table = self.catalog.load_table(identifier(info))
+            outcome.published_csn = csn
+            outcome.iceberg_snapshot_id = _snapshot_id(table)
+        return outcome
+
+    def _wanted(self, info: TableInfo, parts: Iterable[PartRow]) -> dict[str, tuple[PartRow, str]]:
+        """{URI: (part, path on the root's filesystem)} of every file of `parts`."""
+        storage = self.rt.storage
+        wanted = {}
+        for part in parts:
+            for path in storage.part_paths(info.directory, part.path, part.files):
+                wanted[file_uri(storage.location, path)] = (part, path)
+        return wanted
+
+    def _data_files(self, table: Table, info: TableInfo, files: Sequence[tuple[str, PartRow, str]]) -> list[DataFile]:
+        """An Iceberg DataFile per new file: its size, its footer's row count and column statistics, its part's
+        partition values (one HEAD and one footer read per file)."""
+        from pyiceberg.io.pyarrow import (
+            compute_statistics_plan,
+            data_file_statistics_from_parquet_metadata,
+            parquet_path_to_id_mapping,
+        )
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+        from pyiceberg.partitioning import partition_record_value
+        from pyiceberg.typedef import Record
+
+        fs = self.rt.storage.fs
+        ice_schema, spec = table.schema(), table.spec()
+        stats_plan = compute_statistics_plan(ice_schema, table.properties)
+        id_mapping = parquet_path_to_id_mapping(ice_schema)
+        sizes = {}
+        for stat in fs.get_file_info([path for _, _, path in files]):
+            if stat.type != pafs.FileType.File:
+                raise StorageError(f"table {info.name}: part file {stat.path} is missing")
+            sizes[stat.path] = int(stat.size or 0)
+        made = []
+        for uri, part, path in files:
+            try:
+                metadata = pq.read_metadata(path, filesystem=fs)
+            except (OSError, pa.ArrowException) as exc:
+                raise StorageError(f"table {info.name}: cannot read the footer of {uri}: {exc}") from exc
+            try:
+                statistics = data_file_statistics_from_parquet_metadata(
+                    parquet_metadata=metadata, stats_columns=stats_plan, parquet_column_mapping=id_mapping)
+                stats: dict[str, Any] = statistics.to_serialized_dict()
+            except Exception:  # e.g. a Spark INT96 timestamp column: publish the file without column statistics
+                stats = {"record_count": metadata.num_rows, "column_sizes": {}, "value_counts": {},
+                         "null_value_counts": {}, "nan_value_counts": {}, "lower_bounds": {}, "upper_bounds": {},
+                         "split_offsets": []}
+            values = []
+            for partition_field in spec.fields:
+                column = ice_schema.find_field(partition_field.source_id).name
+                text = part.partition.get(column)
+                value = None if text is None else text_to_value(text, info.schema.field(column).type).as_py()
+                values.append(partition_record_value(partition_field, value, ice_schema))
+            data_file = DataFile.from_args(
+                content=DataFileContent.DATA, file_path=uri, file_format=FileFormat.PARQUET,
+                partition=Record(*values), file_size_in_bytes=sizes[path], sort_order_id=None,
+                spec_id=table.metadata.default_spec_id, equality_ids=None, key_metadata=None, **stats)
+            data_file.spec_id = table.metadata.default_spec_id  # what a later snapshot's delete needs
+            made.append(data_file)
+        return made
+
+    # -- tags ---------------------------------------------------------------------------------------------------
+    def _sync_tags(self, info: TableInfo, tags: Sequence[TagInfo]) -> list[str]:
+        """Make the table's Iceberg tags the warehouse's tags that hold it, each at the newest snapshot of the
+        newest CSN at or below the tag's; remove Iceberg tags no warehouse tag names (the published table is the
+        warehouse's: its tags mirror the warehouse's). A tag's snapshot is checked against the files its CSN
+        sees now when the tag is new or moves, and when the table's merges changed since tags were last checked:
+        a merge of parts the tag sees (vacuum keeps the merged part for the tag, not the sources) gets a snapshot
+        of its own, with the same CSN, made on a short-lived branch. Returns the tags created or moved."""
+        from pyiceberg.table.refs import SnapshotRefType
+
+        table = self.catalog.load_table(identifier(info))
+        existing = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()
+                    if ref.snapshot_ref_type == SnapshotRefType.TAG}
+        with self.rt.catalog.read() as conn:
+            merges = _merges_signature(conn, info.id)
+        recheck = table.properties.get(TAGS_MERGES_KEY) != merges
+        wanted = {}
+        for tag in tags:
+            if str(info.name) not in tag["tables"]:
+                continue
+            snapshot = snapshot_at(table, int(tag["csn"]))
+            if snapshot is None:
+                continue
+            if recheck or existing.get(tag["name"]) != snapshot:
+                snapshot = self._tag_snapshot(info, tag["name"], int(tag["csn"]), snapshot)
+                table = self.catalog.load_table(identifier(info))
+            wanted[tag["name"]] = snapshot
+        tagged = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()
+                  if ref.snapshot_ref_type == SnapshotRefType.TAG}  # _tag_snapshot may have set some
+        moved = sorted(name for name, sid in wanted.items() if existing.get(name) != sid)
+        existing = tagged
+        changed = sorted(name for name, sid in wanted.items() if existing.get(name) != sid)
+        dropped = sorted(name for name in existing if name not in wanted)
+        if changed or dropped:
+            manage = table.manage_snapshots()
+            for name in dropped + [n for n in changed if n in existing]:
+                manage = manage.remove_tag(name)
+            manage.commit()
+            if changed:
+                manage = self.catalog.load_table(identifier(info)).manage_snapshots()
+                for name in changed:
+                    manage = manage.create_tag(wanted[name], name)
+                manage.commit()
+        if recheck:
+            table = self.catalog.load_table(identifier(info))
+            with table.transaction() as tx:
+                tx.set_properties({TAGS_MERGES_KEY: merges})
+        return moved
+
+    def _tag_snapshot(self, info: TableInfo, name: str, csn: int, snapshot_id: int) -> int:
+        """`snapshot_id` when its files are those visible at `csn` now, else a new snapshot holding them (the same
+        rows after a merge), made on a branch of its own that is removed once the tag holds the snapshot."""
+        table = self.catalog.load_table(identifier(info))
+        current = {task.file.file_path: task.file for task in table.scan(snapshot_id=snapshot_id).plan_files()}
+        with self.rt.catalog.read() as conn:
+            parts = part_records.visible_parts(conn, info.id, None, csn)
+        wanted = self._wanted(info, parts)
+        if set(current) == set(wanted):
+            return snapshot_id
+        branch = f"airflow-txn-tag-{name}"
+        manage = table.manage_snapshots()
+        if branch in table.metadata.refs:  # left by a run that stopped half way
+            manage = manage.remove_branch(branch)
+        manage.create_branch(snapshot_id, branch).commit()
+        table = self.catalog.load_table(identifier(info))
+        found = table.snapshot_by_id(snapshot_id)
+        summary = found.summary.additional_properties if found is not None and found.summary is not None else {}
+        self._commit_files(table, info, current, wanted,
+                           {CSN_KEY: summary.get(CSN_KEY, str(csn)), KIND_KEY: "refresh"}, branch=branch)
+        table = self.catalog.load_table(identifier(info))
+        made = int(table.metadata.refs[branch].snapshot_id)
+        # the tag is set before the branch goes, so the snapshot is never without a reference
+        if name in table.metadata.refs:
+            table.manage_snapshots().remove_tag(name).commit()
+        self.catalog.load_table(identifier(info)).manage_snapshots().create_tag(made, name).commit()
+        self.catalog.load_table(identifier(info)).manage_snapshots().remove_branch(branch).commit()
+        log.debug("tag %s of %s: a snapshot of the files CSN %d sees after a merge", name, info.name, csn)
+        return made
+
+    # -- reading what was published ----------------------------------------------------------------------------
+    def published_at(self, info: TableInfo, csn: int) -> dict[str, Any] | None:
+        """The Iceberg snapshot holding `info`'s version at `csn` (None: nothing of it published at or below)."""
+        table = self.table(info, create=False)
+        if table is None:
+            return None
+        found = snapshot_at(table, csn)
+        if found is None:
+            return None
+        snapshot = table.snapshot_by_id(found)
+        assert snapshot is not None
+        return {"iceberg_snapshot_id": found, "iceberg_table": str(info.name),
+                "csn": _snapshot_csn(snapshot.summary.additional_properties if snapshot.summary else {}),
+                "metadata_location": table.metadata_location,
+                "published_csn": int(table.properties.get(CSN_KEY, "0"))}
+
+    def progress(self, info: TableInfo) -> int:
+        """The CSN published last for `info` (0: none)."""
+        table = self.table(info, create=False)
+        return 0 if table is None else int(table.properties.get(CSN_KEY, "0"))
+
+    def drop(self, info: TableInfo) -> bool:
+        """Drop `info`'s Iceberg table from the catalog (its metadata files stay; no data file is touched)."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        if self.table(info, create=False) is None:
+            return False
+        try:
+            self.catalog.drop_table(identifier(info))
+        except NoSuchTableError:
+            return False
+        return True
+
+
+def _targets(commits: Sequence[int], published: int, horizon: int, refresh: bool) -> list[tuple[int, str]]:
+    """The CSNs to publish, in order, with their kind: the table's commits above `published`; those below the
+    horizon (vacuum purged their history) give way to the newest of them, read at the horizon; with no commit
+    pending and `refresh` (the table's merges changed since they were last compared), the published CSN itself."""
+    kept = [c for c in commits if c >= horizon]
+    below = [c for c in commits if c < horizon]
+    targets = [(c, "commit") for c in kept]
+    if below and (not kept or kept[0] != horizon):
+        targets.insert(0, (below[-1], "catch-up"))
+    if not targets and published and refresh:
+        targets = [(published, "refresh")]
+    return targets
+
+
+def _changed_parts(conn: Connection, table_id: int, after: int, upto: int) -> tuple[list[PartRow], list[PartRow]]:
+    """The parts that became visible between snapshots `after` and `upto` (created in between, not removed by
+    `upto`), and those that stopped being visible (created by `after`, removed in between): invariant 2's rule at
+    both ends. A staged part (no creation CSN) and a rolled-back one (RollbackCSN) are in neither."""
+    p = schema.parts.c
+    created = select(schema.parts).where(p.table_id == table_id, p.creation_csn > after, p.creation_csn <= upto,
+                                         or_(p.removal_csn.is_(None), p.removal_csn > upto)).order_by(p.id)
+    removed = select(schema.parts).where(p.table_id == table_id, p.removal_csn > after, p.removal_csn <= upto,
+                                         p.creation_csn <= after).order_by(p.id)
+    return part_records._part_rows(conn.execute(created)), part_records._part_rows(conn.execute(removed))
+
+
+def _merges_signature(conn: Connection, table_id: int) -> str:
+    """The table's background merges as `count:newest swap time` (txn_compactions): when it differs from the one
+    a run last compared, a merge may have changed the files of the published CSN (any merge, even one whose swap
+    became visible late or whose row vacuum purged, changes it)."""
+    c = schema.compactions.c
+    count, newest = conn.execute(select(func.count(), func.max(c.committed_at)).where(c.table_id == table_id)).one()
+    return f"{int(count)}:{float(newest or 0):.6f}"
+
+
+
+def _current_files(table: Table) -> dict[str, DataFile]:
+    """{path: DataFile} of the table's current snapshot."""
+    if table.current_snapshot() is None:
+        return {}
+    return {task.file.file_path: task.file for task in table.scan().plan_files()}
+
+
+def _snapshot_id(table: Table) -> int | None:
+    snapshot = table.current_snapshot()
+    return None if snapshot is None else int(snapshot.snapshot_id)
+
+
+def _snapshot_csn(summary: Mapping[str, str]) -> int | None:
+    text = summary.get(CSN_KEY)
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
+def snapshot_at(table: Table, csn: int) -> int | None:
+    """The id of the newest snapshot of the table's main branch whose CSN is the newest at or below `csn`."""
+    best: tuple[int, int, int] | None = None
+    for snapshot in table.snapshots():
+        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        found = _snapshot_csn(summary)
+        if found is None or found > csn:
+            continue
+        key = (found, int(snapshot.sequence_number or 0), int(snapshot.snapshot_id))
+        if best is None or key[:2] > best[:2]:
+            best = key
+    return None if best is None else best[2]
+
+
+def tables_of(rt: Runtime, names: Sequence[str] | None = None) -> list[TableInfo]:
+    with rt.catalog.read() as conn:
+        if names is None:
+            return table_registry.all_tables(conn)
+        return [table_registry.get(conn, name) for name in names]
+
+
+def behind(rt: Runtime, catalog: Catalog, warehouse_id: str, watermark: int) -> list[tuple[str, int, int]]:
+    """(table, published CSN, last commit CSN) of every table whose last commit up to `watermark` is not
+    published yet (what `airflow-txn doctor` reports); reads only, creates no Iceberg table."""
+    publisher = IcebergPublisher(rt, catalog, warehouse_id)
+    late = []
+    for info in tables_of(rt):
+        with rt.catalog.read() as conn:
+            last = commit_log.last_commit_csn(conn, info.id, watermark)
+        if last is None:
+            continue
+        progress = publisher.progress(info)
+        if progress < last:
+            late.append((str(info.name), progress, last))
+    return late

@@ -1,0 +1,201 @@
+"""Running publishing for one Warehouse: a catch-up to the readable watermark on request (`run`), and a
+background thread that a commit wakes (`request`), so a commit never waits for publishing (D26).
+
+A run publishes every table, in no particular order, up to the watermark read when it starts; a table that
+fails (its catalog unreachable, a type the format lacks) is reported and retried by the next run while the
+others go on. Runs of one process are serialized; runs of several processes are safe (each table's Iceberg
+commits are compare-and-swap) and the second one finds the work done.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from airflow_txn.catalog import commit_log, schema
+from airflow_txn.core import apply, tags
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TxnError
+from airflow_txn.model.secrets import mask_secrets
+from airflow_txn.publish import iceberg
+from airflow_txn.telemetry import logs, metrics
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+log = logs.get_logger(__name__)
+
+STOP_SECONDS = 5.0
+"""How long closing a warehouse waits for a background run to finish (it is safe to abandon: idempotent)."""
+
+
+class Publisher:
+    """Publishing of one warehouse (one object per Warehouse, made on first use)."""
+
+    def __init__(self, rt: Runtime, formats: Sequence[str], catalog_properties: Callable[[], dict[str, str]],
+                 warehouse_id: Callable[[], str]) -> None:
+        self.rt = rt
+        self.formats = tuple(formats)
+        self._catalog_properties = catalog_properties
+        self._warehouse_id = warehouse_id
+        self._catalog: Catalog | None = None
+        self._run_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        self._catalog_lock = threading.Lock()
+        self._pending = False
+        """A run was requested since the background thread last started one."""
+        self.last_error: str | None = None
+        """What the background thread's last run failed with (None: it succeeded, or none ran)."""
+
+    # -- the Iceberg catalog ----------------------------------------------------------------------------------
+    def iceberg_catalog(self) -> Catalog:
+        with self._catalog_lock:  # not the thread lock: a commit's request() never waits for a catalog to open
+            if self._catalog is None:
+                self._catalog = iceberg.open_catalog(self._catalog_properties())
+            return self._catalog
+
+    def _iceberg(self) -> iceberg.IcebergPublisher:
+        return iceberg.IcebergPublisher(self.rt, self.iceberg_catalog(), self._warehouse_id())
+
+    # -- runs -------------------------------------------------------------------------------------------------
+    def run(self, tables: Sequence[str] | None = None, raise_errors: bool = True) -> dict[str, Any]:
+        """Publish `tables` (None: every table) up to the readable watermark now. Returns {"csn": the watermark,
+        "formats", "tables": {table: {published_csn, snapshots, iceberg_snapshot_id, tags}}, "errors": {table:
+        message}}; with raise_errors a table that failed raises PublishError after the others were published."""
+        if "iceberg" not in self.formats:
+            raise InvalidArgumentError("publishing is off for this warehouse: open it with publish='iceberg' "
+                                       "(or set AIRFLOW_TXN_PUBLISH=iceberg)")
+        with self._run_lock:
+            watermark = apply.readable_csn(self.rt)
+            infos = iceberg.tables_of(self.rt, tables)
+            held = tags.all_tags(self.rt)
+            publisher = self._iceberg()
+            done: dict[str, dict[str, Any]] = {}
+            errors: dict[str, str] = {}
+            published: list[int] = []
+            for info in infos:
+                try:
+                    outcome = publisher.publish_table(info, watermark, held)
+                    done[str(info.name)] = outcome.as_dict()
+                    published += outcome.commits
+                except TxnError as exc:
+                    errors[str(info.name)] = str(exc)
+                except Exception as exc:  # pyiceberg's own errors: reported per table, the others go on
+                    errors[str(info.name)] = mask_secrets(f"{type(exc).__name__}: {exc}")
+            self._measure(published, len(errors))
+        report = {"csn": watermark, "formats": list(self.formats), "tables": done, "errors": errors}
+        if errors:
+            log.warning("publishing up to CSN %d failed for %s", watermark, ", ".join(sorted(errors)))
+            if raise_errors:
+                shown = "; ".join(f"{name}: {message}" for name, message in sorted(errors.items()))
+                raise PublishError(f"publishing up to CSN {watermark} failed for {len(errors)} table(s) (the "
+                                   f"others were published; the commits stand): {shown}")
+        return report
+
+    def _measure(self, published: Sequence[int], failures: int) -> None:
+        """The lag metric of each commit published (from its commit time) and the failed tables' count."""
+        tags = {"format": "iceberg"}
+        if failures:
+            metrics.incr(metrics.PUBLISH_FAILURES, failures, tags)
+        if not published:
+            return
+        try:
+            log_table = schema.commit_log.c
+            with self.rt.catalog.read() as conn:
+                times = [float(t) for t in conn.execute(
+                    select(log_table.committed_at).where(log_table.csn.in_(sorted(set(published))))).scalars()]
+        except Exception as exc:  # a metric never fails publishing
+            log.debug("no publish lag measured: %s", exc)
+            return
+        now = time.time()
+        for committed_at in times:
+            metrics.timing(metrics.PUBLISH_LAG, max(0.0, now - committed_at) * 1000, tags)
+
+    def republish(self, table: str) -> dict[str, Any]:
+        """Drop `table`'s Iceberg table and publish it again from its oldest readable commit (its Iceberg
+        snapshot ids change; data files are never touched)."""
+        with self._run_lock:
+            infos = iceberg.tables_of(self.rt, [table])
+            self._iceberg().drop(infos[0])
+        return self.run([table])
+
+    def published(self, csn: int, tables: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Per table, the Iceberg snapshot holding its version at `csn`, catching up first where the table's
+        published progress is behind `csn`. Tables with nothing committed at or below `csn` are left out."""
+        publisher = self._iceberg()
+        infos = iceberg.tables_of(self.rt, tables)
+        with self.rt.catalog.read() as conn:
+            lasts = {info.id: commit_log.last_commit_csn(conn, info.id, csn) for info in infos}
+        if any((lasts[info.id] or 0) > publisher.progress(info) for info in infos):  # a commit not published yet
+            self.run(tables, raise_errors=False)
+        found, behind = {}, []
+        for info in infos:
+            last = lasts[info.id]
+            if last is None:
+                continue  # nothing committed at or below csn
+            progress = publisher.progress(info)
+            if last > progress:  # its snapshot at csn does not exist (yet)
+                behind.append(f"{info.name} (published up to CSN {progress}, committed at {last})")
+                continue
+            at = publisher.published_at(info, csn)
+            if at is None:  # vacuum purged that version before it was published
+                raise SnapshotTooOldError(f"table {info.name}: CSN {csn} was never published (its history was "
+                                          "purged by vacuum before publishing caught up); read a newer one")
+            found[str(info.name)] = at
+        if behind:
+            raise PublishError(f"not published at CSN {csn}: {', '.join(behind)}; publish() says why")
+        return found
+
+    # -- in the background ------------------------------------------------------------------------------------
+    def request(self) -> None:
+        """Publish soon, on this publisher's background thread (started on first use); never raises."""
+        try:
+            with self._thread_lock:
+                if self._closed.is_set():
+                    return
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._loop, name="airflow-txn-publisher", daemon=True)
+                    self._thread.start()
+                self._pending = True
+            self._wake.set()
+        except Exception as exc:  # a commit stands whatever publishing does
+            log.warning("could not start publishing in the background: %s", exc)
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            with self._thread_lock:
+                pending, self._pending = self._pending, False
+            if pending:  # a commit asked, even if the warehouse is being closed (close waits STOP_SECONDS)
+                try:
+                    self.run(raise_errors=False)
+                    self.last_error = None
+                except Exception as exc:  # the next commit (or publish()) tries again
+                    self.last_error = f"{type(exc).__name__}: {exc}"
+                    log.warning("background publishing failed (the next commit or publish() catches up): %s", exc)
+            if self._closed.is_set():
+                return
+
+    def close(self) -> None:
+        """Stop the background thread, letting a run in progress or requested finish within STOP_SECONDS (a
+        process that commits and closes at once still publishes its commit; one that takes longer is caught up
+        by the next publisher)."""
+        with self._thread_lock:
+            self._closed.set()
+            self._wake.set()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(STOP_SECONDS)
+        with self._catalog_lock:
+            catalog, self._catalog = self._catalog, None
+        engine = getattr(catalog, "engine", None)
+        if engine is not None:
+            engine.dispose()

@@ -1,0 +1,593 @@
+"""Iceberg publishing (airflow_txn/publish, docs/DESIGN.md D26): pyiceberg reads every committed CSN of every
+table exactly as `wh.read(table, csn=...)` does, after appends, partition overwrites, copy-on-write deletes and
+updates, rollbacks, multi-table commits, compaction, vacuum and tags; on SQLite and PostgreSQL catalogs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_txn import Warehouse
+from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError
+from airflow_txn.publish.iceberg import CSN_KEY, KIND_KEY
+from tests.helpers import accounts, events, make_tables
+
+ORDERS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("shop", pa.int32()), ("amount", pa.float64()),
+                    ("note", pa.string()), ("at", pa.timestamp("us", tz="UTC"))])
+D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
+
+
+def orders(ids: Sequence[int], day: dt.date = D1, shop: int | None = 1, amount: float = 1.0) -> pa.Table:
+    at = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    return pa.table({"id": list(ids), "day": [day] * len(ids), "shop": [shop] * len(ids),
+                     "amount": [amount] * len(ids), "note": [None if i % 2 else f"n{i}" for i in ids],
+                     "at": [at + dt.timedelta(seconds=i) for i in ids]}, schema=ORDERS)
+
+
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    return sorted(table.to_pylist(), key=repr)
+
+
+def iceberg_rows(wh: Warehouse, table: str, snapshot_id: int) -> list[dict[str, Any]]:
+    scanned = wh.iceberg_catalog().load_table(table).scan(snapshot_id=snapshot_id).to_arrow()
+    return rows(scanned.select(wh.schema(table).names))
+
+
+def committed_csns(wh: Warehouse) -> list[int]:
+    return sorted(entry["csn"] for entry in wh.commit_log(limit=10_000))
+
+
+def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
+    """Publish, then read every committed CSN of every table through pyiceberg at the snapshot `published`
+    names and compare all rows with wh.read; returns how many (CSN, table) pairs were compared."""
+    wh.publish()
+    compared = 0
+    for csn in committed_csns(wh) if csns is None else csns:
+        published = wh.published(csn)
+        for table in wh.tables():
+            expected = rows(wh.read(table, csn=csn))
+            last = wh.last_commit_csn(table, at=csn)
+            if last is None:
+                assert table not in published and expected == []
+                continue
+            found = published[table]
+            assert found["csn"] == last, (table, csn)
+            snapshot = wh.iceberg_catalog().load_table(table).snapshot_by_id(found["iceberg_snapshot_id"])
+            assert snapshot is not None and snapshot.summary is not None
+            assert snapshot.summary.additional_properties[CSN_KEY] == str(last)
+            assert iceberg_rows(wh, table, found["iceberg_snapshot_id"]) == expected, (table, csn)
+            compared += 1
+    return compared
+
+
+def summaries(wh: Warehouse, table: str) -> list[dict[str, str]]:
+    loaded = wh.iceberg_catalog().load_table(table)
+    return [dict(s.summary.additional_properties) for s in loaded.snapshots() if s.summary is not None]
+
+
+def test_every_committed_csn_reads_the_same_through_pyiceberg(pub: Warehouse) -> None:
+    make_tables(pub)  # sales.events partitioned by a string day, sales.accounts unpartitioned
+    pub.create_table("shop.orders", ORDERS, partition_by=["day", "shop"])
+    pub.create_table("shop.empty", ORDERS)  # never written: never in published()
+    with pub.begin() as t:
+        t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
+        t.append("sales.accounts", accounts({1: 10, 2: 20}))
+        t.append("shop.orders", pa.concat_tables([orders([1, 2]), orders([3], day=D2, shop=None)]))
+    with pub.begin() as t:  # appends to one table
+        t.append("shop.orders", orders([4, 5], day=D3, shop=2))
+    with pub.begin() as t:  # a partition overwrite
+        t.overwrite("sales.events", events([7], day="2024-01-01", value=2.0), partitions=[{"day": "2024-01-01"}])
+    with pub.begin() as t:  # copy-on-write: delete and update rewrite only the parts holding matches
+        t.delete("shop.orders", pc.field("id") == 1)
+        t.update("sales.accounts", pc.field("id") == 2, {"balance": 25})
+    rolled = pub.begin()
+    rolled.append("shop.orders", orders([99]))
+    rolled.delete("sales.accounts", pc.field("id") == 1)
+    rolled.rollback()
+    with pub.begin() as t:  # a whole-table overwrite
+        t.overwrite("sales.accounts", accounts({3: 30}))
+    with pub.begin() as t:  # a delete that empties a partition
+        t.delete("shop.orders", pc.field("shop").is_null())
+    assert check_every_csn(pub) == 18  # 6 commits x 3 written tables
+    kinds = [s[KIND_KEY] for s in summaries(pub, "shop.orders")]
+    assert kinds == ["commit"] * 4  # one snapshot per commit of the table; the rollback published nothing
+    latest = pub.published()["shop.orders"]["iceberg_snapshot_id"]
+    assert 99 not in [r["id"] for r in iceberg_rows(pub, "shop.orders", latest)]
+    loaded = pub.iceberg_catalog().load_table("shop.orders")
+    assert [f.name for f in loaded.spec().fields] == ["day", "shop"]
+    assert loaded.scan(row_filter="day = '2024-01-03'").to_arrow().num_rows == 2  # partition pruning by identity
+
+
+def test_publishing_is_idempotent_and_safe_from_two_handles(open_pub: Callable[..., Warehouse]) -> None:
+    one, two = open_pub(), open_pub()
+    make_tables(one)
+    for i in range(3):
+        with one.begin() as t:
+            t.append("sales.events", events([i]))
+    first = one.publish()
+    assert first["errors"] == {} and first["csn"] == one.readable_csn()
+    again, other = one.publish(), two.publish()
+    assert again["tables"]["sales.events"]["snapshots"] == 0 and other["tables"]["sales.events"]["snapshots"] == 0
+    assert len(summaries(one, "sales.events")) == 3
+    assert one.published() == two.published()
+
+
+def test_a_publisher_that_lost_the_race_appends_nothing_twice(pub: Warehouse) -> None:
+    from pyiceberg.exceptions import CommitFailedException
+
+    from airflow_txn.catalog import table_registry
+    from airflow_txn.publish.iceberg import IcebergPublisher
+
+    pub.publisher.request = lambda: None  # type: ignore[method-assign]  # no background run: the race is staged here
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    pub.publish()
+    with pub.begin() as t:
+        t.append("sales.events", events([2]))
+    stale = pub.iceberg_catalog().load_table("sales.events")  # another publisher read the table here...
+    pub.publish()  # ...and this one published CSN 3 first
+    with pub.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, "sales.events")
+    loser = IcebergPublisher(pub.runtime, pub.iceberg_catalog(), pub.warehouse_id)
+    with pytest.raises(CommitFailedException):  # refused, never rebased onto the winner's snapshot
+        loser._catch_up(stale, info, pub.readable_csn())
+    assert loser.publish_table(info, pub.readable_csn()).snapshots == 0  # reloaded: the work is done
+    assert len(pub.iceberg_catalog().load_table("sales.events").inspect.files()) == 2
+    check_every_csn(pub)
+
+
+def test_a_commit_is_published_in_the_background(pub: Warehouse) -> None:
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1, 2]))
+    csn = pub.last_commit_csn("sales.events")
+    deadline = time.monotonic() + 60
+    while True:  # no call of publish: the commit woke the background publisher
+        loaded = pub.iceberg_catalog().load_table("sales.events") if pub.iceberg_catalog().table_exists(
+            "sales.events") else None
+        if loaded is not None and loaded.properties.get(CSN_KEY) == str(csn):
+            break
+        assert time.monotonic() < deadline, pub.publisher.last_error
+        time.sleep(0.05)
+    assert [r["id"] for r in rows(loaded.scan().to_arrow())] == [1, 2]
+
+
+def test_closing_the_warehouse_lets_the_commits_publishing_finish(open_pub: Callable[..., Warehouse],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_txn.publish import publisher
+
+    monkeypatch.setattr(publisher, "STOP_SECONDS", 300.0)  # this test waits for the run, however slow the machine
+    pub = open_pub()
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    csn = pub.readable_csn()
+    pub.close()  # a task that commits and exits at once
+    reader = open_pub()
+    assert reader.iceberg_catalog().load_table("sales.events").properties[CSN_KEY] == str(csn)
+
+
+def test_compaction_is_published_under_the_same_csn_and_survives_vacuum(pub: Warehouse) -> None:
+    make_tables(pub)
+    for i in range(4):
+        with pub.begin() as t:
+            t.append("sales.events", events([i]))
+    before = pub.publish()["tables"]["sales.events"]
+    report = pub.compact("sales.events")
+    assert report["merged"] >= 1
+    after = pub.publish()["tables"]["sales.events"]
+    assert after["snapshots"] == 1 and after["published_csn"] == before["published_csn"]
+    assert [s[KIND_KEY] for s in summaries(pub, "sales.events")][-1] == "refresh"
+    assert pub.publish()["tables"]["sales.events"]["snapshots"] == 0  # compared once per change of the merges
+    assert check_every_csn(pub) == 4  # the newest snapshot of the last CSN holds the merged part
+    pub.vacuum(retention_seconds=0)  # deletes the merged-away sources
+    latest = pub.published()["sales.events"]
+    assert iceberg_rows(pub, "sales.events", latest["iceberg_snapshot_id"]) == rows(pub.read("sales.events"))
+    loaded = pub.iceberg_catalog().load_table("sales.events")
+    assert len(loaded.inspect.files()) == 1
+
+
+def test_history_vacuum_purged_is_caught_up_in_one_snapshot(open_pub: Callable[..., Warehouse]) -> None:
+    plain = open_pub(publish="off")
+    make_tables(plain)
+    for i in range(3):
+        with plain.begin() as t:
+            t.overwrite("sales.events", events([i, i + 10]))
+    with plain.begin() as t:
+        t.append("sales.accounts", accounts({1: 1}))
+    plain.vacuum(retention_seconds=0)  # the overwritten versions' files are gone
+    pub = open_pub()
+    done = pub.publish()
+    assert done["errors"] == {} and done["tables"]["sales.events"]["snapshots"] == 1
+    assert [s[KIND_KEY] for s in summaries(pub, "sales.events")] == ["catch-up"]
+    latest = pub.published()["sales.events"]
+    assert iceberg_rows(pub, "sales.events", latest["iceberg_snapshot_id"]) == rows(pub.read("sales.events"))
+    first = min(committed_csns(pub))
+    with pytest.raises(SnapshotTooOldError, match="retention horizon"):  # as wh.read at that CSN
+        pub.published(first)
+    with pub.begin() as t:  # and from there on, commit by commit
+        t.append("sales.events", events([50]))
+    check_every_csn(pub, [pub.readable_csn()])
+
+
+def test_tags_become_iceberg_tags_of_the_tables_they_hold(pub: Warehouse) -> None:
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+        t.append("sales.accounts", accounts({1: 1}))
+    pub.tag("month-end", tables=["sales.events"])
+    with pub.begin() as t:
+        t.append("sales.events", events([2]))
+    pub.publish()
+    events_table = pub.iceberg_catalog().load_table("sales.events")
+    ref = events_table.metadata.refs["month-end"]
+    assert iceberg_rows(pub, "sales.events", ref.snapshot_id) == rows(pub.read("sales.events", tag="month-end"))
+    assert pub.published(tag="month-end")["sales.events"]["iceberg_snapshot_id"] == ref.snapshot_id
+    assert "month-end" not in pub.iceberg_catalog().load_table("sales.accounts").metadata.refs
+    pub.untag("month-end")
+    pub.publish()
+    assert "month-end" not in pub.iceberg_catalog().load_table("sales.events").metadata.refs
+
+
+def test_a_tag_keeps_reading_after_a_merge_of_what_it_sees_and_vacuum(pub: Warehouse) -> None:
+    make_tables(pub)
+    for i in range(3):
+        with pub.begin() as t:
+            t.append("sales.events", events([i]))
+    pub.tag("before-merge", tables=["sales.events"])
+    with pub.begin() as t:
+        t.append("sales.events", events([10], day="2024-01-02"))
+    pub.publish()
+    tagged = pub.iceberg_catalog().load_table("sales.events").metadata.refs["before-merge"].snapshot_id
+    assert pub.compact("sales.events")["merged"] == 1  # merges the three parts the tag sees
+    done = pub.publish()
+    assert done["tables"]["sales.events"]["tags"] == ["before-merge"]
+    pub.vacuum(retention_seconds=0)  # the merged-away sources go: the tag pins the merged part, not them
+    loaded = pub.iceberg_catalog().load_table("sales.events")
+    moved = loaded.metadata.refs["before-merge"].snapshot_id
+    assert moved != tagged and not any(name.startswith("airflow-txn-tag-") for name in loaded.metadata.refs)
+    assert iceberg_rows(pub, "sales.events", moved) == rows(pub.read("sales.events", tag="before-merge"))
+    assert pub.published(tag="before-merge")["sales.events"]["iceberg_snapshot_id"] == moved
+    assert pub.publish()["tables"]["sales.events"]["tags"] == []  # checked once per change of the merges
+
+
+def test_republish_rebuilds_a_table_from_its_oldest_readable_commit(pub: Warehouse) -> None:
+    make_tables(pub)
+    for i in range(3):
+        with pub.begin() as t:
+            t.append("sales.events", events([i]))
+    pub.publish()
+    old = pub.published()["sales.events"]["iceberg_snapshot_id"]
+    done = pub.republish("sales.events")
+    assert done["tables"]["sales.events"]["snapshots"] == 3
+    assert pub.published()["sales.events"]["iceberg_snapshot_id"] != old
+    check_every_csn(pub)
+
+
+def test_publishing_settings_are_checked_before_anything_is_opened(catalog_url: str, tmp_path: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    root = str(tmp_path / "w")
+    with pytest.raises(InvalidArgumentError, match="unknown format 'hudi'"):
+        Warehouse.open(catalog=catalog_url, root=root, publish="hudi")
+    with pytest.raises(InvalidArgumentError, match="delta is not implemented yet"):
+        Warehouse.open(catalog=catalog_url, root=root, publish="iceberg,delta")
+    with pytest.raises(InvalidArgumentError, match="JSON object"):
+        Warehouse.open(catalog=catalog_url, root=root, iceberg_catalog="{not json")
+    monkeypatch.setenv("AIRFLOW_TXN_PUBLISH", "iceberg")
+    with Warehouse.open(catalog=catalog_url, root=root) as wh:
+        assert wh.config.publish == ("iceberg",)
+    monkeypatch.delenv("AIRFLOW_TXN_PUBLISH")
+    with Warehouse.open(catalog=catalog_url, root=root) as wh:
+        wh.init()
+        assert wh.config.publish == ()
+        with pytest.raises(InvalidArgumentError, match="publishing is off"):
+            wh.publish()
+
+
+def test_a_table_iceberg_cannot_hold_fails_alone(pub: Warehouse) -> None:
+    make_tables(pub)
+    pub.create_table("odd.nanos", pa.schema([("at", pa.timestamp("ns"))]))  # Iceberg v2 has microseconds only
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+        t.append("odd.nanos", pa.table({"at": pa.array([1], pa.timestamp("ns"))}))
+    with pytest.raises(PublishError, match=r"odd\.nanos") as raised:
+        pub.publish()
+    assert "sales.events" not in str(raised.value) and "unsupported type: timestamp[ns]" in str(raised.value)
+    assert pub.published(tables=["sales.events"])["sales.events"]["csn"] == pub.readable_csn()
+    with pytest.raises(PublishError, match=r"not published at CSN 2: odd\.nanos"):
+        pub.published()  # never a stale snapshot for a table that could not be published
+
+
+def test_another_warehouses_iceberg_table_is_never_written(catalog_url: str, tmp_path: Any) -> None:
+    one = Warehouse.open(catalog=catalog_url, root=str(tmp_path / "w"), publish="iceberg")
+    make_tables(one)
+    with one.begin() as t:
+        t.append("sales.events", events([1]))
+    one.publish()
+    one.close()
+    other_catalog = f"sqlite:///{tmp_path / 'other.db'}"
+    shared = {"type": "sql", "uri": catalog_url}  # another warehouse pointed at the first one's Iceberg catalog
+    other = Warehouse.open(catalog=other_catalog, root=str(tmp_path / "w2"), publish="iceberg",
+                           iceberg_catalog=shared)
+    make_tables(other)
+    with other.begin() as t:
+        t.append("sales.events", events([2]))
+    with pytest.raises(PublishError, match="not published by this warehouse"):
+        other.publish()
+    other.close()
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("settings", ["environment", "storage_options"])
+def test_an_s3_root_is_published_and_read_through_pyiceberg(s3_root: str, tmp_path: Any, settings: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The root on a real S3-compatible server, its settings in the AWS_* environment or in storage_options
+    alone: the Iceberg metadata goes below the root, the data files are the part objects themselves, and the
+    Iceberg FileIO reaches them with the root's settings."""
+    options: dict[str, str] | None = None
+    if settings == "storage_options":
+        options = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"], "region": os.environ["AWS_REGION"],
+                   "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+                   "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"]}
+        for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                     "AWS_DEFAULT_REGION"):
+            monkeypatch.delenv(name)
+    with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=s3_root, publish="iceberg",
+                        storage_options=options) as wh:
+        make_tables(wh)
+        with wh.begin() as t:
+            t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
+        with wh.begin() as t:
+            t.delete("sales.events", pc.field("id") == 2)
+        wh.compact("sales.events")
+        assert check_every_csn(wh) == 2
+        location = wh.iceberg_catalog().load_table("sales.events").metadata.location
+        assert location == f"{s3_root}/.iceberg/sales/events"
+
+
+def test_the_command_line_publishes_republishes_and_names_snapshots(pub: Warehouse,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_txn.cli import main
+
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    first = pub.readable_csn()
+    with pub.begin() as t:
+        t.append("sales.events", events([2]))
+    where = ["--catalog", pub.config.catalog_url, "--root", pub.config.root, "--json"]
+    capsys.readouterr()
+    assert main(["publish", *where]) == 0
+    assert json.loads(capsys.readouterr().out)["csn"] == pub.readable_csn()
+    assert main(["published", "--csn", str(first), *where]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == [{"table": "sales.events", **pub.published(first)["sales.events"]}]
+    assert main(["publish", "--republish", "--table", "sales.events", *where]) == 0
+    assert json.loads(capsys.readouterr().out)["sales.events"]["sales.events"]["snapshots"] == 2
+    assert main(["publish", "--republish", *where]) == 2  # which tables: a usage error
+    check_every_csn(pub)
+
+
+CRASH_AFTER_COMMIT = """
+import os, sys
+import pyarrow as pa
+from airflow_txn import Warehouse
+wh = Warehouse.open(catalog=sys.argv[1], root=sys.argv[2], publish="iceberg")
+wh.publisher.request = lambda: None  # the background run never starts: as if the process died at once
+t = wh.begin()
+t.append("sales.events", pa.table({"id": [7], "day": ["2024-01-01"], "value": [1.0]},
+                                  schema=wh.schema("sales.events")))
+print(t.commit(), flush=True)
+os._exit(0)  # dies right after its commit stands, before anything was published
+"""
+
+
+def test_a_process_that_dies_after_its_commit_is_caught_up_by_the_next_publisher(pub: Warehouse) -> None:
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    pub.publish()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", CRASH_AFTER_COMMIT, pub.config.catalog_url, pub.config.root],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    csn = int(done.stdout.strip())
+    loaded = pub.iceberg_catalog().load_table("sales.events")
+    assert loaded.properties[CSN_KEY] != str(csn)  # the crash left publishing behind
+    assert pub.published(csn)["sales.events"]["csn"] == csn  # whoever finds it behind catches it up
+    check_every_csn(pub)
+
+
+def test_publishing_reports_its_lag_and_doctor_says_when_it_is_behind(open_pub: Callable[..., Warehouse],
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_txn.cli import main
+    from airflow_txn.telemetry import metrics
+
+    plain = open_pub(publish="off")
+    make_tables(plain)
+    with plain.begin() as t:
+        t.append("sales.events", events([1]))
+    where = ["--catalog", plain.config.catalog_url, "--root", plain.config.root, "--json"]
+
+    def publishing_check() -> dict[str, str]:
+        capsys.readouterr()
+        main([*where, "doctor"])
+        checks = json.loads(capsys.readouterr().out)["checks"]
+        return next(c for c in checks if c["name"] == "publishing")
+
+    assert publishing_check()["detail"].startswith("off")
+    monkeypatch.setenv("AIRFLOW_TXN_PUBLISH", "iceberg")
+    first = publishing_check()
+    assert first["status"] == "warn"  # the Iceberg catalog was never created: doctor does not create it
+    pub = open_pub()
+    recording = metrics.RecordingSink()
+    previous = metrics.set_sink(recording)
+    try:
+        pub.publish()
+        with plain.begin() as t:  # committed where nothing publishes
+            t.append("sales.events", events([2]))
+        behind = publishing_check()
+        assert behind["status"] == "warn" and "sales.events (published up to CSN 2, last commit 3)" in behind["detail"]
+        pub.publish()
+    finally:
+        metrics.set_sink(previous)
+    assert publishing_check()["status"] == "ok"
+    lags = [s for s in recording.samples if s.name == metrics.PUBLISH_LAG]
+    assert len(lags) == 2 and all(s.value >= 0 and s.tags == {"format": "iceberg"} for s in lags)
+
+
+def test_an_engines_write_dir_parts_are_published_file_by_file(pub: Warehouse) -> None:
+    """Spark's native writer leaves a write dir whose partition leaves are parts of several files each (D8);
+    a stand-in engine writes them through the adapter, as airflow_txn.spark does."""
+    from airflow_txn.core import adapter
+    from airflow_txn.model.partitioning import normalize_partitions
+
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    with pub.begin() as t:
+        stmt = adapter.open_statement(t, "sales.events", what="engine append")
+        write_dir = stmt.new_write_dir(writer="test-engine")
+        written = []
+        for day, batches in (("2024-01-01", [[10, 11], [12]]), ("2024-01-02", [[20], [21]])):
+            [partition] = normalize_partitions([{"day": day}], stmt.table.schema, stmt.table.partition_by)
+            leaf = write_dir.location / f"day={day}"
+            leaf.mkdir()
+            names = []
+            for i, batch in enumerate(batches):
+                pq.write_table(events(batch, day=day).drop_columns(["day"]), leaf / f"part-{i}.parquet")
+                names.append(f"part-{i}.parquet")
+            size = sum((leaf / name).stat().st_size for name in names)
+            written.append((partition, adapter.WrittenPart(f"{write_dir.relative}/day={day}", tuple(names),
+                                                           sum(len(b) for b in batches), size)))
+        stmt.register(written, [], None)
+    with pub.begin() as t:  # copy-on-write over a part of two files
+        t.delete("sales.events", pc.field("id") == 11)
+    assert check_every_csn(pub) == 3
+    files = pub.iceberg_catalog().load_table("sales.events").inspect.files()
+    assert sum(1 for path in files["file_path"].to_pylist() if "/w-" in path) == 2  # 2024-01-02's two files
+
+
+@pytest.mark.zookeeper
+def test_commits_of_the_zookeeper_oracle_are_published(pg_schema_url: str, zk_oracle: str, tmp_path: Any) -> None:
+    """With the ZooKeeper oracle the commit log's records are mirrored into the catalog; publishing reads the
+    watermark and the table commits as every reader does."""
+    with Warehouse.open(catalog=pg_schema_url, root=str(tmp_path / "w"), publish="iceberg") as wh:
+        assert wh.config.oracle.startswith("zookeeper://")
+        make_tables(wh)
+        with wh.begin() as t:
+            t.append("sales.events", events([1, 2]))
+            t.append("sales.accounts", accounts({1: 1}))
+        with wh.begin() as t:
+            t.delete("sales.events", pc.field("id") == 1)
+        assert check_every_csn(wh) == 4
+
+
+def test_one_run_publishes_many_commits_each_as_its_own_snapshot(open_pub: Callable[..., Warehouse]) -> None:
+    """A catch-up run over several commits removes, in a later snapshot, files an earlier snapshot of the same run
+    added (the run keeps the table's files in memory between its snapshots)."""
+    plain = open_pub(publish="off")
+    make_tables(plain)
+    with plain.begin() as t:
+        t.append("sales.events", events([1, 2]))
+    with plain.begin() as t:
+        t.append("sales.events", events([3], day="2024-01-02"))
+    with plain.begin() as t:
+        t.delete("sales.events", pc.field("id") == 1)  # rewrites the first commit's file
+    with plain.begin() as t:
+        t.overwrite("sales.events", events([4], day="2024-01-02"), partitions=[{"day": "2024-01-02"}])
+    pub = open_pub()
+    assert pub.publish()["tables"]["sales.events"]["snapshots"] == 4
+    assert check_every_csn(pub) == 4
+
+
+def test_bad_input_is_refused_before_anything_is_published(pub: Warehouse) -> None:
+    from airflow_txn.errors import TableNotFoundError
+
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    pub.publish()
+    before = summaries(pub, "sales.events")
+    with pytest.raises(TableNotFoundError):
+        pub.republish("sales.nope")  # nothing dropped
+    with pytest.raises(TableNotFoundError):
+        pub.publish(tables=["sales.events", "sales.nope"])
+    with pytest.raises(InvalidArgumentError):
+        pub.published(csn="2")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        pub.published(csn=2, tag="x")
+    assert summaries(pub, "sales.events") == before
+
+
+def test_without_pyiceberg_the_error_names_the_extra(tmp_path: Any) -> None:
+    from tests.helpers import import_error_without
+
+    setup = (f"from airflow_txn import Warehouse\n"
+             f"wh = Warehouse.open(catalog='sqlite:///{tmp_path}/c.db', root='{tmp_path}/w', publish='iceberg')")
+    said = import_error_without("pyiceberg", setup, "wh.iceberg_catalog()")
+    assert "pip install 'airflow-txn[iceberg]'" in said
+
+
+def test_the_steady_state_publishes_each_commits_changes_without_listing_the_table(
+        pub: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_txn.catalog import part_records
+
+    pub.publisher.request = lambda: None  # type: ignore[method-assign]  # every run below is this test's
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
+    pub.publish()
+    with pub.begin() as t:
+        t.append("sales.events", events([4]))
+    with pub.begin() as t:
+        t.update("sales.events", pc.field("id") == 3, {"value": 9.0})
+    with pub.begin() as t:
+        t.overwrite("sales.events", events([5]), partitions=[{"day": "2024-01-01"}])
+    listed: list[int] = []
+    real = part_records.visible_parts
+    monkeypatch.setattr(part_records, "visible_parts", lambda *a, **k: listed.append(1) or real(*a, **k))
+    assert pub.publish()["tables"]["sales.events"]["snapshots"] == 3
+    assert listed == []  # found by the CSNs that created and removed parts, not by listing every visible part
+    monkeypatch.undo()
+    assert check_every_csn(pub) == 4
+
+
+def test_a_namespace_and_table_another_publisher_creates_at_the_same_moment_are_used(
+        pub: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SQL catalog reports the loser of a creation race as an IntegrityError (not pyiceberg's "already
+    exists"): the publisher then uses what the winner made."""
+    from sqlalchemy.exc import IntegrityError
+
+    pub.publisher.request = lambda: None  # type: ignore[method-assign]
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    catalog = pub.iceberg_catalog()
+    create_namespace, create_table = catalog.create_namespace, catalog.create_table
+
+    def lost(made: Any) -> Callable[..., Any]:
+        def racing(*args: Any, **kwargs: Any) -> Any:
+            made(*args, **kwargs)  # the winner's
+            raise IntegrityError("INSERT INTO iceberg_...", {}, Exception("UNIQUE constraint failed"))
+        return racing
+
+    monkeypatch.setattr(catalog, "create_namespace", lost(create_namespace))
+    monkeypatch.setattr(catalog, "create_table", lost(create_table))
+    assert pub.publish()["errors"] == {}
+    monkeypatch.undo()
+    check_every_csn(pub)
