@@ -15,7 +15,6 @@ import pytest
 import airflow_txn.spark as txn_spark
 from airflow_txn import Warehouse
 from airflow_txn.errors import (
-    InvalidatedKeysError,
     InvalidNameError,
     SchemaMismatchError,
     SnapshotTooOldError,
@@ -266,56 +265,6 @@ def test_spark_compaction_through_the_data_source_keeps_every_snapshot(any_spark
     assert rows_of(txn_spark.read(any_spark, dwh, "sales.events", via="datasource")) == before[csns[-1]]
     dwh.vacuum(retention_seconds=0)  # the merge left nothing unregistered behind
     assert sorted(ids(dwh.read("sales.events"))) == [1, 2, 3, 4, 5]
-
-
-def test_a_keyed_read_through_the_data_source_is_withdrawn_with_what_it_read(any_spark: SparkSession,
-                                                                               dwh: Warehouse) -> None:
-    """Issue 31: a keyed task reads the transaction's own view through the data source and derives rows from it;
-    the task that wrote what it read is retried and stages fewer rows. The commit must be refused until the
-    reader runs again (invariant 7), as through the core and Spark's native path. The data source dropped the
-    handle's key, so the read was never recorded and the commit succeeded with src=[1,2], dst=[10,20,30]."""
-    t = dwh.begin()
-    dwh.attach(t.tid).use_key("load", 1).append("sales.accounts", accounts({1: 1, 2: 2, 3: 3}))
-    derive = dwh.attach(t.tid).use_key("derive", 1)
-    seen = sorted(r.id for r in txn_spark.read(any_spark, dwh, "sales.accounts", txn=derive,
-                                               via="datasource").collect())
-    assert seen == [1, 2, 3]
-    derive.append("sales.events", events([i * 10 for i in seen]))
-    dwh.attach(t.tid).use_key("load", 2).append("sales.accounts", accounts({1: 1, 2: 2}))  # the retry
-    with pytest.raises(InvalidatedKeysError, match="derive"):
-        t.commit()
-    assert ids(t.read("sales.events")) == []  # the reader's work is withdrawn until it runs again
-    again = dwh.attach(t.tid).use_key("derive", 2)
-    seen = sorted(r.id for r in txn_spark.read(any_spark, dwh, "sales.accounts", txn=again,
-                                               via="datasource").collect())
-    again.append("sales.events", events([i * 10 for i in seen]))
-    t.commit()
-    assert ids(dwh.read("sales.accounts")) == [1, 2] and ids(dwh.read("sales.events")) == [10, 20]
-
-
-def test_the_data_source_reads_every_type_the_native_reader_reads(any_spark: SparkSession, dwh: Warehouse) -> None:
-    """Issue 31: the data source yielded batches in the stored types, not in the schema it declared, and Spark
-    failed the read (DATA_SOURCE_RETURN_SCHEMA_MISMATCH) on a large_string column, a timestamp[s] or [ms], and a
-    zone other than UTC. Each value now reads back as the core reads it (a zoned timestamp as the same instant)."""
-    import datetime as dt
-
-    schema = pa.schema([("id", pa.int64()), ("name", pa.large_string()), ("at_s", pa.timestamp("s")),
-                        ("at_ms", pa.timestamp("ms", "UTC")), ("paris", pa.timestamp("us", "Europe/Paris"))])
-    dwh.create_table("sales.typed", schema)
-    moment = dt.datetime(2024, 3, 1, 12, 30, 45, tzinfo=dt.UTC)
-    data = pa.table({"id": [1, 2], "name": ["a", "é" * 3], "at_s": pa.array([moment.replace(tzinfo=None), None],
-                                                                           pa.timestamp("s")),
-                     "at_ms": pa.array([moment, moment], pa.timestamp("ms", "UTC")),
-                     "paris": pa.array([moment, None], pa.timestamp("us", "Europe/Paris"))}, schema=schema)
-    with dwh.begin() as t:
-        t.append("sales.typed", data)
-    got = txn_spark.read(any_spark, dwh, "sales.typed", via="datasource").toArrow().sort_by("id")
-    assert got.column("name").to_pylist() == ["a", "é" * 3]
-    for column in ("at_s", "at_ms", "paris"):
-        want = [None if v is None else v.timestamp() for v in dwh.read("sales.typed").sort_by("id")[column].to_pylist()]
-        have = [None if v is None else (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).timestamp()
-                for v in got.column(column).to_pylist()]
-        assert have == want, column
 
 
 def test_a_read_the_data_source_cannot_plan_fails_at_read_with_the_error_it_is(any_spark: SparkSession,
