@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from airflow_txn.spark.compaction import compact
     from airflow_txn.spark.cow import delete, update
     from airflow_txn.spark.datasource import register, warehouse_options
+    from airflow_txn.spark.merge import merge
     from airflow_txn.spark.reader import read
     from airflow_txn.spark.types import to_arrow_schema, to_spark_schema
     from airflow_txn.spark.writer import write
@@ -30,13 +31,14 @@ _EXPORTS = {
     "read": "airflow_txn.spark.reader",
     "register": "airflow_txn.spark.datasource",
     "warehouse_options": "airflow_txn.spark.datasource",
+    "merge": "airflow_txn.spark.merge",
     "delete": "airflow_txn.spark.cow",
     "update": "airflow_txn.spark.cow",
     "to_arrow_schema": "airflow_txn.spark.types",
     "to_spark_schema": "airflow_txn.spark.types",
 }
 
-__all__ = ["compact", "delete", "read", "register", "to_arrow_schema", "to_spark_schema", "update",
+__all__ = ["compact", "delete", "merge", "read", "register", "to_arrow_schema", "to_spark_schema", "update",
            "warehouse_options", "write"]
 
 
