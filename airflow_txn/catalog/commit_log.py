@@ -192,3 +192,16 @@ def purgeable_table_commits(table_id: int, keep_csn: int) -> Select[Any]:
 def purge_table_commits(conn: Connection, table_id: int, csns: list[int]) -> int:
     stmt = delete(schema.table_commits).where(_tc.table_id == table_id, _tc.csn.in_(csns))
     return int(conn.execute(stmt).rowcount)
+
+
+def table_commit_csns(conn: Connection, table_id: int, after: int, upto: int) -> list[int]:
+    """The CSNs in (after, upto] of the commits that touched `table_id`, in order (the Iceberg publisher's)."""
+    stmt = (select(_tc.csn).where(_tc.table_id == table_id, _tc.csn > after, _tc.csn <= upto).order_by(_tc.csn))
+    return [int(c) for c in conn.execute(stmt).scalars()]
+
+
+def committed_at(conn: Connection, csns: Sequence[int]) -> list[float]:
+    """The commit times of the commits `csns` (those the log still holds)."""
+    if not csns:
+        return []
+    return [float(t) for t in conn.execute(select(_log.committed_at).where(_log.csn.in_(sorted(set(csns))))).scalars()]

@@ -172,3 +172,12 @@ def last_merge_times(conn: Connection) -> dict[int, float]:
     """{table id: when its last merge swapped} for every table that had one."""
     stmt = select(_m.table_id, func.max(_m.committed_at)).group_by(_m.table_id)
     return {int(r[0]): float(r[1]) for r in conn.execute(stmt)}
+
+
+def merges_signature(conn: Connection, table_id: int) -> str:
+    """The table's background merges as `count:newest swap time`: when it differs from one taken earlier, a merge
+    may have changed the files of a snapshot since (any merge, even one whose swap became visible late or whose
+    row vacuum purged, changes it). The Iceberg publisher's."""
+    c = schema.compactions.c
+    count, newest = conn.execute(select(func.count(), func.max(c.committed_at)).where(c.table_id == table_id)).one()
+    return f"{int(count)}:{float(newest or 0):.6f}"

@@ -403,3 +403,14 @@ def needed_files(conn: Connection, table_id: int) -> list[tuple[str, tuple[str, 
         _p.table_id == table_id, _p.creation_csn.is_not(None), _p.creation_csn != ROLLBACK_CSN,
         _p.removal_csn.is_(None))
     return [(str(r.path), tuple(json.loads(r.files))) for r in conn.execute(stmt)]
+
+
+def changed_parts(conn: Connection, table_id: int, after: int, upto: int) -> tuple[list[PartRow], list[PartRow]]:
+    """The parts that became visible between snapshots `after` and `upto` (created in between, not removed by
+    `upto`), and those that stopped being visible (created by `after`, removed in between): invariant 2's rule at
+    both ends. A staged part (no creation CSN) and a rolled-back one (RollbackCSN) are in neither."""
+    created = select(schema.parts).where(_p.table_id == table_id, _p.creation_csn > after, _p.creation_csn <= upto,
+                                         or_(_p.removal_csn.is_(None), _p.removal_csn > upto)).order_by(_p.id)
+    removed = select(schema.parts).where(_p.table_id == table_id, _p.removal_csn > after, _p.removal_csn <= upto,
+                                         _p.creation_csn <= after).order_by(_p.id)
+    return _part_rows(conn.execute(created)), _part_rows(conn.execute(removed))

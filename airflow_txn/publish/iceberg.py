@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from sqlalchemy import Connection, func, or_, select
+from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, part_records, schema, table_registry
+from airflow_txn.catalog import commit_log, compaction_records, part_records, table_registry
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import retention
@@ -245,11 +245,7 @@ class IcebergPublisher:
     def _catch_up(self, table: Table, info: TableInfo, watermark: int) -> TableOutcome:
         published = int(table.properties.get(CSN_KEY, "0"))
         with self.rt.catalog.read() as conn:
-            commits = [int(c) for c in conn.execute(
-                select(schema.table_commits.c.csn)
-                .where(schema.table_commits.c.table_id == info.id, schema.table_commits.c.csn > published,
-                       schema.table_commits.c.csn <= watermark)
-                .order_by(schema.table_commits.c.csn)).scalars()]
+            commits = commit_log.table_commit_csns(conn, info.id, published, watermark)
             horizon = retention.table_horizon(conn, info.id)
             merges = _merges_signature(conn, info.id)
         compared = table.properties.get(MERGES_KEY)
@@ -532,25 +528,11 @@ def _targets(commits: Sequence[int], published: int, horizon: int, refresh: bool
 
 
 def _changed_parts(conn: Connection, table_id: int, after: int, upto: int) -> tuple[list[PartRow], list[PartRow]]:
-    """The parts that became visible between snapshots `after` and `upto` (created in between, not removed by
-    `upto`), and those that stopped being visible (created by `after`, removed in between): invariant 2's rule at
-    both ends. A staged part (no creation CSN) and a rolled-back one (RollbackCSN) are in neither."""
-    p = schema.parts.c
-    created = select(schema.parts).where(p.table_id == table_id, p.creation_csn > after, p.creation_csn <= upto,
-                                         or_(p.removal_csn.is_(None), p.removal_csn > upto)).order_by(p.id)
-    removed = select(schema.parts).where(p.table_id == table_id, p.removal_csn > after, p.removal_csn <= upto,
-                                         p.creation_csn <= after).order_by(p.id)
-    return part_records._part_rows(conn.execute(created)), part_records._part_rows(conn.execute(removed))
+    return part_records.changed_parts(conn, table_id, after, upto)
 
 
 def _merges_signature(conn: Connection, table_id: int) -> str:
-    """The table's background merges as `count:newest swap time` (txn_compactions): when it differs from the one
-    a run last compared, a merge may have changed the files of the published CSN (any merge, even one whose swap
-    became visible late or whose row vacuum purged, changes it)."""
-    c = schema.compactions.c
-    count, newest = conn.execute(select(func.count(), func.max(c.committed_at)).where(c.table_id == table_id)).one()
-    return f"{int(count)}:{float(newest or 0):.6f}"
-
+    return compaction_records.merges_signature(conn, table_id)
 
 
 def _current_files(table: Table) -> dict[str, DataFile]:

@@ -14,9 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
-
-from airflow_txn.catalog import commit_log, schema
+from airflow_txn.catalog import commit_log
 from airflow_txn.core import apply, tags
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TxnError
@@ -107,10 +105,8 @@ class Publisher:
         if not published:
             return
         try:
-            log_table = schema.commit_log.c
             with self.rt.catalog.read() as conn:
-                times = [float(t) for t in conn.execute(
-                    select(log_table.committed_at).where(log_table.csn.in_(sorted(set(published))))).scalars()]
+                times = commit_log.committed_at(conn, published)
         except Exception as exc:  # a metric never fails publishing
             log.debug("no publish lag measured: %s", exc)
             return

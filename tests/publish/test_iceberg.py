@@ -302,7 +302,7 @@ def test_a_table_iceberg_cannot_hold_fails_alone(pub: Warehouse) -> None:
     pub.create_table("odd.nanos", pa.schema([("at", pa.timestamp("ns"))]))  # Iceberg v2 has microseconds only
     with pub.begin() as t:
         t.append("sales.events", events([1]))
-        t.append("odd.nanos", pa.table({"at": pa.array([1], pa.timestamp("ns"))}))
+        t.append("odd.nanos", pa.table({"at": pa.array([1000], pa.timestamp("ns"))}))  # whole microseconds
     with pytest.raises(PublishError, match=r"odd\.nanos") as raised:
         pub.publish()
     assert "sales.events" not in str(raised.value) and "unsupported type: timestamp[ns]" in str(raised.value)
@@ -460,11 +460,11 @@ def test_an_engines_write_dir_parts_are_published_file_by_file(pub: Warehouse) -
     with pub.begin() as t:
         t.append("sales.events", events([1]))
     with pub.begin() as t:
-        stmt = adapter.open_statement(t, "sales.events", what="engine append")
-        write_dir = stmt.new_write_dir(writer="test-engine")
+        plan = adapter.open_write(t, "sales.events", adapter.APPEND, what="engine append")
+        write_dir = plan.new_write_dir(writer="test-engine")
         written = []
         for day, batches in (("2024-01-01", [[10, 11], [12]]), ("2024-01-02", [[20], [21]])):
-            [partition] = normalize_partitions([{"day": day}], stmt.table.schema, stmt.table.partition_by)
+            [partition] = normalize_partitions([{"day": day}], plan.table.schema, plan.table.partition_by)
             leaf = write_dir.location / f"day={day}"
             leaf.mkdir()
             names = []
@@ -474,7 +474,7 @@ def test_an_engines_write_dir_parts_are_published_file_by_file(pub: Warehouse) -
             size = sum((leaf / name).stat().st_size for name in names)
             written.append((partition, adapter.WrittenPart(f"{write_dir.relative}/day={day}", tuple(names),
                                                            sum(len(b) for b in batches), size)))
-        stmt.register(written, [], None)
+        plan.commit(written, pub)
     with pub.begin() as t:  # copy-on-write over a part of two files
         t.delete("sales.events", pc.field("id") == 11)
     assert check_every_csn(pub) == 3
