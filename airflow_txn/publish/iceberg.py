@@ -192,6 +192,10 @@ class IcebergPublisher:
         from pyiceberg.table.name_mapping import create_mapping_from_schema
         from pyiceberg.transforms import IdentityTransform
 
+        unsigned = [f.name for f in info.schema if f.type == pa.uint64()]
+        if unsigned:  # pyiceberg takes it as a long: values past 2^63-1 would read back wrong
+            raise PublishError(f"table {info.name} cannot be published to Iceberg: column(s) {unsigned} are uint64, "
+                               "which Iceberg has no type for (its long is signed); use int64 or decimal(20, 0)")
         try:
             from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
 

@@ -311,6 +311,15 @@ def test_a_table_iceberg_cannot_hold_fails_alone(pub: Warehouse) -> None:
         pub.published()  # never a stale snapshot for a table that could not be published
 
 
+def test_a_uint64_table_is_refused_not_published_wrong(pub: Warehouse) -> None:
+    """Iceberg's long is signed: pyiceberg accepted a uint64 column, and 2^64-1 would have read back wrong."""
+    pub.create_table("odd.big", pa.schema([("n", pa.uint64())]))
+    with pub.begin() as t:
+        t.append("odd.big", pa.table({"n": pa.array([2**64 - 1], pa.uint64())}))
+    with pytest.raises(PublishError, match=r"odd\.big .*uint64"):
+        pub.publish()
+
+
 def test_another_warehouses_iceberg_table_is_never_written(catalog_url: str, tmp_path: Any) -> None:
     one = Warehouse.open(catalog=catalog_url, root=str(tmp_path / "w"), publish="iceberg")
     make_tables(one)
