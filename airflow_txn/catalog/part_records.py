@@ -37,7 +37,7 @@ from sqlalchemy import (
 from airflow_txn.catalog import schema
 from airflow_txn.catalog.visibility_sql import visible_branches, visible_clause
 from airflow_txn.core.visibility import VersionInfo, is_visible
-from airflow_txn.errors import RetryConflictError, SerializationError
+from airflow_txn.errors import InvalidArgumentError, RetryConflictError, SerializationError
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.partitioning import Partition, parse_partition_key, partition_key
 from airflow_txn.model.parts import WrittenPart
@@ -266,16 +266,23 @@ def held_by(conn: Connection, tid: str, key: str, attempt: int | None) -> set[tu
 
 
 def lock_for_removal(conn: Connection, tid: str, key: str | None, part_ids: Sequence[int],
-                     attempt: int | None = None) -> None:
-    """Take the removal lock on each part, or raise SerializationError naming the holder."""
+                     attempt: int | None = None, table_id: int | None = None) -> None:
+    """Take the removal lock on each part (of table `table_id`, when given), or raise SerializationError naming
+    the holder; InvalidArgumentError for a part of another table or none (a write plan carried as JSON names its
+    removals by id: an id it was not given is refused, not locked)."""
     for part_id in part_ids:
+        where = [_p.id == part_id, _p.removal_tid.is_(None)]
+        if table_id is not None:
+            where.append(_p.table_id == table_id)
         taken = conn.execute(
-            update(schema.parts)
-            .where(_p.id == part_id, _p.removal_tid.is_(None))
-            .values(removal_tid=tid, removal_key=key, removal_attempt=attempt)
+            update(schema.parts).where(*where).values(removal_tid=tid, removal_key=key, removal_attempt=attempt)
         ).rowcount
         if taken != 1:
-            holder = conn.execute(select(_p.removal_tid).where(_p.id == part_id)).scalar()
+            found = conn.execute(select(_p.removal_tid, _p.table_id).where(_p.id == part_id)).first()
+            if found is None or (table_id is not None and int(found.table_id) != table_id):
+                raise InvalidArgumentError(f"part {part_id} is not a part of the table this statement writes "
+                                           f"(table id {table_id}): nothing was staged")
+            holder = found.removal_tid
             if holder == tid:  # a statement of this transaction on another handle, in between: no conflict
                 raise RetryConflictError(
                     f"part {part_id} was replaced by another statement of transaction {tid} while this one "

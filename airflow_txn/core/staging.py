@@ -392,7 +392,7 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
         for write in writes:
             # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
             locked = compaction_records.follow_merges(conn, write.removals, rt.catalog)
-            part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt)
+            part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt, write.info.id)
             retries.record(conn, stmt.tid, stmt.key, stmt.attempt, write.info.id, write.scanned)
             if write.scanned is not None and stmt.isolation is not None:  # what it chose from is a read
                 read = [] if WHOLE_TABLE in write.scanned else list(write.scanned)

@@ -17,6 +17,7 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.core import adapter
 from airflow_txn.errors import (
+    InvalidArgumentError,
     MergedAwayError,
     SchemaMismatchError,
     SerializationError,
@@ -297,3 +298,27 @@ def test_stray_rows_are_refused_before_the_conflict_check(wh: Warehouse) -> None
     t.append(EVENTS, events([3], day="2024-01-02"))
     holder.rollback()
     t.commit()
+
+
+def test_a_write_plan_naming_another_tables_part_is_refused_not_locked(tmp_path: Path) -> None:
+    """A write plan travels as JSON (the data source's `write_plan` option): one edited to name a part of another
+    table among its removals must not take that part's removal lock (found by the plans helper)."""
+    import json
+
+    from tests.helpers import accounts
+
+    wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=str(tmp_path / "root"))
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.accounts", accounts({1: 1}))
+    [other] = [p.id for p in adapter.plan_read(wh, "sales.accounts").parts]
+    t = wh.begin()
+    plan = adapter.open_write(t, "sales.events", adapter.APPEND)
+    forged = adapter.WritePlan.from_json(json.dumps({**json.loads(plan.to_json()), "removals": [other]}), {})
+    with pytest.raises(InvalidArgumentError, match=f"part {other} is not a part of the table"):
+        forged.commit([], wh)
+    later = wh.begin()
+    later.delete("sales.accounts", pc.field("id") == 1)  # the part is free: nobody took its lock
+    later.commit()
+    assert wh.read("sales.accounts").num_rows == 0
+    wh.close()
