@@ -202,7 +202,8 @@ class StoredTable:
             try:
                 data = data.cast(pa.schema([f.with_nullable(True) for f in self.schema]), safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                raise SchemaMismatchError(f"rows for {self.name} do not fit its schema: {exc}") from exc
+                raise SchemaMismatchError(f"rows for {self.name} do not fit its schema: "
+                                          f"{_first_unfit(data, self.schema) or exc}") from exc
         rows = conform(data, self.schema, self.name)
         check_partition_values(rows, self.partition_by, self.name)
         return rows
@@ -362,6 +363,16 @@ def table_view(wh: Warehouse, table: str) -> TableView:
     """The table `table` (TableNotFoundError if there is none)."""
     with wh.runtime.catalog.read() as conn:
         return _view(wh.runtime, table_registry.get(conn, table))
+
+
+def _first_unfit(data: pa.Table, schema: pa.Schema) -> str | None:
+    """`column 'x' (uint8): <why>` for the first column of `data` that does not cast to `schema` (None: none)."""
+    for column in schema:
+        try:
+            data.column(column.name).cast(column.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            return f"column {column.name!r} ({column.type}): {exc}"
+    return None
 
 
 def stored_table(wh: Warehouse, table: str) -> StoredTable:

@@ -306,3 +306,14 @@ def test_a_data_source_read_or_write_that_cannot_be_planned_fails_at_the_call(an
                         via="datasource")
     assert t.state == "active" and dwh.transaction_info(t.tid)["parts"] == []
     t.rollback()
+
+
+def test_a_value_its_column_cannot_hold_is_named_by_its_column(spark: SparkSession, swh: Warehouse) -> None:
+    """A data-source write of a Spark `short` 256 into a uint8 column said only `Integer value 256 not in range:
+    0 to 255` (the whole batch was cast at once): the refusal names the column now (found by the types helper)."""
+    swh.create_table("s.small", pa.schema([("id", pa.int64()), ("u", pa.uint8())]))
+    t = swh.begin()
+    frame = spark.createDataFrame([(1, 256)], "id long, u short")
+    with pytest.raises(SchemaMismatchError, match=r"column 'u' \(uint8\)"):
+        txn_spark.write(frame, t, "s.small", via="datasource")
+    t.rollback()
