@@ -41,14 +41,13 @@ def _days(spark: SparkSession, rows: dict[str, list[int]]) -> DataFrame:
     return frame(spark, EVENTS, [(i, day, float(i)) for day, found in rows.items() for i in found])
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
 def dwh(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
     """A warehouse on a local root, or on the session's S3 server with its settings passed explicitly (the
     Spark workers started before the test, so only options reach them, not this process's environment)."""
     if request.param == "local":
         wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=str(tmp_path / "warehouse"))
     else:
-        request.applymarker(pytest.mark.s3)
         s3: S3Server = request.getfixturevalue("s3_server")
         bucket: str = request.getfixturevalue("s3_bucket")
         for name, value in s3.env().items():  # for this process's own looks at the bucket (storage_files)
