@@ -41,7 +41,7 @@ class Publisher:
         self._catalog_properties = catalog_properties
         self._warehouse_id = warehouse_id
         self._catalog: Catalog | None = None
-        self._run_lock = threading.Lock()
+        self._run_lock = threading.RLock()  # republish holds it across its drop and its run
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -49,6 +49,8 @@ class Publisher:
         self._catalog_lock = threading.Lock()
         self._pending = False
         """A run was requested since the background thread last started one."""
+        self._running = False
+        """The background thread is in a run."""
         self.last_error: str | None = None
         """What the background thread's last run failed with (None: it succeeded, or none ran)."""
 
@@ -117,10 +119,10 @@ class Publisher:
     def republish(self, table: str) -> dict[str, Any]:
         """Drop `table`'s Iceberg table and publish it again from its oldest readable commit (its Iceberg
         snapshot ids change; data files are never touched)."""
-        with self._run_lock:
+        with self._run_lock:  # no background run between the drop and the run
             infos = iceberg.tables_of(self.rt, [table])
             self._iceberg().drop(infos[0])
-        return self.run([table])
+            return self.run([table])
 
     def published(self, csn: int, tables: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
         """Per table, the Iceberg snapshot holding its version at `csn`, catching up first where the table's
@@ -170,6 +172,7 @@ class Publisher:
             self._wake.clear()
             with self._thread_lock:
                 pending, self._pending = self._pending, False
+                self._running = pending
             if pending:  # a commit asked, even if the warehouse is being closed (close waits STOP_SECONDS)
                 try:
                     self.run(raise_errors=False)
@@ -177,8 +180,22 @@ class Publisher:
                 except Exception as exc:  # the next commit (or publish()) tries again
                     self.last_error = f"{type(exc).__name__}: {exc}"
                     log.warning("background publishing failed (the next commit or publish() catches up): %s", exc)
+                finally:
+                    with self._thread_lock:
+                        self._running = False
             if self._closed.is_set():
                 return
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Wait until no background run is requested or running (False: still busy after `timeout` seconds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._thread_lock:
+                alive = self._thread is not None and self._thread.is_alive()
+                if not alive or (not self._pending and not self._running):
+                    return True
+            time.sleep(0.01)
+        return False
 
     def close(self) -> None:
         """Stop the background thread, letting a run in progress or requested finish within STOP_SECONDS (a

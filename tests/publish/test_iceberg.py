@@ -185,6 +185,7 @@ def test_compaction_is_published_under_the_same_csn_and_survives_vacuum(pub: War
     for i in range(4):
         with pub.begin() as t:
             t.append("sales.events", events([i]))
+    assert pub.publisher.wait_idle()  # the commits' background runs are over: the runs below count alone
     before = pub.publish()["tables"]["sales.events"]
     report = pub.compact("sales.events")
     assert report["merged"] >= 1
@@ -250,6 +251,7 @@ def test_a_tag_keeps_reading_after_a_merge_of_what_it_sees_and_vacuum(pub: Wareh
     pub.tag("before-merge", tables=["sales.events"])
     with pub.begin() as t:
         t.append("sales.events", events([10], day="2024-01-02"))
+    assert pub.publisher.wait_idle()  # no background run after the one below: the compaction is its to publish
     pub.publish()
     tagged = pub.iceberg_catalog().load_table("sales.events").metadata.refs["before-merge"].snapshot_id
     assert pub.compact("sales.events")["merged"] == 1  # merges the three parts the tag sees
@@ -378,6 +380,7 @@ def test_the_command_line_publishes_republishes_and_names_snapshots(pub: Warehou
     with pub.begin() as t:
         t.append("sales.events", events([2]))
     where = ["--catalog", pub.config.catalog_url, "--root", pub.config.root, "--json"]
+    assert pub.publisher.wait_idle()  # this handle's background runs never interleave with the CLI's below
     capsys.readouterr()
     assert main(["publish", *where]) == 0
     assert json.loads(capsys.readouterr().out)["csn"] == pub.readable_csn()
