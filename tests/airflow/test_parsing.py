@@ -27,7 +27,8 @@ PINNED_ID = "ABCDEF0123456789ABCDEF0123456789"
 
 PARSE = """
 import json, sys
-from airflow.dag_processing.dagbag import DagBag
+from airflow_txn.airflow.version_compat import dagbag_module
+DagBag = dagbag_module().DagBag
 
 def walk(condition):
     return [condition.uri] if hasattr(condition, "uri") else [u for o in condition.objects for u in walk(o)]
