@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 
@@ -96,6 +97,7 @@ def login_url(auth_manager: Any, next_url: str) -> str:
     return url
 
 
+@cache
 def multi_team_auth() -> bool:
     """Whether auth managers know teams (multi-team mode, `[core] multi_team`, since Airflow 3.2): their
     filter_authorized_dag_ids takes the DAGs' `team_name`. Airflow 3.1 has no multi-team mode."""
@@ -196,6 +198,7 @@ def load_serialized_dag(dag_id: str) -> Any:
         return SerializedDagModel.get_dag(dag_id, session=session)
 
 
+@cache
 def provider_cli_commands() -> bool:
     """Whether this Airflow adds a provider's `cli` commands (the provider info's `cli`) to the `airflow`
     command: since 3.2 (`airflow txn ...`). Airflow 3.1 has no such entry: there the commands are `airflow-txn
