@@ -97,6 +97,19 @@ def login_url(auth_manager: Any, next_url: str) -> str:
     return url
 
 
+async def aget_connection(hook: Any, conn_id: str) -> Any:
+    """Connection `conn_id` looked up without blocking the event loop (a trigger's), as `hook.aget_connection`;
+    AirflowNotFoundException when it is not defined. Where the asynchronous lookup finds nothing, the synchronous
+    one is asked too, in a thread: Airflow 3.1's `dag.test()` runs a trigger inline where the asynchronous lookup
+    misses even an AIRFLOW_CONN_* connection that the task's own (synchronous) lookup finds."""
+    import asyncio
+
+    try:
+        return await hook.aget_connection(conn_id)
+    except AirflowNotFoundException:
+        return await asyncio.to_thread(hook.get_connection, conn_id)
+
+
 @cache
 def multi_team_auth() -> bool:
     """Whether auth managers know teams (multi-team mode, `[core] multi_team`, since Airflow 3.2): their
@@ -344,6 +357,7 @@ __all__ = [
     "TriggerRule",
     "XComArg",
     "add_outlet_partitions",
+    "aget_connection",
     "airflow_conf",
     "airflow_stats",
     "connection_field_behaviour",

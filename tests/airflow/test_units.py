@@ -86,6 +86,27 @@ def test_the_hooks_form_methods_are_the_provider_infos_form() -> None:
                          "placeholders": info["ui-field-behaviour"]["placeholders"]}
 
 
+def test_a_trigger_whose_asynchronous_lookup_misses_the_connection_asks_the_synchronous_one(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Airflow 3.1's dag.test() runs a trigger inline where aget_connection misses an AIRFLOW_CONN_* connection: the
+    trigger watched the AIRFLOW_TXN_* warehouse instead, for ever (version_compat.aget_connection)."""
+    import asyncio
+
+    from airflow_txn.airflow.version_compat import AirflowNotFoundException
+
+    async def missing(cls: Any, conn_id: str) -> Any:
+        raise AirflowNotFoundException(conn_id)
+
+    catalog = f"sqlite:///{tmp_path}/c.db"
+    conn = {"conn_type": "airflow_txn", "extra": {"catalog": catalog}}
+    monkeypatch.setenv("AIRFLOW_CONN_ASYNC_MISS", json.dumps(conn))
+    monkeypatch.setattr(TxnHook, "aget_connection", classmethod(missing))
+    assert asyncio.run(TxnHook(conn_id="async_miss").aconfig()).catalog_url == catalog
+    monkeypatch.delenv("AIRFLOW_CONN_ASYNC_MISS")
+    monkeypatch.setenv("AIRFLOW_TXN_CATALOG", f"sqlite:///{tmp_path}/env.db")  # defined nowhere: the defaults
+    assert asyncio.run(TxnHook(conn_id="async_miss").aconfig()).catalog_url == f"sqlite:///{tmp_path}/env.db"
+
+
 def _with_extra(extra: dict[str, Any]) -> TxnHook:
     hook = TxnHook(conn_id="unused")
     hook._extra = extra

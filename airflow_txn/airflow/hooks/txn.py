@@ -32,6 +32,7 @@ from airflow_txn.airflow.utils.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import (
     AirflowNotFoundException,
     BaseHook,
+    aget_connection,
     airflow_conf,
     connection_field_behaviour,
     connection_form_widgets,
@@ -269,9 +270,10 @@ class TxnHook(BaseHook):
         """config() for async code (triggers): never blocks the event loop on the connection lookup."""
         if self._extra is None:
             try:
-                conn = await self.aget_connection(self.conn_id)
+                conn = await aget_connection(self, self.conn_id)
                 self._extra, self._password = dict(conn.extra_dejson), conn.password
             except AirflowNotFoundException:
+                self.log.info("connection %s not defined: using the AIRFLOW_TXN_* defaults", self.conn_id)
                 self._extra = {}
         return self.config()
 
