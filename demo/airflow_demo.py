@@ -152,10 +152,10 @@ def transaction_of(wh: Any, dag_run: Any) -> dict[str, Any]:
 
 
 def run(home: Path, dags: Path) -> int:
-    from airflow.dag_processing.dagbag import DagBag
     from airflow.utils import db
 
     from airflow_txn.airflow import TxnHook
+    from airflow_txn.airflow.version_compat import dagbag_module
 
     log_path = home / "airflow.log"
     print(f"demo home {home} (Airflow and Spark logs: {log_path})")
@@ -163,7 +163,7 @@ def run(home: Path, dags: Path) -> int:
         db.initdb()
         with TxnHook().warehouse() as wh:  # as `airflow-txn init` does in a deployment: DAG files naming table
             wh.init()  # Assets read the warehouse's id when parsed, and parsing never creates a warehouse
-        bag = DagBag(dag_folder=str(dags))
+        bag = dagbag_module().DagBag(dag_folder=str(dags))
     if bag.import_errors:
         print(f"DAG import errors: {bag.import_errors}")
         return 1

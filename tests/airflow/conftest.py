@@ -107,9 +107,9 @@ def _close_shared_warehouses() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def dagbag(airflow_db: None, parse_warehouse: None) -> Any:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_txn.airflow.version_compat import dagbag_module
 
-    bag = DagBag(dag_folder=str(DAGS_FOLDER))
+    bag = dagbag_module().DagBag(dag_folder=str(DAGS_FOLDER))
     assert bag.import_errors == {}, bag.import_errors
     return bag
 

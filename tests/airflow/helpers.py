@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 
 from airflow_txn import Warehouse
-from airflow_txn.airflow.version_compat import AIRFLOW_V_3_3_PLUS
+from airflow_txn.airflow.version_compat import AIRFLOW_V_3_3_PLUS, dagbag_module, stats_facades
 
 BACKFILL_TABLES = ["shop.customers", "shop.orders", "shop.order_items"]
 PROBE_SCHEMA = pa.schema([("id", pa.int64())])
@@ -32,45 +32,79 @@ def dag_test(dag: Any, **kwargs: Any) -> Any:
 def sync_dag_folder() -> None:
     """Parse every DAG bundle (here: the DAG folder) and write its DAGs to the metadata database (what 3.3's
     dag.test() does first, from airflow.sdk.definitions.dag.DAG.test)."""
+    import inspect
+
     from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
     from airflow.utils.session import create_session
 
+    dagbag = dagbag_module()
     manager = DagBundlesManager()
     with create_session() as session:
         manager.sync_bundles_to_db(session=session)
     for bundle in manager.get_all_dag_bundles():
         if not bundle.is_initialized:
             bundle.initialize()
-        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
-        sync_bag_to_db(bag, bundle.name, bundle.version)
+        # a DagBag knows its bundle's name since 3.2 (3.1's dag.test() passes none)
+        named = {"bundle_name": bundle.name} if "bundle_name" in inspect.signature(dagbag.DagBag).parameters else {}
+        bag = dagbag.BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, **named)
+        dagbag.sync_bag_to_db(bag, bundle.name, bundle.version)
 
 
 @contextmanager
 def recording_stats_backend(backend: Any) -> Iterator[None]:
-    """Both copies of Airflow's stats module (core's and the task SDK's) set up with `backend`, as Airflow's
-    components set up theirs (`initialize(factory=...)`); restored afterwards. Airflow 3.3's module is the facade
-    (`_factory`, `_backend`, `_export_legacy_names`), 3.2's has a `Stats` class holding `factory` and `instance`
-    (version_compat.airflow_stats)."""
-    modules = [importlib.import_module(m) for m in ("airflow._shared.observability.metrics.stats",
-                                                    "airflow.sdk._shared.observability.metrics.stats")]
-    if AIRFLOW_V_3_3_PLUS:
-        saved = [(m._factory, m._backend, m._export_legacy_names) for m in modules]
-        for module in modules:
-            module.initialize(factory=lambda: backend, export_legacy_names=False)
-    else:
-        saved = [(m.Stats.factory, m.Stats.instance, m.Stats._instance_pid) for m in modules]
-        for module in modules:
-            module.Stats.initialize(factory=lambda: backend)
+    """Every copy of Airflow's stats facade (version_compat.stats_facades: core's and the task SDK's) set up with
+    `backend`, as Airflow's components set up theirs; restored afterwards. Airflow 3.3's facade is the module
+    (`initialize(factory=...)`: `_factory`, `_backend`, `_export_legacy_names`); 3.2's a `Stats` class holding
+    `factory` and `instance` (`Stats.initialize(factory=...)`); 3.1's `airflow.stats.Stats` holds its `factory` on
+    its metaclass and has no `initialize` (setting the factory and dropping the instance is what it does)."""
+    facades = [facade for facade, _ in stats_facades()]
+    saved: list[tuple[Any, ...]] = []
+    for facade in facades:
+        if isinstance(facade, ModuleType):
+            saved.append((facade._factory, facade._backend, facade._export_legacy_names))
+            facade.initialize(factory=lambda: backend, export_legacy_names=False)
+        else:
+            if hasattr(facade, "initialize"):
+                saved.append((facade.factory, facade.instance, facade._instance_pid))
+                facade.initialize(factory=lambda: backend)
+            else:  # the metaclass's factory is called as a method of the class (Airflow's take `cls`)
+                saved.append((type(facade).__dict__["factory"], facade.instance, facade._instance_pid))
+                type.__setattr__(type(facade), "factory", lambda _cls: backend)
+                type.__setattr__(facade, "instance", None)
     try:
         yield
     finally:
-        for module, (first, second, third) in zip(modules, saved, strict=True):
-            if AIRFLOW_V_3_3_PLUS:
-                module._factory, module._backend, module._export_legacy_names = first, second, third
-            else:
-                for name, value in (("factory", first), ("instance", second), ("_instance_pid", third)):
-                    type.__setattr__(module.Stats, name, value)
+        for facade, values in zip(facades, saved, strict=True):
+            if isinstance(facade, ModuleType):
+                facade._factory, facade._backend, facade._export_legacy_names = values
+                continue
+            factory, instance, pid = values
+            type.__setattr__(facade if hasattr(facade, "initialize") else type(facade), "factory", factory)
+            type.__setattr__(facade, "instance", instance)
+            type.__setattr__(facade, "_instance_pid", pid)
+
+
+CONNECTION_FORM_PROBE = """
+import json
+from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+[form] = [m for m in HookMetaService.hook_meta_data() if m.connection_type == "airflow_txn"]
+print(json.dumps(form.model_dump(mode="json")))
+"""
+
+
+def connection_form() -> dict[str, Any]:
+    """The `airflow_txn` connection form as the API server hands it to the UI (HookMetaService.hook_meta_data:
+    standard_fields, extra_fields). In a process of its own: Airflow 3.1 builds the form from the hook class only
+    while it stands in for WTForms, on its providers manager's first look at the hook (3.2 and later read the
+    provider info), and this test process may have looked before."""
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", CONNECTION_FORM_PROBE], capture_output=True, text=True,
+                            timeout=180, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def mark_run_failed(dag: Any, dag_run: Any, session: Any) -> None:
@@ -132,13 +166,15 @@ def asset_events(dag_run: Any) -> list[tuple[str, dict[str, Any]]]:
 
 
 def asset_events_with_partitions(dag_run: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
-    """(asset URI, partition key, event extra) of every Asset event the run's tasks emitted, sorted."""
+    """(asset URI, partition key, event extra) of every Asset event the run's tasks emitted, sorted (Airflow 3.1's
+    events have no partition key: None)."""
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from sqlalchemy import literal, select
 
+    key = getattr(AssetEvent, "partition_key", literal(None))
     with create_session() as session:
-        rows = session.execute(select(AssetModel.uri, AssetEvent.partition_key, AssetEvent.extra)
+        rows = session.execute(select(AssetModel.uri, key, AssetEvent.extra)
                                .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
                                .where(AssetEvent.source_run_id == dag_run.run_id))
         return sorted(((uri, key, dict(extra)) for uri, key, extra in rows), key=lambda r: (r[0], r[1] or ""))
@@ -147,9 +183,7 @@ def asset_events_with_partitions(dag_run: Any) -> list[tuple[str, str | None, di
 def parse_dag(path: Path, dag_id: str) -> Any:
     """`dag_id` of DAG file `path`, parsed now (as a worker parses it: its table Assets name the warehouse the
     test's connection reaches, where the session's DagBag parsed the folder with no connection set)."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(path))
+    bag = dagbag_module().DagBag(dag_folder=str(path))
     assert bag.import_errors == {}, bag.import_errors
     return bag.get_dag(dag_id)
 

@@ -33,7 +33,8 @@ WAREHOUSE_ID = "0123456789abcdef" * 2
 RUNS = ({"fail": False, "abort": False}, {"fail": True, "abort": False}, {"fail": False, "abort": True})
 RUN_ALL = """
 import json, sys
-from airflow.dag_processing.dagbag import DagBag
+from airflow_txn.airflow.version_compat import dagbag_module
+DagBag = dagbag_module().DagBag
 
 bag = DagBag(dag_folder=sys.argv[1])
 assert not bag.import_errors, bag.import_errors

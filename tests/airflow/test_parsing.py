@@ -27,10 +27,13 @@ PINNED_ID = "ABCDEF0123456789ABCDEF0123456789"
 
 PARSE = """
 import json, sys
-from airflow.dag_processing.dagbag import DagBag
+from airflow_txn.airflow.version_compat import dagbag_module
+DagBag = dagbag_module().DagBag
 
 def walk(condition):
-    return [condition.uri] if hasattr(condition, "uri") else [u for o in condition.objects for u in walk(o)]
+    # (Airflow 3.1's timetable of a DAG scheduled on nothing holds a _NullAsset: no uri, no objects)
+    return [condition.uri] if hasattr(condition, "uri") else [
+        u for o in getattr(condition, "objects", []) for u in walk(o)]
 
 bag = DagBag(dag_folder=sys.argv[1])
 uris = {}

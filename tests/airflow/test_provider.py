@@ -71,7 +71,7 @@ def test_the_installed_airflow_is_inside_the_declared_range() -> None:
     installed = importlib.metadata.version("apache-airflow")
     assert airflow.specifier.contains(installed), f"Airflow {installed} is outside {airflow.specifier}"
     assert airflow.specifier.contains("3.3.2") and airflow.specifier.contains("3.2.2")
-    assert not airflow.specifier.contains("3.1.8")  # Airflow 3.1 fails the suite (docs/TESTING.md)
+    assert not airflow.specifier.contains("3.1.8")  # a whole run of the suite has not passed on 3.1 (docs/TESTING.md)
     assert not airflow.specifier.contains("3.4.0")  # the next minor release is untested until the suite runs on it
 
 
@@ -83,8 +83,9 @@ def test_schema_check_is_not_vacuous() -> None:
         jsonschema.validate(broken, provider_schema())
     broken["config"]["airflow_txn"]["options"]["lease_seconds"]["type"] = "float"
     broken["cli"] = "airflow_txn.cli.in_airflow.get_cli_commands"  # a list of functions, not one
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, provider_schema())
+    if "cli" in provider_schema()["properties"]:  # Airflow 3.1's schema has no `cli` (version_compat)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, provider_schema())
     del broken["name"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, provider_schema())
@@ -115,9 +116,9 @@ PLUGINS_PROBE = """
 import json
 import tests.airflow.declared_install as declared
 declared.install()
-from airflow import plugins_manager
 from airflow.providers_manager import ProvidersManager
-plugins, errors = plugins_manager._get_plugins()
+from airflow_txn.airflow.version_compat import loaded_plugins
+plugins, errors = loaded_plugins()
 mine = [{"name": p.name, "source": str(p.source), "listeners": [m.__name__ for m in p.listeners]}
         for p in plugins if p.name == "airflow_txn"]
 manager = ProvidersManager()
@@ -154,16 +155,18 @@ def test_the_plugin_is_registered_once_whichever_way_airflow_discovers_providers
 
 def test_providers_manager_sees_the_provider() -> None:
     from airflow.providers_manager import ProvidersManager
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    from airflow_txn.airflow.version_compat import provider_cli_commands, task_runtime_hooks
 
     manager = ProvidersManager()
     assert manager.providers["airflow-txn"].version == importlib.metadata.version("airflow-txn")
     manager.initialize_providers_configuration()
     section = dict(manager.provider_configs)["airflow-txn"]["airflow_txn"]
     assert section["options"]["lease_seconds"]["default"] == "3600.0"
-    assert "airflow-txn" in manager.cli_command_providers  # `airflow txn`: the provider info's cli entry
-    assert "get_cli_commands" in [f.__name__ for f in manager.cli_command_functions]
-    hook = ProvidersManagerTaskRuntime().hooks["airflow_txn"]
+    if provider_cli_commands():  # `airflow txn`: the provider info's cli entry (Airflow 3.2+)
+        assert "airflow-txn" in manager.cli_command_providers
+        assert "get_cli_commands" in [f.__name__ for f in manager.cli_command_functions]
+    hook = task_runtime_hooks()["airflow_txn"]
     assert hook is not None and hook.hook_class_name == "airflow_txn.airflow.hooks.txn.TxnHook"
     assert (hook.connection_type, hook.package_name) == ("airflow_txn", "airflow-txn")
 

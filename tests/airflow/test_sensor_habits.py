@@ -62,8 +62,7 @@ def test_a_sensor_deferrable_by_configuration_hands_its_wait_to_the_trigger(
 
 
 def test_a_triggerer_error_fails_the_try_for_retries_unless_it_is_final() -> None:
-    from airflow.sdk.exceptions import AirflowFailException
-
+    from airflow_txn.airflow.version_compat import AirflowFailException
     from airflow_txn.sensors import CommitCSNSensor
 
     with probe_dag("trigger_error_probe"):
@@ -108,8 +107,7 @@ def test_the_trigger_marks_bad_input_final_and_outages_not(txn_conn: Warehouse,
 
 
 def test_bad_sensor_input_fails_without_retry_in_the_worker(txn_conn: Warehouse) -> None:
-    from airflow.sdk.exceptions import AirflowFailException
-
+    from airflow_txn.airflow.version_compat import AirflowFailException
     from airflow_txn.sensors import CommitCSNSensor
 
     with probe_dag("bad_sensor_input_probe"):

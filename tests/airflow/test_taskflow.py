@@ -130,7 +130,7 @@ def test_the_daily_incremental_example_loads_its_interval_day_and_a_rerun_replac
     [txn] = transactions_of(wh, "daily_incremental")
     csn = txn["commit_csn"]
     # the day as each event's partition key where Airflow lets a task set one (3.3; on 3.2 an event carries its
-    # DAG run's partition key, none for this run: version_compat.OUTLET_PARTITION_KEYS)
+    # DAG run's partition key, none for this run, on 3.1 none: version_compat.OUTLET_PARTITION_KEYS)
     key = "2024-03-05" if OUTLET_PARTITION_KEYS else None
     assert asset_events_with_partitions(first) == [
         (table_asset(t).uri, key, {"table": t, "csn": csn, "tid": txn["tid"], "metadata": txn["metadata"],

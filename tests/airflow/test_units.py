@@ -13,6 +13,7 @@ from airflow_txn.airflow.hooks.txn import TxnHook, coerce_csn, coerce_tables, co
 from airflow_txn.airflow.operators.base import call_with_context
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.errors import InvalidArgumentError, TxnError
+from tests.airflow.helpers import connection_form
 
 pytestmark = pytest.mark.airflow
 
@@ -53,8 +54,6 @@ def test_the_test_button_reports_a_missing_warehouse_and_creates_nothing(
 
 def test_the_catalog_password_comes_from_the_password_field_and_spark_conf_is_a_form_field(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow.providers_manager import ProvidersManager
-
     from airflow_txn.cli.in_airflow import connection_config
 
     catalog = "postgresql+psycopg://reader@db.example:5432/warehouse"
@@ -68,12 +67,44 @@ def test_the_catalog_password_comes_from_the_password_field_and_spark_conf_is_a_
         config_from_extra({"catalog": "postgresql+psycopg://reader:old@db/wh"}, password="new")
     with pytest.raises(TxnError, match="SQLite file, which takes none"):
         config_from_extra({"catalog": "sqlite:////x/c.db"}, password="pw")
-    manager = ProvidersManager()
-    behaviour = manager.field_behaviours["airflow_txn"]
-    assert "password" not in behaviour["hidden_fields"] and behaviour["relabeling"] == {"password": "Catalog password"}
-    assert "extra__airflow_txn__spark_conf" in manager.connection_form_widgets
+    form = connection_form()  # what the UI's connection form gets
+    assert form["standard_fields"]["password"] == {"hidden": False, "title": "Catalog password", "placeholder": None}
+    assert "spark_conf" in form["extra_fields"]
     form = {"extra__airflow_txn__spark_conf": '{"spark.sql.shuffle.partitions": "4"}'}  # as the form stores it
     assert TxnHook.spark_conf(_with_extra(form)) == {"spark.sql.shuffle.partitions": "4"}
+
+
+def test_the_hooks_form_methods_are_the_provider_infos_form() -> None:
+    """Airflow 3.1 reads the connection form from the hook's methods (3.2+ from the provider info, never calling
+    them): the same fields, built from the same entries (connection_form() above checks what the UI gets)."""
+    from airflow_txn.airflow import provider
+
+    [info] = provider.get_provider_info()["connection-types"]
+    behaviour = TxnHook.get_ui_field_behaviour()
+    assert behaviour == {"hidden_fields": ["host", "schema", "login", "port"],
+                         "relabeling": {"password": "Catalog password"},
+                         "placeholders": info["ui-field-behaviour"]["placeholders"]}
+
+
+def test_a_trigger_whose_asynchronous_lookup_misses_the_connection_asks_the_synchronous_one(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Airflow 3.1's dag.test() runs a trigger inline where aget_connection misses an AIRFLOW_CONN_* connection: the
+    trigger watched the AIRFLOW_TXN_* warehouse instead, for ever (version_compat.aget_connection)."""
+    import asyncio
+
+    from airflow_txn.airflow.version_compat import AirflowNotFoundException
+
+    async def missing(cls: Any, conn_id: str) -> Any:
+        raise AirflowNotFoundException(conn_id)
+
+    catalog = f"sqlite:///{tmp_path}/c.db"
+    conn = {"conn_type": "airflow_txn", "extra": {"catalog": catalog}}
+    monkeypatch.setenv("AIRFLOW_CONN_ASYNC_MISS", json.dumps(conn))
+    monkeypatch.setattr(TxnHook, "aget_connection", classmethod(missing))
+    assert asyncio.run(TxnHook(conn_id="async_miss").aconfig()).catalog_url == catalog
+    monkeypatch.delenv("AIRFLOW_CONN_ASYNC_MISS")
+    monkeypatch.setenv("AIRFLOW_TXN_CATALOG", f"sqlite:///{tmp_path}/env.db")  # defined nowhere: the defaults
+    assert asyncio.run(TxnHook(conn_id="async_miss").aconfig()).catalog_url == f"sqlite:///{tmp_path}/env.db"
 
 
 def _with_extra(extra: dict[str, Any]) -> TxnHook:
@@ -137,8 +168,9 @@ def test_a_bad_isolation_fails_when_the_dag_is_parsed() -> None:
     assert begin.isolation == "serializable" and type(begin.isolation) is str  # serialized as before
 
 
-def test_parsing_the_example_dags_loads_no_spark() -> None:
-    """A DAG processor imports the DAG files: that must not start, or even import, PySpark."""
+def test_parsing_the_example_dags_loads_no_spark(parse_warehouse: None) -> None:
+    """A DAG processor imports the DAG files: that must not start, or even import, PySpark. (Their table Assets
+    read the id of the warehouse parse_warehouse creates: run alone, the test found none.)"""
     import subprocess
     import sys
 

@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 TABLE = "probe.events"
 RUN_DAG = """
 import json, os, sys
-from airflow.dag_processing.dagbag import DagBag
+from airflow_txn.airflow.version_compat import dagbag_module
+DagBag = dagbag_module().DagBag
 bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
 bag.get_dag(sys.argv[1]).test(run_conf=json.loads(sys.argv[2]))
 """

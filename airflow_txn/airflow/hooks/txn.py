@@ -29,7 +29,14 @@ from typing import Any
 from sqlalchemy.engine import URL, make_url
 
 from airflow_txn.airflow.utils.metrics import install as install_metrics
-from airflow_txn.airflow.version_compat import AirflowNotFoundException, BaseHook, airflow_conf
+from airflow_txn.airflow.version_compat import (
+    AirflowNotFoundException,
+    BaseHook,
+    aget_connection,
+    airflow_conf,
+    connection_field_behaviour,
+    connection_form_widgets,
+)
 from airflow_txn.core.adapter import check_csn, check_lease_seconds, parse_storage_options
 from airflow_txn.core.config import DEFAULT_LEASE_SECONDS, ENV_CATALOG, WarehouseConfig
 from airflow_txn.core.warehouse import Warehouse
@@ -237,6 +244,17 @@ class TxnHook(BaseHook):
         self._password: str | None = None
         install_metrics()  # once per process: the engine's metrics go to Airflow's stats
 
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The connection form's fields for Airflow 3.1, from the provider info's `conn-fields` (provider.py):
+        Airflow 3.2 and later read those and never call this (version_compat.connection_form_widgets)."""
+        return connection_form_widgets(_connection_type_info()["conn-fields"])
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The standard fields hidden and relabelled, for Airflow 3.1 (as get_connection_form_widgets)."""
+        return connection_field_behaviour(_connection_type_info()["ui-field-behaviour"])
+
     def extra(self) -> dict[str, Any]:
         """The connection's extra ({} when the connection does not exist: the environment applies)."""
         if self._extra is None:
@@ -252,9 +270,10 @@ class TxnHook(BaseHook):
         """config() for async code (triggers): never blocks the event loop on the connection lookup."""
         if self._extra is None:
             try:
-                conn = await self.aget_connection(self.conn_id)
+                conn = await aget_connection(self, self.conn_id)
                 self._extra, self._password = dict(conn.extra_dejson), conn.password
             except AirflowNotFoundException:
+                self.log.info("connection %s not defined: using the AIRFLOW_TXN_* defaults", self.conn_id)
                 self._extra = {}
         return self.config()
 
@@ -294,6 +313,14 @@ class TxnHook(BaseHook):
                 return True, f"warehouse reachable, readable CSN {wh.readable_csn()}"
         except Exception as exc:
             return False, str(exc)
+
+
+def _connection_type_info() -> dict[str, Any]:
+    """The provider info's entry for the `airflow_txn` connection type (its form)."""
+    from airflow_txn.airflow.provider import get_provider_info
+
+    [info] = [t for t in get_provider_info()["connection-types"] if t["connection-type"] == CONN_TYPE]
+    return dict(info)
 
 
 class _Shared:

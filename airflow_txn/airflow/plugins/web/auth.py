@@ -25,7 +25,8 @@ __all__ = ["DagPermission", "GetUserDep", "login_url", "may_read_warehouse"]
 
 
 def _multi_team() -> bool:
-    return bool(conf.getboolean("core", "multi_team", fallback=False))
+    """Multi-team mode: on (`[core] multi_team`) where this Airflow has it (3.2+: version_compat.multi_team_auth)."""
+    return bool(conf.getboolean("core", "multi_team", fallback=False)) and version_compat.multi_team_auth()
 
 
 def _team_of(dag_id: str | None) -> str | None:
@@ -71,8 +72,8 @@ class DagPermission:
         for dag_id in unknown:
             by_team.setdefault(teams.get(dag_id), set()).add(dag_id)
         for team, ids in by_team.items():
-            allowed = get_auth_manager().filter_authorized_dag_ids(
-                dag_ids=ids, user=self.user, method=self.method, team_name=team)  # type: ignore[arg-type]
+            allowed = version_compat.filter_authorized_dag_ids(
+                get_auth_manager(), dag_ids=ids, user=self.user, method=self.method, team_name=team)
             self._known.update((dag_id, dag_id in allowed) for dag_id in ids)
         return {dag_id for dag_id in wanted if self._known[dag_id]}
 
