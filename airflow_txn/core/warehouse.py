@@ -560,8 +560,9 @@ class Warehouse:
         if tag is not None:
             if csn is not None:
                 raise InvalidArgumentError(f"read at csn {csn} or at tag {tag!r}, not both")
-            names = list(tables) if tables is not None else list(self.tag_info(tag)["tables"])
-            suffix = f"tag_{self.tag_info(tag)['csn']}"
+            held = self.tag_info(tag)
+            names = list(tables) if tables is not None else list(held["tables"])
+            suffix = f"tag_{held['csn']}"
         else:
             names = list(tables) if tables is not None else self.tables()
             csn = self._snapshot_for(csn, names)

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from sqlalchemy import Connection
 
 from airflow_txn.catalog import commit_log, compaction_records, part_records, table_registry
 from airflow_txn.catalog.part_records import PartRow
@@ -251,7 +250,7 @@ class IcebergPublisher:
         with self.rt.catalog.read() as conn:
             commits = commit_log.table_commit_csns(conn, info.id, published, watermark)
             horizon = retention.table_horizon(conn, info.id)
-            merges = _merges_signature(conn, info.id)
+            merges = compaction_records.merges_signature(conn, info.id)
         compared = table.properties.get(MERGES_KEY)
         targets = _targets(commits, published, horizon, refresh=merges != compared)
         outcome = TableOutcome(published, iceberg_snapshot_id=_snapshot_id(table))
@@ -328,7 +327,7 @@ class IcebergPublisher:
         previous = outcome.published_csn
         for csn, kind in targets:
             with self.rt.catalog.read() as conn:
-                created, gone = _changed_parts(conn, info.id, previous, csn)
+                created, gone = part_records.changed_parts(conn, info.id, previous, csn)
             added, removed = self._wanted(info, created), self._wanted(info, gone)
             previous = csn
             properties = {CSN_KEY: str(csn), MERGES_KEY: merges}
@@ -418,7 +417,7 @@ class IcebergPublisher:
         existing = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()
                     if ref.snapshot_ref_type == SnapshotRefType.TAG}
         with self.rt.catalog.read() as conn:
-            merges = _merges_signature(conn, info.id)
+            merges = compaction_records.merges_signature(conn, info.id)
         recheck = table.properties.get(TAGS_MERGES_KEY) != merges
         wanted = {}
         for tag in tags:
@@ -529,14 +528,6 @@ def _targets(commits: Sequence[int], published: int, horizon: int, refresh: bool
     if not targets and published and refresh:
         targets = [(published, "refresh")]
     return targets
-
-
-def _changed_parts(conn: Connection, table_id: int, after: int, upto: int) -> tuple[list[PartRow], list[PartRow]]:
-    return part_records.changed_parts(conn, table_id, after, upto)
-
-
-def _merges_signature(conn: Connection, table_id: int) -> str:
-    return compaction_records.merges_signature(conn, table_id)
 
 
 def _current_files(table: Table) -> dict[str, DataFile]:
