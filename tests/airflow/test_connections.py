@@ -222,3 +222,37 @@ def test_a_missing_driver_or_provider_names_the_extra_to_install(
     [line] = [x for x in result.stdout.splitlines() if x.startswith("RESULT ")] or [result.stderr[-2000:]]
     kind, text = json.loads(line.removeprefix("RESULT "))
     assert kind == "MissingDependencyError" and message in text, text
+
+
+def test_a_missing_connection_never_means_the_embedded_default(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    """A task or trigger whose connection is not defined (a typo in its id) falls back only to a catalog the
+    deployment names on purpose ([airflow_txn] catalog, AIRFLOW_TXN_CATALOG); else ConnectionNotFoundError
+    naming the connection, as DAG parsing does: a trigger used to wait forever on ~/.airflow_txn's warehouse."""
+    import asyncio
+
+    from airflow_txn.airflow.hooks.txn import TxnHook
+    from airflow_txn.airflow.triggers.csn import CommitCSNTrigger
+
+    monkeypatch.delenv("AIRFLOW_TXN_CATALOG", raising=False)
+    monkeypatch.setenv("AIRFLOW_TXN_HOME", str(tmp_path / "home"))
+    with pytest.raises(ConnectionNotFoundError, match="connection 'no_such_conn' is not defined"):
+        TxnHook(conn_id="no_such_conn").config()
+    with pytest.raises(ConnectionNotFoundError, match="connection 'no_such_conn' is not defined"):
+        asyncio.run(TxnHook(conn_id="no_such_conn").aconfig())
+
+    async def first_event() -> dict[str, Any]:
+        trigger = CommitCSNTrigger(csn=1, tables=["s.t"], conn_id="no_such_conn", poke_interval=0.1)
+        async for event in trigger.run():
+            return dict(event.payload)
+        raise AssertionError("no event")
+
+    event = asyncio.run(first_event())
+    assert event["status"] == "error" and event["final"], event
+    assert "ConnectionNotFoundError" in event["message"] and "no_such_conn" in event["message"], event
+    assert not (tmp_path / "home").exists(), "a catalog or root was created"
+
+    catalog = f"sqlite:///{tmp_path / 'named.db'}"
+    monkeypatch.setenv("AIRFLOW_TXN_CATALOG", catalog)  # named on purpose: the fallback is the deployment's
+    assert TxnHook(conn_id="no_such_conn").config().catalog_url == catalog
+    assert asyncio.run(TxnHook(conn_id="no_such_conn").aconfig()).catalog_url == catalog

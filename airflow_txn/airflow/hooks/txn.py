@@ -190,7 +190,7 @@ def with_password(catalog_url: str, password: str) -> str:
 
 def connection_config(conn_id: str) -> WarehouseConfig | None:
     """The warehouse connection `conn_id` describes (config_from_extra of its extra and password), or None
-    when Airflow knows no such connection. TxnHook falls back to the defaults then; `airflow-txn
+    when Airflow knows no such connection (TxnHook then applies without_connection); `airflow-txn
     --conn-id`, which names a connection on purpose, refuses it."""
     try:
         conn = TxnHook.get_connection(conn_id)
@@ -199,20 +199,26 @@ def connection_config(conn_id: str) -> WarehouseConfig | None:
     return config_from_extra(dict(conn.extra_dejson), conn.password)
 
 
+def without_connection(conn_id: str, where: str, way_out: str = "") -> None:
+    """Connection `conn_id` is not defined `where`: allowed only when the deployment names a catalog on purpose
+    (`[airflow_txn] catalog` or AIRFLOW_TXN_CATALOG), whose warehouse the AIRFLOW_TXN_* settings then describe.
+    Never the embedded default under ~/.airflow_txn: a guess (a typo in a connection id) that would name, wait
+    on or write a warehouse of its own. ConnectionNotFoundError naming `conn_id` otherwise (docs/DESIGN.md, D16)."""
+    if config_option("catalog") is None and not os.environ.get(ENV_CATALOG):
+        raise ConnectionNotFoundError(
+            f"connection {conn_id!r} is not defined {where}, and neither [airflow_txn] catalog nor {ENV_CATALOG} "
+            f"names a catalog: define the connection (type airflow_txn){way_out}", conn_id=conn_id)
+
+
 def parse_config(conn_id: str) -> WarehouseConfig:
     """The warehouse a DAG file being parsed means by connection `conn_id`: the connection's, else a
-    catalog the deployment names on purpose (`[airflow_txn] catalog` or AIRFLOW_TXN_CATALOG). Never the
-    embedded default under ~/.airflow_txn, a guess that would name (and once created) a warehouse of its
-    own: ConnectionNotFoundError naming `conn_id` instead (docs/DESIGN.md, D16)."""
+    catalog the deployment names on purpose (without_connection)."""
     found = connection_config(conn_id)
     if found is not None:
         return found
-    if config_option("catalog") is None and not os.environ.get(ENV_CATALOG):
-        raise ConnectionNotFoundError(
-            f"connection {conn_id!r} is not defined where this DAG file is parsed, and neither [airflow_txn] "
-            f"catalog nor {ENV_CATALOG} names a catalog: define the connection (type airflow_txn) for the "
-            "dag-processor and the workers, or pass warehouse_id='<id>' (`airflow-txn doctor` shows it)",
-            conn_id=conn_id)
+    without_connection(conn_id, "where this DAG file is parsed",
+                       " for the dag-processor and the workers, or pass warehouse_id='<id>' (`airflow-txn doctor` "
+                       "shows it)")
     return config_from_extra({})
 
 
@@ -256,14 +262,14 @@ class TxnHook(BaseHook):
         return connection_field_behaviour(_connection_type_info()["ui-field-behaviour"])
 
     def extra(self) -> dict[str, Any]:
-        """The connection's extra ({} when the connection does not exist: the environment applies)."""
+        """The connection's extra ({} when the connection does not exist and the deployment names a catalog on
+    purpose: the `[airflow_txn]` options and AIRFLOW_TXN_* variables apply; else ConnectionNotFoundError)."""
         if self._extra is None:
             try:
                 conn = self.get_connection(self.conn_id)
                 self._extra, self._password = dict(conn.extra_dejson), conn.password
             except AirflowNotFoundException:
-                self.log.info("connection %s not defined: using the AIRFLOW_TXN_* defaults", self.conn_id)
-                self._extra = {}
+                self._extra = self._no_connection("where this task runs")
         return self._extra
 
     async def aconfig(self) -> WarehouseConfig:
@@ -273,9 +279,14 @@ class TxnHook(BaseHook):
                 conn = await aget_connection(self, self.conn_id)
                 self._extra, self._password = dict(conn.extra_dejson), conn.password
             except AirflowNotFoundException:
-                self.log.info("connection %s not defined: using the AIRFLOW_TXN_* defaults", self.conn_id)
-                self._extra = {}
+                self._extra = self._no_connection("where this trigger runs")
         return self.config()
+
+    def _no_connection(self, where: str) -> dict[str, Any]:
+        without_connection(self.conn_id, where, " where the workers and the triggerer look connections up")
+        self.log.info("connection %s not defined: the catalog named by [airflow_txn] catalog / %s applies",
+                      self.conn_id, ENV_CATALOG)
+        return {}
 
     def config(self) -> WarehouseConfig:
         """The warehouse of the connection: its extra, and its password field as the catalog's password."""

@@ -24,14 +24,14 @@ from typing import Any
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook, snapshot_ready, tag_ready
 from airflow_txn.airflow.version_compat import BaseTrigger, TriggerEvent
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError, TableNotInTagError
+from airflow_txn.errors import ConnectionNotFoundError, InvalidArgumentError, InvalidNameError, TableNotInTagError
 
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.2
 """Seconds between two reads of a warehouse's readable watermark in a triggerer (default)."""
 
-FINAL_ERRORS = (InvalidArgumentError, InvalidNameError, TableNotInTagError)
+FINAL_ERRORS = (ConnectionNotFoundError, InvalidArgumentError, InvalidNameError, TableNotInTagError)
 """Errors in what the wait was asked (a CSN out of the catalog's range, a malformed table name, a tag that
 does not hold a table the wait names): no try
 can get past them. Any other error (the catalog or the oracle unreachable, a connection being fixed) may
