@@ -34,7 +34,7 @@ import attrs
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID
 from airflow_txn.airflow.operators.base import is_template
-from airflow_txn.airflow.operators.check import TransactionCheckOperator, engine_value
+from airflow_txn.airflow.operators.check import TransactionCheckOperator
 from airflow_txn.airflow.operators.transaction import (
     BeginTransactionOperator,
     CommitTransactionOperator,
@@ -48,6 +48,11 @@ from airflow_txn.checks import Check, check_list
 from airflow_txn.core.adapter import Isolation
 from airflow_txn.errors import InvalidArgumentError
 from airflow_txn.model.options import CheckEngine, CheckEngineName
+
+
+def _check_engine_value(value: object) -> CheckEngine:
+    """The group's check_engine, checked when the DAG is parsed (InvalidOptionError names the engines)."""
+    return CheckEngine.parse(value, "check_engine")
 
 
 def _isolation_value(value: object) -> Any:
@@ -84,7 +89,7 @@ class TransactionTaskGroup(TaskGroup):
     commit_outlets: list[Any] | None = None
     tables: list[str] | None = None
     checks: list[Check] | None = attrs.field(default=None, converter=_checks_value)
-    check_engine: CheckEngine = attrs.field(default=CheckEngine.DUCKDB, converter=engine_value)
+    check_engine: CheckEngine = attrs.field(default=CheckEngine.DUCKDB, converter=_check_engine_value)
     tag: str | None = None
     """The name the commit's snapshot gets (CommitTransactionOperator's `tag`: templated)."""
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from airflow_txn.errors import InvalidArgumentError
+from airflow_txn.errors import InvalidArgumentError, InvalidOptionError
 from airflow_txn.model.options import Manifests, ManifestsName
 from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle import registry as oracle_kinds
@@ -54,7 +54,10 @@ def manifests_option(value: Manifests | ManifestsName | None = None) -> Manifest
     if value is not None and value != "":
         return Manifests.parse(value, "manifests")
     found = os.environ.get(ENV_MANIFESTS) or None
-    return Manifests.OFF if found is None else Manifests.parse(found, f"manifests (${ENV_MANIFESTS})")
+    try:
+        return Manifests.OFF if found is None else Manifests.parse(found, "manifests")
+    except InvalidOptionError as exc:
+        raise InvalidOptionError(f"{exc} (from ${ENV_MANIFESTS})") from None
 
 
 def connect_timeout_seconds(value: float | str | None = None, source: str = "connect_timeout") -> float:

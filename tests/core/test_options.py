@@ -115,7 +115,8 @@ def test_warehouse_open_takes_manifests_as_a_member_or_string_and_refuses_a_bad_
     monkeypatch.setenv(ENV_MANIFESTS, "on-commit")
     assert WarehouseConfig.resolve(catalog=catalog).manifests is Manifests.ON_COMMIT
     monkeypatch.setenv(ENV_MANIFESTS, "sometimes")
-    with pytest.raises(InvalidOptionError, match=r"manifests \(\$AIRFLOW_TXN_MANIFESTS\) must be one of .*'sometimes'"):
+    from_env = r"^manifests must be one of 'off', 'on-commit', got 'sometimes' \(from \$AIRFLOW_TXN_MANIFESTS\)$"
+    with pytest.raises(InvalidOptionError, match=from_env):
         WarehouseConfig.resolve(catalog=catalog)
 
 

@@ -54,11 +54,6 @@ _BAD_CHECKS = (CheckError, InvalidArgumentError, InvalidNameError, SchemaMismatc
 """Errors of checks that cannot run as written: a retry would meet them again."""
 
 
-def engine_value(value: object) -> CheckEngine:
-    """A check `engine` argument as a CheckEngine (InvalidOptionError naming the engines otherwise)."""
-    return CheckEngine.parse(value, "engine")
-
-
 class TransactionCheckOperator(TxnBaseOperator):
     """Run `checks` against transaction `tid`'s own view before its commit (module docstring).
 
@@ -94,9 +89,9 @@ class TransactionCheckOperator(TxnBaseOperator):
             raise InvalidArgumentError(f"{task}: python_callable must be callable, got {python_callable!r}")
         try:
             checked = None if checks is None else check_list(checks)
-            checked_engine = engine_value(engine)
-        except InvalidArgumentError as exc:
-            raise InvalidArgumentError(f"{task}: {exc}") from exc
+            checked_engine = CheckEngine.parse(engine, "engine")
+        except InvalidArgumentError as exc:  # InvalidOptionError for the engine: the same type, naming the task
+            raise type(exc)(f"{task}: {exc}") from exc
         super().__init__(**kwargs)  # after the checks: a refused task is not added to the DAG
         self.tid = tid if tid is not None else group_tid(self)
         self.checks = checked
