@@ -169,8 +169,14 @@ class PublishError(TxnError):
 
 class InvalidArgumentError(TxnError):
     """A number passed is of the wrong type or out of range (a CSN, a limit, a count, an attempt, a
-    lease), an isolation level is not one of the levels, or metadata is no JSON object: pass a value the
-    message gives. Nothing was done."""
+    lease), an option is none of its values (InvalidOptionError), or metadata is no JSON object: pass a value
+    the message gives. Nothing was done."""
+
+
+class InvalidOptionError(InvalidArgumentError, InvalidNameError):
+    """An option is none of its values (isolation, via, mode, a compaction's or a check's engine, manifests):
+    the message names the parameter, the value given and the values allowed. Nothing was done. It is also an
+    InvalidNameError, which a bad `via` or `mode` raised before (airflow_txn.model.options)."""
 
 
 class SnapshotTooOldError(TxnError):
@@ -206,6 +212,7 @@ __all__ = [
     "ConnectionNotFoundError",
     "InvalidArgumentError",
     "InvalidNameError",
+    "InvalidOptionError",
     "InvalidatedKeysError",
     "LeaseExpiredError",
     "MergedAwayError",

@@ -74,9 +74,12 @@ def api_pages() -> dict[str, str]:
     from airflow_txn.airflow import provider, public
 
     first = ["Warehouse", "Transaction"]  # then what they return
-    core = [f"{airflow_txn._LAZY[name]}.{name}" for name in first + sorted(set(airflow_txn._LAZY) - set(first))]
+    returned = sorted(set(airflow_txn._LAZY) - set(first) - set(airflow_txn.OPTIONS))
+    core = [f"{airflow_txn._LAZY[name]}.{name}" for name in first + returned]
+    options = [f"{module}.{name}" for name, module in airflow_txn.OPTIONS.items()]
     constants = [f"airflow_txn.model.csn.{name}" for name in airflow_txn.__all__ if name.endswith("_CSN")]
-    spark = [f"{airflow_txn.spark._EXPORTS[name]}.{name}" for name in airflow_txn.spark.__all__]
+    spark = [f"{airflow_txn.spark._EXPORTS[name]}.{name}" for name in airflow_txn.spark.__all__
+             if name not in airflow_txn.OPTIONS]  # Via and WriteMode: on the core's page
     checks = [f"{getattr(airflow_txn.checks, name).__module__}.{name}" for name in airflow_txn.checks.__all__
               if callable(getattr(airflow_txn.checks, name))]  # the classes and functions (not CHECK_TYPES)
     decorators = [d["class-name"] for d in provider.get_provider_info()["task-decorators"]]
@@ -86,10 +89,11 @@ def api_pages() -> dict[str, str]:
     return {
         "api/index.md": API_INDEX,
         "api/core.md": _page("Core: import airflow_txn", "Imports neither Airflow nor Spark.",
-                             [("", core[:2]), ("Results", core[2:]), ("Constants", constants)]),
+                             [("", core[:2]), ("Results", core[2:]), ("Options", options), ("Constants", constants)]),
         "api/errors.md": _page("Errors: airflow_txn.errors", "Every error is a `TxnError`.",
                                [("", ["airflow_txn.errors"])]),
-        "api/spark.md": _page("Spark: import airflow_txn.spark", "Needs the `spark` extra.", [("", spark)]),
+        "api/spark.md": _page("Spark: import airflow_txn.spark", "Needs the `spark` extra. `mode` and `via` are the "
+                              "options `WriteMode` and `Via` ([Core](core.md#options)).", [("", spark)]),
         "api/checks.md": _page("Checks: airflow_txn.checks", "Write-audit-publish (CONCEPTS.md). DuckDB (the `checks` "
                                "or `airflow` extra) evaluates them; `airflow_txn.spark.checks.SparkEngine` with Spark.",
                                [("", checks)]),

@@ -34,7 +34,7 @@ import attrs
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID
 from airflow_txn.airflow.operators.base import is_template
-from airflow_txn.airflow.operators.check import TransactionCheckOperator, engine_value
+from airflow_txn.airflow.operators.check import TransactionCheckOperator
 from airflow_txn.airflow.operators.transaction import (
     BeginTransactionOperator,
     CommitTransactionOperator,
@@ -47,6 +47,12 @@ from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
 from airflow_txn.checks import Check, check_list
 from airflow_txn.core.adapter import Isolation
 from airflow_txn.errors import InvalidArgumentError
+from airflow_txn.model.options import CheckEngine, CheckEngineName
+
+
+def _check_engine_value(value: object) -> CheckEngine:
+    """The group's check_engine, checked when the DAG is parsed (InvalidOptionError names the engines)."""
+    return CheckEngine.parse(value, "check_engine")
 
 
 def _isolation_value(value: object) -> Any:
@@ -83,7 +89,7 @@ class TransactionTaskGroup(TaskGroup):
     commit_outlets: list[Any] | None = None
     tables: list[str] | None = None
     checks: list[Check] | None = attrs.field(default=None, converter=_checks_value)
-    check_engine: str = attrs.field(default="duckdb", converter=engine_value)
+    check_engine: CheckEngine = attrs.field(default=CheckEngine.DUCKDB, converter=_check_engine_value)
     tag: str | None = None
     """The name the commit's snapshot gets (CommitTransactionOperator's `tag`: templated)."""
     begin: BeginTransactionOperator | None = attrs.field(default=None, init=False)
@@ -181,7 +187,8 @@ def transaction_group(group_id: str, conn_id: str = DEFAULT_CONN_ID, label: str 
                       isolation: str | Isolation = Isolation.SNAPSHOT, lease_seconds: float | str | None = None,
                       on_skip: str = "commit", commit_outlets: list[Any] | None = None,
                       tables: list[str] | None = None, checks: list[Check] | None = None,
-                      check_engine: str = "duckdb", tag: str | None = None, **kwargs: Any) -> TransactionTaskGroup:
+                      check_engine: CheckEngine | CheckEngineName = CheckEngine.DUCKDB, tag: str | None = None,
+                      **kwargs: Any) -> TransactionTaskGroup:
     """A TaskGroup with begin → (your tasks) → commit, rollback on any failure, and an outcome task that fails
     the run when the transaction rolled back. Use it as `with transaction_group(...) as txn:`; the transaction
     operators and task decorators made inside take its transaction (no `tid=`). `on_skip`: "commit" (default: a

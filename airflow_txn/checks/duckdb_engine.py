@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from airflow_txn.model.options import CheckEngine
 from airflow_txn.model.results import TableManifest
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def view_relation(con: Any, manifest: TableManifest, types: Mapping[str, Any]) -
 class DuckDBEngine:
     """Checks evaluated by DuckDB (an in-memory database per run) over the transaction's files."""
 
-    name = "duckdb"
+    name: str = CheckEngine.DUCKDB.value
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads

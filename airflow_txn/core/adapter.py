@@ -59,6 +59,7 @@ from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError, StorageError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import TableName, parse_table_name
+from airflow_txn.model.options import WriteMode, WriteModeName
 from airflow_txn.model.partitioning import (
     Partition,
     check_partition_values,
@@ -410,8 +411,9 @@ def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transactio
 APPEND, OVERWRITE, REWRITE = staging.APPEND, staging.OVERWRITE, staging.REWRITE
 
 
-def open_write(txn: Transaction, table: str, mode: str = APPEND, partitions: Sequence[Mapping[str, Any]] | None = None,
-               replaces: Sequence[int] | None = None, key: str | None = None, what: str | None = None) -> WritePlan:
+def open_write(txn: Transaction, table: str, mode: WriteMode | WriteModeName = APPEND,
+               partitions: Sequence[Mapping[str, Any]] | None = None, replaces: Sequence[int] | None = None,
+               key: str | None = None, what: str | None = None) -> WritePlan:
     """One statement on `table` in `txn` whose files an engine writes, as the core decides it (staging.decide, the
     rule the core's own statements follow): `mode` APPEND, OVERWRITE (the whole table, or the listed
     `partitions`: then every row must belong to one of them) or REWRITE (copy-on-write: the parts `replaces`,
@@ -420,7 +422,9 @@ def open_write(txn: Transaction, table: str, mode: str = APPEND, partitions: Seq
     replaces before the engine runs anything expensive, under the transaction's failure rules: a rejected input
     leaves it usable, a conflict (another transaction holds a part it replaces) marks it failed; a REWRITE whose
     `replaces` a background merge took meanwhile raises MergedAwayError and leaves it usable (choose again).
-    `what` (default "<mode> of <table>") names the statement in the reason a failure records."""
+    `what` (default "<mode> of <table>") names the statement in the reason a failure records. A `mode` that is
+    no WriteMode raises InvalidOptionError first."""
+    mode = WriteMode.parse(mode, "mode")
     stmt = transaction.statement_of(txn, key)
     described = what or f"{mode} of {table}"
     rt = txn.warehouse.runtime
@@ -453,7 +457,7 @@ class WritePlan:
     isolation: str
     key: str | None
     attempt: int | None
-    mode: str
+    mode: WriteMode
     what: str
     """The statement as a failure's recorded reason names it."""
     statement: str
@@ -501,7 +505,7 @@ class WritePlan:
         """A REWRITE that replaces the parts `ids`, chosen among `visible`: SerializationError (a conflict: the
         transaction fails) when another transaction holds one; MergedAwayError for one not visible."""
         if self.mode != REWRITE:
-            raise InvalidNameError(f"only a rewrite chooses the parts it replaces, not {self.mode!r}")
+            raise InvalidNameError(f"only a rewrite chooses the parts it replaces, not {self.mode.value!r}")
         holders = {p.id: p.locked_by for p in self.visible}
         decided = self.run(lambda: staging.replace_parts(self.tid, holders, ids))
         return replace(self, removals=decided.removals, scanned=decided.scanned, visible=())
@@ -589,7 +593,8 @@ class WritePlan:
 def _write_plan_of(found: Mapping[str, Any], table: StoredTable) -> WritePlan:
     scanned, allowed = found.get("scanned"), found.get("allowed")
     return WritePlan(table, str(found["tid"]), int(found["snapshot"]), str(found["isolation"]), found.get("key"),
-                     found.get("attempt"), str(found["mode"]), str(found["what"]), str(found["statement"]),
+                     found.get("attempt"), WriteMode.parse(found["mode"], "the write plan's mode"), str(found["what"]),
+                     str(found["statement"]),
                      tuple(int(i) for i in found["removals"]), None if scanned is None else tuple(scanned),
                      None if allowed is None else tuple(allowed))
 

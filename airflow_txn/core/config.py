@@ -13,7 +13,8 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from airflow_txn.errors import InvalidArgumentError, TxnError
+from airflow_txn.errors import InvalidArgumentError, InvalidOptionError
+from airflow_txn.model.options import Manifests, ManifestsName
 from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.publish import settings as publishing
@@ -32,8 +33,6 @@ DEFAULT_CONNECT_TIMEOUT = 20.0
 included, before the call fails with a typed error naming its address (the ZooKeeper oracle has its own
 `timeout`, docs/ORACLES.md)."""
 MAX_CONNECT_TIMEOUT = 3600.0
-MANIFEST_MODES = ("off", "on-commit")
-"""off: manifests only on request (Warehouse.write_manifest); on-commit: also after every commit."""
 
 DEFAULT_LEASE_SECONDS = 3600.0
 MAX_LEASE_SECONDS = 7 * 24 * 3600.0
@@ -47,6 +46,18 @@ def root_uri(root: str | os.PathLike[str]) -> str:
     path, or an object store's `scheme://bucket/prefix`. An unsupported scheme is refused before anything is
     created (`s3://b/wh` is never a relative path)."""
     return location.normalize_root(root)
+
+
+def manifests_option(value: Manifests | ManifestsName | None = None) -> Manifests:
+    """When manifests are written: `value` when given, else $AIRFLOW_TXN_MANIFESTS, else Manifests.OFF;
+    InvalidOptionError naming where the bad value came from."""
+    if value is not None and value != "":
+        return Manifests.parse(value, "manifests")
+    found = os.environ.get(ENV_MANIFESTS) or None
+    try:
+        return Manifests.OFF if found is None else Manifests.parse(found, "manifests")
+    except InvalidOptionError as exc:
+        raise InvalidOptionError(f"{exc} (from ${ENV_MANIFESTS})") from None
 
 
 def connect_timeout_seconds(value: float | str | None = None, source: str = "connect_timeout") -> float:
@@ -121,7 +132,7 @@ class WarehouseConfig:
     root: str
     """An absolute local path, or `scheme://bucket/prefix` (storage/location.py)."""
     oracle: str = "sql"
-    manifests: str = "off"
+    manifests: Manifests = Manifests.OFF
     storage_options: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     """S3 settings (storage/location.S3_OPTIONS); may hold secrets, so never shown."""
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
@@ -136,7 +147,7 @@ class WarehouseConfig:
 
     @classmethod
     def resolve(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
-                oracle: str | None = None, manifests: str | None = None,
+                oracle: str | None = None, manifests: Manifests | ManifestsName | None = None,
                 storage_options: Mapping[str, str | bool] | str | None = None,
                 connect_timeout: float | str | None = None, publish: str | Sequence[str] | None = None,
                 iceberg_catalog: Mapping[str, str] | str | None = None) -> WarehouseConfig:
@@ -154,10 +165,7 @@ class WarehouseConfig:
         oracle_spec = (oracle or os.environ.get(ENV_ORACLE) or "sql").strip()
         oracle_kinds.kind_of(oracle_spec)  # a known kind; its options are checked when it is opened
         check_catalog_url(catalog_url)
-        manifest_mode = manifests or os.environ.get(ENV_MANIFESTS) or "off"
-        if manifest_mode not in MANIFEST_MODES:
-            raise TxnError(f"manifests must be one of {MANIFEST_MODES} (argument or ${ENV_MANIFESTS}), "
-                           f"got {manifest_mode!r}")
+        manifest_mode = manifests_option(manifests)
         return cls(catalog_url=catalog_url, root=storage_root, oracle=oracle_spec, manifests=manifest_mode,
                    storage_options=options, connect_timeout=connect_timeout_seconds(connect_timeout),
                    publish=publishing.parse_publish(publish),

@@ -1,8 +1,8 @@
 """The isolation levels: the one place that says what a level records on a read and checks at commit.
 
-A level is a member of `Isolation`, a string enum: its value is what `Warehouse.begin(isolation=...)`
-takes and what the catalog's `txn_transactions.isolation` column holds. Everything a level changes
-goes through its methods here:
+A level is a member of `Isolation`, a string enum (an option of model/options.py): its value is what
+`Warehouse.begin(isolation=...)` takes and what the catalog's `txn_transactions.isolation` column holds.
+Everything a level changes goes through its methods here:
 
 - `read_set(keys)`: what a read, or a statement that scans before it replaces (overwrite, update,
   delete), adds to the transaction's read set (`txn_read_set` rows): serializable records the
@@ -18,31 +18,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import commit_log, part_records, read_sets, table_registry
-from airflow_txn.errors import InvalidArgumentError, SerializationError
+from airflow_txn.errors import SerializationError
+from airflow_txn.model.options import Option
 from airflow_txn.model.partitioning import WHOLE_TABLE
 
 
-class Isolation(StrEnum):
-    """How a transaction is isolated from concurrent ones; compares equal to its string value."""
+class Isolation(Option):
+    """How a transaction is isolated from concurrent ones; compares equal to its string value. User input
+    becomes a level through `Isolation.parse(value, "isolation")` (model/options.py; IsolationName its Literal)."""
 
     SNAPSHOT = "snapshot"
     """Snapshot isolation, first writer wins per part: no dirty or lost writes, no read skew; write skew passes."""
     SERIALIZABLE = "serializable"
     """Snapshot isolation plus a read-set check at commit: write skew aborts with SerializationError."""
-
-    @classmethod
-    def parse(cls, value: object) -> Isolation:
-        """User input (a level's string or an Isolation) as an Isolation; InvalidArgumentError names the
-        allowed values otherwise (nothing was done)."""
-        levels = [level.value for level in cls]
-        if isinstance(value, str) and value in levels:
-            return cls(value)
-        raise InvalidArgumentError(f"isolation must be one of {', '.join(map(repr, levels))}, got {value!r}")
 
     @property
     def tracks_reads(self) -> bool:

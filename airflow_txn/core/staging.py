@@ -41,6 +41,7 @@ from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model import merging
+from airflow_txn.model.options import WriteMode
 from airflow_txn.model.partitioning import (
     WHOLE_TABLE,
     Partition,
@@ -152,18 +153,17 @@ def append_many(rt: Runtime, stmt: Statement, tables: object) -> dict[str, int]:
     return dict(zip(tables, _stage_all(rt, stmt, plans), strict=True))
 
 
-APPEND, OVERWRITE, REWRITE = "append", "overwrite", "rewrite"
-WRITE_MODES = (APPEND, OVERWRITE, REWRITE)
-"""What a statement does to its table (decide): adds parts (APPEND), replaces the whole table or the listed
-partitions (OVERWRITE), or replaces parts it chose from the whole table by their rows (REWRITE: delete,
-update, copy-on-write)."""
+APPEND, OVERWRITE, REWRITE = WriteMode.APPEND, WriteMode.OVERWRITE, WriteMode.REWRITE
+"""What a statement does to its table (decide; model/options.WriteMode): adds parts (APPEND), replaces the whole
+table or the listed partitions (OVERWRITE), or replaces parts it chose from the whole table by their rows (REWRITE:
+delete, update, copy-on-write)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Decided:
     """What a statement replaces, decided by the core (decide): the one place the overwrite rule is written."""
 
-    mode: str
+    mode: WriteMode
     removals: tuple[int, ...] = ()
     """The parts the statement replaces (ids)."""
     scanned: tuple[str, ...] | None = None
@@ -183,12 +183,12 @@ class Decided:
         return replace_parts(tid, {p.id: p.version.removal_tid for p in self.visible}, ids)
 
 
-def decide(rt: Runtime, stmt: Statement, info: TableInfo, mode: str,
+def decide(rt: Runtime, stmt: Statement, info: TableInfo, mode: WriteMode,
            partitions: Sequence[Mapping[str, Any]] | None = None, replaces: Sequence[int] | None = None) -> Decided:
     """What a statement of `mode` on `info` replaces, from the statement's view (visible): nothing for an append;
     for an overwrite every visible part of the listed `partitions` (None: of the whole table); for a rewrite the
     parts `replaces` (checked still visible and free), or, with None, nothing yet (Decided.visible to choose from).
-    InvalidNameError for a mode, `partitions` or `replaces` that does not fit; SerializationError when another
+    InvalidNameError for `partitions` or `replaces` that do not fit; SerializationError when another
     transaction holds a part it would replace (before any file is written)."""
     check_mode(mode, partitions, replaces)
     if mode == APPEND:
@@ -205,10 +205,9 @@ def decide(rt: Runtime, stmt: Statement, info: TableInfo, mode: str,
     return Decided(mode, (), (WHOLE_TABLE,), None, tuple(seen))
 
 
-def check_mode(mode: str, partitions: object, replaces: object) -> None:
-    """InvalidNameError for a mode that is none of WRITE_MODES, or `partitions`/`replaces` that do not go with it."""
-    if mode not in WRITE_MODES:
-        raise InvalidNameError(f"mode must be one of {WRITE_MODES[:2]}, got {mode!r}")
+def check_mode(mode: WriteMode, partitions: object, replaces: object) -> None:
+    """InvalidNameError for `partitions`/`replaces` that do not go with `mode` (a member: WriteMode.parse checked
+    the caller's value where it came in)."""
     if partitions is not None and mode != OVERWRITE:
         raise InvalidNameError("partitions=... only goes with mode='overwrite'")
     if replaces is not None and mode != REWRITE:

@@ -49,6 +49,7 @@ from airflow_txn.errors import (
     TransactionNotFoundError,
 )
 from airflow_txn.model.names import check_key
+from airflow_txn.model.options import Manifests
 from airflow_txn.model.results import JsonObject, MergeCounts, PartitionSpec, TableManifest, TransactionState
 from airflow_txn.telemetry import logs, metrics
 
@@ -226,7 +227,7 @@ class Transaction:
         wanted = tags.commit_tag(tag, tag_note)
         with logs.bind(tid=self._tid):
             csn = commit.commit(self._rt, self._tid, wanted)
-            if self.warehouse.config.manifests == "on-commit":  # never fails the commit (it stands)
+            if self.warehouse.config.manifests is Manifests.ON_COMMIT:  # never fails the commit (it stands)
                 manifests.write_on_commit(self._rt, self._tid, csn)
             self.warehouse._after_commit()  # commit, then publish: in the background, never failing the commit
             return csn

@@ -66,11 +66,13 @@ from airflow_txn.errors import (
     WaitTimeoutError,
 )
 from airflow_txn.model.names import check_label
+from airflow_txn.model.options import Manifests, ManifestsName
 from airflow_txn.model.results import (
     AdoptionReport,
     CheckRecord,
     CommitLogEntry,
     CompactionReport,
+    IsolationName,
     LoggedCommit,
     ManifestReport,
     PartInfo,
@@ -129,7 +131,7 @@ class Warehouse:
 
     @classmethod
     def open(cls, catalog: str | None = None, root: str | os.PathLike[str] | None = None,
-             oracle: str | None = None, manifests: str | None = None,
+             oracle: str | None = None, manifests: Manifests | ManifestsName | None = None,
              storage_options: Mapping[str, str | bool] | str | None = None,
              filesystem: pafs.FileSystem | None = None, connect_timeout: float | None = None,
              upgrade: bool = False, publish: str | Sequence[str] | None = None,
@@ -268,14 +270,14 @@ class Warehouse:
             return table_registry.get(conn, name).partition_by
 
     # -- transactions -------------------------------------------------------------------------------
-    def begin(self, label: str | None = None, isolation: str | Isolation = Isolation.SNAPSHOT,
+    def begin(self, label: str | None = None, isolation: Isolation | IsolationName = Isolation.SNAPSHOT,
               lease_seconds: float = DEFAULT_LEASE_SECONDS,
               metadata: Mapping[str, object] | None = None) -> Transaction:
         """Start a transaction at the readable watermark; `isolation` is "snapshot" or "serializable"
         (or an `airflow_txn.core.isolation.Isolation`). `metadata`: a JSON object kept with the transaction
         (shown by `transaction_info` and `airflow-txn show`; `Transaction.annotate` adds to it)."""
         check_label(label)
-        level = Isolation.parse(isolation)
+        level = Isolation.parse(isolation, "isolation")
         lease = bounds.lease_seconds(lease_seconds)
         stored = None if metadata is None else bounds.user_metadata_json(metadata)
         self.init()

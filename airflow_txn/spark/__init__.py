@@ -7,7 +7,10 @@
     txn_spark.compact(spark, wh, "shop.orders")                     # wh.compact with Spark writing the merges
     txn_spark.register(spark)      # df.write.format("airflow_txn") / spark.read.format("airflow_txn")
 
-Importing this package is cheap and loads no PySpark; the first use of a name below does, and
+`mode` and `via` take a string ("overwrite", "datasource") or a member of `txn_spark.WriteMode` / `txn_spark.Via`
+(airflow_txn.model.options); anything else raises InvalidOptionError before Spark runs anything.
+
+Importing this package is cheap and loads no PySpark; the first use of a function below does, and
 without PySpark it raises an ImportError that says what to install.
 """
 
@@ -17,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from airflow_txn.model.options import Via, WriteMode
     from airflow_txn.spark.compaction import compact
     from airflow_txn.spark.cow import delete, update
     from airflow_txn.spark.datasource import register, warehouse_options
@@ -36,10 +40,12 @@ _EXPORTS = {
     "update": "airflow_txn.spark.cow",
     "to_arrow_schema": "airflow_txn.spark.types",
     "to_spark_schema": "airflow_txn.spark.types",
+    "Via": "airflow_txn.model.options",
+    "WriteMode": "airflow_txn.model.options",
 }
 
-__all__ = ["compact", "delete", "merge", "read", "register", "to_arrow_schema", "to_spark_schema", "update",
-           "warehouse_options", "write"]
+__all__ = ["Via", "WriteMode", "compact", "delete", "merge", "read", "register", "to_arrow_schema", "to_spark_schema",
+           "update", "warehouse_options", "write"]
 
 
 def require_pyspark() -> None:
@@ -56,7 +62,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'airflow_txn.spark' has no attribute {name!r}")
-    require_pyspark()
+    if not module.startswith("airflow_txn.model."):  # the option enums need no PySpark
+        require_pyspark()
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

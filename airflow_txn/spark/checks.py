@@ -14,13 +14,14 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 from airflow_txn.core.transaction import Transaction
+from airflow_txn.model.options import CheckEngine
 from airflow_txn.spark.reader import read
 
 
 class SparkEngine:
     """Checks evaluated by Spark SQL over temporary views of the transaction's view of each table."""
 
-    name = "spark"
+    name: str = CheckEngine.SPARK.value
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark

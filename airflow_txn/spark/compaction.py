@@ -46,6 +46,7 @@ from airflow_txn.core.adapter import (
 )
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.model.options import Via, ViaName
 from airflow_txn.model.results import CompactionReport, PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark import via as via_module
@@ -64,7 +65,7 @@ TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 
 def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: PartitionSpec | None = None,
             target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
-            progress: Progress | None = None, via: str = "auto") -> CompactionReport:
+            progress: Progress | None = None, via: Via | ViaName = Via.AUTO) -> CompactionReport:
     """`wh.compact(...)` with Spark writing each merged part; returns the same CompactionReport.
 
     `via` as for airflow_txn.spark.write: "native" (Spark reads the sources' files and writes the merged part
@@ -77,7 +78,7 @@ def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: Partitio
     check_compaction_options(target_file_bytes, min_parts)  # before Spark is asked anything
     way = via_module.choose(spark, wh, via)
     check_writable(stored_table(wh, table))
-    if way == via_module.DATASOURCE:
+    if way is via_module.DATASOURCE:
         writer = merge_writer(lambda task: via_module.write_merge(_sources(spark, wh, task), wh, task))
     else:
         writer = spark_writer(spark, target_file_bytes)

@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 from airflow_txn.core.adapter import REWRITE, PartView, StoredTable, WritePlan, open_write
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError
+from airflow_txn.model.options import Via, ViaName
 from airflow_txn.spark import via as via_module
 from airflow_txn.spark.frames import parts_frame
 from airflow_txn.spark.types import PART_ID, to_spark_schema, to_spark_type
@@ -38,14 +39,14 @@ log = logs.get_logger(__name__)
 
 
 def delete(spark: SparkSession, txn: Transaction, table: str, where: Column | str, key: str | None = None,
-           via: str = "auto") -> int:
+           via: Via | ViaName = Via.AUTO) -> int:
     """Delete the rows matching `where` (a Column or a SQL condition); returns the number deleted. `via` as
     for airflow_txn.spark.write (the data source on an object-store root or Spark Connect)."""
     return _rewrite(spark, txn, table, where, None, key, via)
 
 
 def update(spark: SparkSession, txn: Transaction, table: str, where: Column | str, set: Mapping[str, object],
-           key: str | None = None, via: str = "auto") -> int:
+           key: str | None = None, via: Via | ViaName = Via.AUTO) -> int:
     """Set columns (to Columns or Python values, cast to the column's type) in the rows matching
     `where`; returns the number of rows updated. `via` as for delete."""
     if not isinstance(set, Mapping) or not set:
@@ -59,7 +60,7 @@ jobs ran (each run costs two Spark jobs); after the last the statement fails as 
 
 
 def _rewrite(spark: SparkSession, txn: Transaction, table: str, where: Column | str,
-             assignments: Mapping[str, Any] | None, key: str | None, via: str) -> int:
+             assignments: Mapping[str, Any] | None, key: str | None, via: Via | ViaName) -> int:
     way = via_module.choose(spark, txn.warehouse, via)
     verb = "delete in" if assignments is None else "update of"
     what = f"spark {verb} {table}"
@@ -94,18 +95,18 @@ class _Run:
 
     spark: SparkSession
     txn: Transaction
-    way: str
+    way: Via
 
     def parts(self, plan: WritePlan, parts: Sequence[PartView], with_part_id: bool = False) -> DataFrame:
         """The rows of exactly `parts` (MergedAwayError, when the job runs, if one is gone from the view)."""
-        if self.way == via_module.NATIVE:
+        if self.way is via_module.NATIVE:
             return parts_frame(self.spark, plan.view, parts, with_part_id=with_part_id)
         return via_module.read(self.spark, self.txn.warehouse, plan.table.name, None, self.txn, None,
                                parts=[p.id for p in parts], part_id=with_part_id)
 
     def stage(self, changed: DataFrame, plan: WritePlan) -> None:
         """Stage `changed` as the statement's parts in place of those `plan` replaces, in one registration."""
-        if self.way == via_module.NATIVE:
+        if self.way is via_module.NATIVE:
             stage_frame(plan, conform(changed, plan.view))
             return
         via_module.write(changed, plan)

@@ -223,7 +223,7 @@ class _Writer(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
         if options.get("write_plan"):
             plan = WritePlan.from_json(str(options["write_plan"]), _storage(options))
-            if (plan.mode == OVERWRITE) != overwrite or plan.table.name != _table_name(options):
+            if (plan.mode is OVERWRITE) != overwrite or plan.table.name != _table_name(options):
                 raise InvalidNameError(f"option 'write_plan' is a {plan.mode} of {plan.table.name}, not this write")
         else:
             plan = _open_write(options, overwrite)

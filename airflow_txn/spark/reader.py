@@ -8,13 +8,14 @@ from pyspark.sql import DataFrame, SparkSession
 from airflow_txn.core.adapter import plan_read
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
+from airflow_txn.model.options import Via, ViaName
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import via as via_module
 from airflow_txn.spark.frames import parts_frame
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
-         partitions: PartitionSpec | None = None, via: str = "auto", tag: str | None = None) -> DataFrame:
+         partitions: PartitionSpec | None = None, via: Via | ViaName = Via.AUTO, tag: str | None = None) -> DataFrame:
     """The rows of `table` visible at snapshot `csn` (None: the readable watermark), at tag `tag` (a named
     snapshot: Warehouse.tag), or to `txn`.
 
@@ -24,7 +25,7 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None,
     inside the retention window (the transaction open, the tag tagged) until then. `via`: as for
     airflow_txn.spark.write ("datasource" reads through the "airflow_txn" data source: any root, Spark Connect).
     """
-    if via_module.choose(spark, wh, via) == via_module.DATASOURCE:
+    if via_module.choose(spark, wh, via) is via_module.DATASOURCE:
         return via_module.read(spark, wh, table, csn, txn, partitions, tag=tag)
     plan = plan_read(wh, table, csn, txn, partitions, tag=tag)
     return parts_frame(spark, plan.table, plan.parts)

@@ -1,4 +1,4 @@
-"""Which way airflow_txn.spark.write/read go, and the client side of the data-source way.
+"""Which way airflow_txn.spark.write/read go (model/options.Via), and the client side of the data-source way.
 
     native       Spark's own Parquet writer and reader, through Hadoop's filesystem: the root must be a path
                  every executor reaches (a local or shared filesystem); fastest where it works
@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_txn import errors
 from airflow_txn.core.adapter import (
+    APPEND,
     OVERWRITE,
     MergeTask,
     StoredTable,
@@ -35,21 +36,20 @@ from airflow_txn.core.adapter import (
 )
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidNameError, StorageError, TxnError
+from airflow_txn.errors import StorageError, TxnError
+from airflow_txn.model.options import Via, ViaName
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import datasource
 
-NATIVE, DATASOURCE, AUTO = "native", "datasource", "auto"
-WAYS = (AUTO, NATIVE, DATASOURCE)
+NATIVE, DATASOURCE, AUTO = Via.NATIVE, Via.DATASOURCE, Via.AUTO
 _OUR_ERROR = re.compile(r"airflow_txn\.errors\.(\w+): (.*)")
 
 
-def choose(spark: SparkSession, wh: Warehouse, via: str) -> str:
-    """NATIVE or DATASOURCE for `via` (InvalidNameError for anything but WAYS)."""
-    if via not in WAYS:
-        raise InvalidNameError(f"via must be one of {WAYS}, got {via!r}")
-    if via != AUTO:
-        return via
+def choose(spark: SparkSession, wh: Warehouse, via: Via | ViaName) -> Via:
+    """NATIVE or DATASOURCE for `via` (InvalidOptionError for anything but a Via or its string)."""
+    way = Via.parse(via, "via")
+    if way is not AUTO:
+        return way
     return DATASOURCE if is_connect(spark) or "://" in wh.config.root else NATIVE
 
 
@@ -69,7 +69,7 @@ def write(df: DataFrame, plan: WritePlan) -> int:
     try:
         with plan.keep_alive(), ours_raised():
             df.write.format(datasource.NAME).options(**options).mode(
-                "overwrite" if plan.mode == OVERWRITE else "append").save(plan.table.name)
+                (OVERWRITE if plan.mode is OVERWRITE else APPEND).value).save(plan.table.name)
     except BaseException:
         if not _registered(wh, plan.tid, plan.table.name, plan.statement):
             _sweep(plan.table, plan.tid, plan.statement)
@@ -106,7 +106,7 @@ def write_merge(frame: DataFrame, wh: Warehouse, task: MergeTask) -> WrittenPart
     datasource.register(frame.sparkSession)
     try:
         with ours_raised():
-            frame.coalesce(1).write.format(datasource.NAME).options(**options).mode("append").save(stored.name)
+            frame.coalesce(1).write.format(datasource.NAME).options(**options).mode(APPEND.value).save(stored.name)
         written = stored.statement_parts(task.tid, statement)
         if len(written) != 1:
             raise StorageError(f"the merge {task.tid} of {stored.name} left {len(written)} part files instead of one")

@@ -28,19 +28,19 @@ from pyspark.sql import functions as F
 
 from airflow_txn.core.adapter import TableView, WritePlan, open_write
 from airflow_txn.core.transaction import Transaction
-from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.model.options import SAVE_MODES, SaveModeName, Via, ViaName, WriteMode
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import layout
 from airflow_txn.spark import via as via_module
 from airflow_txn.spark.types import check_frame_schema, write_guards
 
-MODES = ("append", "overwrite")
 _GUARD = "airflow_txn refused a row: "
 _GUARD_RE = re.compile(re.escape(_GUARD) + r"(null|empty|range|fraction)#(\d+)")
 
 
-def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
-          partitions: PartitionSpec | None = None, key: str | None = None, via: str = "auto") -> int:
+def write(df: DataFrame, txn: Transaction, table: str, mode: WriteMode | SaveModeName = WriteMode.APPEND,
+          partitions: PartitionSpec | None = None, key: str | None = None, via: Via | ViaName = Via.AUTO) -> int:
     """Stage `df` in `table` within `txn`; returns the number of rows staged.
 
     mode="append" adds parts (never conflicts); mode="overwrite" replaces the whole table, or only
@@ -48,13 +48,12 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: str = "append",
     transaction's default key (a retried task replaces what its failed try staged). `via`: "native"
     (Spark's Parquet writer; the root must be a path every executor reaches), "datasource" (the
     "airflow_txn" data source: any root, Spark Connect) or "auto" (the data source for an object-store
-    root or a Spark Connect session; via.py).
+    root or a Spark Connect session; via.py). A bad `mode` or `via` raises InvalidOptionError before anything runs.
     """
-    if mode not in MODES:
-        raise InvalidNameError(f"mode must be one of {MODES}, got {mode!r}")
+    save_mode = WriteMode.parse(mode, "mode", SAVE_MODES)
     way = via_module.choose(df.sparkSession, txn.warehouse, via)
-    plan = open_write(txn, table, mode, partitions, key=key, what=f"spark {mode} of {table}")
-    if way == via_module.DATASOURCE:
+    plan = open_write(txn, table, save_mode, partitions, key=key, what=f"spark {save_mode} of {table}")
+    if way is via_module.DATASOURCE:
         return via_module.write(df, plan)
     return stage_frame(plan, conform(df, plan.view))
 

@@ -12,6 +12,8 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.catalog import part_records, table_registry
 from airflow_txn.catalog.part_records import PartRow
+from airflow_txn.errors import InvalidOptionError
+from airflow_txn.model.options import CompactionEngine
 from tests.airflow.helpers import run_dag, task_states, xcom
 from tests.helpers import EVENTS, events, part_writer_tags, storage_files
 
@@ -149,7 +151,8 @@ def test_refused_input_fails_without_retry_and_changes_nothing(dagbag: Any, txn_
 def test_an_engine_that_does_not_exist_is_refused_when_the_dag_is_parsed() -> None:
     from airflow_txn.operators import CompactOperator, VacuumOperator
 
-    with pytest.raises(ValueError, match="engine must be one of"):
+    with pytest.raises(InvalidOptionError, match=r"^compact: engine must be one of 'arrow', 'spark', got 'duckdb'$"):
         CompactOperator(task_id="compact", engine="duckdb")
+    assert CompactOperator(task_id="compact", engine=CompactionEngine.SPARK).engine is CompactionEngine.SPARK
     assert CompactOperator(task_id="compact", engine="{{ params.engine }}").engine == "{{ params.engine }}"
     assert VacuumOperator(task_id="vacuum", dry_run=True).vacuum_dry_run is True

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog.txn_records import COMMITTED
-from airflow_txn.errors import InvalidArgumentError
+from airflow_txn.errors import InvalidArgumentError, InvalidOptionError
 from tests.airflow.helpers import (
     PROBE_SCHEMA,
     asset_events_with_partitions,
@@ -102,8 +102,10 @@ def test_bad_checks_fail_when_the_dag_is_parsed() -> None:
     with DAG("check_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):
         with pytest.raises(InvalidArgumentError, match=r"audit: checks\[1\] is 'amount > 0', not a check"):
             TransactionCheckOperator(task_id="audit", tid="1-1-0123456789abcdef", checks=[*good, "amount > 0"])
-        with pytest.raises(InvalidArgumentError, match="engine must be one of 'duckdb', 'spark', got 'trino'"):
+        with pytest.raises(InvalidOptionError, match=r"^audit: engine must be one of 'duckdb', 'spark', got 'trino'$"):
             TransactionCheckOperator(task_id="audit", tid="1-1-0123456789abcdef", checks=good, engine="trino")
+        with pytest.raises(InvalidOptionError, match=r"^check_engine must be one of 'duckdb', 'spark', got 'trino'$"):
+            transaction_group("bad_engine", checks=good, check_engine="trino")  # type: ignore[arg-type]
         with pytest.raises(InvalidArgumentError, match="give either checks"):
             TransactionCheckOperator(task_id="audit", tid="1-1-0123456789abcdef")
         with pytest.raises(InvalidArgumentError, match="two checks are named"):

@@ -22,6 +22,7 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.core.transaction import Transaction
+from airflow_txn.model.options import Via
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,7 +35,7 @@ class EnginePath:
     name: str
     session: str | None
     """The fixture giving the path's Spark session (None: no Spark)."""
-    via: str | None = None
+    via: Via | None = None
     local_roots_only: bool = False
     connect: bool = False
     """A Spark Connect session: the process is put in Connect mode for the test (as SparkSession.builder.remote()
@@ -47,7 +48,7 @@ class EnginePath:
             return int(rows.num_rows)
         import airflow_txn.spark as txn_spark
 
-        return txn_spark.write(spark_frame(spark, rows), t, table, via=str(self.via))
+        return txn_spark.write(spark_frame(spark, rows), t, table, via=self.via or Via.AUTO)
 
     def read(self, spark: SparkSession | None, wh: Warehouse, table: str) -> pa.Table:
         """`table` as this path reads it (a Spark path: in Spark's types, as Arrow)."""
@@ -55,7 +56,7 @@ class EnginePath:
             return wh.read(table)
         import airflow_txn.spark as txn_spark
 
-        return txn_spark.read(spark, wh, table, via=str(self.via)).toArrow()
+        return txn_spark.read(spark, wh, table, via=self.via or Via.AUTO).toArrow()
 
     def reads_as(self, schema: pa.Schema) -> pa.Schema:
         """The Arrow form of the types this path reads a table of `schema` in (docs/TYPES.md)."""
@@ -68,9 +69,9 @@ class EnginePath:
 
 PATHS = [
     EnginePath("core", None),
-    EnginePath("spark-native", "spark", via="native", local_roots_only=True),
-    EnginePath("datasource-local", "spark", via="datasource"),
-    EnginePath("datasource-connect", "connect_spark", via="datasource", connect=True),
+    EnginePath("spark-native", "spark", via=Via.NATIVE, local_roots_only=True),
+    EnginePath("datasource-local", "spark", via=Via.DATASOURCE),
+    EnginePath("datasource-connect", "connect_spark", via=Via.DATASOURCE, connect=True),
 ]
 ROOTS = ["local", "s3"]
 

@@ -18,11 +18,13 @@ from airflow_txn import Warehouse
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import (
     InvalidatedKeysError,
+    InvalidOptionError,
     SchemaMismatchError,
     SnapshotTooOldError,
     TableNotFoundError,
     TableNotInTagError,
 )
+from airflow_txn.model.options import SaveModeName, Via
 from airflow_txn.model.results import PartitionSpec
 from tests.conformance.paths import EnginePath, spark_frame
 from tests.helpers import accounts, events, ids, make_tables
@@ -32,13 +34,14 @@ if TYPE_CHECKING:
 
 
 def stage(path: EnginePath, spark: SparkSession | None, t: Transaction, table: str, rows: pa.Table,
-          mode: str = "append", partitions: PartitionSpec | None = None) -> int:
+          mode: SaveModeName = "append", partitions: PartitionSpec | None = None) -> int:
     """Stage `rows` in `table` through the path, under the handle's key (if any); the rows staged."""
     if spark is None:
         return t.overwrite(table, rows, partitions) if mode == "overwrite" else t.append(table, rows)
     import airflow_txn.spark as txn_spark
 
-    return txn_spark.write(spark_frame(spark, rows), t, table, mode=mode, partitions=partitions, via=str(path.via))
+    return txn_spark.write(spark_frame(spark, rows), t, table, mode=mode, partitions=partitions,
+                           via=path.via or Via.AUTO)
 
 
 def read_ids(path: EnginePath, spark: SparkSession | None, wh: Warehouse, table: str, **at: Any) -> list[int]:
@@ -48,7 +51,7 @@ def read_ids(path: EnginePath, spark: SparkSession | None, wh: Warehouse, table:
         return ids(txn.read(table) if txn is not None else wh.read(table, **at))
     import airflow_txn.spark as txn_spark
 
-    return sorted(r.id for r in txn_spark.read(spark, wh, table, via=str(path.via), **at).collect())
+    return sorted(r.id for r in txn_spark.read(spark, wh, table, via=path.via or Via.AUTO, **at).collect())
 
 
 def test_a_retry_withdraws_the_keyed_work_derived_from_what_it_replaced(
@@ -130,4 +133,38 @@ def test_bad_input_is_the_same_typed_error_at_the_same_call_and_stages_nothing(
 
 
 test_bad_input_is_the_same_typed_error_at_the_same_call_and_stages_nothing.roots = ("local",)  # type: ignore[attr-defined]
+"""The refusals do not depend on the root."""
+
+
+def test_a_bad_option_is_the_same_typed_error_at_the_same_call_and_stages_nothing(
+        engine_path: EnginePath, cwh: Warehouse, engine_session: SparkSession | None) -> None:
+    """Issue 31, item 7: a write `mode` that is no WriteMode (the core's engine interface, adapter.open_write; a
+    DataFrame write: spark.write) and a `via` that is no Via are refused at the call with InvalidOptionError naming
+    the parameter, the value and the values allowed; nothing is staged and the transaction stays usable."""
+    make_tables(cwh)
+    t = cwh.begin()
+    mode_refused = r"^mode must be one of 'append', 'overwrite'(, 'rewrite')?, got 'upsert'$"
+    if engine_session is None:
+        from airflow_txn.core.adapter import open_write
+
+        with pytest.raises(InvalidOptionError, match=mode_refused):
+            open_write(t, "sales.accounts", "upsert")  # type: ignore[arg-type]  # a caller's bad text
+    else:
+        import airflow_txn.spark as txn_spark
+
+        frame = spark_frame(engine_session, accounts({9: 9}))
+        with pytest.raises(InvalidOptionError, match=mode_refused):
+            txn_spark.write(frame, t, "sales.accounts", mode="upsert",  # type: ignore[arg-type]  # on purpose
+                            via=engine_path.via or Via.AUTO)
+        via_refused = r"^via must be one of 'auto', 'native', 'datasource', got 'hadoop'$"
+        with pytest.raises(InvalidOptionError, match=via_refused):
+            txn_spark.write(frame, t, "sales.accounts", via="hadoop")  # type: ignore[arg-type]
+        with pytest.raises(InvalidOptionError, match=via_refused):
+            txn_spark.read(engine_session, cwh, "sales.accounts", via="hadoop")  # type: ignore[arg-type]
+    assert t.state == "active" and cwh.transaction_info(t.tid)["parts"] == []
+    assert stage(engine_path, engine_session, t, "sales.accounts", accounts({1: 1})) == 1  # still usable
+    t.commit()
+
+
+test_a_bad_option_is_the_same_typed_error_at_the_same_call_and_stages_nothing.roots = ("local",)  # type: ignore[attr-defined]
 """The refusals do not depend on the root."""

@@ -16,14 +16,19 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from airflow_txn import Warehouse
+from airflow_txn.core import adapter
+from airflow_txn.core.config import WarehouseConfig
+from airflow_txn.core.isolation import Isolation
 from airflow_txn.errors import (
     InvalidArgumentError,
     InvalidNameError,
+    InvalidOptionError,
     SchemaMismatchError,
     TableNotFoundError,
     TransactionNotFoundError,
     TxnError,
 )
+from airflow_txn.model.options import Manifests, Option, WriteMode
 from tests import evidence
 from tests.core.test_errors import bind, state
 
@@ -395,6 +400,42 @@ def test_fuzz_catalog_integers(seeded: Warehouse, root: Path, value: object) -> 
         wh.set_retention("sales.base")
     else:
         expect_rejected(wh, root, (InvalidArgumentError,), bind(wh.set_retention, "sales.base", versions=value))
+
+
+# -- 6b. options: a value of the option's enum, or refused naming the allowed ones (issue 31, item 7) ----------
+
+option_values = st.one_of(
+    st.sampled_from([*(m.value for m in (*Isolation, *WriteMode, *Manifests)), "Snapshot", "APPEND", " off", ""]),
+    st.text(max_size=12), st.none(), st.integers(), st.binary(max_size=4),
+)
+
+
+@FUZZ
+@example(value="upsert")
+@example(value="append")
+@given(value=option_values)
+def test_fuzz_option_values(seeded: Warehouse, root: Path, value: object) -> None:
+    """The core's options (the isolation level at begin, the write mode of the engines' open_write, manifests at
+    open): a value of the enum is taken; anything else is an InvalidOptionError naming the parameter, the value
+    and the values allowed, and changes nothing (the transaction stays usable)."""
+    wh = seeded
+    t = wh.begin()
+    calls: dict[str, tuple[type[Option], Callable[[], object]]] = {
+        "isolation": (Isolation, lambda: wh.begin(isolation=value).rollback()),  # type: ignore[arg-type]
+        "mode": (WriteMode, bind(adapter.open_write, t, "sales.base", value)),
+        "manifests": (Manifests, bind(WarehouseConfig.resolve, catalog="sqlite:///unused.db", manifests=value)),
+    }
+    for name, (enum, call) in calls.items():
+        taken = isinstance(value, str) and value in {m.value for m in enum}
+        unset = name == "manifests" and value in (None, "")  # no argument: $AIRFLOW_TXN_MANIFESTS, else off
+        if taken or unset:
+            call()
+        else:
+            refused = expect_rejected(wh, root, (InvalidOptionError,), call)
+            allowed = ", ".join(repr(m.value) for m in enum)
+            assert str(refused) == f"{name} must be one of {allowed}, got {value!r}"
+    assert t.state == "active"
+    t.rollback()
 
 
 # -- 7. no SQL built by string formatting --------------------------------------------------------------

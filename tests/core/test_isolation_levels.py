@@ -50,7 +50,7 @@ def test_every_level_is_complete(level: Isolation) -> None:
     the catalog column holds, and parsing back to itself."""
     assert isinstance(level.tracks_reads, bool)  # its row in isolation._RULES exists
     assert 0 < len(level.value) <= schema.transactions.c.isolation.type.length  # type: ignore[attr-defined]
-    assert Isolation.parse(level.value) is level and Isolation.parse(level) is level
+    assert Isolation.parse(level.value, "isolation") is level and Isolation.parse(level, "isolation") is level
 
 
 def test_the_enum_value_gives_the_same_serializable_check(wh: Warehouse) -> None:

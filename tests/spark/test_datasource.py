@@ -5,7 +5,7 @@ S3 server (SeaweedFS), each through the local SparkSession and through a Spark C
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,7 @@ import airflow_txn.spark as txn_spark
 from airflow_txn import Warehouse
 from airflow_txn.errors import (
     InvalidNameError,
+    InvalidOptionError,
     SchemaMismatchError,
     SnapshotTooOldError,
     TableNotFoundError,
@@ -156,8 +157,22 @@ def test_bad_input_is_refused_before_anything_is_staged(any_spark: SparkSession,
     with pytest.raises(SchemaMismatchError, match="also holds rows of"):  # rows outside the listed partitions
         txn_spark.write(_days(any_spark, {"2024-01-01": [2], "2024-01-05": [3]}), t, "sales.events", mode="overwrite",
                         partitions=[{"day": "2024-01-01"}], via="datasource")
-    with pytest.raises(InvalidNameError, match="via must be one of"):
-        txn_spark.write(events_df(any_spark, [2]), t, "sales.events", via="hadoop")
+    via_refused = r"^via must be one of 'auto', 'native', 'datasource', got 'hadoop'$"
+    with pytest.raises(InvalidNameError, match=via_refused):  # an InvalidOptionError, an InvalidNameError as before
+        txn_spark.write(events_df(any_spark, [2]), t, "sales.events", via="hadoop")  # type: ignore[arg-type]
+    bad_options: list[tuple[str, Callable[[], object]]] = [  # issue 31, item 7: every entry point taking one
+        ("mode must be one of 'append', 'overwrite', got 'rewrite'",
+         lambda: txn_spark.write(events_df(any_spark, [2]), t, "sales.events", mode="rewrite")),
+        ("mode must be one of 'append', 'overwrite', got 'upsert'",
+         lambda: txn_spark.write(events_df(any_spark, [2]), t, "sales.events", mode="upsert", via="datasource")),
+        (via_refused, lambda: txn_spark.read(any_spark, dwh, "sales.events", via="hadoop")),
+        (via_refused, lambda: txn_spark.delete(any_spark, t, "sales.events", "id = 1", via="hadoop")),
+        (via_refused, lambda: txn_spark.update(any_spark, t, "sales.events", "id = 1", {"id": 3}, via="hadoop")),
+        (via_refused, lambda: txn_spark.compact(any_spark, dwh, "sales.events", via="hadoop")),
+    ]  # (ill-typed on purpose: a caller's bad text)
+    for message, call in bad_options:
+        with pytest.raises(InvalidOptionError, match=message):
+            call()
     assert state(dwh, dwh.config.root) == before
     assert t.state == "active"
     txn_spark.write(events_df(any_spark, [2]), t, "sales.events", via="datasource")

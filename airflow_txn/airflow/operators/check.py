@@ -45,19 +45,13 @@ from airflow_txn.errors import (
     TableNotFoundError,
     TransactionClosedError,
 )
+from airflow_txn.model.options import CheckEngine, CheckEngineName
 
 if TYPE_CHECKING:
     from airflow_txn.core.transaction import Transaction
 
-ENGINES = ("duckdb", "spark")
 _BAD_CHECKS = (CheckError, InvalidArgumentError, InvalidNameError, SchemaMismatchError, TableNotFoundError)
 """Errors of checks that cannot run as written: a retry would meet them again."""
-
-
-def engine_value(value: object) -> str:
-    if value not in ENGINES:
-        raise InvalidArgumentError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {value!r}")
-    return str(value)
 
 
 class TransactionCheckOperator(TxnBaseOperator):
@@ -70,7 +64,7 @@ class TransactionCheckOperator(TxnBaseOperator):
     :param tid: the transaction id; inside a transaction_group it defaults to the group's.
     :param engine: "duckdb" (default: the transaction's Parquet files, read by DuckDB in the task) or
         "spark" (each table read by Spark at the transaction's view: a SparkSession as for
-        SparkTransactionOperator).
+        SparkTransactionOperator): a `CheckEngine` or its name (InvalidOptionError when the DAG is parsed otherwise).
     :param op_args: positional arguments of `python_callable`.
     :param op_kwargs: keyword arguments of `python_callable` (templated).
     :param spark_conf: with engine="spark": Spark settings over the connection's `spark_conf`.
@@ -84,7 +78,8 @@ class TransactionCheckOperator(TxnBaseOperator):
     operator_extra_links = (TransactionLink(),)
 
     def __init__(self, *, checks: Sequence[Check] | None = None, python_callable: Callable[..., Any] | None = None,
-                 tid: Any = None, engine: str = "duckdb", op_args: Sequence[Any] | None = None,
+                 tid: Any = None, engine: CheckEngine | CheckEngineName = CheckEngine.DUCKDB,
+                 op_args: Sequence[Any] | None = None,
                  op_kwargs: Mapping[str, Any] | None = None, spark_conf: Mapping[str, str] | None = None,
                  remote: str | None = None, **kwargs: Any) -> None:
         task = kwargs.get("task_id", "TransactionCheckOperator")
@@ -94,9 +89,9 @@ class TransactionCheckOperator(TxnBaseOperator):
             raise InvalidArgumentError(f"{task}: python_callable must be callable, got {python_callable!r}")
         try:
             checked = None if checks is None else check_list(checks)
-            checked_engine = engine_value(engine)
-        except InvalidArgumentError as exc:
-            raise InvalidArgumentError(f"{task}: {exc}") from exc
+            checked_engine = CheckEngine.parse(engine, "engine")
+        except InvalidArgumentError as exc:  # InvalidOptionError for the engine: the same type, naming the task
+            raise type(exc)(f"{task}: {exc}") from exc
         super().__init__(**kwargs)  # after the checks: a refused task is not added to the DAG
         self.tid = tid if tid is not None else group_tid(self)
         self.checks = checked
@@ -149,7 +144,7 @@ class TransactionCheckOperator(TxnBaseOperator):
     def _engine(self, txn: Transaction, context: Context) -> Iterator[Engine | None]:
         """The engine (None: run_checks' default, DuckDB); with Spark, the process's SparkSession (or the
         transaction's Spark Connect session, left open for its next task as SparkTransactionOperator does)."""
-        if self.engine == "duckdb":
+        if self.engine is CheckEngine.DUCKDB:
             yield None
             return
         from airflow_txn.airflow.operators.spark import task_spark_session

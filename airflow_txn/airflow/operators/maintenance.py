@@ -19,22 +19,23 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_txn.airflow.hooks.txn import coerce_tables
-from airflow_txn.airflow.operators.base import TxnBaseOperator
+from airflow_txn.airflow.operators.base import TxnBaseOperator, is_template
 from airflow_txn.airflow.version_compat import AirflowFailException, Context
 from airflow_txn.core.adapter import DEFAULT_TARGET_FILE_BYTES
 from airflow_txn.core.config import DEFAULT_RETENTION_SECONDS
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import (
     CatalogUnavailableError,
+    InvalidOptionError,
     LeaseExpiredError,
     OracleUnavailableError,
     SerializationError,
     StorageError,
     TxnError,
 )
+from airflow_txn.model.options import CompactionEngine, CompactionEngineName
 from airflow_txn.model.results import CompactionReport, CompactionSummary, PartitionSpec, VacuumReport
 
-ENGINES = ("arrow", "spark")
 _TRANSIENT = (CatalogUnavailableError, OracleUnavailableError, StorageError, LeaseExpiredError, SerializationError)
 """Errors a retry may get past; any other TxnError is bad input and fails the task at once."""
 Compact = Callable[[str, PartitionSpec | None, int, int], CompactionReport]
@@ -52,7 +53,8 @@ class CompactOperator(TxnBaseOperator):
     :param target_file_bytes: size to aim for per merged part (default 128 MiB).
     :param min_parts: merge only groups of at least this many parts (>= 2).
     :param engine: "arrow" (the core merges in this worker with pyarrow) or "spark" (Spark writes
-        the merged files: `airflow_txn.spark.compact`).
+        the merged files: `airflow_txn.spark.compact`): a `CompactionEngine` or its name (templated; any other
+        value is refused with InvalidOptionError when the DAG is parsed, or fails the task without retry).
     :param spark_conf: Spark settings over the connection's `spark_conf` (engine "spark", when this
         worker has no SparkSession yet).
     :param conn_id: the airflow_txn connection.
@@ -70,11 +72,12 @@ class CompactOperator(TxnBaseOperator):
     def __init__(self, *, tables: Sequence[str] | str | None = None,
                  partitions: PartitionSpec | Mapping[str, PartitionSpec] | str | None = None,
                  target_file_bytes: int | str = DEFAULT_TARGET_FILE_BYTES, min_parts: int | str = 2,
-                 engine: str = "arrow", spark_conf: Mapping[str, str] | None = None, skip_missing: bool = False,
+                 engine: CompactionEngine | CompactionEngineName | str = CompactionEngine.ARROW,
+                 spark_conf: Mapping[str, str] | None = None, skip_missing: bool = False,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if isinstance(engine, str) and "{{" not in engine and engine not in ENGINES:
-            raise ValueError(f"{self.task_id}: engine must be one of {ENGINES}, got {engine!r}")
+        if not is_template(engine):
+            _engine(engine, self.task_id, InvalidOptionError)
         self.tables = tables
         self.partitions = partitions
         self.target_file_bytes = target_file_bytes
@@ -84,9 +87,7 @@ class CompactOperator(TxnBaseOperator):
         self.skip_missing = skip_missing
 
     def execute(self, context: Context) -> CompactionSummary:
-        engine = str(self.engine).strip()
-        if engine not in ENGINES:
-            raise AirflowFailException(f"{self.task_id}: engine must be one of {ENGINES}, got {self.engine!r}")
+        engine = _engine(self.engine, self.task_id, AirflowFailException)
         target = _integer(self.target_file_bytes, "target_file_bytes", self.task_id)
         min_parts = _integer(self.min_parts, "min_parts", self.task_id)
         hook = self.hook
@@ -108,7 +109,7 @@ class CompactOperator(TxnBaseOperator):
                 results[table] = result
         reports = results.values()
         return CompactionSummary(
-            engine=engine, tables=results, skipped=skipped, merged=sum(r["merged"] for r in reports),
+            engine=engine.value, tables=results, skipped=skipped, merged=sum(r["merged"] for r in reports),
             yielded=sum(r["yielded"] for r in reports), parts_before=sum(r["parts_before"] for r in reports),
             parts_after=sum(r["parts_after"] for r in reports), bytes_before=sum(r["bytes_before"] for r in reports),
             bytes_after=sum(r["bytes_after"] for r in reports))
@@ -133,9 +134,10 @@ class CompactOperator(TxnBaseOperator):
             self.log.info("skipping table(s) that do not exist: %s", ", ".join(missing))
         return [t for t in dict.fromkeys(tables) if t in existing], missing
 
-    def _compactor(self, wh: Warehouse, engine: str, spark_conf: Mapping[str, str], context: Context) -> Compact:
-        """Compaction on the chosen engine (the SparkSession starts here, for engine "spark")."""
-        if engine == "arrow":
+    def _compactor(self, wh: Warehouse, engine: CompactionEngine, spark_conf: Mapping[str, str],
+                   context: Context) -> Compact:
+        """Compaction on the chosen engine (the SparkSession starts here, for CompactionEngine.SPARK)."""
+        if engine is CompactionEngine.ARROW:
             return lambda table, partitions, target, min_parts: wh.compact(table, partitions, target, min_parts)
         from airflow_txn.airflow.operators.spark import spark_session
         from airflow_txn.spark import compact as spark_compact
@@ -144,6 +146,15 @@ class CompactOperator(TxnBaseOperator):
         spark = spark_session(spark_conf, app_name=f"{ti.dag_id}.{ti.task_id}")
         return lambda table, partitions, target, min_parts: spark_compact(spark, wh, table, partitions, target,
                                                                           min_parts)
+
+
+def _engine(value: object, task_id: str, error: type[Exception]) -> CompactionEngine:
+    """The `engine` argument (a rendered template's text too) as a CompactionEngine; `error` (InvalidOptionError
+    when the DAG is parsed, AirflowFailException when the task runs: no retry) names the engines otherwise."""
+    try:
+        return CompactionEngine.parse(value.strip() if isinstance(value, str) else value, "engine")
+    except InvalidOptionError as exc:
+        raise error(f"{task_id}: {exc}") from exc
 
 
 class VacuumOperator(TxnBaseOperator):

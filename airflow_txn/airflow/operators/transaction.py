@@ -57,7 +57,7 @@ _FINAL_COMMIT_ERRORS = (SerializationError, LeaseExpiredError, TransactionClosed
 def isolation_value(value: object) -> str:
     """An isolation argument as the level's name (a rendered template's text too); InvalidArgumentError
     names the levels otherwise."""
-    return Isolation.parse(value.strip() if isinstance(value, str) else value).value
+    return Isolation.parse(value.strip() if isinstance(value, str) else value, "isolation").value
 
 
 def lease_value(value: object) -> float | None:
@@ -110,7 +110,8 @@ class BeginTransactionOperator(LineageMixin, TxnBaseOperator):
         if lease is None:
             lease = default_lease_seconds()
         with self.hook.warehouse() as wh:
-            txn = wh.begin(label=label, isolation=isolation, lease_seconds=lease, metadata=airflow_metadata(context))
+            txn = wh.begin(label=label, isolation=Isolation(isolation), lease_seconds=lease,
+                           metadata=airflow_metadata(context))
         self.linked_tid = txn.tid
         self.record_lineage(context, TxnLineage(txn.tid, state=ACTIVE, snapshot_csn=txn.snapshot_csn))
         self.log.info("began transaction %s (%s, lease %gs) at snapshot %d (label %r)", txn.tid, isolation, lease,
