@@ -107,7 +107,8 @@ def storage_options(location: Location, given: Mapping[str, str]) -> dict[str, s
 
 
 def delta_schema_check(info: TableInfo) -> pa.Schema:
-    """The table's schema as Delta takes it; PublishError naming a column whose type Delta lacks."""
+    """The table's schema as Delta takes it (timestamps in microseconds, a zoned one in UTC); PublishError naming
+    a column whose type Delta lacks."""
     refused = []
     for f in info.schema:
         if pa.types.is_unsigned_integer(f.type):
@@ -117,7 +118,11 @@ def delta_schema_check(info: TableInfo) -> pa.Schema:
             refused.append(f"{f.name} is {f.type}, which Delta has no type for (its timestamps are microseconds)")
     if refused:
         raise PublishError(f"table {info.name} cannot be published to Delta: column {'; '.join(refused)}")
-    return info.schema.remove_metadata()
+    # Delta has two timestamps, both microseconds: `timestamp` (an instant, read back in UTC) and `timestamp_ntz`;
+    # deltalake refuses a zone other than UTC, and the files' own units (s, ms) are read as microseconds
+    fields = [f.with_type(pa.timestamp("us", "UTC" if f.type.tz else None)) if pa.types.is_timestamp(f.type) else f
+              for f in info.schema]
+    return pa.schema([f.remove_metadata() for f in fields])
 
 
 def partition_text(text: str | None, arrow_type: pa.DataType) -> str | None:

@@ -305,12 +305,13 @@ def test_a_type_delta_lacks_is_refused_naming_it_and_the_others_are_published(
 def test_partition_values_delta_serializes_its_own_way_read_back(dpub: Warehouse) -> None:
     """A timestamp partition value is `YYYY-MM-DD HH:MM:SS.ffffff` in Delta (UTC for a zoned column); a string
     value whose directory name is percent-encoded is named by its path as it is on disk."""
-    schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("us", tz="UTC")), ("k", pa.string()),
-                        ("flag", pa.bool_())])
-    dpub.create_table("odd.parts", schema, partition_by=["at", "k", "flag"])
+    schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("us", tz="Europe/Paris")), ("k", pa.string()),
+                        ("flag", pa.bool_()), ("local", pa.timestamp("us")), ("when", pa.timestamp("ms"))])
+    dpub.create_table("odd.parts", schema, partition_by=["at", "k", "flag", "local"])
     at = dt.datetime(2024, 3, 1, 12, 30, 45, 500000, tzinfo=dt.UTC)
-    data = pa.table({"id": [1, 2, 3], "at": [at, at, None], "k": ["a b/c%=", "x", None], "flag": [True, False, None]},
-                    schema=schema)
+    local = dt.datetime(2024, 3, 1, 23, 59, 59)
+    data = pa.table({"id": [1, 2, 3], "at": [at, at, None], "k": ["a b/c%=", "x", None], "flag": [True, False, None],
+                     "local": [local, None, local], "when": [local, local, None]}, schema=schema)
     with dpub.begin() as t:
         t.append("odd.parts", data)
     with dpub.begin() as t:
