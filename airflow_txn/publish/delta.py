@@ -5,9 +5,9 @@ Each airflow_txn table is a Delta table whose location is the table's own direct
 (`<root>/<ns>/<table>`, its log in `_delta_log/` there): every add action names a part file by its path relative
 to that directory, exactly where the part was written. We chose this over a log under `<root>/.delta/` naming
 the files by absolute URIs (what the Delta protocol allows for shallow clones): deltalake's kernel scan reads
-those, but its `to_pyarrow_table`/`to_pyarrow_dataset` (and readers that go through its file list, Polars'
-`scan_delta`) join every path onto the table's location and fail. airflow_txn's vacuum and recovery list only
-part files and write directories (`p-...parquet`, `w-<hex>/`), so `_delta_log/` is never taken for an orphan.
+those, but its `to_pyarrow_table`/`to_pyarrow_dataset` (and readers that go through its file list) join every
+path onto the table's location and fail. airflow_txn's vacuum and recovery list only part files and write
+directories (`p-...parquet`, `w-<hex>/`), so `_delta_log/` is never taken for an orphan.
 
 The schema is the table's, partitioned by the table's partition columns: Delta readers fill a partition column
 from each file's `partitionValues` (the files never hold them, as in the Hive layout). Types Delta lacks or

@@ -287,8 +287,8 @@ def test_iceberg_and_delta_are_published_side_by_side(open_pub: Callable[..., Wa
     (pa.uint64(), 2**64 - 1, "uint64"), (pa.uint8(), 255, "uint8"), (pa.timestamp("ns"), 1000, "timestamp[ns]")])
 def test_a_type_delta_lacks_is_refused_naming_it_and_the_others_are_published(
         dpub: Warehouse, arrow_type: pa.DataType, value: Any, named: str) -> None:
-    """Delta's integers are signed and its timestamps microseconds: deltalake would take a uint64 for a long (2^64-1
-    reads back as -1) and a uint8 for a byte."""
+    """Delta's integers are signed and its timestamps microseconds: deltalake maps a uint64 to a long and a uint8 to
+    a byte, which cannot hold their upper halves."""
     make_tables(dpub)
     dpub.create_table("odd.col", pa.schema([("n", arrow_type)]))
     with dpub.begin() as t:
