@@ -10,7 +10,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 git_status() { git -C "$REPO" status --porcelain 2>/dev/null || true; }
 STATUS_BEFORE="$(git_status)"
-ensure_venv "dev,docs,spark,spark-connect,zookeeper,airflow,openlineage,amazon,checks,bench,iceberg"
+ensure_venv "dev,docs,spark,spark-connect,zookeeper,airflow,openlineage,amazon,checks,bench,iceberg,delta"
 cd "$REPO"
 
 log "docs site: mkdocs build --strict -> build/site/ (needs no services; a broken link, anchor or docstring fails)"

@@ -195,7 +195,7 @@ def purge_table_commits(conn: Connection, table_id: int, csns: list[int]) -> int
 
 
 def table_commit_csns(conn: Connection, table_id: int, after: int, upto: int) -> list[int]:
-    """The CSNs in (after, upto] of the commits that touched `table_id`, in order (the Iceberg publisher's)."""
+    """The CSNs in (after, upto] of the commits that touched `table_id`, in order (the publishers')."""
     stmt = (select(_tc.csn).where(_tc.table_id == table_id, _tc.csn > after, _tc.csn <= upto).order_by(_tc.csn))
     return [int(c) for c in conn.execute(stmt).scalars()]
 

@@ -177,7 +177,7 @@ def last_merge_times(conn: Connection) -> dict[int, float]:
 def merges_signature(conn: Connection, table_id: int) -> str:
     """The table's background merges as `count:newest swap time`: when it differs from one taken earlier, a merge
     may have changed the files of a snapshot since (any merge, even one whose swap became visible late or whose
-    row vacuum purged, changes it). The Iceberg publisher's."""
+    row vacuum purged, changes it). The publishers' (Iceberg, Delta)."""
     c = schema.compactions.c
     count, newest = conn.execute(select(func.count(), func.max(c.committed_at)).where(c.table_id == table_id)).one()
     return f"{int(count)}:{float(newest or 0):.6f}"

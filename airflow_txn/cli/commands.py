@@ -349,12 +349,15 @@ def untag(settings: Settings, name: str) -> int:
 @cli.command()
 @click.option("--table", "tables_", multiple=True, help="Only this table (repeatable) [default: every table].")
 @click.option("--republish", is_flag=True,
-              help="Drop the --table's Iceberg tables and publish them again from their oldest readable commit.")
+              help="Drop the --table's published tables and publish them again from their oldest readable commit.")
+@click.option("--format", "format_", metavar="FORMATS",
+              help="iceberg, delta or iceberg,delta [default: $AIRFLOW_TXN_PUBLISH, else iceberg].")
 @global_options
 @click.pass_obj
-def publish(settings: Settings, tables_: Sequence[str], republish: bool) -> int:
-    """Publish every commit not published yet as Iceberg snapshots (docs/INTEROP.md), up to the watermark."""
-    wh = settings.open(publish="iceberg")
+def publish(settings: Settings, tables_: Sequence[str], republish: bool, format_: str | None) -> int:
+    """Publish every commit not published yet as Iceberg snapshots and/or Delta versions (docs/INTEROP.md), up
+    to the watermark."""
+    wh = settings.open(publish=",".join(_formats(format_)))
     if republish:
         if not tables_:
             raise click.UsageError("--republish rebuilds the tables named by --table: name at least one")
@@ -369,12 +372,16 @@ def publish(settings: Settings, tables_: Sequence[str], republish: bool) -> int:
 @click.option("--csn", type=_int64(PREHISTORIC_CSN), help="The snapshot [default: the watermark].")
 @click.option("--tag", metavar="NAME", help="At this tag instead of a CSN.")
 @click.option("--table", "tables_", multiple=True, help="Only this table (repeatable) [default: every table].")
+@click.option("--format", "format_", metavar="FORMATS",
+              help="iceberg, delta or iceberg,delta [default: $AIRFLOW_TXN_PUBLISH, else iceberg].")
 @global_options
 @click.pass_obj
-def published(settings: Settings, csn: int | None, tag: str | None, tables_: Sequence[str]) -> int:
-    """Each table's Iceberg snapshot holding its version at a CSN or tag: what an external job reads so that
-    every table is read at the same commit (publishing is caught up first where it is behind)."""
-    found = settings.open(publish="iceberg").published(csn=csn, tag=tag, tables=list(tables_) or None)
+def published(settings: Settings, csn: int | None, tag: str | None, tables_: Sequence[str],
+              format_: str | None) -> int:
+    """Each table's Iceberg snapshot (Delta version) holding its version at a CSN or tag: what an external job
+    reads so that every table is read at the same commit (publishing is caught up first where it is behind)."""
+    found = settings.open(publish=",".join(_formats(format_))).published(csn=csn, tag=tag,
+                                                                         tables=list(tables_) or None)
     return settings.emit([{"table": name, **info} for name, info in found.items()], render.published)
 
 
@@ -608,3 +615,10 @@ def doctor(settings: Settings, timeout: float) -> int:
     failed = [c["name"] for c in report["checks"] if c["status"] == doctor_checks.FAIL]
     click.echo(f"error: doctor: {len(failed)} check(s) failed: {', '.join(failed)}", err=True)
     return exit_codes.DOCTOR_FAILED
+
+
+def _formats(value: str | None) -> tuple[str, ...]:
+    """--format of publish and published (InvalidArgumentError, bad usage, names a bad one)."""
+    from airflow_txn.publish.settings import command_formats
+
+    return command_formats(value)

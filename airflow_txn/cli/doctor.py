@@ -309,34 +309,53 @@ def check_recovery(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracle 
 
 
 def check_publishing(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracle | None) -> Check:
-    """Whether every commit up to the watermark is published (docs/INTEROP.md); only when publishing is on
-    (publish= / AIRFLOW_TXN_PUBLISH). Reads only: the Iceberg catalog's own tables are not created here."""
+    """Whether every commit up to the watermark is published to every format (docs/INTEROP.md); only when
+    publishing is on (publish= / AIRFLOW_TXN_PUBLISH). Reads only: no Iceberg catalog table nor Delta table is
+    created here."""
     if not config.publish:
         return Check("publishing", OK, "off (Warehouse.open(publish='iceberg') / AIRFLOW_TXN_PUBLISH turn it on)")
     if oracle is None:
         return Check("publishing", SKIP, "needs a reachable oracle")
     from airflow_txn.core import apply
-    from airflow_txn.publish import iceberg
 
     runtime = Runtime(catalog, oracle, Storage(config.location()), TidFactory())
     hint = "run `airflow-txn publish` (safe at any time, from any process); it names what fails"
-    try:
-        properties = iceberg.catalog_properties(config.catalog_url, runtime.storage.location,
-                                                config.storage_options, config.iceberg_catalog)
-        ice = iceberg.open_catalog({**properties, "init_catalog_tables": "false"})
+    late: list[tuple[str, int, int]] = []
+    several = len(config.publish) > 1
+    for name in config.publish:
         try:
-            late = iceberg.behind(runtime, ice, identity.warehouse_id(catalog), apply.readable_csn(runtime))
-        finally:
-            engine = getattr(ice, "engine", None)
-            if engine is not None:
-                engine.dispose()
-    except Exception as exc:  # a missing extra, an unreachable catalog, a catalog without its tables yet
-        return Check("publishing", WARN, f"cannot read the Iceberg catalog: {mask_secrets(_first_line(exc))}", hint)
+            found = _behind(name, config, catalog, runtime, apply.readable_csn(runtime))
+        except Exception as exc:  # a missing extra, an unreachable catalog, a catalog without its tables yet
+            what = "the Iceberg catalog" if name == "iceberg" else "the Delta tables"
+            return Check("publishing", WARN, f"cannot read {what}: {mask_secrets(_first_line(exc))}", hint)
+        late += [(f"{table}{f' [{name}]' if several else ''}", done, last) for table, done, last in found]
     if not late:
-        return Check("publishing", OK, "every commit up to the watermark is published to Iceberg")
+        shown = " and ".join("Iceberg" if name == "iceberg" else "Delta" for name in config.publish)
+        return Check("publishing", OK, f"every commit up to the watermark is published to {shown}")
     shown = ", ".join(f"{table} (published up to CSN {done}, last commit {last})" for table, done, last in late[:5])
     more = f" and {len(late) - 5} more" if len(late) > 5 else ""
     return Check("publishing", WARN, f"{len(late)} table(s) behind: {shown}{more}", hint)
+
+
+def _behind(name: str, config: WarehouseConfig, catalog: Catalog, runtime: Runtime,
+            watermark: int) -> list[tuple[str, int, int]]:
+    """publish's `behind` of one format."""
+    if name == "delta":
+        from airflow_txn.publish import delta
+
+        options = delta.storage_options(runtime.storage.location, config.storage_options)
+        return delta.behind(runtime, identity.warehouse_id(catalog), options, watermark)
+    from airflow_txn.publish import iceberg
+
+    properties = iceberg.catalog_properties(config.catalog_url, runtime.storage.location,
+                                            config.storage_options, config.iceberg_catalog)
+    ice = iceberg.open_catalog({**properties, "init_catalog_tables": "false"})
+    try:
+        return iceberg.behind(runtime, ice, identity.warehouse_id(catalog), watermark)
+    finally:
+        engine = getattr(ice, "engine", None)
+        if engine is not None:
+            engine.dispose()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -287,7 +287,9 @@ def adoption(console: Console, report: AdoptionReport) -> None:
 
 
 def published(console: Console, rows: Sequence[Mapping[str, object]]) -> None:
-    records(console, rows, ["table", "csn", "iceberg_snapshot_id", "published_csn"], "nothing published")
+    keys = [k for k in ("iceberg_snapshot_id", "delta_version") if any(k in row for row in rows)] or [
+        "iceberg_snapshot_id"]
+    records(console, rows, ["table", "csn", *keys, "published_csn"], "nothing published")
 
 
 def generic(console: Console, value: object) -> None:

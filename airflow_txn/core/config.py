@@ -138,7 +138,7 @@ class WarehouseConfig:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     """Seconds an unreachable catalog, object store or Spark Connect server is waited for (connect_timeout_seconds)."""
     publish: tuple[str, ...] = ()
-    """The formats every commit is published to ("iceberg"; none: off), after the commit (docs/INTEROP.md)."""
+    """The formats every commit is published to ("iceberg", "delta"; none: off), after the commit (docs/INTEROP.md)."""
     iceberg_catalog: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     """pyiceberg catalog properties replacing the defaults (a SQL catalog in the catalog database); may hold secrets."""
     root_given: bool = field(default=True, compare=False)

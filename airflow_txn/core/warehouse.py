@@ -153,7 +153,8 @@ class Warehouse:
         CatalogUnavailableError / StorageError (else $AIRFLOW_TXN_CONNECT_TIMEOUT, else 20).
         `publish="iceberg"` (else $AIRFLOW_TXN_PUBLISH) publishes every commit as an Iceberg snapshot after it
         commits, to a pyiceberg SQL catalog in this catalog's database unless `iceberg_catalog` (pyiceberg catalog
-        properties, else $AIRFLOW_TXN_ICEBERG_CATALOG) names another (docs/INTEROP.md)."""
+        properties, else $AIRFLOW_TXN_ICEBERG_CATALOG) names another; `publish="delta"` as a Delta version of a
+        Delta table in the table's own directory; `publish="iceberg,delta"` both (docs/INTEROP.md)."""
         config = WarehouseConfig.resolve(catalog, root, oracle, manifests, storage_options, connect_timeout,
                                          publish, iceberg_catalog)
 
@@ -580,22 +581,24 @@ class Warehouse:
     def publisher(self) -> Publisher:
         """This warehouse's publishing (made on first use; InvalidArgumentError from its runs when it is off)."""
         if self._publisher is None:
-            from airflow_txn.publish import iceberg
+            from airflow_txn.publish import delta, iceberg
 
             config = self.config
             self._publisher = Publisher(
                 self.runtime, config.publish,
                 lambda: iceberg.catalog_properties(config.catalog_url, self.runtime.storage.location,
                                                    config.storage_options, config.iceberg_catalog),
-                lambda: self.warehouse_id)
+                lambda: self.warehouse_id,
+                lambda: delta.storage_options(self.runtime.storage.location, config.storage_options))
         return self._publisher
 
     def publish(self, wait: bool = True, tables: Sequence[str] | None = None) -> dict[str, object]:
         """Catch publishing up to the readable watermark: every commit of `tables` (None: every table) not
-        published yet becomes an Iceberg snapshot. wait=False only wakes the background publisher and returns
-        {"scheduled": True}. Returns {csn, formats, tables: {table: {published_csn, snapshots,
-        iceberg_snapshot_id, tags}}, errors}; PublishError names the tables that failed (the others were
-        published; every commit stands). InvalidArgumentError when the warehouse was opened without publish=."""
+        published yet becomes an Iceberg snapshot and/or a Delta version (the formats of publish=). wait=False only
+        wakes the background publisher and returns {"scheduled": True}. Returns {csn, formats, tables: {table:
+        {published_csn, snapshots, tags, and iceberg_snapshot_id and/or delta_version}}, errors}; PublishError
+        names the tables that failed (the others were published; every commit stands). InvalidArgumentError when
+        the warehouse was opened without publish=."""
         if not wait:
             if not self.config.publish:
                 raise InvalidArgumentError("publishing is off for this warehouse: open it with publish='iceberg'")
@@ -616,9 +619,10 @@ class Warehouse:
     def published(self, csn: int | None = None, tag: str | None = None,
                   tables: Sequence[str] | None = None) -> dict[str, dict[str, object]]:
         """Per table, what other engines read for snapshot `csn` (None: the readable watermark) or tag `tag`:
-        {"iceberg_snapshot_id", "iceberg_table", "csn" (the commit whose version it is), "metadata_location",
-        "published_csn"}. Publishing is caught up first where it is behind; tables with nothing committed at or
-        below the CSN are left out. SnapshotTooOldError below a table's retention horizon (as `read`), PublishError
+        {"csn" (the commit whose version it is), "published_csn"} and, publishing to Iceberg, {"iceberg_snapshot_id",
+        "iceberg_table", "metadata_location"}, to Delta, {"delta_version", "delta_table" (its URI)}. Publishing is
+        caught up first where it is behind; tables with nothing committed at or below the CSN are left out.
+        SnapshotTooOldError below a table's retention horizon (as `read`), PublishError
         naming a table publishing could not catch up."""
         if tag is not None:
             if csn is not None:
@@ -629,6 +633,6 @@ class Warehouse:
         return dict(self.publisher.published(snapshot, tables))
 
     def republish(self, table: str) -> dict[str, object]:
-        """Publish `table` again from scratch: its Iceberg table is dropped and rebuilt from its oldest readable
-        commit (snapshot ids change; no data file is copied or touched)."""
+        """Publish `table` again from scratch: its Iceberg table (Delta log) is dropped and rebuilt from its oldest
+        readable commit (snapshot ids and versions change; no data file is copied or touched)."""
         return self.publisher.republish(table)

@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from airflow_txn.catalog import commit_log, compaction_records, part_records, table_registry
+from airflow_txn.catalog import commit_log, compaction_records, part_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import retention
@@ -46,6 +45,13 @@ from airflow_txn.errors import MissingDependencyError, PublishError, StorageErro
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.model.results import TagInfo
 from airflow_txn.model.secrets import mask_secrets
+from airflow_txn.publish import formats
+from airflow_txn.publish.formats import CSN_KEY as CSN_KEY
+from airflow_txn.publish.formats import KIND_KEY as KIND_KEY
+from airflow_txn.publish.formats import MERGES_KEY as MERGES_KEY
+from airflow_txn.publish.formats import WAREHOUSE_KEY as WAREHOUSE_KEY
+from airflow_txn.publish.formats import TableOutcome as TableOutcome
+from airflow_txn.publish.formats import tables_of as tables_of
 from airflow_txn.storage.location import Location
 from airflow_txn.telemetry import logs
 
@@ -56,19 +62,11 @@ if TYPE_CHECKING:
 
 log = logs.get_logger(__name__)
 
-CSN_KEY = "airflow-txn.csn"
-"""In a snapshot's summary: the CSN whose version of the table it holds. As a table property: the CSN
-published last (the publisher's progress)."""
+# The shared keys (publish/formats.py) as Iceberg uses them: CSN_KEY and KIND_KEY in a snapshot's summary, and
+# CSN_KEY also as a table property, the CSN published last (the publisher's progress); MERGES_KEY and
+# WAREHOUSE_KEY as table properties.
 TAGS_MERGES_KEY = "airflow-txn.tags-merges"
 """Table property: the merges signature when the Iceberg tags' files were last checked (a merge may change them)."""
-MERGES_KEY = "airflow-txn.merges"
-"""Table property: the table's background merges (count and newest swap time) when the published files were
-last compared with the visible ones: a run compares again only when they changed (a merge takes no CSN, D9)."""
-KIND_KEY = "airflow-txn.kind"
-"""In a snapshot's summary: `commit` (a commit's changes), `refresh` (the same CSN's rows, other files: a
-compaction), `catch-up` (the first snapshot after history vacuum purged)."""
-WAREHOUSE_KEY = "airflow-txn.warehouse-id"
-"""Table property: the warehouse that publishes the table (another warehouse's table is never written)."""
 TABLE_KEY = "airflow-txn.table"
 CATALOG_NAME = "airflow_txn"
 METADATA_DIR = ".iceberg"
@@ -138,27 +136,10 @@ def identifier(info: TableInfo) -> tuple[str, str]:
     return (info.name.namespace, info.name.table)
 
 
-@dataclass(slots=True)
-class TableOutcome:
-    """What one run did to one table."""
-
-    published_csn: int
-    """The table's progress after the run (0: nothing published)."""
-    snapshots: int = 0
-    """Iceberg snapshots written by the run."""
-    iceberg_snapshot_id: int | None = None
-    tags: list[str] = field(default_factory=list)
-    """Iceberg tags created or moved by the run."""
-    commits: list[int] = field(default_factory=list)
-    """The CSNs of the commits the run published (kind commit or catch-up), for the lag metric."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"published_csn": self.published_csn, "snapshots": self.snapshots,
-                "iceberg_snapshot_id": self.iceberg_snapshot_id, "tags": list(self.tags)}
-
-
 class IcebergPublisher:
-    """Publishes one warehouse's tables to `catalog`."""
+    """Publishes one warehouse's tables to `catalog` (the Iceberg `Format`)."""
+
+    name = "iceberg"
 
     def __init__(self, rt: Runtime, catalog: Catalog, warehouse_id: str) -> None:
         self.rt = rt
@@ -252,8 +233,8 @@ class IcebergPublisher:
             horizon = retention.table_horizon(conn, info.id)
             merges = compaction_records.merges_signature(conn, info.id)
         compared = table.properties.get(MERGES_KEY)
-        targets = _targets(commits, published, horizon, refresh=merges != compared)
-        outcome = TableOutcome(published, iceberg_snapshot_id=_snapshot_id(table))
+        targets = formats.targets(commits, published, horizon, refresh=merges != compared)
+        outcome = TableOutcome(published, snapshot_id=_snapshot_id(table))
         if (published and compared == merges and horizon <= published and targets
                 and all(kind == "commit" for _, kind in targets)):
             return self._catch_up_by_changes(table, info, targets, merges, outcome)
@@ -284,7 +265,7 @@ class IcebergPublisher:
             outcome.snapshots += 1
             if kind != "refresh":
                 outcome.commits.append(csn)
-            outcome.iceberg_snapshot_id = _snapshot_id(table)
+            outcome.snapshot_id = _snapshot_id(table)
             log.debug("published %s at CSN %d (%s): +%d -%d files", info.name, csn, kind, len(added), len(removed))
         return outcome
 
@@ -342,7 +323,7 @@ class IcebergPublisher:
                 outcome.commits.append(csn)
             table = self.catalog.load_table(identifier(info))
             outcome.published_csn = csn
-            outcome.iceberg_snapshot_id = _snapshot_id(table)
+            outcome.snapshot_id = _snapshot_id(table)
         return outcome
 
     def _wanted(self, info: TableInfo, parts: Iterable[PartRow]) -> dict[str, tuple[PartRow, str]]:
@@ -516,20 +497,6 @@ class IcebergPublisher:
         return True
 
 
-def _targets(commits: Sequence[int], published: int, horizon: int, refresh: bool) -> list[tuple[int, str]]:
-    """The CSNs to publish, in order, with their kind: the table's commits above `published`; those below the
-    horizon (vacuum purged their history) give way to the newest of them, read at the horizon; with no commit
-    pending and `refresh` (the table's merges changed since they were last compared), the published CSN itself."""
-    kept = [c for c in commits if c >= horizon]
-    below = [c for c in commits if c < horizon]
-    targets = [(c, "commit") for c in kept]
-    if below and (not kept or kept[0] != horizon):
-        targets.insert(0, (below[-1], "catch-up"))
-    if not targets and published and refresh:
-        targets = [(published, "refresh")]
-    return targets
-
-
 def _current_files(table: Table) -> dict[str, DataFile]:
     """{path: DataFile} of the table's current snapshot."""
     if table.current_snapshot() is None:
@@ -564,24 +531,7 @@ def snapshot_at(table: Table, csn: int) -> int | None:
     return None if best is None else best[2]
 
 
-def tables_of(rt: Runtime, names: Sequence[str] | None = None) -> list[TableInfo]:
-    with rt.catalog.read() as conn:
-        if names is None:
-            return table_registry.all_tables(conn)
-        return [table_registry.get(conn, name) for name in names]
-
-
 def behind(rt: Runtime, catalog: Catalog, warehouse_id: str, watermark: int) -> list[tuple[str, int, int]]:
     """(table, published CSN, last commit CSN) of every table whose last commit up to `watermark` is not
-    published yet (what `airflow-txn doctor` reports); reads only, creates no Iceberg table."""
-    publisher = IcebergPublisher(rt, catalog, warehouse_id)
-    late = []
-    for info in tables_of(rt):
-        with rt.catalog.read() as conn:
-            last = commit_log.last_commit_csn(conn, info.id, watermark)
-        if last is None:
-            continue
-        progress = publisher.progress(info)
-        if progress < last:
-            late.append((str(info.name), progress, last))
-    return late
+    published to Iceberg yet (what `airflow-txn doctor` reports); reads only, creates no Iceberg table."""
+    return formats.behind(rt, IcebergPublisher(rt, catalog, warehouse_id), watermark)

@@ -4,7 +4,8 @@ background thread that a commit wakes (`request`), so a commit never waits for p
 A run publishes every table, in no particular order, up to the watermark read when it starts; a table that
 fails (its catalog unreachable, a type the format lacks) is reported and retried by the next run while the
 others go on. Runs of one process are serialized; runs of several processes are safe (each table's Iceberg
-commits are compare-and-swap) and the second one finds the work done.
+and Delta commits are compare-and-swap) and the second one finds the work done. What it runs per format is a
+`formats.Format` (iceberg.IcebergPublisher, delta.DeltaPublisher), chosen by the warehouse's publish= setting.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TxnError
 from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.publish import iceberg
+from airflow_txn.publish.formats import Format, tables_of
 from airflow_txn.telemetry import logs, metrics
 
 if TYPE_CHECKING:
@@ -35,11 +37,12 @@ class Publisher:
     """Publishing of one warehouse (one object per Warehouse, made on first use)."""
 
     def __init__(self, rt: Runtime, formats: Sequence[str], catalog_properties: Callable[[], dict[str, str]],
-                 warehouse_id: Callable[[], str]) -> None:
+                 warehouse_id: Callable[[], str], delta_options: Callable[[], dict[str, str]] | None = None) -> None:
         self.rt = rt
         self.formats = tuple(formats)
         self._catalog_properties = catalog_properties
         self._warehouse_id = warehouse_id
+        self._delta_options = delta_options or dict
         self._catalog: Catalog | None = None
         self._run_lock = threading.RLock()  # republish holds it across its drop and its run
         self._wake = threading.Event()
@@ -54,7 +57,7 @@ class Publisher:
         self.last_error: str | None = None
         """What the background thread's last run failed with (None: it succeeded, or none ran)."""
 
-    # -- the Iceberg catalog ----------------------------------------------------------------------------------
+    # -- the formats ------------------------------------------------------------------------------------------
     def iceberg_catalog(self) -> Catalog:
         with self._catalog_lock:  # not the thread lock: a commit's request() never waits for a catalog to open
             if self._catalog is None:
@@ -64,32 +67,54 @@ class Publisher:
     def _iceberg(self) -> iceberg.IcebergPublisher:
         return iceberg.IcebergPublisher(self.rt, self.iceberg_catalog(), self._warehouse_id())
 
+    def _format(self, name: str) -> Format:
+        if name == "iceberg":
+            return self._iceberg()
+        if name == "delta":
+            from airflow_txn.publish import delta
+
+            return delta.DeltaPublisher(self.rt, self._warehouse_id(), self._delta_options())
+        raise InvalidArgumentError(f"unknown publishing format {name!r}")
+
+    def _formats(self) -> list[Format]:
+        """The formats this warehouse publishes to; InvalidArgumentError when publishing is off."""
+        if not self.formats:
+            raise InvalidArgumentError("publishing is off for this warehouse: open it with publish='iceberg' "
+                                       "(or 'delta', or 'iceberg,delta'; or set AIRFLOW_TXN_PUBLISH)")
+        return [self._format(name) for name in self.formats]
+
     # -- runs -------------------------------------------------------------------------------------------------
     def run(self, tables: Sequence[str] | None = None, raise_errors: bool = True) -> dict[str, Any]:
-        """Publish `tables` (None: every table) up to the readable watermark now. Returns {"csn": the watermark,
-        "formats", "tables": {table: {published_csn, snapshots, iceberg_snapshot_id, tags}}, "errors": {table:
-        message}}; with raise_errors a table that failed raises PublishError after the others were published."""
-        if "iceberg" not in self.formats:
-            raise InvalidArgumentError("publishing is off for this warehouse: open it with publish='iceberg' "
-                                       "(or set AIRFLOW_TXN_PUBLISH=iceberg)")
+        """Publish `tables` (None: every table) to every format up to the readable watermark now. Returns {"csn":
+        the watermark, "formats", "tables": {table: {published_csn, snapshots, iceberg_snapshot_id, tags,
+        delta_version}}, "errors": {table: message}} (a table's keys of the formats published to; published_csn
+        the lowest of them, snapshots their sum); with raise_errors a table that failed raises PublishError after
+        the others were published."""
+        chosen = self._formats()
         with self._run_lock:
             watermark = apply.readable_csn(self.rt)
-            infos = iceberg.tables_of(self.rt, tables)
+            infos = tables_of(self.rt, tables)
             held = tags.all_tags(self.rt)
-            publisher = self._iceberg()
             done: dict[str, dict[str, Any]] = {}
             errors: dict[str, str] = {}
-            published: list[int] = []
-            for info in infos:
-                try:
-                    outcome = publisher.publish_table(info, watermark, held)
-                    done[str(info.name)] = outcome.as_dict()
-                    published += outcome.commits
-                except TxnError as exc:
-                    errors[str(info.name)] = str(exc)
-                except Exception as exc:  # pyiceberg's own errors: reported per table, the others go on
-                    errors[str(info.name)] = mask_secrets(f"{type(exc).__name__}: {exc}")
-            self._measure(published, len(errors))
+            for fmt in chosen:
+                published: list[int] = []
+                failures = 0
+                for info in infos:
+                    name = str(info.name)
+                    try:
+                        outcome = fmt.publish_table(info, watermark, held)
+                        _merge(done.setdefault(name, {}), outcome.as_dict())
+                        published += outcome.commits
+                    except Exception as exc:  # reported per table and format, the others go on
+                        failures += 1
+                        message = (str(exc) if isinstance(exc, TxnError)
+                                   else mask_secrets(f"{type(exc).__name__}: {exc}"))
+                        shown = message if len(chosen) == 1 else f"{fmt.name}: {message}"
+                        errors[name] = f"{errors[name]}; {shown}" if name in errors else shown
+                self._measure(fmt.name, published, failures)
+            for name in errors:
+                done.pop(name, None)
         report = {"csn": watermark, "formats": list(self.formats), "tables": done, "errors": errors}
         if errors:
             log.warning("publishing up to CSN %d failed for %s", watermark, ", ".join(sorted(errors)))
@@ -99,9 +124,9 @@ class Publisher:
                                    f"others were published; the commits stand): {shown}")
         return report
 
-    def _measure(self, published: Sequence[int], failures: int) -> None:
+    def _measure(self, name: str, published: Sequence[int], failures: int) -> None:
         """The lag metric of each commit published (from its commit time) and the failed tables' count."""
-        tags = {"format": "iceberg"}
+        tags = {"format": name}
         if failures:
             metrics.incr(metrics.PUBLISH_FAILURES, failures, tags)
         if not published:
@@ -117,36 +142,46 @@ class Publisher:
             metrics.timing(metrics.PUBLISH_LAG, max(0.0, now - committed_at) * 1000, tags)
 
     def republish(self, table: str) -> dict[str, Any]:
-        """Drop `table`'s Iceberg table and publish it again from its oldest readable commit (its Iceberg
-        snapshot ids change; data files are never touched)."""
+        """Drop `table`'s published tables (Iceberg table, Delta log) and publish it again from its oldest
+        readable commit (its snapshot ids and versions change; data files are never touched)."""
+        chosen = self._formats()
         with self._run_lock:  # no background run between the drop and the run
-            infos = iceberg.tables_of(self.rt, [table])
-            self._iceberg().drop(infos[0])
+            infos = tables_of(self.rt, [table])
+            for fmt in chosen:
+                fmt.drop(infos[0])
             return self.run([table])
 
     def published(self, csn: int, tables: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
-        """Per table, the Iceberg snapshot holding its version at `csn`, catching up first where the table's
-        published progress is behind `csn`. Tables with nothing committed at or below `csn` are left out."""
-        publisher = self._iceberg()
-        infos = iceberg.tables_of(self.rt, tables)
+        """Per table, what each format's reader opens for its version at `csn` (the Iceberg snapshot, the Delta
+        version), catching up first where a format's published progress is behind `csn`. Tables with nothing
+        committed at or below `csn` are left out."""
+        chosen = self._formats()
+        infos = tables_of(self.rt, tables)
         with self.rt.catalog.read() as conn:
             lasts = {info.id: commit_log.last_commit_csn(conn, info.id, csn) for info in infos}
-        if any((lasts[info.id] or 0) > publisher.progress(info) for info in infos):  # a commit not published yet
+        if any((lasts[info.id] or 0) > fmt.progress(info) for info in infos for fmt in chosen):  # not published yet
             self.run(tables, raise_errors=False)
-        found, behind = {}, []
+        found: dict[str, dict[str, Any]] = {}
+        behind = []
         for info in infos:
             last = lasts[info.id]
             if last is None:
                 continue  # nothing committed at or below csn
-            progress = publisher.progress(info)
-            if last > progress:  # its snapshot at csn does not exist (yet)
-                behind.append(f"{info.name} (published up to CSN {progress}, committed at {last})")
-                continue
-            at = publisher.published_at(info, csn)
-            if at is None:  # vacuum purged that version before it was published
-                raise SnapshotTooOldError(f"table {info.name}: CSN {csn} was never published (its history was "
-                                          "purged by vacuum before publishing caught up); read a newer one")
-            found[str(info.name)] = at
+            entry: dict[str, Any] = {}
+            for fmt in chosen:
+                progress = fmt.progress(info)
+                if last > progress:  # its version at csn does not exist (yet)
+                    where = "" if len(chosen) == 1 else f" to {fmt.name}"
+                    behind.append(f"{info.name} (published{where} up to CSN {progress}, committed at {last})")
+                    entry = {}
+                    break
+                at = fmt.published_at(info, csn)
+                if at is None:  # vacuum purged that version before it was published
+                    raise SnapshotTooOldError(f"table {info.name}: CSN {csn} was never published (its history was "
+                                              "purged by vacuum before publishing caught up); read a newer one")
+                _merge(entry, at)
+            if entry:
+                found[str(info.name)] = entry
         if behind:
             raise PublishError(f"not published at CSN {csn}: {', '.join(behind)}; publish() says why")
         return found
@@ -212,3 +247,17 @@ class Publisher:
         engine = getattr(catalog, "engine", None)
         if engine is not None:
             engine.dispose()
+
+
+def _merge(into: dict[str, Any], more: dict[str, Any]) -> None:
+    """One table's entry of several formats: each format's own keys side by side; `published_csn` the lowest
+    (what every format has), `snapshots` the sum, `tags` the union."""
+    for key, value in more.items():
+        if key not in into:
+            into[key] = list(value) if isinstance(value, list) else value
+        elif key == "published_csn":
+            into[key] = min(into[key], value)
+        elif key == "snapshots":
+            into[key] += value
+        elif key == "tags":
+            into[key] = sorted(set(into[key]) | set(value))

@@ -1,4 +1,5 @@
-"""The publishing settings: which formats a warehouse publishes to, and the Iceberg catalog's properties.
+"""The publishing settings: which formats a warehouse publishes to (Iceberg, Delta), and the Iceberg catalog's
+properties.
 
 Read by core/config.py (no optional dependency is imported here)."""
 
@@ -13,9 +14,9 @@ from airflow_txn.errors import InvalidArgumentError
 ENV_PUBLISH = "AIRFLOW_TXN_PUBLISH"
 ENV_ICEBERG_CATALOG = "AIRFLOW_TXN_ICEBERG_CATALOG"
 """pyiceberg catalog properties as a JSON object, when `iceberg_catalog` is not passed."""
-FORMATS = ("iceberg",)
-"""The formats publishing supports today."""
-PLANNED = ("delta",)
+FORMATS = ("iceberg", "delta")
+"""The formats publishing supports."""
+PLANNED: tuple[str, ...] = ()
 """Formats named by the interface but not built yet: refused with a message saying so."""
 OFF = ("", "off", "none")
 
@@ -68,3 +69,8 @@ def parse_iceberg_catalog(value: Mapping[str, str] | str | None) -> dict[str, st
             raise InvalidArgumentError(f"{source}: property {key!r} must be a string key with a string value")
         properties[key] = str(item).lower() if isinstance(item, bool) else str(item)
     return properties
+
+
+def command_formats(value: str | None) -> tuple[str, ...]:
+    """The formats a command line publishes to: `value` (--format), else $AIRFLOW_TXN_PUBLISH, else Iceberg."""
+    return parse_publish(value) or parse_publish(None) or ("iceberg",)

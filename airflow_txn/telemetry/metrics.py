@@ -10,12 +10,12 @@ whatever Airflow's `[metrics]` section configures). A sink that raises never fai
                                             validation) that doomed a transaction
     airflow_txn.watermark_lag       gauge   committed CSNs not yet readable (last CSN - watermark),
                                             measured after each commit record is applied
-    airflow_txn.publish.lag_ms      timing  from a commit to its Iceberg snapshot (ms), for each commit a
-                                            publishing run published (airflow_txn/publish)
+    airflow_txn.publish.lag_ms      timing  from a commit to its Iceberg snapshot or Delta version (ms), for
+                                            each commit a publishing run published (airflow_txn/publish)
     airflow_txn.publish.failures    counter tables a publishing run could not publish
 
 Tags: `oracle` (the oracle kind's name, oracle/registry.py: "sql" or "zookeeper") on commit latency; `format`
-("iceberg") on the publishing metrics.
+("iceberg", "delta") on the publishing metrics.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Fixtures of the publishing tests: warehouses that publish to a real pyiceberg SQL catalog in their own catalog
-database (SQLite, and PostgreSQL when it is reachable), on a local root."""
+database (SQLite, and PostgreSQL when it is reachable), or as Delta tables, on a local root."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import pytest
 
 from airflow_txn import Warehouse
 
-pytest.importorskip("pyiceberg")
-
 
 @pytest.fixture
 def open_pub(catalog_url: str, tmp_path: Path) -> Iterator[Callable[..., Warehouse]]:
-    """Open a handle on this test's warehouse (publishing to Iceberg unless publish= says otherwise)."""
+    """Open a handle on this test's warehouse (publishing to Iceberg unless publish= says otherwise: "delta", ...)."""
     opened: list[Warehouse] = []
 
     def _open(publish: str = "iceberg", root: str | None = None) -> Warehouse:

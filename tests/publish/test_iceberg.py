@@ -24,6 +24,8 @@ from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOl
 from airflow_txn.publish.iceberg import CSN_KEY, KIND_KEY
 from tests.helpers import accounts, events, make_tables
 
+pytest.importorskip("pyiceberg")
+
 ORDERS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("shop", pa.int32()), ("amount", pa.float64()),
                     ("note", pa.string()), ("at", pa.timestamp("us", tz="UTC"))])
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
@@ -284,8 +286,8 @@ def test_publishing_settings_are_checked_before_anything_is_opened(catalog_url: 
     root = str(tmp_path / "w")
     with pytest.raises(InvalidArgumentError, match="unknown format 'hudi'"):
         Warehouse.open(catalog=catalog_url, root=root, publish="hudi")
-    with pytest.raises(InvalidArgumentError, match="delta is not implemented yet"):
-        Warehouse.open(catalog=catalog_url, root=root, publish="iceberg,delta")
+    with Warehouse.open(catalog=catalog_url, root=root, publish="Iceberg, delta,iceberg") as wh:
+        assert wh.config.publish == ("iceberg", "delta")
     with pytest.raises(InvalidArgumentError, match="JSON object"):
         Warehouse.open(catalog=catalog_url, root=root, iceberg_catalog="{not json")
     monkeypatch.setenv("AIRFLOW_TXN_PUBLISH", "iceberg")
