@@ -17,6 +17,7 @@ from airflow_txn.cli import doctor
 from airflow_txn.cli import main as cli_main
 from airflow_txn.core import ownership, vacuum
 from airflow_txn.core.config import WarehouseConfig
+from airflow_txn.core.manifests import INDEX, csn_dir
 from airflow_txn.errors import RootOwnedError
 from airflow_txn.storage.root import Storage
 from tests.helpers import accounts, events, ids, make_tables, storage_files
@@ -90,6 +91,32 @@ def test_whatever_either_vacuum_does_no_committed_row_is_lost(
     assert ids(b.read("sales.events")) == [7]
     with pytest.raises(RootOwnedError, match=b.warehouse_id):
         a.vacuum(retention_seconds=0)  # the root is B's now: A neither cleans nor writes it
+    assert ids(a.read("sales.events")) == [1, 2, 3]
+
+
+def test_vacuum_keeps_the_manifests_another_warehouse_wrote(
+        shared_root: str, tmp_path: Path, opened: list[Warehouse], no_grace: None) -> None:
+    """Manifests (<root>/.manifests/csn-N) are files too: B's vacuum on a root A wrote before markers existed
+    removed A's manifest directory as its own (the same table names, a CSN below B's horizon). An index names the
+    warehouse that wrote it; vacuum removes or rewrites only its own and counts the others as kept."""
+    a = _open(opened, tmp_path / "a.db", shared_root)
+    make_tables(a)
+    theirs = _commit(a, [1, 2, 3])
+    a.write_manifest(csn=theirs)
+    storage = a.runtime.storage
+    index_before = storage.read_root_file(f"{csn_dir(theirs)}/{INDEX}")
+    assert index_before is not None
+    storage.fs.delete_file(storage.root_path(ownership.MARKER))  # a root made before markers
+    b = _open(opened, tmp_path / "b.db", shared_root)
+    make_tables(b)
+    mine = [_commit(b, rows) for rows in ([7], [8], [9])]
+    assert theirs not in mine[1:]
+    b.write_manifest(csn=mine[1])
+    report = b.vacuum(retention_seconds=0)
+    assert report["manifests_removed"] == 1  # its own, below its horizon
+    assert storage.read_root_file(f"{csn_dir(mine[1])}/{INDEX}") is None
+    assert storage.read_root_file(f"{csn_dir(theirs)}/{INDEX}") == index_before  # A's, kept as A wrote it
+    assert report["foreign_files_kept"] == 2  # A's part file and A's manifest directory
     assert ids(a.read("sales.events")) == [1, 2, 3]
 
 
