@@ -247,6 +247,9 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
     horizon and running snapshot (`keep`), each table's newest kept; rows of transactions that ended
     before the window with nothing left, then the check reports of transactions whose row is gone."""
     keep = _keep_csn(rt, h, tables)
+    if not dry_run:  # first: a reader finding the rows gone already knows which answers went with them
+        with rt.catalog.write() as conn:
+            commit_log.note_purge_below(conn, keep)
     before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
     steps = [
         Purge("read_set", read_sets.of_ended_transactions(), read_sets.forget),

@@ -414,12 +414,14 @@ class Warehouse:
 
     def last_commit_csn(self, table: str, at: int | None = None) -> int | None:
         """The CSN of the latest readable commit that touched `table` (None if none); with `at`, the latest at
-        or below `at`: the commit whose version of the table a read at snapshot `at` sees."""
+        or below `at`: the commit whose version of the table a read at snapshot `at` sees (None also where
+        vacuum purged the history that would tell: below the retention horizon, at no tag holding `table`)."""
         with self.runtime.catalog.read() as conn:
             info = table_registry.get(conn, table)
             watermark = commit_log.readable_csn(conn, self.runtime.oracle)
-            limit = watermark if at is None else min(watermark, bounds.catalog_int(at, "at"))
-            return commit_log.last_commit_csn(conn, info.id, limit)
+            if at is None:
+                return commit_log.last_commit_csn(conn, info.id, watermark)
+            return commit_log.version_at(conn, info.id, min(watermark, bounds.catalog_int(at, "at")))
 
     def tables_read(self, tid: str, key: str | None = None, attempt: int | None = None) -> list[str]:
         """The tables transaction `tid` read through keyed handles (an Airflow task's `txn`, Spark reads through
