@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, update
 
-from airflow_txn.catalog import schema, tag_records
+from airflow_txn.catalog import meta_records, schema, tag_records
 from airflow_txn.oracle import CsnOracle
 
 _log = schema.commit_log.c
@@ -122,6 +122,33 @@ def last_commit_csn(conn: Connection, table_id: int, at_or_below: int) -> int | 
     stmt = select(func.max(_tc.csn)).where(_tc.table_id == table_id, _tc.csn <= at_or_below)
     value = conn.execute(stmt).scalar()
     return None if value is None else int(value)
+
+
+PURGED_BELOW_KEY = "table_commits_purged_below"
+"""The txn_meta key of the highest `keep` a vacuum purged table-commit rows below (purgeable_table_commits)."""
+
+
+def note_purge_below(conn: Connection, keep: int) -> None:
+    """Record, before purging, that table-commit rows below `keep` may go (the highest such `keep` stays)."""
+    found = meta_records.value(conn, PURGED_BELOW_KEY)
+    if found is None or int(found) < keep:
+        meta_records.put(conn, PURGED_BELOW_KEY, str(keep))
+
+
+def version_at(conn: Connection, table_id: int, at: int) -> int | None:
+    """`last_commit_csn` at snapshot `at` where the rows left answer it exactly; None where a purge may have
+    taken the answer: `at` below the newest row kept under the purge point, and no tag at exactly `at` holding
+    the table (whose row the purge keeps: purgeable_table_commits). Never an older commit's CSN the snapshot
+    did not show."""
+    found = last_commit_csn(conn, table_id, at)
+    purged = meta_records.value(conn, PURGED_BELOW_KEY)
+    if found is None or purged is None or at >= int(purged):
+        return found
+    newest_kept = last_commit_csn(conn, table_id, int(purged) - 1)
+    if newest_kept is None or at >= newest_kept:
+        return found
+    held = any(tag.csn == at and table_id in tag.table_ids for tag in tag_records.all_tags(conn))
+    return found if held else None
 
 
 def tables_of(conn: Connection, csn: int) -> list[int]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from airflow_txn.catalog import commit_log, part_records, table_registry
 from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import identity
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import StorageError
 from airflow_txn.model.results import (
@@ -91,17 +92,20 @@ def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) 
         format=FORMAT, version=VERSION, csn=csn,
         tables=[ManifestIndexEntry(table=m["table"], manifest=manifest_name(i), row_count=m["row_count"],
                                    file_count=m["file_count"]) for i, m in zip(infos, manifests, strict=True)],
+        warehouse_id=identity.warehouse_id(rt.catalog),
     )
     index_path = _write_json(rt, f"{target}/{INDEX}", index)  # last: a complete index names complete manifests
     return ManifestReport(csn=csn, directory=index_path.rpartition("/")[0], index=index_path, tables=written)
 
 
-def indexed_tables(rt: Runtime, directory: str) -> list[str] | None:
-    """The tables the index of a manifest directory (csn_dir) lists; None without a readable index."""
+def indexed_tables(rt: Runtime, directory: str) -> tuple[list[str], str | None] | None:
+    """The tables the index of a manifest directory (csn_dir) lists and the warehouse that wrote it (None: an
+    index written before indexes named it); None without a readable index."""
     try:
         index = json.loads(rt.storage.read_root_file(f"{directory}/{INDEX}") or b"")
-        return [str(entry["table"]) for entry in index["tables"]]
-    except (OSError, ValueError, KeyError, TypeError):
+        writer = index.get("warehouse_id")
+        return [str(entry["table"]) for entry in index["tables"]], None if writer is None else str(writer)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -315,7 +315,10 @@ def statement_of(txn: Transaction, key: str | None) -> staging.Statement:
 def run_statement(txn: Transaction, what: str, fn: Callable[[], T]) -> T:
     """Run `fn`, a step of a statement of `txn` described by `what`, under the failure rules (invariant
     9): an expired lease rolls the transaction back, a rejected input (_REJECTED) leaves it usable, any
-    other error (a conflict, a catalog or storage failure) marks it failed; the error is raised."""
+    other error (a conflict, a catalog or storage failure) marks it failed; the error is raised. A storage
+    root that is another warehouse's refuses the statement before it runs, the transaction left as it was
+    (invariant 11)."""
+    txn.warehouse._check_root()
     try:
         with logs.bind(tid=txn.tid):  # lines logged while the statement runs name the transaction
             return fn()

@@ -123,7 +123,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
     h = horizons(rt, window, store=not dry_run)
     with rt.catalog.read() as conn:
         tables = table_registry.all_tables(conn)
-    manifests_removed, manifests_refreshed = _tidy_manifests(rt, h, tables, dry_run, tick)
+    manifests_removed, manifests_refreshed, foreign_manifests = _tidy_manifests(rt, h, tables, dry_run, tick)
     removed, freed, kept, tagged = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
     orphans, orphan_bytes, foreign = _remove_orphans(rt, tables, window, dry_run, tick)
     purged = _purge_history(rt, h, tables, batch, dry_run, tick)
@@ -136,7 +136,7 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
         parts_removed=removed, orphan_dirs_removed=orphans, bytes_freed=freed + orphan_bytes,
         merge_sources_kept=kept, tagged_parts_kept=tagged,
         manifests_removed=manifests_removed, manifests_refreshed=manifests_refreshed,
-        rows_purged=purged, foreign_files_kept=foreign, dry_run=dry_run,
+        rows_purged=purged, foreign_files_kept=foreign + foreign_manifests, dry_run=dry_run,
     )
 
 
@@ -247,6 +247,9 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
     horizon and running snapshot (`keep`), each table's newest kept; rows of transactions that ended
     before the window with nothing left, then the check reports of transactions whose row is gone."""
     keep = _keep_csn(rt, h, tables)
+    if not dry_run:  # first: a reader finding the rows gone already knows which answers went with them
+        with rt.catalog.write() as conn:
+            commit_log.note_purge_below(conn, keep)
     before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
     steps = [
         Purge("read_set", read_sets.of_ended_transactions(), read_sets.forget),
@@ -309,12 +312,15 @@ def _purge(rt: Runtime, step: Purge, batch: int, dry_run: bool) -> int:
 
 # -- manifests --------------------------------------------------------------------------------------
 def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: bool,
-                    tick: Progress) -> tuple[int, int]:
+                    tick: Progress) -> tuple[int, int, int]:
     """Remove manifest dirs of a CSN below the horizon of a table they list (its files may go now);
-    rewrite kept ones whose part list no longer matches the catalog (a merge swapped parts out)."""
+    rewrite kept ones whose part list no longer matches the catalog (a merge swapped parts out). Only this
+    warehouse's: a dir whose index names another writer (or none) is kept and counted (invariant 11).
+    Returns (removed, refreshed, kept as not provably this warehouse's)."""
     entries = rt.storage.root_entries(manifests.MANIFEST_DIR)
     if not entries:
-        return 0, 0
+        return 0, 0, 0
+    owner = identity.warehouse_id(rt.catalog)
     by_name = {t.name.qualified: t for t in tables}
     with rt.catalog.read() as conn:  # only merges rewrite what a snapshot's manifest lists
         last_merge = compaction_records.last_merge_times(conn)
@@ -322,10 +328,14 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
     dirs = sorted(f"{manifests.MANIFEST_DIR}/{name}" for name, is_file, _ in entries
                   if not is_file and name.startswith("csn-"))
     removed = refreshed = 0
+    foreign: list[str] = []
     for index, directory in enumerate(dirs):
         tick("manifests", index, len(dirs))
-        verdict = _manifest_verdict(rt, h, by_name, last_merge, tagged, directory)
+        verdict = _manifest_verdict(rt, h, by_name, last_merge, tagged, directory, owner)
         if verdict is None:
+            continue
+        if verdict == "foreign":
+            foreign.append(directory)
             continue
         if verdict == "remove":
             removed += 1
@@ -334,24 +344,33 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
         else:
             refreshed += 1
             if not dry_run:
-                manifests.write_manifests(rt, _csn_of(directory) or 0, sorted(_listed(rt, directory) or []))
+                listed = _listed(rt, directory)
+                manifests.write_manifests(rt, _csn_of(directory) or 0, sorted(listed[0] if listed else []))
     tick("manifests", len(dirs), len(dirs))
-    return removed, refreshed
+    if foreign:
+        log.warning("vacuum kept %d manifest director(ies) of storage root %s that this warehouse cannot prove are "
+                    "its own (their index names another warehouse, or none): %s%s", len(foreign), rt.storage.uri,
+                    ", ".join(foreign[:FOREIGN_SHOWN]), " ..." if len(foreign) > FOREIGN_SHOWN else "")
+    return removed, refreshed, len(foreign)
 
 
 def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], last_merge: dict[int, float],
-                      tagged: set[tuple[int, int]], directory: str) -> str | None:
-    """"remove", "refresh" or None (keep as it is). Removed when a table it lists is gone, or its CSN is
+                      tagged: set[tuple[int, int]], directory: str, owner: str) -> str | None:
+    """"remove", "refresh", "foreign" (written by another warehouse than `owner`, or by code before indexes
+    named their writer: kept) or None (keep as it is). Removed when a table it lists is gone, or its CSN is
     below that table's horizon and no tag at that CSN holds it (`tagged`: D18). A table's manifest written
     after its last merge (by more than the clock margin) is current; others are compared with the catalog."""
     csn = _csn_of(directory)
     if csn is None:
         return None
-    listed = _listed(rt, directory)
+    indexed = _listed(rt, directory)
     written = {name: mtime for name, _, mtime in rt.storage.root_entries(directory)}
-    if listed is None:  # no index: a writer died before its last file (or is writing it now)
+    if indexed is None:  # no index: a writer died before its last file (or is writing it now); nothing complete
         newest = max((m for m in written.values() if m is not None), default=None)
         return "remove" if newest is None or time.time() - newest > ORPHAN_GRACE_SECONDS else None
+    listed, writer = indexed
+    if writer != owner:
+        return "foreign"
     infos = [by_name.get(name) for name in listed]
     if any(info is None or (csn < h.of(info.id) and (csn, info.id) not in tagged) for info in infos):
         return "remove"
@@ -370,7 +389,7 @@ def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], l
     return None
 
 
-def _listed(rt: Runtime, directory: str) -> list[str] | None:
+def _listed(rt: Runtime, directory: str) -> tuple[list[str], str | None] | None:
     return manifests.indexed_tables(rt, directory)
 
 

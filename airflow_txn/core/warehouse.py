@@ -126,6 +126,7 @@ class Warehouse:
         self.runtime = runtime
         self._warehouse_id: str | None = None
         self._created = False
+        self._root_checked = False
         """Catalog and root made sure of by this object's first writing call (init, create_table, begin)."""
         self._publisher: Publisher | None = None
 
@@ -194,6 +195,16 @@ class Warehouse:
         self._create()
         ownership.claim(self.runtime, self.warehouse_id)  # RootOwnedError: another warehouse's root (invariant 11)
         self._created = True
+
+    def _check_root(self) -> None:
+        """RootOwnedError when the storage root is another warehouse's (or newer than this catalog): what every
+        write checks once per Warehouse object before it writes (invariant 11), also a write that is no first
+        write here: a statement of a transaction attached from another process, a compaction, a manifest.
+        Claims nothing (init does, on the first write of the warehouse)."""
+        if self._created or self._root_checked:
+            return
+        ownership.check(self.runtime, self.warehouse_id)
+        self._root_checked = True
 
     def _create(self) -> None:
         self.runtime.storage.ensure()  # the root (or the bucket check) first: a bad root creates no catalog
@@ -378,6 +389,7 @@ class Warehouse:
         """Write JSON manifests of snapshot `csn` (None: the watermark) under <root>/.manifests; see MANIFESTS.md.
         With `tag`, of the tag's snapshot (`tables` None: every table it holds). A CSN below the retention
         horizon is written only where tags at exactly that CSN hold the tables below it (D18)."""
+        self._check_root()
         if tag is not None:
             if csn is not None:
                 raise InvalidArgumentError(f"write a manifest at csn {csn} or at tag {tag!r}, not both")
@@ -405,12 +417,14 @@ class Warehouse:
 
     def last_commit_csn(self, table: str, at: int | None = None) -> int | None:
         """The CSN of the latest readable commit that touched `table` (None if none); with `at`, the latest at
-        or below `at`: the commit whose version of the table a read at snapshot `at` sees."""
+        or below `at`: the commit whose version of the table a read at snapshot `at` sees (None also where
+        vacuum purged the history that would tell: below the retention horizon, at no tag holding `table`)."""
         with self.runtime.catalog.read() as conn:
             info = table_registry.get(conn, table)
             watermark = commit_log.readable_csn(conn, self.runtime.oracle)
-            limit = watermark if at is None else min(watermark, bounds.catalog_int(at, "at"))
-            return commit_log.last_commit_csn(conn, info.id, limit)
+            if at is None:
+                return commit_log.last_commit_csn(conn, info.id, watermark)
+            return commit_log.version_at(conn, info.id, min(watermark, bounds.catalog_int(at, "at")))
 
     def tables_read(self, tid: str, key: str | None = None, attempt: int | None = None) -> list[str]:
         """The tables transaction `tid` read through keyed handles (an Airflow task's `txn`, Spark reads through
@@ -531,6 +545,7 @@ class Warehouse:
         to `target_file_bytes`, each merge a transaction of its own that no snapshot notices and that
         yields to any user transaction touching its parts (docs/COMPACTION.md). `writer` replaces the
         pyarrow writer (the Spark variant). Returns groups, merged, yielded, parts and bytes before/after."""
+        self._check_root()
         return compaction.compact(self.runtime, table, partitions, target_file_bytes, min_parts, progress, writer)
 
     def set_retention(self, table: str, seconds: float | None = None,

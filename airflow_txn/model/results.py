@@ -325,6 +325,8 @@ class ManifestIndex(TypedDict):
     version: int
     csn: int
     tables: list[ManifestIndexEntry]
+    warehouse_id: str
+    """The warehouse that wrote it: vacuum removes or rewrites only its own (docs/DESIGN.md, invariant 11)."""
 
 
 # -- the CLI ------------------------------------------------------------------------------------------------------

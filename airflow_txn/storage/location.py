@@ -182,7 +182,7 @@ def _s3_filesystem(options: Mapping[str, str], connect_timeout: float) -> tuple[
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise InvalidArgumentError(f"S3 endpoint {endpoint!r} is not an http(s)://host[:port] URL")
+            raise InvalidArgumentError(f"S3 endpoint {mask_secrets(endpoint)!r} is not an http(s)://host[:port] URL")
         kwargs.update(endpoint_override=parts.netloc + parts.path.rstrip("/"), scheme=parts.scheme)
     key_id, secret = options.get("access_key_id"), options.get("secret_access_key")
     if (key_id is None) != (secret is None):
@@ -200,7 +200,7 @@ def _s3_filesystem(options: Mapping[str, str], connect_timeout: float) -> tuple[
     if virtual not in _TRUE + _FALSE:
         raise InvalidArgumentError(f"storage option force_virtual_addressing must be true or false, got {virtual!r}")
     kwargs["force_virtual_addressing"] = virtual in _TRUE
-    where = f"endpoint {endpoint}" if endpoint else "AWS endpoint"
+    where = f"endpoint {mask_secrets(endpoint)}" if endpoint else "AWS endpoint"  # userinfo, ?token= masked
     return pafs.S3FileSystem(**kwargs), f"{where}, region {region or 'from the AWS SDK'}, {credentials}"
 
 

@@ -21,6 +21,7 @@ from airflow_txn.errors import InvalidNameError, StorageError
 from airflow_txn.model.names import check_components
 from airflow_txn.model.partitioning import partition_path
 from airflow_txn.model.parts import StoredEntry
+from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.storage.root import (
     LONGEST_PART_NAMES,
     PART_FILE_RE,
@@ -46,7 +47,8 @@ class ObjectStoreRoot(Storage):
         try:
             found = self.fs.get_file_info(bucket)
         except OSError as exc:
-            raise StorageError(f"storage root {self.location.describe()} is not reachable: {exc}") from exc
+            raise StorageError(f"storage root {self.location.describe()} is not reachable: "
+                               f"{mask_secrets(str(exc))}") from exc
         if found.type == pafs.FileType.NotFound:
             raise StorageError(f"storage root {self.uri}: bucket {bucket!r} does not exist (or these credentials "
                                f"cannot see it; {self.location.credentials}): create it first")

@@ -17,9 +17,10 @@ from airflow_txn.cli import doctor
 from airflow_txn.cli import main as cli_main
 from airflow_txn.core import ownership, vacuum
 from airflow_txn.core.config import WarehouseConfig
+from airflow_txn.core.manifests import INDEX, csn_dir
 from airflow_txn.errors import RootOwnedError
 from airflow_txn.storage.root import Storage
-from tests.helpers import events, ids, make_tables
+from tests.helpers import accounts, events, ids, make_tables, storage_files
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
@@ -93,6 +94,32 @@ def test_whatever_either_vacuum_does_no_committed_row_is_lost(
     assert ids(a.read("sales.events")) == [1, 2, 3]
 
 
+def test_vacuum_keeps_the_manifests_another_warehouse_wrote(
+        shared_root: str, tmp_path: Path, opened: list[Warehouse], no_grace: None) -> None:
+    """Manifests (<root>/.manifests/csn-N) are files too: B's vacuum on a root A wrote before markers existed
+    removed A's manifest directory as its own (the same table names, a CSN below B's horizon). An index names the
+    warehouse that wrote it; vacuum removes or rewrites only its own and counts the others as kept."""
+    a = _open(opened, tmp_path / "a.db", shared_root)
+    make_tables(a)
+    theirs = _commit(a, [1, 2, 3])
+    a.write_manifest(csn=theirs)
+    storage = a.runtime.storage
+    index_before = storage.read_root_file(f"{csn_dir(theirs)}/{INDEX}")
+    assert index_before is not None
+    storage.fs.delete_file(storage.root_path(ownership.MARKER))  # a root made before markers
+    b = _open(opened, tmp_path / "b.db", shared_root)
+    make_tables(b)
+    mine = [_commit(b, rows) for rows in ([7], [8], [9])]
+    assert theirs not in mine[1:]
+    b.write_manifest(csn=mine[1])
+    report = b.vacuum(retention_seconds=0)
+    assert report["manifests_removed"] == 1  # its own, below its horizon
+    assert storage.read_root_file(f"{csn_dir(mine[1])}/{INDEX}") is None
+    assert storage.read_root_file(f"{csn_dir(theirs)}/{INDEX}") == index_before  # A's, kept as A wrote it
+    assert report["foreign_files_kept"] == 2  # A's part file and A's manifest directory
+    assert ids(a.read("sales.events")) == [1, 2, 3]
+
+
 def test_default_roots_follow_the_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           opened: list[Warehouse]) -> None:
     home = tmp_path / "home"
@@ -110,6 +137,81 @@ def test_default_roots_follow_the_catalog(tmp_path: Path, monkeypatch: pytest.Mo
         make_tables(wh)
         _commit(wh, rows)
     assert ids(a.read("sales.events")) == [1, 2, 3] and ids(b.read("sales.events")) == [9]
+
+
+def test_two_catalogs_given_no_root_never_lose_a_row_whatever_either_vacuum_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opened: list[Warehouse], no_grace: None) -> None:
+    """The default-root case of the issue: two catalogs opened with no root. New catalogs get a root each; two
+    catalogs of an earlier release, which both wrote to the one default root of those releases (no marker, no
+    root recorded), reopen it and meet there: neither vacuum deletes the other's files, the first write claims
+    the root and the other is refused (its reads go on)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("AIRFLOW_TXN_HOME", str(home))
+    monkeypatch.delenv("AIRFLOW_TXN_ROOT", raising=False)
+    a, b = _open(opened, tmp_path / "a.db"), _open(opened, tmp_path / "b.db")
+    for wh, rows in ((a, [1, 2, 3]), (b, [9])):
+        make_tables(wh)
+        _commit(wh, rows)
+    assert a.config.root != b.config.root
+    for wh in (a, b, a):
+        assert wh.vacuum(retention_seconds=0)["foreign_files_kept"] == 0
+    assert ids(a.read("sales.events")) == [1, 2, 3] and ids(b.read("sales.events")) == [9]
+
+    old_default = str(home / "warehouse")  # earlier releases: this root whatever the catalog
+    for name, rows in (("c.db", [1, 2, 3]), ("d.db", [7])):
+        wh = _open(opened, tmp_path / name, old_default)
+        make_tables(wh)
+        _commit(wh, rows)
+        with wh.runtime.catalog.write() as conn:  # as a catalog of an earlier release: no root recorded
+            from airflow_txn.catalog import schema
+
+            conn.execute(schema.meta.delete().where(schema.meta.c.key == ownership.ROOT_KEY))
+        (home / "warehouse" / ownership.MARKER).unlink()  # nor a marker
+        wh.close()
+    c, d = _open(opened, tmp_path / "c.db"), _open(opened, tmp_path / "d.db")
+    assert c.config.root == d.config.root == old_default
+    for wh in (d, c, d):  # the root is nobody's yet: each vacuum keeps the other's file, and says so
+        assert wh.vacuum(retention_seconds=0)["foreign_files_kept"] == 1
+    assert ids(c.read("sales.events")) == [1, 2, 3] and ids(d.read("sales.events")) == [7]
+    _commit(c, [4], day="2024-01-02")  # c's first write claims the root
+    with pytest.raises(RootOwnedError, match="adopt-root") as refused:
+        _commit(d, [8])
+    assert c.warehouse_id in str(refused.value) and d.warehouse_id in str(refused.value)
+    with pytest.raises(RootOwnedError):
+        d.vacuum(retention_seconds=0)
+    assert c.vacuum(retention_seconds=0)["foreign_files_kept"] == 1
+    assert ids(c.read("sales.events")) == [1, 2, 3, 4] and ids(d.read("sales.events")) == [7]
+
+
+def test_every_write_to_another_warehouse_s_root_is_refused(
+        shared_root: str, tmp_path: Path, opened: list[Warehouse]) -> None:
+    """Not only a Warehouse's begin and create_table: a write of a transaction attached in another process (an
+    Airflow task), a compaction and a manifest written by a process given another warehouse's root are refused
+    before anything is written there, the transaction left usable."""
+    a = _open(opened, tmp_path / "a.db", shared_root)
+    make_tables(a)
+    committed = _commit(a, [1, 2, 3])
+    a_manifests = a.write_manifest()
+    b = _open(opened, tmp_path / "b.db", str(tmp_path / "b-root"))
+    make_tables(b)
+    for rows in ([7], [8]):
+        _commit(b, rows)
+    t = b.begin()
+    astray = _open(opened, tmp_path / "b.db", shared_root)  # b's catalog, a's root: a misconfigured worker
+    before = storage_files(shared_root)
+    for write in (lambda: astray.attach(t.tid).append("sales.events", events([5])),
+                  lambda: astray.attach(t.tid).overwrite("sales.accounts", accounts({5: 50})),
+                  lambda: astray.compact("sales.events"),
+                  lambda: astray.write_manifest()):
+        with pytest.raises(RootOwnedError) as refused:
+            write()
+        assert a.warehouse_id in str(refused.value) and b.warehouse_id in str(refused.value)
+    assert storage_files(shared_root) == before
+    assert t.state == "active"
+    t.append("sales.events", events([6]))
+    t.commit()
+    assert ids(b.read("sales.events")) == [6, 7, 8]
+    assert ids(a.read("sales.events")) == [1, 2, 3] and a.write_manifest()["csn"] == a_manifests["csn"] == committed
 
 
 def test_a_catalog_made_before_roots_were_claimed_keeps_its_old_default_root(

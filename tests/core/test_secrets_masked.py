@@ -8,15 +8,29 @@ warehouse, a storage root that carries settings; never a mock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from airflow_txn import Warehouse
+from airflow_txn import Warehouse, errors
 from airflow_txn.catalog.database import safe_url
 from airflow_txn.core.adapter import masked_url
 from airflow_txn.core.config import WarehouseConfig
-from airflow_txn.errors import CatalogUnavailableError, InvalidArgumentError, WarehouseNotFoundError
+from airflow_txn.errors import (
+    CatalogBusyError,
+    CatalogReadOnlyError,
+    CatalogTooNewError,
+    CatalogUnavailableError,
+    CatalogUpgradeRequiredError,
+    InvalidArgumentError,
+    MissingDependencyError,
+    PublishError,
+    SparkConnectUnavailableError,
+    StorageError,
+    TxnError,
+    WarehouseNotFoundError,
+)
 from airflow_txn.model.secrets import mask_secrets
 from tests.harness.ports import free_port
 
@@ -124,3 +138,145 @@ def test_an_oracle_spec_carrying_a_secret_is_refused_without_showing_it(oracle: 
     with pytest.raises(TxnError) as info:
         kind_of(oracle).parse(oracle)
     assert SECRET not in str(info.value)
+
+
+# -- every error type that names a URL, walked ----------------------------------------------------------------------
+# Each type of airflow_txn.errors is in one of three lists: provoked here for real with a secret in every place its
+# message could show one (PROVOKED), provoked elsewhere (WALKED_ELSEWHERE: it needs pyspark), or naming no URL at
+# all (NAMES_NO_URL, with what it names instead). A new error type fails test_every_error_type_is_walked until it
+# is placed.
+def _sqlite(tmp_path: Path, query: str = "") -> str:
+    return f"sqlite:///{tmp_path / 'c.db'}{query}"
+
+
+def _made(tmp_path: Path) -> str:
+    url = _sqlite(tmp_path)
+    with Warehouse.open(catalog=url, root=tmp_path / "wh") as wh:
+        wh.init()
+    return url
+
+
+def _busy(tmp_path: Path) -> None:
+    import sqlite3
+
+    _made(tmp_path)
+    other = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with Warehouse.open(catalog=_sqlite(tmp_path, f"?timeout=0.2&password={SECRET}"), root=tmp_path / "wh") as wh:
+            wh.begin()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def _read_only(tmp_path: Path) -> None:
+    _made(tmp_path)
+    url = f"sqlite:///file:{tmp_path / 'c.db'}?mode=ro&uri=true&password={SECRET}"
+    with Warehouse.open(catalog=url, root=tmp_path / "wh") as wh:
+        wh.begin()
+
+
+def _too_new(tmp_path: Path) -> None:
+    from tests.core.test_versions import future_catalog
+
+    future_catalog(_sqlite(tmp_path), min_client=None)
+    Warehouse.open(catalog=_sqlite(tmp_path, f"?password={SECRET}"), root=tmp_path / "wh")
+
+
+def _too_old(tmp_path: Path) -> None:
+    from tests.core.test_versions import catalog_at
+
+    catalog_at(_sqlite(tmp_path), "schema_v4")
+    Warehouse.open(catalog=_sqlite(tmp_path, f"?password={SECRET}"), root=tmp_path / "wh")
+
+
+def _unreachable_catalog(tmp_path: Path) -> None:
+    url = f"postgresql+psycopg://etl:{SECRET}@127.0.0.1:{free_port()}/catalog?password={SECRET}"
+    Warehouse.open(catalog=url, root=tmp_path / "wh", connect_timeout=1)
+
+
+def _missing_warehouse(tmp_path: Path) -> None:
+    with Warehouse.open(catalog=_sqlite(tmp_path, f"?password={SECRET}"), root=tmp_path / "wh") as wh:
+        wh.tables()
+
+
+def _missing_driver(tmp_path: Path) -> None:
+    Warehouse.open(catalog=f"mysql+pymysql://etl:{SECRET}@127.0.0.1/catalog?password={SECRET}", root=tmp_path / "wh")
+
+
+def _bad_endpoint(tmp_path: Path) -> None:
+    Warehouse.open(catalog=_sqlite(tmp_path), root="s3://bucket/wh",
+                   storage_options={"endpoint_url": f"ftp://key:{SECRET}@store.example/?token={SECRET}"})
+
+
+def _unreachable_store(tmp_path: Path) -> None:
+    endpoint = f"http://key:{SECRET}@127.0.0.1:{free_port()}/?token={SECRET}"
+    with Warehouse.open(catalog=_sqlite(tmp_path), root="s3://bucket/wh", connect_timeout=2,
+                        storage_options={"endpoint_url": endpoint, "access_key_id": "AK",
+                                         "secret_access_key": SECRET}) as wh:
+        wh.init()
+
+
+def _bad_oracle(tmp_path: Path) -> None:
+    Warehouse.open(catalog=_made(tmp_path), root=tmp_path / "wh", oracle=f"zookeeper://etl:{SECRET}@zk1:2181/txn")
+
+
+def _unreachable_iceberg_catalog(tmp_path: Path) -> None:
+    iceberg = {"type": "sql", "uri": f"postgresql+psycopg://etl:{SECRET}@127.0.0.1:{free_port()}/x?password={SECRET}"}
+    with Warehouse.open(catalog=_made(tmp_path), root=tmp_path / "wh", publish="iceberg", iceberg_catalog=iceberg,
+                        connect_timeout=1) as wh:
+        wh.iceberg_catalog()
+
+
+PROVOKED: dict[type[Exception], Callable[[Path], None]] = {
+    TxnError: _bad_oracle,
+    CatalogBusyError: _busy,
+    CatalogReadOnlyError: _read_only,
+    CatalogTooNewError: _too_new,
+    CatalogUpgradeRequiredError: _too_old,
+    CatalogUnavailableError: _unreachable_catalog,
+    WarehouseNotFoundError: _missing_warehouse,
+    MissingDependencyError: _missing_driver,
+    InvalidArgumentError: _bad_endpoint,
+    StorageError: _unreachable_store,
+    PublishError: _unreachable_iceberg_catalog,
+}
+WALKED_ELSEWHERE = {
+    SparkConnectUnavailableError: "tests/airflow/test_spark_connect.py::"
+                                  "test_an_unreachable_spark_connect_server_fails_the_session_within_the_bound_naming_it",
+}
+NAMES_NO_URL = {
+    # a root, which never holds a secret (one carrying settings is refused: the test above), and the warehouse ids
+    errors.RootOwnedError: "root",
+    # the hosts of a ZooKeeper spec, which never holds a secret (refused when parsed: the test above)
+    errors.OracleUnavailableError: "spec",
+    errors.CatalogVersionError: "subclasses",  # raised only as CatalogTooNewError / CatalogUpgradeRequiredError
+    errors.ConnectionNotFoundError: "connection ids",
+    **dict.fromkeys((errors.SerializationError, errors.MergedAwayError, errors.StaleAttemptError,
+                     errors.RetryConflictError, errors.InvalidatedKeysError, errors.TransactionClosedError,
+                     errors.TransactionNotFoundError, errors.TableNotFoundError, errors.TableNotInTagError,
+                     errors.TagNotFoundError, errors.TagExistsError, errors.TableExistsError,
+                     errors.SchemaMismatchError, errors.UnsupportedTypeError, errors.LeaseExpiredError,
+                     errors.InvalidNameError, errors.SnapshotTooOldError, errors.WaitTimeoutError,
+                     errors.CheckError), "tids, tables, tags, keys, values"),
+}
+
+
+def test_every_error_type_is_walked() -> None:
+    types = {t for t in vars(errors).values() if isinstance(t, type) and issubclass(t, TxnError)}
+    placed = [*PROVOKED, *WALKED_ELSEWHERE, *NAMES_NO_URL]
+    assert len(placed) == len(set(placed)) and set(placed) == types, set(placed) ^ types
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.filterwarnings("ignore:Query string argument:sqlalchemy.exc.SAWarning")  # pysqlite ignores it
+@pytest.mark.parametrize("error", list(PROVOKED), ids=lambda t: t.__name__)
+def test_every_error_type_that_names_a_url_never_shows_its_secret(error: type[Exception], tmp_path: Path) -> None:
+    with pytest.raises(error) as info:
+        PROVOKED[error](tmp_path)
+    assert type(info.value) is error, info.value
+    shown = f"{info.value} {info.value!r} {info.value.args!r}"
+    assert SECRET not in shown, shown
+    if error is not PublishError:  # which names the Iceberg catalog by its name, and what the driver said
+        assert "***" in shown, shown  # the URL is named, masked

@@ -113,6 +113,25 @@ def test_the_lineage_version_of_a_tagged_snapshot_stays_its_csn_after_vacuum(wh:
         assert wh.last_commit_csn(EV, at=tagged) is None  # no tag keeps it now: the history is gone
 
 
+def test_the_version_at_a_purged_snapshot_no_tag_holds_is_unknown_never_a_wrong_one(wh: Warehouse) -> None:
+    """After vacuum purged the history between a tag and the horizon, `last_commit_csn(table, at=<a CSN in
+    between>)` answered with the tagged commit's CSN (the only row left below), a version the snapshot never
+    showed. It says None (unknown) there now; at the tag and at any readable snapshot it stays exact."""
+    make_tables(wh)
+    tagged = commit_writes(wh, ("append", EV, events([1])))
+    wh.tag("first", csn=tagged, tables=[EV])
+    between = commit_writes(wh, ("append", EV, events([2])))
+    newest_below = commit_writes(wh, ("append", EV, events([3])))
+    commit_writes(wh, ("append", AC, accounts({1: 10})))
+    assert wh.last_commit_csn(EV, at=between) == between
+    sql_oracle = wh.runtime.oracle.external_log is None  # ZooKeeper's log keeps its records' history longer
+    wh.vacuum(retention_seconds=0)
+    assert wh.last_commit_csn(EV, at=between) in ((None,) if sql_oracle else (None, between))
+    assert wh.last_commit_csn(EV, at=tagged) == tagged
+    assert wh.last_commit_csn(EV, at=wh.readable_csn()) == newest_below
+    assert wh.last_commit_csn(EV) == newest_below
+
+
 def test_airflow_txn_manifest_at_a_tag(wh: Warehouse, catalog_url: str, root: Any,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     make_tables(wh)
