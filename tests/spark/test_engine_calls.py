@@ -15,6 +15,8 @@ test_engine_plans.py (tests/core) keeps the engines to the names of the plans; t
 from __future__ import annotations
 
 import functools
+import importlib
+import pkgutil
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
+import airflow_txn.spark
 import airflow_txn.spark as txn_spark
 from airflow_txn import Warehouse
 from airflow_txn.core import adapter
@@ -59,6 +62,8 @@ def _counting(seen: list[str], name: str, fn: Callable[..., Any]) -> Callable[..
 def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The engine's calls into the core's steps, in order (clear it before the statement measured)."""
     seen: list[str] = []
+    for found in pkgutil.walk_packages(airflow_txn.spark.__path__, "airflow_txn.spark."):
+        importlib.import_module(found.name)  # loaded lazily otherwise: its names bound after the patch
     for name in STEPS:
         original = getattr(adapter, name)
         for module in list(sys.modules.values()):
