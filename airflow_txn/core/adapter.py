@@ -1,7 +1,8 @@
 """The adapter interface: what an engine adapter (the Spark layer, the Airflow layer, and those to come)
 may call on the core besides the public handles. docs/ARCHITECTURE.md, "The adapter interface" and "The two
 plans", says how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it, and
-tests/core/test_engine_plans.py keeps spark/ and checks/ to the two plans (open_write, plan_read).
+tests/core/test_engine_plans.py keeps spark/ and checks/ to the two plans (open_write and open_compaction,
+plan_read), tests/spark/test_engine_calls.py each Spark path to at most 3 calls into them.
 
     table_view(wh, table)                           TableView: name, Arrow schema, partition columns, location
     stored_table(wh, table)                         StoredTable: the same for an engine writing and reading
@@ -16,12 +17,17 @@ tests/core/test_engine_plans.py keeps spark/ and checks/ to the two plans (open_
                                                     may write, the key's fence); picklable and as JSON, so an
                                                     engine's driver and executors carry it
         .new_write_dir  .discard  .file_tags        where the engine writes,
-        .replacing(ids)                             a rewrite's choice among .visible,
+        .replacing(ids, writer=)                    a rewrite's choice among .visible (with `writer`, and its
+                                                    write dir: .write_dir), .read_plan(parts) what it rewrites,
         .check_written  .commit(written)            the stray-partition check, then registering the files
                                                     (WrittenPart) with the read set in ONE catalog transaction,
                                                     all under the transaction's failure rules
-    merge_writer(write)                             the hook Warehouse.compact(writer=...) takes, with
-                                                    `write(MergeTask) -> WrittenPart` writing each merge
+    open_compaction(wh, table, partitions=, ...)    CompactionPlan: the merges compaction makes, planned as
+        .table  .merges  .run(write)                Warehouse.compact plans them; `run` runs and swaps each
+                                                    (compaction.run, the core's own compaction's steps) with
+                                                    `write(MergePlan) -> WrittenPart` writing its part:
+        MergePlan .sources .replaces .read_plan     what the merge replaces and reads,
+            .new_write_dir .discard .statement .tags    where its part goes
     the values adapters pass on: transaction states, Isolation, LabelFilter, DEFAULT_TARGET_FILE_BYTES,
     check_lease_seconds, check_csn, check_compaction_options; MergedAwayError (and every error of airflow_txn.errors)
 
@@ -50,8 +56,8 @@ from airflow_txn.catalog.database import safe_url
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
-from airflow_txn.core import bounds, crashpoints, reading, staging, transaction
-from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress, Writer
+from airflow_txn.core import bounds, compaction, crashpoints, reading, staging, transaction
+from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
@@ -68,6 +74,7 @@ from airflow_txn.model.partitioning import (
     split_by_partition,
 )
 from airflow_txn.model.parts import WrittenPart
+from airflow_txn.model.results import CompactionReport
 from airflow_txn.model.schema_check import conform
 from airflow_txn.storage import location
 from airflow_txn.storage.location import parse_storage_options
@@ -81,9 +88,10 @@ __all__ = [
     "OVERWRITE",
     "REWRITE",
     "ROLLED_BACK",
+    "CompactionPlan",
     "Isolation",
     "LabelFilter",
-    "MergeTask",
+    "MergePlan",
     "MergeWrite",
     "MergedAwayError",
     "PartView",
@@ -93,14 +101,13 @@ __all__ = [
     "TableView",
     "WriteDir",
     "WritePlan",
-    "Writer",
     "WrittenPart",
     "check_compaction_options",
     "check_csn",
     "check_lease_seconds",
     "masked_url",
-    "merge_writer",
     "new_statement_id",
+    "open_compaction",
     "open_root",
     "open_write",
     "parse_storage_options",
@@ -441,7 +448,7 @@ def open_write(txn: Transaction, table: str, mode: WriteMode | WriteModeName = A
     info, decided = found
     return WritePlan(_stored(txn.warehouse, info), stmt.tid, stmt.snapshot, txn.isolation.value, stmt.key,
                      stmt.attempt, mode, described, new_statement_id(), decided.removals, decided.scanned,
-                     decided.allowed, tuple(_part(r) for r in decided.visible), txn)
+                     decided.allowed, tuple(_part(r) for r in decided.visible), _txn=txn)
 
 
 @dataclass(frozen=True)
@@ -470,6 +477,8 @@ class WritePlan:
     """The partition keys it may write (an overwrite of listed partitions); None: any."""
     visible: tuple[PartView, ...] = ()
     """A REWRITE not chosen yet: the parts the statement sees (choose with `replacing`); never in to_json."""
+    write_dir: WriteDir | None = None
+    """The write dir `replacing(ids, writer=...)` made for the engine's files by path; never in to_json."""
     _txn: Transaction | None = field(default=None, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[Any, ...]:  # the handle (a warehouse and its catalog) stays in this process
@@ -501,14 +510,24 @@ class WritePlan:
         """What each part file the engine writes records of itself (StoredTable.write_parts' tags)."""
         return {"tid": self.tid, "key": self.key, "writer": writer, "statement": self.statement}
 
-    def replacing(self, ids: Sequence[int]) -> WritePlan:
+    def replacing(self, ids: Sequence[int], writer: str | None = None) -> WritePlan:
         """A REWRITE that replaces the parts `ids`, chosen among `visible`: SerializationError (a conflict: the
-        transaction fails) when another transaction holds one; MergedAwayError for one not visible."""
+        transaction fails) when another transaction holds one; MergedAwayError for one not visible. With `writer`
+        and some `ids`, the plan also carries a new write dir (`write_dir`, as new_write_dir(writer) makes it) for
+        the rewritten parts an engine writes by path: the choice and the place in one step."""
         if self.mode != REWRITE:
             raise InvalidNameError(f"only a rewrite chooses the parts it replaces, not {self.mode.value!r}")
         holders = {p.id: p.locked_by for p in self.visible}
         decided = self.run(lambda: staging.replace_parts(self.tid, holders, ids))
-        return replace(self, removals=decided.removals, scanned=decided.scanned, visible=())
+        chosen = replace(self, removals=decided.removals, scanned=decided.scanned, visible=())
+        if writer is None or not decided.removals:
+            return chosen
+        return replace(chosen, write_dir=chosen.new_write_dir(writer))
+
+    def read_plan(self, parts: Sequence[PartView]) -> ReadPlan:
+        """Exactly `parts` (some of `visible`) in the statement's view, for an engine reading the rows it rewrites
+        through the read plan: the statement's scan, which its commit records (nothing is recorded here)."""
+        return ReadPlan(self.table, tuple(parts), self.snapshot, self.tid)
 
     def with_statement(self, statement: str) -> WritePlan:
         """The plan with its files named after statement id `statement` (16 hex digits; new_statement_id) instead."""
@@ -608,35 +627,86 @@ def _merged_away_of(fn: Callable[[], T]) -> tuple[MergedAwayError | None, T | No
 
 
 # -- compaction ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class MergeTask:
-    """One merge Warehouse.compact hands a merge writer (merge_writer): write exactly the rows of
-    `sources` into one new part, in a write dir of the merge (new_write_dir)."""
+@dataclass(frozen=True)
+class CompactionPlan:
+    """A compaction as the core planned it (open_compaction): the table, and the merges `run` makes, each written
+    by the engine's `write(MergePlan) -> WrittenPart` and swapped in by the core (compaction.run: each merge a
+    transaction of its own, its lease kept alive, the swap at the sources' CSN, a yield to any user transaction
+    that took a source, a part with another row count refused: docs/COMPACTION.md)."""
+
+    table: StoredTable
+    merges: int
+    """How many merges `run` makes (groups of small parts)."""
+    _prepared: compaction.Prepared = field(repr=False, compare=False)
+    _rt: Runtime = field(repr=False, compare=False)
+
+    def run(self, write: MergeWrite, progress: Progress | None = None) -> CompactionReport:
+        """Every merge, `write` writing its part; returns the report Warehouse.compact returns."""
+        def writer(rt: Runtime, job: MergeJob) -> WrittenPart:
+            return write(MergePlan(job.tid, self.table, _part_views(job.group.sources), job, rt))
+
+        return compaction.run(self._rt, self._prepared, writer, progress)
+
+
+def open_compaction(wh: Warehouse, table: str, partitions: Sequence[Mapping[str, Any]] | None = None,
+                    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2) -> CompactionPlan:
+    """The merges compacting `table` (of the listed partitions; None: all) would make, planned by the core as
+    Warehouse.compact plans them (compaction.prepare): InvalidArgumentError for bad options, TableNotFoundError,
+    TxnError for a listed partition with no visible parts; nothing changes until `run`."""
+    prepared = compaction.prepare(wh.runtime, table, partitions, target_file_bytes, min_parts)
+    return CompactionPlan(_stored(wh, prepared.table), len(prepared.groups), prepared, wh.runtime)
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """One merge as the core decided it (CompactionPlan.run hands it to the engine's write): the table, the parts it
+    replaces and the rows it must hold; the engine writes exactly the rows of `sources` into one new part of the
+    partition (a write dir of the merge, new_write_dir; or ONE plain file through `table`, named by `statement`
+    and tagged `tags`) and returns it; the core swaps it in."""
 
     tid: str
     """The merge's own transaction."""
-    name: str
-    """The table's qualified name (stored_table(wh, name): the table for an engine writing through the root's
-    filesystem, on any root)."""
-    partition_key: str
+    table: StoredTable
     sources: tuple[PartView, ...]
+    """The parts the merge replaces, in (CSN, id) order."""
     _job: MergeJob = field(repr=False, compare=False)
     _rt: Runtime = field(repr=False, compare=False)
+    statement: str = field(default_factory=new_statement_id)
+    """The statement id starting the name of a plain part file the merge writes (StoredTable.statement_parts)."""
 
     @property
-    def table(self) -> TableView:
+    def name(self) -> str:
+        """The table's qualified name."""
+        return self.table.name
+
+    @property
+    def view(self) -> TableView:
         """The table with its local directory, for an engine writing by path into new_write_dir
-        (StorageError on an object-store root: write through `stored` instead)."""
+        (StorageError on an object-store root: write through `table` instead)."""
         return _view(self._rt, self._job.group.table)
+
+    @property
+    def partition_key(self) -> str:
+        return self._job.group.partition_key
 
     @property
     def partition(self) -> Partition:
         return parse_partition_key(self.partition_key)
 
     @property
+    def replaces(self) -> tuple[int, ...]:
+        """The ids of `sources`."""
+        return tuple(p.id for p in self.sources)
+
+    @property
     def snapshot(self) -> int:
         """The merge's snapshot: every source is visible at it (a committed read of the sources)."""
         return self._job.snapshot
+
+    @property
+    def read_plan(self) -> ReadPlan:
+        """Exactly the sources at the merge's snapshot, for an engine reading them through the read plan."""
+        return ReadPlan(self.table, self.sources, self.snapshot, None)
 
     @property
     def tags(self) -> dict[str, Any]:
@@ -658,29 +728,19 @@ class MergeTask:
         The merged part is the WrittenPart of its files (path: WriteDir.relative)."""
         relative = self._rt.storage.new_write_dir(self._job.group.table.directory, self._job.group.partition,
                                                   {**self._job.tags, "engine": engine})
-        return WriteDir(relative, self.table.location / relative)
+        return WriteDir(relative, self.view.location / relative)
 
     def discard(self, write_dir: WriteDir) -> None:
         """Delete `write_dir` with its files (the write failed; the core then rolls the merge back)."""
         self._rt.storage.delete_write_dir(self._job.group.table.directory, write_dir.relative)
 
 
-MergeWrite = Callable[[MergeTask], WrittenPart]
-"""An engine's merge: write the task's rows, return the merged part (discarding its write dir on failure)."""
+MergeWrite = Callable[[MergePlan], WrittenPart]
+"""An engine's merge: write the plan's rows, return the merged part (discarding its write dir on failure)."""
 
 
-def merge_writer(write: MergeWrite) -> Writer:
-    """The step-2 hook of Warehouse.compact(writer=...) with `write` writing each merge. The core plans
-    the merges, begins each as a transaction of its own (its lease kept alive meanwhile) and swaps the
-    sources for the written part, refusing a part whose row count differs (docs/COMPACTION.md)."""
-
-    def writer(rt: Runtime, job: MergeJob) -> WrittenPart:
-        group = job.group
-        task = MergeTask(job.tid, group.table.name.qualified, group.partition_key,
-                         tuple(_part(s) for s in group.sources), job, rt)
-        return write(task)
-
-    return writer
+def _part_views(rows: Sequence[PartRow]) -> tuple[PartView, ...]:
+    return tuple(_part(r) for r in rows)
 
 
 # -- checks of values an adapter passes on ------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Why a merge may keep old CSNs: docs/DESIGN.md, decision D9.
 
-Three steps, each usable alone (a Spark variant passes its own writer for step 2 and reuses 1 and 3):
+Three steps, each usable alone; `prepare` is step 1 and `run` steps 2 and 3 for every group, whoever writes (the
+pyarrow writer here, or an engine's through the adapter's compaction plan, adapter.open_compaction):
   1. plan   groups of small parts per partition. Candidates are committed, unlocked parts created at
             a CSN <= the readable watermark and <= every open transaction's snapshot, so every running
             transaction already sees all of them. Bin-packed in (CSN, id) order up to target_file_bytes,
@@ -96,7 +97,7 @@ class MergeJob:
     @property
     def tags(self) -> dict[str, Any]:
         """What the writer records of itself: in the part file's footer (the core's writer), or in its write
-        dir's sidecar BEFORE any data file (an engine's: adapter.MergeTask.new_write_dir)."""
+        dir's sidecar BEFORE any data file (an engine's: adapter.MergePlan.new_write_dir)."""
         return {"tid": self.tid, "table": self.group.table.name.qualified, "key": None,
                 "partition": self.group.partition, "writer": "compaction",
                 "sources": [s.id for s in self.group.sources]}
@@ -293,16 +294,34 @@ def _roll_back_unless_committed(rt: Runtime, tid: str) -> None:
         log.warning("could not roll back merge %s: %s", tid, exc)
 
 
-def compact(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
-            target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
-            progress: Progress | None = None, writer: Writer | None = None,
-            lease_seconds: float = MERGE_LEASE_SECONDS) -> CompactionReport:
-    """Plan, then merge every group (module doc); returns counts before/after and each merge's outcome."""
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A compaction planned (step 1) and not run yet: the table, its groups, what its visible parts were."""
+
+    table: TableInfo
+    groups: tuple[MergeGroup, ...]
+    keys: list[str] | None
+    """The listed partitions' keys (None: every partition)."""
+    parts_before: int
+    bytes_before: int
+
+
+def prepare(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
+            target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2) -> Prepared:
+    """Step 1 with the counts a report starts from: validates everything first and changes nothing."""
     groups = plan(rt, table, partitions, target_file_bytes, min_parts)
     info = groups[0].table if groups else _table(rt, table)
     keys = None if partitions is None else list(dict.fromkeys(
         partition_key(p) for p in normalize_partitions(partitions, info.schema, info.partition_by)))
     parts_before, bytes_before = _visible_totals(rt, info, keys)
+    return Prepared(info, tuple(groups), keys, parts_before, bytes_before)
+
+
+def run(rt: Runtime, prepared: Prepared, writer: Writer | None = None, progress: Progress | None = None,
+        lease_seconds: float = MERGE_LEASE_SECONDS) -> CompactionReport:
+    """Steps 2 and 3 for every group of `prepared` (`writer` None: write_arrow); returns counts before/after and
+    each merge's outcome. Every writer, the core's and an engine's (adapter.CompactionPlan), runs here."""
+    groups = prepared.groups
     merges = []
     for index, group in enumerate(groups):
         if progress is not None:
@@ -310,16 +329,24 @@ def compact(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
         merges.append(merge_group(rt, group, writer, lease_seconds))
     if progress is not None:
         progress("merge", len(groups), len(groups))
-    parts_after, bytes_after = _visible_totals(rt, info, keys)
+    parts_after, bytes_after = _visible_totals(rt, prepared.table, prepared.keys)
     return CompactionReport(
-        table=info.name.qualified, groups=len(groups),
+        table=prepared.table.name.qualified, groups=len(groups),
         merged=sum(m["status"] == "merged" for m in merges),
         yielded=sum(m["status"] == "yielded" for m in merges),
-        parts_before=parts_before, parts_after=parts_after,
-        bytes_before=bytes_before, bytes_after=bytes_after,
+        parts_before=prepared.parts_before, parts_after=parts_after,
+        bytes_before=prepared.bytes_before, bytes_after=bytes_after,
         tids=[m["tid"] for m in merges if m["status"] == "merged"],
         merges=merges,
     )
+
+
+def compact(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
+            target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, min_parts: int = 2,
+            progress: Progress | None = None, writer: Writer | None = None,
+            lease_seconds: float = MERGE_LEASE_SECONDS) -> CompactionReport:
+    """Plan, then merge every group (module doc): prepare, then run."""
+    return run(rt, prepare(rt, table, partitions, target_file_bytes, min_parts), writer, progress, lease_seconds)
 
 
 def _table(rt: Runtime, table: str) -> TableInfo:

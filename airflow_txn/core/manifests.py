@@ -1,5 +1,10 @@
 """Snapshot manifests: JSON listings of the part files visible at one CSN, for engines outside airflow_txn,
-and the same listing of a transaction's own view (its snapshot plus its staged parts), kept in memory."""
+and the same listing of a transaction's own view (its snapshot plus its staged parts), kept in memory.
+
+What a manifest lists is what a read sees: every table's parts are planned by the read planner (reading.plan),
+at the CSN (readable, not below the table's retention horizon), at a tag (the tag confirmed once the manifests
+are written), or in a transaction's own view (its read recorded as Transaction.read records it). A CSN below a
+table's horizon is read there at a tag at exactly that CSN holding the table (D18: tags.holding)."""
 
 from __future__ import annotations
 
@@ -8,9 +13,11 @@ from collections.abc import Sequence
 
 from airflow_txn.catalog import commit_log, part_records, table_registry
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import identity
+from airflow_txn.core import identity, reading, tags
+from airflow_txn.core.reading import Planned
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import StorageError
+from airflow_txn.errors import SnapshotTooOldError, StorageError
+from airflow_txn.model.names import parse_table_name
 from airflow_txn.model.results import (
     ManifestColumn,
     ManifestFile,
@@ -67,34 +74,72 @@ def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.Pa
     )
 
 
-def view_manifest(rt: Runtime, info: TableInfo, tid: str, snapshot: int) -> TableManifest:
-    """The manifest of one table as transaction `tid` sees it at its snapshot (its own staged parts
-    included): what a check before its commit reads (Transaction.manifest). Never written to storage."""
-    with rt.catalog.read() as conn:
-        parts = part_records.visible_parts(conn, info.id, tid, snapshot)
-    manifest = table_manifest(rt, info, parts, snapshot)
-    manifest["tid"] = tid
+def view_manifest(rt: Runtime, planned: Planned) -> TableManifest:
+    """The manifest of one table as a transaction sees it (`planned` by reading.plan in its view: its own staged
+    parts included): what a check before its commit reads (Transaction.manifest). Never written to storage."""
+    manifest = table_manifest(rt, planned.info, planned.parts, planned.snapshot)
+    if planned.tid is not None:
+        manifest["tid"] = planned.tid
     return manifest
 
 
 def write_manifests(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -> ManifestReport:
-    """Write the manifests of `csn` (already validated as readable) for `tables` (None: all) and the index."""
-    with rt.catalog.read() as conn:
-        infos = table_registry.all_tables(conn) if tables is None else [table_registry.get(conn, t) for t in tables]
-        infos = sorted({i.id: i for i in infos}.values(), key=lambda i: i.name.qualified)
-        listed = [(info, part_records.visible_parts(conn, info.id, None, csn)) for info in infos]
-    manifests = [table_manifest(rt, info, parts, csn) for info, parts in listed]
+    """Write the manifests of snapshot `csn` for `tables` (None: all) and the index, each table planned by the read
+    planner at `csn` (TxnError if it is not readable yet), or, below its retention horizon, at a tag at exactly
+    `csn` holding it (SnapshotTooOldError naming the tables no such tag holds)."""
+    return _write(rt, csn, planned_at(rt, csn, tables))
+
+
+def write_at_tag(rt: Runtime, name: str, tables: Sequence[str] | None = None) -> ManifestReport:
+    """The manifests of tag `name`'s snapshot of `tables` (None: every table it holds), each planned at the tag:
+    TagNotFoundError, TableNotFoundError, TableNotInTagError; TagNotFoundError too when the tag went away while
+    they were written."""
+    tag = tags.get(rt, name)
+    names = list(tag["tables"]) if tables is None else list(tables)
+    planned = [reading.plan(rt, table, tag=name) for table in names]
+    return _write(rt, planned[0].snapshot if planned else tag["csn"], planned)
+
+
+def planned_at(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[Planned]:
+    """Every table of `tables` (None: all) as a read at snapshot `csn` sees it (reading.plan); a table `csn` is
+    below the retention horizon of, as a read at a tag at exactly `csn` holding it sees it (tags.holding:
+    SnapshotTooOldError naming the tables no such tag holds)."""
+    if tables is None:
+        with rt.catalog.read() as conn:
+            tables = [i.name.qualified for i in table_registry.all_tables(conn)]
+    planned: list[Planned] = []
+    below: list[str] = []
+    for table in tables:
+        try:
+            planned.append(reading.plan(rt, table, csn=csn))
+        except SnapshotTooOldError:
+            below.append(table)
+    if below:
+        rows = tags.holding(rt, csn, below)
+        for table in below:
+            name = parse_table_name(table).qualified
+            holder = next(r for r in rows if name in r.tables)
+            planned.append(reading.plan(rt, table, tag=holder.name))
+    return planned
+
+
+def _write(rt: Runtime, csn: int, planned: Sequence[Planned]) -> ManifestReport:
+    """Write the manifests of the planned reads (at `csn`) and, last, the index; then confirm their tags."""
+    chosen = sorted({p.info.id: p for p in planned}.values(), key=lambda p: p.info.name.qualified)
+    manifests = [table_manifest(rt, p.info, p.parts, csn) for p in chosen]
     target = csn_dir(csn)
     written: dict[str, str] = {}
-    for info, manifest in zip(infos, manifests, strict=True):
-        written[info.name.qualified] = _write_json(rt, f"{target}/{manifest_name(info)}", manifest)
+    for p, manifest in zip(chosen, manifests, strict=True):
+        written[p.info.name.qualified] = _write_json(rt, f"{target}/{manifest_name(p.info)}", manifest)
     index = ManifestIndex(
         format=FORMAT, version=VERSION, csn=csn,
-        tables=[ManifestIndexEntry(table=m["table"], manifest=manifest_name(i), row_count=m["row_count"],
-                                   file_count=m["file_count"]) for i, m in zip(infos, manifests, strict=True)],
+        tables=[ManifestIndexEntry(table=m["table"], manifest=manifest_name(p.info), row_count=m["row_count"],
+                                   file_count=m["file_count"]) for p, m in zip(chosen, manifests, strict=True)],
         warehouse_id=identity.warehouse_id(rt.catalog),
     )
     index_path = _write_json(rt, f"{target}/{INDEX}", index)  # last: a complete index names complete manifests
+    for row in {(p.tag.name, p.tag.created_at): p.tag for p in chosen if p.tag is not None}.values():
+        tags.confirm(rt, row)  # each tag read at still exists: vacuum kept every file the manifests list
     return ManifestReport(csn=csn, directory=index_path.rpartition("/")[0], index=index_path, tables=written)
 
 

@@ -180,17 +180,6 @@ def _record_read(conn: Any, view: Statement, table_id: int, keys: Sequence[str] 
                                 key_records.READ)
 
 
-def record_reads(rt: Runtime, view: Statement, table_ids: Sequence[int]) -> None:
-    """Whole-table reads of `table_ids` by a transaction (its manifest), recorded in one catalog transaction."""
-    recorded = view.isolation is not None and view.isolation.tracks_reads
-    if not table_ids or (not recorded and view.key is None):
-        return
-    with rt.catalog.write() as conn:
-        txn_records.lock_usable(conn, rt.catalog, view.tid)
-        for table_id in table_ids:
-            _record_read(conn, view, table_id, None)
-
-
 def _visible(rt: Runtime, info: TableInfo, tid: str | None, snapshot: int,
              keys: Sequence[str] | None) -> tuple[PartRow, ...]:
     with rt.catalog.read() as conn:

@@ -11,8 +11,8 @@ vacuum deletes those no horizon, retention policy or other tag keeps.
 Reads at a tag (`resolve`, then `confirm` after the files were read) need no horizon check: the parts are
 pinned while the tag exists, and a read that finds the tag gone (or replaced) when it is done raises
 TagNotFoundError rather than return what a vacuum in between may have cut short. Manifests are written at a
-tag the same way (`write_manifest`), or at a CSN below the retention horizon where tags at exactly that CSN
-hold every table below it (`write_manifest_at`); vacuum keeps the manifests of a tagged CSN (`held`) and the
+tag the same way (manifests.py, through the read planner), or at a CSN below the retention horizon where tags at
+exactly that CSN hold every table below it (`holding`); vacuum keeps the manifests of a tagged CSN (`held`) and the
 table-commit row each held table's last commit at or below the tag's CSN needs (its lineage version).
 """
 
@@ -27,7 +27,7 @@ from sqlalchemy import Connection
 from airflow_txn.catalog import counters, table_registry, tag_records
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.tag_records import TagRow
-from airflow_txn.core import apply, bounds, manifests, retention
+from airflow_txn.core import apply, bounds, retention
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import (
     InvalidArgumentError,
@@ -39,7 +39,7 @@ from airflow_txn.errors import (
 )
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import MAX_LABEL_LENGTH, check_tag_name, parse_table_name
-from airflow_txn.model.results import ManifestReport, TagInfo
+from airflow_txn.model.results import TagInfo
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
@@ -221,30 +221,6 @@ def holding(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[TagRow]
         raise SnapshotTooOldError(f"CSN {csn} is older than the retention horizon of {', '.join(missing)} and no tag "
                                   "holds them at that CSN: vacuum may have removed their files; use a newer CSN")
     return [r for r in rows if any(i.id in r.table_ids for i in below)]
-
-
-def write_manifest(rt: Runtime, name: str, tables: Sequence[str] | None = None) -> ManifestReport:
-    """The manifests of tag `name`'s snapshot of `tables` (None: every table it holds): TagNotFoundError,
-    TableNotFoundError, TableNotInTagError; TagNotFoundError too when the tag went away while they were written."""
-    check_tag_name(name)
-    with rt.catalog.read() as conn:
-        row = _found(tag_records.find(conn, name), name)
-    names = list(row.tables) if tables is None else list(tables)
-    for table in names:
-        resolve(rt, name, table)
-    report = manifests.write_manifests(rt, row.csn, names)
-    confirm(rt, row)
-    return report
-
-
-def write_manifest_at(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -> ManifestReport:
-    """The manifests of snapshot `csn`, below the retention horizon of some of `tables` (None: every table):
-    written when tags at exactly `csn` hold those (`holding`), which must still exist once they are written."""
-    rows = holding(rt, csn, tables)
-    report = manifests.write_manifests(rt, csn, tables)
-    for row in rows:
-        confirm(rt, row)
-    return report
 
 
 def _check_note(note: object) -> None:

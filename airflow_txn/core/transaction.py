@@ -209,13 +209,13 @@ class Transaction:
                                                                 and all(isinstance(t, str) for t in tables))):
             raise InvalidNameError(f"tables must be a list of table names, got {tables!r}")
         rt = self._rt
-        with rt.catalog.read() as conn:
+        with rt.catalog.read() as conn:  # every table checked before any read is recorded
             txn_records.require_usable(txn_records.fetch(conn, self._tid))
             infos = table_registry.all_tables(conn) if tables is None else [table_registry.get(conn, t)
                                                                              for t in tables]
-        chosen = sorted({i.id: i for i in infos}.values(), key=lambda i: i.name.qualified)
-        reading.record_reads(rt, statement_of(self, None), [info.id for info in chosen])  # as `read` records them
-        return {info.name.qualified: manifests.view_manifest(rt, info, self._tid, self._snapshot) for info in chosen}
+        chosen = sorted({i.id: i.name.qualified for i in infos}.values())
+        view = statement_of(self, None)  # each table planned (and its read recorded) as `read` plans it
+        return {name: manifests.view_manifest(rt, reading.plan(rt, name, view=view)) for name in chosen}
 
     # -- end ----------------------------------------------------------------------------------------
     def commit(self, tag: str | None = None, tag_note: str | None = None) -> int:

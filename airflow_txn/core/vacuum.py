@@ -50,7 +50,7 @@ from airflow_txn.core import bounds, crashpoints, identity, manifests, ownership
 from airflow_txn.core.check_reports import STORED_SINCE as STORED_REPORTS
 from airflow_txn.core.retention import Horizons
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import OracleUnavailableError
+from airflow_txn.errors import OracleUnavailableError, SnapshotTooOldError, TagNotFoundError
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.results import PurgedRows, VacuumReport
 from airflow_txn.telemetry import logs
@@ -344,8 +344,7 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
         else:
             refreshed += 1
             if not dry_run:
-                listed = _listed(rt, directory)
-                manifests.write_manifests(rt, _csn_of(directory) or 0, sorted(listed[0] if listed else []))
+                _refresh(rt, directory)
     tick("manifests", len(dirs), len(dirs))
     if foreign:
         log.warning("vacuum kept %d manifest director(ies) of storage root %s that this warehouse cannot prove are "
@@ -387,6 +386,16 @@ def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], l
         if current != manifests.listed_part_ids(rt, directory, info):
             return "refresh"
     return None
+
+
+def _refresh(rt: Runtime, directory: str) -> None:
+    """Write a kept manifest dir again, planned by the read planner as any manifest is (manifests.py). A CSN that
+    became unreadable meanwhile (a tag holding it dropped) is left as it is: the next run removes it."""
+    listed = _listed(rt, directory)
+    try:
+        manifests.write_manifests(rt, _csn_of(directory) or 0, sorted(listed[0] if listed else []))
+    except (SnapshotTooOldError, TagNotFoundError) as exc:
+        log.info("manifests in %s left for the next vacuum: %s", directory, exc)
 
 
 def _listed(rt: Runtime, directory: str) -> tuple[list[str], str | None] | None:

@@ -393,13 +393,8 @@ class Warehouse:
         if tag is not None:
             if csn is not None:
                 raise InvalidArgumentError(f"write a manifest at csn {csn} or at tag {tag!r}, not both")
-            return tags.write_manifest(self.runtime, tag, tables)
-        try:
-            snapshot = self._snapshot_for(csn, tables if tables is not None else self.tables())
-        except SnapshotTooOldError:
-            if csn is None:
-                raise
-            return tags.write_manifest_at(self.runtime, csn, tables)
+            return manifests.write_at_tag(self.runtime, tag, tables)
+        snapshot = self._snapshot_for(csn, [])  # readable; each table's horizon is the read planner's (manifests.py)
         try:
             return manifests.write_manifests(self.runtime, snapshot, tables)
         except StorageError as exc:
@@ -544,7 +539,8 @@ class Warehouse:
         """Merge small visible parts of `table` (of the listed partitions; None: all) into parts of up
         to `target_file_bytes`, each merge a transaction of its own that no snapshot notices and that
         yields to any user transaction touching its parts (docs/COMPACTION.md). `writer` replaces the
-        pyarrow writer (the Spark variant). Returns groups, merged, yielded, parts and bytes before/after."""
+        pyarrow writer (compaction.Writer; an engine compacts through adapter.open_compaction, which runs the
+        same steps). Returns groups, merged, yielded, parts and bytes before/after."""
         self._check_root()
         return compaction.compact(self.runtime, table, partitions, target_file_bytes, min_parts, progress, writer)
 

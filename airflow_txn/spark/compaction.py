@@ -13,7 +13,10 @@ and has Spark's Parquet writer write them into the merge's new write dir (sideca
 like the core's write dirs: `<col>=<value>/p-<32 hex>/<Spark's part files>`, timestamps as INT64
 microseconds (not Spark's default INT96, which the core's pyarrow reader misreads outside 1677-2262).
 The row count Spark wrote is read back from the Parquet footers; the swap refuses a part whose
-count differs. Spark reaches the core through adapter.merge_writer (the hook wh.compact takes).
+count differs. Spark reaches the core through the compaction plan, in three calls: adapter.open_compaction (the
+core plans the merges), CompactionPlan.run (the core runs and swaps each) and, per merge, MergePlan.new_write_dir
+(where its files go); the data-source way reads the merge's read plan and finds its one file by the merge's
+statement id instead.
 
 That is the native way. Where the executors cannot reach the root by path (an object store, Spark Connect:
 `via`), the "airflow_txn" data source reads exactly the sources (option `parts`, at the merge's snapshot) and
@@ -34,15 +37,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_txn.core.adapter import (
     DEFAULT_TARGET_FILE_BYTES,
-    MergeTask,
+    MergePlan,
+    MergeWrite,
     Progress,
     StoredTable,
     TableView,
-    Writer,
     WrittenPart,
-    check_compaction_options,
-    merge_writer,
-    stored_table,
+    open_compaction,
 )
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import SchemaMismatchError
@@ -75,19 +76,21 @@ def compact(spark: SparkSession, wh: Warehouse, table: str, partitions: Partitio
     Refuses (before any merge begins) a table with a column Spark cannot write back unchanged
     (e.g. a timestamp in seconds or nanoseconds, an unsigned integer): compact it with `wh.compact`.
     """
-    check_compaction_options(target_file_bytes, min_parts)  # before Spark is asked anything
+    plan = open_compaction(wh, table, partitions, target_file_bytes, min_parts)  # before Spark is asked anything
     way = via_module.choose(spark, wh, via)
-    check_writable(stored_table(wh, table))
-    if way is via_module.DATASOURCE:
-        writer = merge_writer(lambda task: via_module.write_merge(_sources(spark, wh, task), wh, task))
-    else:
-        writer = spark_writer(spark, target_file_bytes)
-    return wh.compact(table, partitions, target_file_bytes, min_parts, progress, writer=writer)
+    check_writable(plan.table)
+    writer = _datasource_writer(spark, wh) if way is via_module.DATASOURCE else spark_writer(spark, target_file_bytes)
+    return plan.run(writer, progress)
 
 
-def _sources(spark: SparkSession, wh: Warehouse, task: MergeTask) -> DataFrame:
-    """The rows of the merge's sources, read through the data source at the merge's snapshot."""
-    return via_module.read(spark, wh, task.name, task.snapshot, None, None, parts=[s.id for s in task.sources])
+def _datasource_writer(spark: SparkSession, wh: Warehouse) -> MergeWrite:
+    """The merge writer of the data-source way: the sources read through their read plan, ONE plain file written."""
+    return lambda task: via_module.write_merge(_sources(spark, wh, task), wh, task)
+
+
+def _sources(spark: SparkSession, wh: Warehouse, task: MergePlan) -> DataFrame:
+    """The rows of the merge's sources, read through the data source at the merge's snapshot (its read plan)."""
+    return via_module.read_planned(spark, wh, task.read_plan)
 
 
 def check_writable(info: TableView | StoredTable) -> None:
@@ -106,15 +109,15 @@ def check_writable(info: TableView | StoredTable) -> None:
             )
 
 
-def spark_writer(spark: SparkSession, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> Writer:
-    """The core's step-2 hook (adapter.merge_writer): one Spark job per merge group."""
-    return merge_writer(lambda task: write_group(spark, task, target_file_bytes))
+def spark_writer(spark: SparkSession, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> MergeWrite:
+    """The merge writer a compaction plan runs (adapter.CompactionPlan.run): one Spark job per merge."""
+    return lambda task: write_group(spark, task, target_file_bytes)
 
 
-def write_group(spark: SparkSession, task: MergeTask, target_file_bytes: int) -> WrittenPart:
+def write_group(spark: SparkSession, task: MergePlan, target_file_bytes: int) -> WrittenPart:
     """Spark reads the group's source files and writes them into a new write dir; returns its part.
     On any failure the write dir is deleted (the core then rolls the merge back)."""
-    info = task.table
+    info = task.view
     write_dir = task.new_write_dir(engine="spark")
     try:
         paths = [_literal(info.location / source.path / name) for source in task.sources for name in source.files]

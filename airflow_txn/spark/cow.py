@@ -6,8 +6,9 @@ the driver), and the rewritten parts replace them in one registration, taking th
     job 1: scan the visible parts (only the columns `where` needs) -> matching rows per part id
     job 2: scan the affected parts -> drop (delete) or change (update) the matching rows -> writer.stage_frame
 
-The statement is the core's (adapter.open_write(..., REWRITE)): it lists the parts the statement sees, checks
-the chosen ones (WritePlan.replacing) and registers the rewritten parts with the read set (WritePlan.commit).
+The statement is the core's, in three calls: adapter.open_write(..., REWRITE) lists the parts the statement sees
+(both jobs read exactly those, through the plan), WritePlan.replacing checks the chosen ones (and, for Spark's
+writer by path, makes the write dir), WritePlan.commit registers the rewritten parts with the read set.
 
 A background merge (compaction.py) that swaps out some of the chosen parts while the jobs run makes
 the registration refuse them (MergedAwayError): the statement then runs again on a fresh choice, up to
@@ -98,18 +99,35 @@ class _Run:
     way: Via
 
     def parts(self, plan: WritePlan, parts: Sequence[PartView], with_part_id: bool = False) -> DataFrame:
-        """The rows of exactly `parts` (MergedAwayError, when the job runs, if one is gone from the view)."""
+        """The rows of exactly `parts`, as the statement's plan lists them (a part a background merge took meanwhile
+        still holds its rows: its registration then raises MergedAwayError)."""
         if self.way is via_module.NATIVE:
             return parts_frame(self.spark, plan.view, parts, with_part_id=with_part_id)
-        return via_module.read(self.spark, self.txn.warehouse, plan.table.name, None, self.txn, None,
-                               parts=[p.id for p in parts], part_id=with_part_id)
+        return via_module.read_planned(self.spark, self.txn.warehouse, plan.read_plan(parts), part_id=with_part_id)
+
+    @property
+    def writer(self) -> str | None:
+        """Who writes the rewritten parts into a write dir by path (WritePlan.replacing); None: the data source."""
+        return "spark" if self.way == via_module.NATIVE else None
 
     def stage(self, changed: DataFrame, plan: WritePlan) -> None:
         """Stage `changed` as the statement's parts in place of those `plan` replaces, in one registration."""
         if self.way is via_module.NATIVE:
-            stage_frame(plan, conform(changed, plan.view))
+            try:
+                frame = conform(changed, plan.view)
+            except BaseException:
+                self.discard(plan)
+                raise
+            stage_frame(plan, frame)
             return
         via_module.write(changed, plan)
+
+    @staticmethod
+    def discard(plan: WritePlan) -> None:
+        """Delete the write dir `plan` came with (WritePlan.replacing), if any: the statement failed before its
+        files were written."""
+        if plan.write_dir is not None:
+            plan.discard(plan.write_dir)
 
 
 def _give_up(what: str, cause: MergedAwayError) -> int:
@@ -129,18 +147,25 @@ def _rewrite_once(run: _Run, plan: WritePlan, matched: Column, setters: Mapping[
         for row in run.parts(plan, parts, with_part_id=True).where(matched).groupBy(PART_ID).count().collect()
     } if parts else {}
     affected = [p for p in parts if p.id in counts]
-    plan = plan.replacing([p.id for p in affected])
+    plan = plan.replacing([p.id for p in affected], writer=run.writer)
     if not affected:  # nothing to rewrite; registering nothing still replaces the key's earlier attempts
         plan.commit([])
         return 0
-    rows = run.parts(plan, affected)
-    if setters is None:
-        changed = rows.where(~matched)
-    else:
-        changed = rows.select(*[F.when(matched, setters[n]).otherwise(column_of(n)).alias(n) if n in setters
-                                else column_of(n) for n in plan.table.schema.names])
+    try:
+        changed = _changed(run.parts(plan, affected), matched, setters, plan.table.schema.names)
+    except BaseException:
+        run.discard(plan)
+        raise
     run.stage(changed, plan)
     return sum(counts.values())
+
+
+def _changed(rows: DataFrame, matched: Column, setters: Mapping[str, Column] | None, names: Sequence[str]) -> DataFrame:
+    """The rewritten rows: without the matching ones (a delete), or with them changed (an update)."""
+    if setters is None:
+        return rows.where(~matched)
+    return rows.select(*[F.when(matched, setters[n]).otherwise(column_of(n)).alias(n) if n in setters
+                         else column_of(n) for n in names])
 
 
 def _condition(spark: SparkSession, info: StoredTable, where: object) -> Column:

@@ -26,13 +26,12 @@ from airflow_txn import errors
 from airflow_txn.core.adapter import (
     APPEND,
     OVERWRITE,
-    MergeTask,
+    MergePlan,
+    ReadPlan,
     StoredTable,
     WritePlan,
     WrittenPart,
-    new_statement_id,
     plan_read,
-    stored_table,
 )
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
@@ -84,7 +83,13 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: T
     its errors raised here, the read recorded once) and carried to the data source as its option `read_plan`.
     `parts`: exactly these parts of that view (MergedAwayError if one is gone); `part_id`: each row also carries
     its part's id (column types.PART_ID)."""
-    plan = plan_read(wh, table, csn=csn, txn=txn, partitions=partitions, tag=tag, parts=parts)
+    return read_planned(spark, wh, plan_read(wh, table, csn=csn, txn=txn, partitions=partitions, tag=tag, parts=parts),
+                        part_id)
+
+
+def read_planned(spark: SparkSession, wh: Warehouse, plan: ReadPlan, part_id: bool = False) -> DataFrame:
+    """The rows of a read the core planned (`plan`: plan_read's, or the parts a write plan or a merge plan
+    rewrites), through the data source (option `read_plan`)."""
     options = {**datasource.warehouse_options(wh), "read_plan": plan.to_json()}
     if part_id:
         options["part_id"] = "true"
@@ -95,12 +100,11 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: T
     return frame
 
 
-def write_merge(frame: DataFrame, wh: Warehouse, task: MergeTask) -> WrittenPart:
+def write_merge(frame: DataFrame, wh: Warehouse, task: MergePlan) -> WrittenPart:
     """One merge of compaction through the data source: `frame` (the sources' rows) written by one Spark task as
     ONE plain part file of the merge, found again by its statement id; the core then swaps it in. On a failure
     the statement's files are deleted (the core rolls the merge back)."""
-    stored = stored_table(wh, task.name)
-    statement = new_statement_id()
+    stored, statement = task.table, task.statement
     options = {**datasource.warehouse_options(wh), "merge": json.dumps(task.tags, default=str),
                "statement": statement}
     datasource.register(frame.sparkSession)

@@ -126,7 +126,7 @@ def stage_frame(plan: WritePlan, frame: DataFrame) -> int:
     if layout.zoned_partitions(info.schema, info.partition_by):  # asking Spark costs a round trip
         zone = layout.check_zone(frame.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC",
                                  info.schema, info.partition_by)
-    write_dir = plan.new_write_dir(writer="spark")
+    write_dir = plan.write_dir or plan.new_write_dir(writer="spark")  # a rewrite's comes with its choice
     try:
         with plan.keep_alive():
             _run_job(frame, info, write_dir.location)

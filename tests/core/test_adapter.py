@@ -131,19 +131,22 @@ def test_a_merge_writer_writes_each_merge_for_compact(wh: Warehouse) -> None:
     for i in range(3):
         with wh.begin() as t:
             t.append(EVENTS, events([i]))
-    seen: list[adapter.MergeTask] = []
+    seen: list[adapter.MergePlan] = []
 
-    def write(task: adapter.MergeTask) -> adapter.WrittenPart:
+    def write(task: adapter.MergePlan) -> adapter.WrittenPart:
         seen.append(task)
-        rows = pa.concat_tables(pq.read_table(task.table.location / s.path / name)
+        rows = pa.concat_tables(pq.read_table(task.view.location / s.path / name)
                                 for s in task.sources for name in s.files)
         write_dir = task.new_write_dir(engine="test-engine")
         pq.write_table(rows, write_dir.location / "merged.parquet")
         return adapter.WrittenPart(write_dir.relative, ("merged.parquet",), rows.num_rows,
                                    (write_dir.location / "merged.parquet").stat().st_size)
 
-    result = wh.compact(EVENTS, writer=adapter.merge_writer(write))
+    plan = adapter.open_compaction(wh, EVENTS)
+    assert plan.merges == 1 and plan.table.name == EVENTS
+    result = plan.run(write)
     assert result["merged"] == 1 and len(seen[0].sources) == 3 and seen[0].partition == {"day": "2024-01-01"}
+    assert seen[0].replaces == tuple(s.id for s in seen[0].sources)
     assert ids(wh.read(EVENTS)) == [0, 1, 2]
     assert len(adapter.plan_read(wh, EVENTS).parts) == 1
 
@@ -152,7 +155,7 @@ def test_a_merge_writer_writes_each_merge_for_compact(wh: Warehouse) -> None:
 @pytest.mark.s3
 def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: str, tmp_path: Path) -> None:
     """An engine's write dirs are local paths: on an s3:// root a statement's and a read plan's `table` (the
-    local directory), and a merge task's (MergeTask.table, which a merge writing by path asks for), refuse with a
+    local directory), and a merge plan's (MergePlan.view, which a merge writing by path asks for), refuse with a
     StorageError naming the way there (the Spark data source, which writes through `stored`), before anything
     is staged (the merge rolls back); the transaction stays usable through the core API."""
     with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'catalog.db'}", root=s3_root) as wh:
@@ -173,12 +176,12 @@ def test_an_engine_writing_by_path_is_refused_on_an_object_store_root(s3_root: s
         with pytest.raises(StorageError, match="object store"):
             _ = read.table
 
-        def write(task: adapter.MergeTask) -> adapter.WrittenPart:  # an engine that writes by path asks for it
-            _ = task.table
-            raise AssertionError("a merge task gave a local directory on an object-store root")
+        def write(task: adapter.MergePlan) -> adapter.WrittenPart:  # an engine that writes by path asks for it
+            _ = task.view
+            raise AssertionError("a merge plan gave a local directory on an object-store root")
 
         with pytest.raises(StorageError, match="object store"):
-            wh.compact(EVENTS, writer=adapter.merge_writer(write))
+            adapter.open_compaction(wh, EVENTS).run(write)
         assert storage_files(s3_root) == files
         assert t.state == "active"  # the refusal did not fail the transaction
         t.append(EVENTS, events([2]), key="task-a")

@@ -212,3 +212,36 @@ def test_duckdb_reads_each_table_from_the_manifest_alone(wh: Warehouse) -> None:
                 assert sorted(rows) == sorted(expected), (table, csn)
     finally:
         con.close()
+
+
+def test_every_manifest_lists_what_the_read_planner_plans(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One place decides what a manifest lists (issue 31): each table of `write_manifest` at a CSN and at a tag,
+    and of `Transaction.manifest` in the transaction's view (its read recorded there), is planned by reading.plan."""
+    from airflow_txn.core import reading
+
+    planned: list[tuple[str, str]] = []
+    real = reading.plan
+
+    def plan(rt: Any, table: str, csn: int | None = None, view: Any = None, tag: str | None = None,
+             partitions: Any = None) -> reading.Planned:
+        planned.append((table, "tag" if tag is not None else "view" if view is not None else "csn"))
+        return real(rt, table, csn=csn, view=view, tag=tag, partitions=partitions)
+
+    monkeypatch.setattr(reading, "plan", plan)
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([1]))
+        t.append("sales.accounts", accounts({1: 10}))
+    wh.tag("both")
+    wh.write_manifest()
+    assert sorted(planned) == [("sales.accounts", "csn"), ("sales.events", "csn")]
+    planned.clear()
+    wh.write_manifest(tag="both", tables=["sales.events"])
+    assert planned == [("sales.events", "tag")]
+    planned.clear()
+    t = wh.begin()
+    t.append("sales.events", events([2]))
+    manifest = t.manifest(["sales.events"])
+    assert planned == [("sales.events", "view")]
+    assert manifest["sales.events"]["row_count"] == 2 and manifest["sales.events"]["tid"] == t.tid
+    t.rollback()

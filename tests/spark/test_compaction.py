@@ -17,8 +17,7 @@ import airflow_txn.spark as txn_spark
 from airflow_txn import Warehouse
 from airflow_txn.catalog import part_records, table_registry
 from airflow_txn.catalog.part_records import PartRow
-from airflow_txn.core.compaction import MergeJob
-from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.adapter import MergePlan, open_compaction
 from airflow_txn.errors import SchemaMismatchError, SnapshotTooOldError, TableNotFoundError, TxnError
 from airflow_txn.model.parts import WrittenPart
 from airflow_txn.spark.compaction import output_files, spark_writer
@@ -189,14 +188,14 @@ def test_a_user_transaction_taking_a_source_while_spark_writes_wins(spark: Spark
     user = swh.begin(label="user")
     inner = spark_writer(spark)
 
-    def writer(rt: Runtime, job: MergeJob) -> WrittenPart:
-        written = inner(rt, job)
-        assert rt.storage.missing_files(job.group.table.directory, written.path, written.files) == []
-        if job.group.partition == {"day": DAYS[0]}:
+    def writer(task: MergePlan) -> WrittenPart:
+        written = inner(task)
+        assert swh.runtime.storage.missing_files(task.table.directory, written.path, written.files) == []
+        if task.partition == {"day": DAYS[0]}:
             assert txn_spark.delete(spark, user, EVENTS_T, "id = 10") == 1
         return written
 
-    result = swh.compact(EVENTS_T, writer=writer)
+    result = open_compaction(swh, EVENTS_T).run(writer)
     assert (result["merged"], result["yielded"]) == (2, 1)
     (yielded,) = [m for m in result["merges"] if m["status"] == "yielded"]
     assert yielded["partition"] == {"day": DAYS[0]} and "locked" in yielded["reason"]
@@ -219,12 +218,12 @@ def test_a_source_locked_before_the_merge_writes_yields_without_a_spark_job(spar
     calls: list[str] = []
     inner = spark_writer(spark)
 
-    def writer(rt: Runtime, job: MergeJob) -> WrittenPart:
-        calls.append(job.group.partition_key)
-        return inner(rt, job)
+    def writer(task: MergePlan) -> WrittenPart:
+        calls.append(task.partition_key)
+        return inner(task)
 
     # the planner skips the locked part: day 0 has one free part left, not a group
-    result = swh.compact(EVENTS_T, writer=writer)
+    result = open_compaction(swh, EVENTS_T).run(writer)
     assert (result["groups"], result["merged"]) == (2, 2) and len(calls) == 2
     user.rollback()
     assert len(swh.read(EVENTS_T)) == 12
