@@ -32,20 +32,16 @@ log = logs.get_logger(__name__)
 
 def commit(rt: Runtime, tid: str, tag: tags.CommitTag | None = None) -> int:
     """Commit `tid`; return its CSN (a read-only transaction returns its snapshot CSN). With `tag`, the
-    SQL oracle writes the tag in the commit's catalog transaction (TagExistsError: nothing committed);
-    ZooKeeper checks the name first and tags the applied commit (docs/DESIGN.md D18)."""
+    commit and its tag stand or fall together (TagExistsError: nothing committed): the SQL oracle writes the
+    tag in the commit's catalog transaction, ZooKeeper claims the name in the commit's multi-op and the
+    record's mirror makes the tag (docs/DESIGN.md D18)."""
     external = rt.oracle.external_log
     if external is not None:  # ZooKeeper: the record lives outside the catalog (commit_external.py)
         from airflow_txn.core.commit_external import commit_external
 
-        if tag is None:
-            return commit_external(rt, tid, external)
-        tags.require_free(rt, tag.name)
-        with rt.catalog.read() as conn:
-            written = sorted(table_names(rt, conn, part_records.tables_touched(conn, tid)).values())
-        csn = commit_external(rt, tid, external)
-        tags.tag_after_commit(rt, tag, csn, written)
-        return csn
+        if tag is not None:
+            tags.require_free(rt, tag.name)  # the common refusal, while the transaction is still active
+        return commit_external(rt, tid, external, tag)
     started = time.perf_counter()
     try:
         _check(rt, tid)

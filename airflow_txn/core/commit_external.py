@@ -6,9 +6,11 @@
              must first record an abort decision in the log (it fails if a commit decision exists)
 3. validate  serializable only (Isolation.tracks_reads): read the log version, mirror every
              record, validate the read set
-4. record    ONE multi-op: decision `commit` + the sequential record: THE COMMIT POINT
-             (serializable: only if the log version has not moved since step 3, else back to 3)
-5. mirror    the record into the catalog, state committed; then apply and catch up (apply.py)
+4. record    ONE multi-op: decision `commit` + the sequential record (+ the claim of the tag name the
+             commit names): THE COMMIT POINT (serializable: only if the log version has not moved since
+             step 3, else back to 3). A claimed name fails it: TagExistsError, nothing decided, the
+             transaction stays committing (commit again without the tag, or roll back)
+5. mirror    the record into the catalog, state committed, the tag made; then apply and catch up (apply.py)
 A commit() that finds the transaction `committing` (an earlier attempt lost ZooKeeper, or its
 process died) resumes at step 3; the append is idempotent per tid, so nothing commits twice.
 """
@@ -21,17 +23,18 @@ import time
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import part_records, txn_records
-from airflow_txn.core import apply, commit, crashpoints, log_mirror, retries, rollback
+from airflow_txn.core import apply, commit, crashpoints, log_mirror, retries, rollback, tags
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import (
     LeaseExpiredError,
     OracleUnavailableError,
     SerializationError,
+    TagExistsError,
     TransactionClosedError,
     TxnError,
 )
-from airflow_txn.oracle.base import AbortDecidedError, ExternalLog, LogEntry, LogMovedError, LogRecord
+from airflow_txn.oracle.base import AbortDecidedError, ExternalLog, LogEntry, LogMovedError, LogRecord, LogTag
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
@@ -40,8 +43,10 @@ MAX_VALIDATIONS = 50
 """Serializable commits re-validate when another commit lands in between; this bounds the retries."""
 
 
-def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
-    """Commit `tid` through `external`; return its CSN (a read-only transaction returns its snapshot)."""
+def commit_external(rt: Runtime, tid: str, external: ExternalLog, tag: tags.CommitTag | None = None) -> int:
+    """Commit `tid` through `external`; return its CSN (a read-only transaction returns its snapshot). With
+    `tag`, the record names it (module doc, step 4); a read-only commit claims the name, then tags its
+    snapshot in the catalog transaction that commits it (`_prepare`)."""
     started = time.perf_counter()
     with rt.catalog.read() as conn:  # one read for the row, its tables and its staged files
         row = txn_records.fetch(conn, tid)
@@ -54,7 +59,7 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
             if tables:  # a read-only commit needs no record, so no ZooKeeper either
                 external.check_available()
             crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)
-            read_only_csn, tables = _prepare(rt, tid)
+            read_only_csn, tables = _prepare(rt, tid, external, tag)
         except LeaseExpiredError as exc:
             commit.failed(tid, exc)
             rollback.rollback(rt, tid, reason=f"commit failed: {exc}")
@@ -63,10 +68,15 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
             return read_only_csn
     # committing: no write can add a table any more, so `tables` (read under the row lock by _prepare,
     # or after the state was committing) are the record's
-    entry = LogEntry(tid, tuple(sorted(tables.values())), time.time())
+    named = None if tag is None else LogTag(tag.name, tag.note)
+    entry = LogEntry(tid, tuple(sorted(tables.values())), time.time(), named)
     table_ids = list(tables)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
-    csn = _record(rt, external, entry, row)
+    try:
+        csn = _record(rt, external, entry, row)
+    except TagExistsError as exc:  # the multi-op decided nothing: no commit, no abort
+        raise TagExistsError(f"{exc}; transaction {tid} stays committing: commit it again without the tag (or "
+                             "with another name), or roll it back") from exc
     crashpoints.hit(crashpoints.COMMIT_AFTER_RECORD)
     log_mirror.mirror(rt, [LogRecord(csn, entry)])
     crashpoints.hit(crashpoints.COMMIT_AFTER_MIRROR)
@@ -78,20 +88,33 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog) -> int:
     return csn
 
 
-def _prepare(rt: Runtime, tid: str) -> tuple[int | None, dict[int, str]]:
+def _prepare(rt: Runtime, tid: str, external: ExternalLog,
+             tag: tags.CommitTag | None) -> tuple[int | None, dict[int, str]]:
     """Step 2. Returns (the snapshot CSN for a read-only transaction, committed here, else None; the
-    tables it changed, {id: name}, read under its row lock: final, since it is now committing)."""
-    with rt.catalog.write() as conn:
-        row = txn_records.fetch(conn, tid, rt.catalog)
-        txn_records.require_usable(row)
-        retries.require_nothing_to_rerun(conn, tid)
-        tables = _tables(rt, conn, tid)
-        if not tables:
-            txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
-            return row.snapshot_csn, tables
-        if not txn_records.cas_state(conn, tid, txn_records.COMMITTING):
-            raise AssertionError(f"transaction {tid} changed state under its row lock")
-        return None, tables
+    tables it changed, {id: name}, read under its row lock: final, since it is now committing). A read-only
+    commit with `tag` claims the name in the log and makes the tag in this catalog transaction; the claim is
+    released if that transaction fails."""
+    claimed = False
+    try:
+        with rt.catalog.write() as conn:
+            row = txn_records.fetch(conn, tid, rt.catalog)
+            txn_records.require_usable(row)
+            retries.require_nothing_to_rerun(conn, tid)
+            tables = _tables(rt, conn, tid)
+            if not tables:
+                txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
+                if tag is not None:
+                    external.claim_tag(tag.name, tid)
+                    claimed = True
+                    tags.tag_in_commit(conn, tag, row.snapshot_csn, [])
+                return row.snapshot_csn, tables
+            if not txn_records.cas_state(conn, tid, txn_records.COMMITTING):
+                raise AssertionError(f"transaction {tid} changed state under its row lock")
+            return None, tables
+    except BaseException:
+        if claimed and tag is not None:
+            tags.release_quietly(rt, tag.name)
+        raise
 
 
 def _tables(rt: Runtime, conn: Connection, tid: str) -> dict[int, str]:

@@ -1,7 +1,8 @@
 """Mirroring an external commit log (ZooKeeper) into the catalog: the first step of apply.
 
 A record in the external log IS the commit (invariant 3). Mirroring copies it into txn_commit_log
-(applied = false) with its per-table rows and flips the transaction committing -> committed; apply
+(applied = false) with its per-table rows, flips the transaction committing -> committed and makes the
+tag the record names (its name was claimed in the commit's multi-op: docs/DESIGN.md D18); apply
 then stamps the parts exactly as with the SQL oracle. The catalog's last_csn counter is the
 *mirrored prefix*: every record with CSN <= it is in the catalog. So the watermark,
 min(prefix, lowest unapplied - 1), never passes a record that is not applied, and readers compute it
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, counters, table_registry, txn_records
+from airflow_txn.catalog import commit_log, counters, table_registry, tag_records, txn_records
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TransactionNotFoundError
 from airflow_txn.oracle.base import ExternalLog, LogRecord
@@ -51,6 +52,7 @@ def _write(rt: Runtime, conn: Connection, record: LogRecord) -> None:
         rt.tables.setdefault(name, info)
         tables.append((info.id, name))
     commit_log.write_record(conn, record.csn, entry.tid, tables, committed_at=entry.committed_at)
+    _tag(conn, record, [table_id for table_id, _ in tables])
     if txn_records.cas_state(conn, entry.tid, txn_records.COMMITTED, from_state=txn_records.COMMITTING,
                              commit_csn=record.csn):
         return
@@ -58,6 +60,25 @@ def _write(rt: Runtime, conn: Connection, record: LogRecord) -> None:
     if row.state != txn_records.COMMITTED or row.commit_csn != record.csn:
         log.error("commit record found the transaction %s (CSN %s): the log and the catalog disagree",
                   row.state, row.commit_csn, extra=logs.fields(entry.tid, record.csn))
+
+
+def _tag(conn: Connection, record: LogRecord, table_ids: Sequence[int]) -> None:
+    """The tag the record names, at its CSN, holding its tables: made exactly once, by the mirror that writes the
+    record (mirrors are serialized by the prefix lock). Its CSN may be above the watermark until the record is
+    applied: a read at the tag applies it first (tags.resolve). A tag of the name already in the catalog (made
+    by an airflow_txn that did not claim names in the log) is left as it is and reported."""
+    tag = record.entry.tag
+    if tag is None:
+        return
+    existing = tag_records.find(conn, tag.name)
+    if existing is not None or not table_ids:
+        log.error("commit record names tag %r, which %s: the commit stands untagged", tag.name,
+                  f"names CSN {existing.csn} already" if existing is not None else "holds no known table",
+                  extra=logs.fields(record.entry.tid, record.csn))
+        return
+    tag_records.insert_tag(conn, tag.name, record.csn, table_ids, record.entry.committed_at, tag.note)
+    log.info("tagged CSN %d as %r with its commit (%d table(s))", record.csn, tag.name, len(table_ids),
+             extra=logs.fields(record.entry.tid, record.csn))
 
 
 def _advance_prefix(conn: Connection, prefix: int) -> None:

@@ -8,6 +8,11 @@ with SnapshotTooOldError) or sees the tag when it picks garbage (catalog/tag_rec
 every part the tag sees). A tag never moves: `untag` and tag again. Untagging releases its parts: the next
 vacuum deletes those no horizon, retention policy or other tag keeps.
 
+With an external log (ZooKeeper) a tag's name is also claimed in the log (ExternalLog.claim_tag): a commit
+naming a tag claims it in its own commit multi-op and the record's mirror makes the tag (log_mirror.py), so
+the commit and its tag stand or fall together; `create` claims the name before its catalog transaction (and
+releases it if that fails), `drop` deletes the catalog's tag, then the claim (docs/DESIGN.md D18).
+
 Reads at a tag (`resolve`, then `confirm` after the files were read) need no horizon check: the parts are
 pinned while the tag exists, and a read that finds the tag gone (or replaced) when it is done raises
 TagNotFoundError rather than return what a vacuum in between may have cut short. Manifests are written at a
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import counters, table_registry, tag_records
+from airflow_txn.catalog import commit_log, counters, table_registry, tag_records, txn_records
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.tag_records import TagRow
 from airflow_txn.core import apply, bounds, retention
@@ -36,6 +41,8 @@ from airflow_txn.errors import (
     TableNotInTagError,
     TagExistsError,
     TagNotFoundError,
+    TransactionNotFoundError,
+    TxnError,
 )
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import MAX_LABEL_LENGTH, check_tag_name, parse_table_name
@@ -77,6 +84,21 @@ def create(rt: Runtime, name: str, csn: int | None = None, tables: Sequence[str]
             raise InvalidArgumentError(f"csn {wanted} is above the readable watermark {watermark}: a tag names a "
                                        "committed, readable snapshot (wait_for_csn first)")
     snapshot = watermark if wanted is None else wanted
+    external = rt.oracle.external_log
+    if external is not None:
+        external.claim_tag(name)  # TagExistsError: taken, by a tag or by a commit naming it
+    try:
+        made = _insert(rt, name, snapshot, names, note)
+    except BaseException:
+        if external is not None:
+            release_quietly(rt, name)
+        raise
+    log.info("tagged CSN %d as %r (%d table(s))", snapshot, name, len(made["tables"]), extra=logs.fields(csn=snapshot))
+    return made
+
+
+def _insert(rt: Runtime, name: str, snapshot: int, names: list[str] | None, note: str | None) -> TagInfo:
+    """`create`'s catalog transaction."""
     with rt.catalog.write() as conn:
         counters.vacuum_horizon(conn, rt.catalog)  # locked: vacuum stores its horizons under this lock too
         infos = table_registry.all_tables(conn) if names is None else [table_registry.get(conn, n) for n in names]
@@ -89,7 +111,6 @@ def create(rt: Runtime, name: str, csn: int | None = None, tables: Sequence[str]
                                           f"{horizon}: vacuum may have removed its files; tag CSN {horizon} or newer")
         created_at = time.time()
         tag_records.insert_tag(conn, name, snapshot, [i.id for i in infos], created_at, note)
-    log.info("tagged CSN %d as %r (%d table(s))", snapshot, name, len(infos), extra=logs.fields(csn=snapshot))
     return TagInfo(name=name, csn=snapshot, tables=sorted(i.name.qualified for i in infos), created_at=created_at,
                    note=note)
 
@@ -131,22 +152,35 @@ def tag_in_commit(conn: Connection, tag: CommitTag, csn: int, table_ids: Sequenc
 
 
 def require_free(rt: Runtime, name: str) -> None:
-    """TagExistsError when a tag `name` exists (ZooKeeper's check before a commit that names one)."""
+    """TagExistsError when a tag `name` exists, or (external log) its name is claimed: the check before a commit
+    that names one, so the common refusal leaves the transaction active (a name taken after it fails the commit's
+    multi-op instead, docs/DESIGN.md D18)."""
     with rt.catalog.read() as conn:
         row = tag_records.find(conn, name)
     if row is not None:
         raise TagExistsError(f"tag {name!r} names CSN {row.csn} already (a tag never moves): untag it first or pick "
                              "another name; nothing was committed")
+    external = rt.oracle.external_log
+    claim = None if external is None else external.tag_claim(name)
+    if claim is not None:
+        by = "a tag being made" if claim.tid is None else f"the commit of transaction {claim.tid}"
+        raise TagExistsError(f"tag {name!r} is claimed in the commit log by {by} (untag it if it was left behind "
+                             "by an interrupted untag); nothing was committed")
 
 
-def tag_after_commit(rt: Runtime, tag: CommitTag, csn: int, tables: Sequence[str]) -> None:
-    """ZooKeeper: tag the applied commit `csn` (holding `tables`; none: every table). A name another caller took
-    since `require_free` raises TagExistsError saying the commit stands (docs/DESIGN.md D18)."""
+def release_quietly(rt: Runtime, name: str) -> None:
+    """Release the log's claim on `name` after the catalog's tag failed; a failure leaves a claim `drop` removes."""
+    external = rt.oracle.external_log
+    if external is None:
+        return
     try:
-        create(rt, tag.name, csn, list(tables) or None, tag.note)
-    except TagExistsError as exc:
-        raise TagExistsError(f"the commit at CSN {csn} stands, but tag {tag.name!r} was taken meanwhile: "
-                             f"{exc}") from exc
+        external.release_tag(name)
+    except TxnError as exc:
+        log.warning("could not release the claim on tag name %r (untag it to release it): %s", name, exc)
+
+
+LEFTOVER_CLAIM_AGE = 600.0
+"""Seconds after which a `Warehouse.tag` claim with no tag in the catalog is left over (its maker died)."""
 
 
 def all_tags(rt: Runtime) -> list[TagInfo]:
@@ -171,13 +205,42 @@ def find(rt: Runtime, name: str) -> TagInfo | None:
 
 
 def drop(rt: Runtime, name: str) -> TagInfo:
-    """Remove the tag (its parts are vacuum's again); returns what it was. TagNotFoundError when none."""
+    """Remove the tag (its parts are vacuum's again), then its name's claim in the log; returns what it was.
+    TagNotFoundError when none (after releasing a claim left behind: see `_release_leftover`)."""
     check_tag_name(name)
     with rt.catalog.write() as conn:
-        row = _found(tag_records.find(conn, name), name)
-        tag_records.delete_tag(conn, name)
+        row = tag_records.find(conn, name)
+        if row is not None:
+            tag_records.delete_tag(conn, name)
+    if row is None:
+        _release_leftover(rt, name)
+        _found(row, name)
+    assert row is not None
+    release_quietly(rt, name)
     log.info("untagged %r (CSN %d)", name, row.csn, extra=logs.fields(csn=row.csn))
     return info_of(row)
+
+
+def _release_leftover(rt: Runtime, name: str) -> None:
+    """No tag `name` in the catalog: release a claim on it that nothing will turn into a tag (an untag or a
+    `create` interrupted between the catalog and the log, a commit mirrored by an airflow_txn that did not make
+    tags from records). A claim still on its way to a tag (its commit not mirrored yet, a recent `create`) stays."""
+    external = rt.oracle.external_log
+    claim = None if external is None else external.tag_claim(name)
+    if external is None or claim is None:
+        return
+    if claim.tid is None:
+        leftover = time.time() - claim.at > LEFTOVER_CLAIM_AGE
+    else:  # mirrored (committed), rolled back or purged: its commit will make no tag any more
+        with rt.catalog.read() as conn:
+            try:
+                leftover = txn_records.fetch(conn, claim.tid).state not in (txn_records.ACTIVE,
+                                                                             txn_records.COMMITTING)
+            except TransactionNotFoundError:
+                leftover = True
+    if leftover:
+        external.release_tag(name)
+        log.warning("released the claim on tag name %r that no tag holds", name)
 
 
 def resolve(rt: Runtime, name: str, table: str) -> tuple[TagRow, TableInfo]:
@@ -187,6 +250,9 @@ def resolve(rt: Runtime, name: str, table: str) -> tuple[TagRow, TableInfo]:
     with rt.catalog.read() as conn:
         info = table_registry.get(conn, table)
         row = _found(tag_records.find(conn, name), name)
+        watermark = commit_log.readable_csn(conn, rt.oracle) if rt.oracle.external_log is not None else row.csn
+    if row.csn > watermark:  # made by its commit's mirror, not applied yet (log_mirror._tag): apply it, as a read would
+        apply.apply_pending(rt, up_to=row.csn)
     if info.id not in row.table_ids:
         raise TableNotInTagError(f"tag {name!r} (CSN {row.csn}) does not hold table {info.name}; it holds "
                                  f"{', '.join(row.tables)}", table=info.name.qualified, tag=name)

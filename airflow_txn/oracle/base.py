@@ -98,20 +98,52 @@ class OracleKind(ABC):
 
 
 @dataclass(frozen=True, slots=True)
+class LogTag:
+    """The tag a commit names (`Transaction.commit(tag=)`): its name is claimed in the same multi-op as the
+    commit decision, and whoever mirrors the record makes the tag (docs/DESIGN.md D18)."""
+
+    name: str
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LogEntry:
-    """What a commit record says: which transaction committed, which tables it wrote, and when."""
+    """What a commit record says: which transaction committed, which tables it wrote, when, and the tag it
+    names (holding those tables). The tag is an optional key of the record: decoders before it ignore it."""
 
     tid: str
     tables: tuple[str, ...]
     committed_at: float
+    tag: LogTag | None = None
 
     def encode(self) -> bytes:
-        return json.dumps({"tid": self.tid, "tables": list(self.tables), "at": self.committed_at}).encode()
+        raw: dict[str, object] = {"tid": self.tid, "tables": list(self.tables), "at": self.committed_at}
+        if self.tag is not None:
+            raw["tag"] = {"name": self.tag.name, "note": self.tag.note}
+        return json.dumps(raw).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> LogEntry:
         raw = json.loads(data.decode())
-        return cls(str(raw["tid"]), tuple(str(t) for t in raw["tables"]), float(raw["at"]))
+        tag = raw.get("tag")
+        named = None if tag is None else LogTag(str(tag["name"]), None if tag.get("note") is None else str(tag["note"]))
+        return cls(str(raw["tid"]), tuple(str(t) for t in raw["tables"]), float(raw["at"]), named)
+
+
+@dataclass(frozen=True, slots=True)
+class TagClaim:
+    """A claimed tag name in the log: the commit (`tid`) that named it, or None (`Warehouse.tag`), and when."""
+
+    tid: str | None
+    at: float
+
+    def encode(self) -> bytes:
+        return json.dumps({"tid": self.tid, "at": self.at}).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> TagClaim:
+        raw = json.loads(data.decode() or "{}")
+        return cls(None if raw.get("tid") is None else str(raw["tid"]), float(raw.get("at", 0.0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +181,8 @@ class ExternalLog(ABC):
 
         Idempotent: if `entry.tid` already has a commit record, its CSN is returned. Raises
         AbortDecidedError if it has an abort decision, LogMovedError if `expect_version` is given and
-        the log moved past it, OracleUnavailableError if the outcome cannot be known.
+        the log moved past it, OracleUnavailableError if the outcome cannot be known. With `entry.tag` the
+        name is claimed in the same multi-op: TagExistsError when it is claimed already (nothing decided).
         """
 
     @abstractmethod
@@ -167,6 +200,19 @@ class ExternalLog(ABC):
     @abstractmethod
     def records(self, after: int, up_to: int | None = None, limit: int = 10_000) -> list[LogRecord]:
         """Records with after < csn <= up_to, in CSN order."""
+
+    @abstractmethod
+    def claim_tag(self, name: str, tid: str | None = None) -> None:
+        """Claim the tag name `name` (for a commit of `tid`, or None: `Warehouse.tag`); TagExistsError when it is
+        claimed already. A commit with a tag claims it in its append instead (the same multi-op)."""
+
+    @abstractmethod
+    def tag_claim(self, name: str) -> TagClaim | None:
+        """Who claims the tag name `name`, or None when nobody does."""
+
+    @abstractmethod
+    def release_tag(self, name: str) -> None:
+        """Release the claim on `name` (nothing when there is none)."""
 
     def compaction_due(self) -> bool:
         """True when compact() has work (e.g. a segment was sealed since the last compaction)."""

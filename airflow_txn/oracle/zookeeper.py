@@ -15,6 +15,7 @@ kazoo-recipe style, wired together here:
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import Catalog, counters, meta_records
-from airflow_txn.oracle.base import CsnOracle, ExternalLog, LogEntry, LogRecord
+from airflow_txn.oracle.base import CsnOracle, ExternalLog, LogEntry, LogRecord, TagClaim
 from airflow_txn.oracle.zookeeper_compaction import ABORT_DECISION_TTL, Compactor
 from airflow_txn.oracle.zookeeper_decisions import Decisions
 from airflow_txn.oracle.zookeeper_group import GroupCommitter
@@ -94,6 +95,15 @@ class ZooKeeperOracle(CsnOracle, ExternalLog):
 
     def commit_csn(self, tid: str) -> int | None:
         return self.decisions.commit_csn(tid)
+
+    def claim_tag(self, name: str, tid: str | None = None) -> None:
+        self.decisions.claim_tag(name, tid, time.time())
+
+    def tag_claim(self, name: str) -> TagClaim | None:
+        return self.decisions.tag_claim(name)
+
+    def release_tag(self, name: str) -> None:
+        self.decisions.release_tag(name)
 
     def last_logged_csn(self) -> int:
         return self.reader.last_csn()

@@ -6,9 +6,11 @@
   /decisions/<tid>       "commit" | "abort": at most one ever exists per transaction
   /aborts/<tid>          index of the abort decisions, for their clean-up
   /log/seg-<k>           a segment {"base": CSN of its first slot, "sealed": bool}; data version 0 = open
-  /log/seg-<k>/r-<seq>   a commit record {"tid", "tables", "at"}; its CSN is base + seq
+  /log/seg-<k>/r-<seq>   a commit record {"tid", "tables", "at", "tag"?}; its CSN is base + seq
+  /tags/<name>           {"tid", "at"}: the tag name is claimed, by the commit of tid (created in its commit
+                         multi-op) or by Warehouse.tag (tid null); untag deletes it after the catalog's tag
 
-/log, /decisions, /aborts and /head are created once and never deleted: a recreated parent of
+/log, /decisions, /aborts, /tags and /head are created once and never deleted: a recreated parent of
 sequential nodes would restart its counter.
 """
 
@@ -78,7 +80,7 @@ class Layout:
     @property
     def parents(self) -> tuple[str, ...]:
         """The nodes created once and never deleted."""
-        return self.path("decisions"), self.path("aborts"), self.log
+        return self.path("decisions"), self.path("aborts"), self.path("tags"), self.log
 
     @property
     def aborts(self) -> str:
@@ -86,6 +88,10 @@ class Layout:
 
     def decision(self, tid: str) -> str:
         return self.path("decisions", tid)
+
+    def tag(self, name: str) -> str:
+        """The claim of tag name `name` (tag names are checked: no '/', check_tag_name)."""
+        return self.path("tags", name)
 
     def abort_index(self, tid: str) -> str:
         return self.path("aborts", tid)

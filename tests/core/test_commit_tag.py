@@ -1,14 +1,18 @@
 """A tag named on the commit (`Transaction.commit(tag=...)`, issue 30 item 3; docs/DESIGN.md D18): with the SQL
 oracle the tag rows are written in the commit's own catalog transaction, so the commit and its tag stand or fall
 together; a name already taken is a TagExistsError before anything is committed (the transaction stays active:
-commit without the tag, or roll back). With ZooKeeper the name is checked before the commit and the tag made once
-it is applied (the residual race D18 describes)."""
+commit without the tag, or roll back). With ZooKeeper the name is claimed in the multi-op that decides the commit and
+the record's mirror makes the tag, so there too a name taken at the last moment commits nothing
+(tests/zookeeper/test_commit_tag.py has the log's side)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 
 from airflow_txn import Warehouse
+from airflow_txn.core import crashpoints
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, TagExistsError
 from tests.helpers import accounts, events, ids, make_tables
 
@@ -57,3 +61,36 @@ def test_a_bad_tag_is_refused_before_anything_changes(wh: Warehouse) -> None:
     assert wh.transaction_info(t.tid)["state"] == "active" and wh.tags() == []
     t.commit(tag="fine")
     assert wh.tag_info("fine")["tables"] == [EV]
+
+
+def test_a_name_taken_at_the_commit_point_commits_nothing(wh: Warehouse, open_wh: Callable[[], Warehouse],
+                                                         request: pytest.FixtureRequest,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another caller takes the name after every check, just before the commit point (SQL: inside the commit's
+    catalog transaction, once its CSN is allocated; ZooKeeper: before the multi-op that decides it)."""
+    if request.node.callspec.params.get("catalog_url") == "sqlite":
+        pytest.skip("SQLite has one writer at a time: no other caller can tag inside the commit's transaction")
+    make_tables(wh)
+    other = open_wh()
+    with wh.begin() as first:
+        first.append(AC, accounts({1: 10}))
+    t = wh.begin()
+    t.append(EV, events([1]))
+    watermark = wh.readable_csn()
+    hit = crashpoints.hit
+
+    def take_the_name(point: str) -> None:
+        hit(point)
+        if point == crashpoints.COMMIT_MID_RECORD:
+            other.tag("raced")
+
+    monkeypatch.setattr(crashpoints, "hit", take_the_name)
+    with pytest.raises(TagExistsError, match="raced"):
+        t.commit(tag="raced")
+    monkeypatch.undo()
+    info = wh.transaction_info(t.tid)
+    assert (info["state"], info["commit_csn"], wh.readable_csn()) == ("active", None, watermark)
+    assert ids(wh.read(EV)) == [] and wh.tag_info("raced")["csn"] == watermark
+    assert [r["tid"] for r in wh.commit_log()] == [first.tid]
+    csn = t.commit()  # still committable without the tag
+    assert ids(wh.read(EV, csn=csn)) == [1] and wh.tag_info("raced")["csn"] == watermark

@@ -132,7 +132,7 @@ def _prepare(wh: Warehouse, tid: str) -> None:
     """Move a transaction to `committing` as commit's step 2 does (the committer then 'dies')."""
     from airflow_txn.core import commit_external
 
-    commit_external._prepare(wh.runtime, tid)
+    commit_external._prepare(wh.runtime, tid, _oracle(wh), None)
 
 
 def test_abort_decision_beats_a_late_commit(make_wh: OpenWh, zk: Any, chroot: str) -> None:

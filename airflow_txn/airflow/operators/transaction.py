@@ -147,9 +147,9 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
         (templated; `Transaction.commit(tag=)`): the tag holds the tables the commit wrote (every table when it
         wrote none), readable by that name whatever vacuum's retention. A malformed name fails the task without
         retry and commits nothing; one taken by another snapshot rolls the transaction back and fails without
-        retry (with the SQL oracle the tag is written in the commit's own catalog transaction, so no other run
-        can take the name in between; with ZooKeeper see docs/DESIGN.md D18). A retry after a successful commit
-        finds its own tag (or makes it, if the commit stands without it).
+        retry (the name is taken in the commit's own catalog transaction, or with ZooKeeper in the multi-op that
+        decides the commit, so no other run can take it in between: docs/DESIGN.md D18). A retry after a
+        successful commit finds its own tag (or makes it, if the commit stands without it).
     """
 
     template_fields: Sequence[str] = ("tid", "tag", "conn_id")
@@ -196,8 +196,9 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
                           outputs=described(wh, committed_outputs(info, csn, warehouse_id)))
 
     def _tag_taken(self, wh: Warehouse, tid: str, exc: TagExistsError) -> NoReturn:
-        """The commit named a tag someone else holds: before the commit (the SQL oracle, or ZooKeeper's check)
-        the transaction is rolled back; after it (ZooKeeper's residual race, D18) the commit stands."""
+        """The commit named a tag someone else holds: nothing was committed (the name is taken in the commit's own
+        catalog transaction or ZooKeeper multi-op, D18), so the transaction is rolled back; a commit that stands
+        all the same (a record mirrored by an older airflow_txn) is reported as it is."""
         if wh.transaction_info(tid)["state"] == COMMITTED:
             raise AirflowFailException(f"{self.task_id}: {exc}") from exc
         roll_back_quietly(wh, tid, f"commit refused: {exc}", self.log)

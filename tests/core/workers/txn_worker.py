@@ -25,6 +25,7 @@ ID_SCHEMA = pa.schema([("id", pa.int64()), ("writer", pa.int64())])
 CRASH_EVENT_IDS = [100, 101]
 CRASH_DAY = "2024-01-02"
 CRASH_ACCOUNT_IDS = [100]
+CRASH_TAG = "crashed-commit"  # the tag the `commit_tag` scenario names on its commit
 CRASH_LEASE_SECONDS = 2.0  # short, yet long enough for a loaded machine to reach the crash point
 # The re-staging scenario: attempts 1 and 2 of one task (one key) in a transaction the parent began;
 # attempt 1 stages RETRY_IDS[1] in both tables, attempt 2 dies staging RETRY_IDS[2] (the parent runs attempt 3).
@@ -142,6 +143,11 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
             lambda: t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY)),
             lambda: t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1))),
             t.commit,
+        ],
+        "commit_tag": [
+            lambda: t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY)),
+            lambda: t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1))),
+            lambda: t.commit(tag=CRASH_TAG),
         ],
         "rollback": [
             lambda: t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY)),
