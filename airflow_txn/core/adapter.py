@@ -506,6 +506,14 @@ class WritePlan:
         decided = self.run(lambda: staging.replace_parts(self.tid, holders, ids))
         return replace(self, removals=decided.removals, scanned=decided.scanned, visible=())
 
+    def reading(self, parts: Sequence[PartView]) -> ReadPlan:
+        """A read of exactly `parts` (of `visible`) as the statement sees them, for an engine that reads what it
+        rewrites through the root's filesystem (the data source). The statement's view, not the transaction's
+        current one: the first write of a key's newer attempt sees again what older attempts of the key replaced
+        (their removals are withdrawn when it registers). Nothing is recorded: the registration records what the
+        statement scanned; a part a merge took meanwhile is refused there (MergedAwayError)."""
+        return ReadPlan(self.table, tuple(parts), self.snapshot, self.tid)
+
     def with_statement(self, statement: str) -> WritePlan:
         """The plan with its files named after statement id `statement` (16 hex digits; new_statement_id) instead."""
         return replace(self, statement=statement)

@@ -100,8 +100,8 @@ class _Run:
         """The rows of exactly `parts` (MergedAwayError, when the job runs, if one is gone from the view)."""
         if self.way == via_module.NATIVE:
             return parts_frame(self.spark, plan.view, parts, with_part_id=with_part_id)
-        return via_module.read(self.spark, self.txn.warehouse, plan.table.name, None, self.txn, None,
-                               parts=[p.id for p in parts], part_id=with_part_id)
+        # the statement's view: a newer attempt of its key sees again what older attempts replaced
+        return via_module.read_planned(self.spark, self.txn.warehouse, plan.reading(parts), part_id=with_part_id)
 
     def stage(self, changed: DataFrame, plan: WritePlan) -> None:
         """Stage `changed` as the statement's parts in place of those `plan` replaces, in one registration."""

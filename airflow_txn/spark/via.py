@@ -26,6 +26,7 @@ from airflow_txn import errors
 from airflow_txn.core.adapter import (
     OVERWRITE,
     MergeTask,
+    ReadPlan,
     StoredTable,
     WritePlan,
     WrittenPart,
@@ -84,7 +85,13 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None, txn: T
     its errors raised here, the read recorded once) and carried to the data source as its option `read_plan`.
     `parts`: exactly these parts of that view (MergedAwayError if one is gone); `part_id`: each row also carries
     its part's id (column types.PART_ID)."""
-    plan = plan_read(wh, table, csn=csn, txn=txn, partitions=partitions, tag=tag, parts=parts)
+    return read_planned(spark, wh, plan_read(wh, table, csn=csn, txn=txn, partitions=partitions, tag=tag, parts=parts),
+                        part_id)
+
+
+def read_planned(spark: SparkSession, wh: Warehouse, plan: ReadPlan, part_id: bool = False) -> DataFrame:
+    """Exactly the parts of `plan` through the data source (read): e.g. a statement's own view of the parts it
+    rewrites (WritePlan.reading)."""
     options = {**datasource.warehouse_options(wh), "read_plan": plan.to_json()}
     if part_id:
         options["part_id"] = "true"
