@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 SOURCE, TARGET = "h.a", "h.b"
 WRITERS, READERS = "ABC", "RS"
-HISTORIES = 4
+HISTORIES = 6
 """Histories per root."""
 STEPS = 6
 """Statements per history, before the reruns a commit asks for."""
