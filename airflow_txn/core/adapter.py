@@ -526,7 +526,10 @@ class WritePlan:
 
     def read_plan(self, parts: Sequence[PartView]) -> ReadPlan:
         """Exactly `parts` (some of `visible`) in the statement's view, for an engine reading the rows it rewrites
-        through the read plan: the statement's scan, which its commit records (nothing is recorded here)."""
+        through the read plan (the data source). The statement's view, not the transaction's current one: the first
+        write of a key's newer attempt sees again what older attempts of the key replaced (their removals are
+        withdrawn when it registers). Nothing is recorded: the registration records what the statement scanned; a
+        part a merge took meanwhile is refused there (MergedAwayError)."""
         return ReadPlan(self.table, tuple(parts), self.snapshot, self.tid)
 
     def with_statement(self, statement: str) -> WritePlan:

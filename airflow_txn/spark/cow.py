@@ -103,12 +103,13 @@ class _Run:
         still holds its rows: its registration then raises MergedAwayError)."""
         if self.way is via_module.NATIVE:
             return parts_frame(self.spark, plan.view, parts, with_part_id=with_part_id)
+        # the statement's view: a newer attempt of its key sees again what older attempts replaced
         return via_module.read_planned(self.spark, self.txn.warehouse, plan.read_plan(parts), part_id=with_part_id)
 
     @property
     def writer(self) -> str | None:
         """Who writes the rewritten parts into a write dir by path (WritePlan.replacing); None: the data source."""
-        return "spark" if self.way == via_module.NATIVE else None
+        return "spark" if self.way is via_module.NATIVE else None
 
     def stage(self, changed: DataFrame, plan: WritePlan) -> None:
         """Stage `changed` as the statement's parts in place of those `plan` replaces, in one registration."""

@@ -1,6 +1,7 @@
 """The engine paths and storage roots every conformance case runs on: ONE list each. A new engine path is added
-by listing it here (how it writes a table's rows in a transaction, how it reads a table, what it reads the
-table's types as); every case in this directory then runs on it, on every root it supports.
+by listing it here (how it writes a table's rows in a transaction, deletes and updates rows, reads a table or a
+transaction's own view, what it reads the table's types as); every case in this directory then runs on it, on
+every root it supports, and the histories of test_histories.py run statements through it mixed with the others.
 
     core                the engine's own Arrow API (Transaction.append, Warehouse.read)
     spark-native        airflow_txn.spark.write/read via="native" on the local SparkSession (Spark's own Parquet
@@ -12,17 +13,19 @@ table's types as); every case in this directory then runs on it, on every root i
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.model.options import Via
+from airflow_txn.model.results import PartitionSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,22 +44,49 @@ class EnginePath:
     """A Spark Connect session: the process is put in Connect mode for the test (as SparkSession.builder.remote()
     leaves it), so pyspark.sql.functions make Connect columns."""
 
-    def write(self, spark: SparkSession | None, t: Transaction, table: str, rows: pa.Table) -> int:
-        """Stage `rows` (in the table's own Arrow types) in `table` through this path; the rows staged."""
+    def write(self, spark: SparkSession | None, t: Transaction, table: str, rows: pa.Table, mode: str = "append",
+              partitions: PartitionSpec | None = None) -> int:
+        """Stage `rows` (in the table's own Arrow types) in `table` through this path, under the handle's key (if
+        any): an append, or an overwrite of the table or of the listed `partitions`; the rows staged."""
         if spark is None:
-            t.append(table, rows)
-            return int(rows.num_rows)
+            return t.overwrite(table, rows, partitions) if mode == "overwrite" else t.append(table, rows)
         import airflow_txn.spark as txn_spark
 
-        return txn_spark.write(spark_frame(spark, rows), t, table, via=self.via or Via.AUTO)
+        return txn_spark.write(spark_frame(spark, rows), t, table, mode=mode, partitions=partitions,
+                               via=self.via or Via.AUTO)
 
-    def read(self, spark: SparkSession | None, wh: Warehouse, table: str) -> pa.Table:
-        """`table` as this path reads it (a Spark path: in Spark's types, as Arrow)."""
+    def read(self, spark: SparkSession | None, wh: Warehouse, table: str, txn: Transaction | None = None) -> pa.Table:
+        """`table` as this path reads it (a Spark path: in Spark's types, as Arrow): the latest snapshot, or `txn`'s
+        own view (through a keyed handle: a keyed read, which a retry of what it saw withdraws)."""
         if spark is None:
-            return wh.read(table)
+            return txn.read(table) if txn is not None else wh.read(table)
         import airflow_txn.spark as txn_spark
 
-        return txn_spark.read(spark, wh, table, via=self.via or Via.AUTO).toArrow()
+        return txn_spark.read(spark, wh, table, txn=txn, via=self.via or Via.AUTO).toArrow()
+
+    def delete(self, spark: SparkSession | None, t: Transaction, table: str, column: str,
+               values: Sequence[Any]) -> int:
+        """Delete the rows whose `column` is one of `values` through this path (Spark: copy-on-write)."""
+        if spark is None:
+            return t.delete(table, pc.field(column).isin(list(values)))
+        from pyspark.sql import functions as F
+
+        import airflow_txn.spark as txn_spark
+
+        return txn_spark.delete(spark, t, table, F.col(column).isin(list(values)), via=self.via or Via.AUTO)
+
+    def update(self, spark: SparkSession | None, t: Transaction, table: str, column: str, values: Sequence[Any],
+               add: Mapping[str, float]) -> int:
+        """Add `add[c]` to column c of the rows whose `column` is one of `values`, through this path."""
+        if spark is None:
+            return t.update(table, pc.field(column).isin(list(values)),
+                            {name: pc.field(name) + amount for name, amount in add.items()})
+        from pyspark.sql import functions as F
+
+        import airflow_txn.spark as txn_spark
+
+        return txn_spark.update(spark, t, table, F.col(column).isin(list(values)),
+                                {name: F.col(name) + amount for name, amount in add.items()}, via=self.via or Via.AUTO)
 
     def reads_as(self, schema: pa.Schema) -> pa.Schema:
         """The Arrow form of the types this path reads a table of `schema` in (docs/TYPES.md)."""
@@ -108,11 +138,20 @@ def spark_arrow(schema: pa.Schema) -> pa.Schema:
 @pytest.fixture
 def engine_session(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
                    engine_path: EnginePath) -> SparkSession | None:
-    if engine_path.session is None:
-        return None
-    if engine_path.connect:
+    return session_of(engine_path, request, monkeypatch)
+
+
+def session_of(path: EnginePath, request: pytest.FixtureRequest,
+               monkeypatch: pytest.MonkeyPatch) -> SparkSession | None:
+    """The path's Spark session (None: no Spark), the process put in Connect mode for a Connect path and taken out
+    of it for any other (a test running statements through several paths calls this before each)."""
+    if path.connect:
         monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
-    session: SparkSession = request.getfixturevalue(engine_path.session)
+    else:
+        monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
+    if path.session is None:
+        return None
+    session: SparkSession = request.getfixturevalue(path.session)
     return session
 
 

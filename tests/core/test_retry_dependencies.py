@@ -13,19 +13,18 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from airflow_txn import Transaction, Warehouse
+from airflow_txn import Warehouse
 from airflow_txn.catalog import schema
 from airflow_txn.errors import InvalidatedKeysError, RetryConflictError, StaleAttemptError
 from tests.helpers import EVENTS, events, ids
+from tests.keyed_model import DAYS, Latest, Op, commit_running_again, rows_table, sorted_rows
 
 D1 = [{"day": "2024-01-01"}]
 
@@ -233,47 +232,9 @@ def test_vacuum_drops_the_key_rows_of_ended_transactions_only(wh: Warehouse) -> 
 # One transaction per example, on a fresh table of the same warehouse; every statement is keyed (explicit
 # keys: a key's latest statement replaces all it staged before). Keys rewrite each other's output often
 # (few ids, two days). Commit is retried after running again every key it names. The committed table must
-# then equal the reference: the snapshot's rows with every key's latest statement re-run from scratch, in
-# the order those statements last ran.
-DAYS = ("2024-01-01", "2024-01-02")
-Row = tuple[int, str, float]
-
-
-@dataclass(frozen=True)
-class Op:
-    kind: str  # append | delete | update | overwrite
-    ids: tuple[int, ...]
-    day: str
-
-    def run(self, t: Transaction, table: str, key: str) -> None:
-        if self.kind == "append":
-            t.append(table, _rows([(i, self.day, 1.0) for i in self.ids]), key=key)
-        elif self.kind == "overwrite":
-            t.overwrite(table, _rows([(i, self.day, 2.0) for i in self.ids]), partitions=[{"day": self.day}], key=key)
-        elif self.kind == "update":
-            t.update(table, pc.field("id").isin(list(self.ids)), {"value": pc.field("value") + 1}, key=key)
-        else:
-            t.delete(table, pc.field("id").isin(list(self.ids)), key=key)
-
-    def apply(self, rows: list[Row]) -> list[Row]:
-        if self.kind == "append":
-            return rows + [(i, self.day, 1.0) for i in self.ids]
-        if self.kind == "overwrite":
-            return [r for r in rows if r[1] != self.day] + [(i, self.day, 2.0) for i in self.ids]
-        if self.kind == "update":
-            return [(r[0], r[1], r[2] + 1) if r[0] in self.ids else r for r in rows]
-        return [r for r in rows if r[0] not in self.ids]
-
-
-def _rows(rows: list[Row]) -> pa.Table:
-    return pa.table({"id": [r[0] for r in rows], "day": [r[1] for r in rows], "value": [r[2] for r in rows]},
-                    schema=EVENTS)
-
-
-def _sorted(table: pa.Table) -> list[Row]:
-    return sorted((r["id"], r["day"], r["value"]) for r in table.to_pylist())
-
-
+# then equal the reference (tests/keyed_model.py): the snapshot's rows with every key's latest statement re-run
+# from scratch, in the order those statements last ran. tests/conformance/test_histories.py runs such histories
+# with keyed reads, each statement through an engine path of its own.
 OPS = st.builds(Op, st.sampled_from(["append", "append", "delete", "update", "overwrite"]),
                 st.lists(st.integers(0, 3), min_size=1, max_size=3).map(tuple), st.sampled_from(DAYS))
 HISTORY = st.lists(st.tuples(st.sampled_from("ABC"), OPS), min_size=2, max_size=9)
@@ -293,25 +254,19 @@ def test_keyed_histories_match_rerunning_the_keys_from_scratch(wh: Warehouse, se
     for part in seed:
         if part:
             with wh.begin() as t0:
-                t0.append(table, _rows([(i, day, 0.0) for i, day in part]))
-    start = _sorted(wh.read(table))
+                t0.append(table, rows_table([(i, day, 0.0) for i, day in part]))
+    start = {table: sorted_rows(wh.read(table))}
     t = wh.begin()
-    latest: dict[str, tuple[int, Op]] = {}
-    order = itertools.count()
+    latest = Latest()
     for key, op in history:
         op.run(t, table, key)
-        latest[key] = (next(order), op)
-    for _ in range(len(latest) + 1):
-        try:
-            t.commit()
-            break
-        except InvalidatedKeysError as refused:
-            assert set(refused.keys) <= set(latest) and t.state == "active"
-            for key in refused.keys:  # run them again, as a user clearing those tasks would
-                latest[key][1].run(t, table, key)
-                latest[key] = (next(order), latest[key][1])
+        latest.ran(key, table, op)
+
+    def run_again(key: str) -> None:
+        op = latest.of[key].op
+        op.run(t, table, key)
+        latest.ran(key, table, op)
+
+    commit_running_again(t, latest, run_again)
     assert t.state == "committed"
-    expected = start
-    for _, op in sorted(latest.values(), key=lambda seq_op: seq_op[0]):
-        expected = op.apply(expected)
-    assert _sorted(wh.read(table)) == sorted(expected)
+    assert sorted_rows(wh.read(table)) == latest.replay(start)[table]
