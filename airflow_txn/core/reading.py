@@ -22,7 +22,7 @@ from airflow_txn.catalog import commit_log, key_records, part_records, read_sets
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.tag_records import TagRow
-from airflow_txn.core import apply, bounds, retention, tags
+from airflow_txn.core import apply, bounds, retention, retries, tags
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.staging import Statement
 from airflow_txn.errors import InvalidArgumentError, SchemaMismatchError, SnapshotTooOldError, StorageError, TxnError
@@ -163,8 +163,18 @@ def _plan_view(rt: Runtime, table: str, view: Statement,
     with rt.catalog.write() as conn:
         txn_records.lock_usable(conn, rt.catalog, view.tid)
         _record_read(conn, view, info.id, keys)
-        rows = part_records.visible_parts(conn, info.id, view.tid, view.snapshot, keys)
+        rows = _own_view(conn, view, info.id, keys)
     return Planned(info, tuple(rows), view.snapshot, view.tid)
+
+
+def _own_view(conn: Any, view: Statement, table_id: int, keys: Sequence[str] | None) -> list[PartRow]:
+    """What a read of the transaction's own view sees. Through a handle of a key's attempt: the view with the
+    key's older attempts (and the keys that built on them) withdrawn, as its writes see it (staging.visible), so
+    a newer attempt never reads what only an older one staged (withdrawn at its first write; invariant 7)."""
+    if view.key is None or view.attempt is None:
+        return part_records.visible_parts(conn, table_id, view.tid, view.snapshot, keys)
+    withdrawn = retries.withdrawn(conn, view.tid, view.key, view.attempt)
+    return part_records.visible_for_statement(conn, table_id, view.tid, view.snapshot, withdrawn, keys)
 
 
 def _record_read(conn: Any, view: Statement, table_id: int, keys: Sequence[str] | None) -> None:

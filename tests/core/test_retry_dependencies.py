@@ -194,6 +194,28 @@ def test_the_zombie_fence_holds_when_the_retry_stages_nothing(wh: Warehouse) -> 
     assert wh.read("sales.events").num_rows == 0
 
 
+def test_a_newer_attempt_never_reads_what_older_attempts_of_its_key_staged(wh: Warehouse) -> None:
+    """The commit must equal every key's latest attempt run from scratch: attempt 2 of R reading before its
+    first write saw attempt 1's staged [1] (withdrawn only at that write) and built b=[11] on rows that never
+    commit. A keyed read of a newer attempt sees the key's older attempts withdrawn, as its writes do."""
+    _seed(wh, [])
+    wh.create_table("sales.derived", EVENTS, partition_by=["day"])
+    t = wh.begin()
+    wh.attach(t.tid).use_key("R", attempt=1).append("sales.events", events([1]))
+    retry = wh.attach(t.tid).use_key("R", attempt=2)
+    seen = ids(retry.read("sales.events"))
+    assert seen == []
+    retry.append("sales.derived", events([i + 10 for i in seen] or [0]))
+    t.commit()
+    assert ids(wh.read("sales.events")) == [] and ids(wh.read("sales.derived")) == [0]
+    # the same attempt still reads its own writes
+    t = wh.begin()
+    again = wh.attach(t.tid).use_key("S", attempt=1)
+    again.append("sales.events", events([5]))
+    assert ids(again.read("sales.events")) == [5]
+    t.rollback()
+
+
 def test_an_attempt_fences_older_ones_from_the_moment_it_starts(wh: Warehouse) -> None:
     """Issue 16, case 3: use_key(attempt=2) alone (before any write) fences attempt 1."""
     _seed(wh, [])
