@@ -86,6 +86,15 @@ def _s3_root(base: Path) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
 
 
 NOTES = """\
+**Before/after the write plans (issue 31; 2026-11-29, quick size: 200,000 rows x 2, side by side in one session:
+main before the issue's work (00d04b6) and after it, alternating, two rounds each; load average 10-16 from
+other jobs, so only the pairing means anything).** Ratio to plain `df.write.parquet`, round 1 / round 2:
+native unpartitioned before 1.07 / 0.93, after 0.76 / 1.00; native by day before 1.08 / 1.04, after 0.87 /
+1.05; data source unpartitioned before 1.17 / 0.85, after 0.71 / 0.95; data source by day before 0.67 / 0.37,
+after 0.37 / 0.40; data source to S3 before 1.28 / 1.02 and 0.98 / 0.46, after 0.92 / 0.99 and 0.42 / 0.47. No
+path is slower after (within this noise); the plans add one catalog round trip at most per statement and remove
+the data source's repeated statement opening.
+
 **The data source (2026-11-27, the full run below):** 1.71x plain unpartitioned, 0.70x partitioned by day (an
 earlier full run the same day: 2.17x and 1.01x). Its tasks move every row from the JVM to a Python worker as Arrow
 and encode the Parquet there (pyarrow), which costs about what Spark's whole native write does when there is
