@@ -6,8 +6,8 @@ deadlock upgrading a read lock. The pysqlite driver runs in its autocommit mode 
 emit the BEGIN themselves as the transaction's first statement (the pysqlite recipe does it from a
 `begin` event listener; any connection-event listener makes SQLAlchemy dispatch events around every
 statement, ~6% of a small commit: docs/BENCHMARKS.md, B1). On PostgreSQL writers run at READ
-COMMITTED and lock the rows they change (`FOR UPDATE`), which `lock_for_update` adds only where the
-dialect supports it.
+COMMITTED and lock the rows they change (`FOR UPDATE`), which the row modules add only where the
+dialect supports it (`supports_for_update`: SQLite's BEGIN IMMEDIATE already serializes).
 
 A Catalog object creates nothing: connecting to a SQLite file that is not there would create it, so
 `exists()` looks before anything connects, and `read()`/`write()` refuse a catalog that does not exist
@@ -40,7 +40,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Select, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.pool import NullPool, QueuePool
@@ -399,10 +399,6 @@ class Catalog:
             ) from exc
         finally:
             conn.close()
-
-    def lock_for_update(self, stmt: Select[Any]) -> Select[Any]:
-        """Add FOR UPDATE where the dialect has row locks (SQLite's BEGIN IMMEDIATE already serializes)."""
-        return stmt.with_for_update() if self.supports_for_update else stmt
 
     def initialize(self) -> None:
         """Create the catalog if it is missing: checks the schema's version records in a read transaction; only

@@ -399,11 +399,6 @@ def committed_csn(info: TransactionInfo) -> int:
     return csn
 
 
-def committed_tables(info: TransactionInfo, csn: int) -> list[str]:
-    """The tables whose visible content the commit of a transaction (`info`) at `csn` changed."""
-    return list(committed_partitions(info, csn))
-
-
 def committed_partitions(info: TransactionInfo, csn: int) -> dict[str, list[Partition]]:
     """{table: the partitions whose content the commit at `csn` changed}, the tables sorted."""
     found: dict[str, dict[str, Partition]] = {}
