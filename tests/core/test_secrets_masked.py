@@ -260,6 +260,7 @@ NAMES_NO_URL = {
                      errors.SchemaMismatchError, errors.UnsupportedTypeError, errors.LeaseExpiredError,
                      errors.InvalidNameError, errors.SnapshotTooOldError, errors.WaitTimeoutError,
                      errors.CheckError), "tids, tables, tags, keys, values"),
+    errors.InvalidOptionError: "an option's name, the value given and the values allowed",
 }
 
 
