@@ -348,7 +348,7 @@ def _behind(name: str, config: WarehouseConfig, catalog: Catalog, runtime: Runti
     from airflow_txn.publish import iceberg
 
     properties = iceberg.catalog_properties(config.catalog_url, runtime.storage.location,
-                                            config.storage_options, config.iceberg_catalog)
+                                            config.storage_options, config.iceberg_catalog, config.connect_timeout)
     ice = iceberg.open_catalog({**properties, "init_catalog_tables": "false"})
     try:
         return iceberg.behind(runtime, ice, identity.warehouse_id(catalog), watermark)

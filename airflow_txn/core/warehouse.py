@@ -598,7 +598,8 @@ class Warehouse:
             self._publisher = Publisher(
                 self.runtime, config.publish,
                 lambda: iceberg.catalog_properties(config.catalog_url, self.runtime.storage.location,
-                                                   config.storage_options, config.iceberg_catalog),
+                                                   config.storage_options, config.iceberg_catalog,
+                                                   config.connect_timeout),
                 lambda: self.warehouse_id,
                 lambda: delta.storage_options(self.runtime.storage.location, config.storage_options))
         return self._publisher

@@ -35,11 +35,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from sqlalchemy.engine import make_url
 
 from airflow_txn.catalog import commit_log, compaction_records, part_records
+from airflow_txn.catalog.database import libpq_timeouts
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import retention
+from airflow_txn.core.config import DEFAULT_CONNECT_TIMEOUT
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
 from airflow_txn.model.partitioning import text_to_value
@@ -98,10 +101,13 @@ def file_uri(location: Location, path: str) -> str:
 
 
 def catalog_properties(catalog_url: str, location: Location, storage_options: Mapping[str, str],
-                       overrides: Mapping[str, str]) -> dict[str, str]:
+                       overrides: Mapping[str, str],
+                       connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> dict[str, str]:
     """The pyiceberg catalog properties: a SQL catalog in the warehouse's own catalog database (`uri`), its
     default location below the root, the root's S3 settings for its FileIO; `overrides` replace any of them
-    (`type`, `uri`, ... of another catalog; `name`: the catalog's name, default airflow_txn)."""
+    (`type`, `uri`, ... of another catalog; `name`: the catalog's name, default airflow_txn). A PostgreSQL `uri`
+    carries the libpq options that bound a server that does not answer (`connect_timeout`, as the catalog's own
+    engine: catalog/database.libpq_timeouts), since pyiceberg's SQL catalog builds its engine from the URI alone."""
     properties = {"type": "sql", "uri": catalog_url, "warehouse": location_uri(location, METADATA_DIR)}
     if location.scheme == "s3":
         endpoint = (storage_options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3")
@@ -111,7 +117,18 @@ def catalog_properties(catalog_url: str, location: Location, storage_options: Ma
         properties["py-io-impl"] = "pyiceberg.io.pyarrow.PyArrowFileIO"
         properties.update({_S3_PROPERTIES[k]: str(v) for k, v in merged.items() if k in _S3_PROPERTIES and v})
     properties.update(overrides)
+    if properties.get("type") == "sql" and properties.get("uri"):
+        properties["uri"] = bounded_uri(properties["uri"], connect_timeout)
     return properties
+
+
+def bounded_uri(uri: str, connect_timeout: float) -> str:
+    """`uri` with the libpq timeouts it does not set itself (none for another database or driver)."""
+    timeouts = libpq_timeouts(uri, connect_timeout)
+    if not timeouts:
+        return uri
+    url = make_url(uri)
+    return url.update_query_dict({k: str(v) for k, v in timeouts.items()}).render_as_string(hide_password=False)
 
 
 def open_catalog(properties: Mapping[str, str]) -> Catalog:
@@ -127,9 +144,21 @@ def open_catalog(properties: Mapping[str, str]) -> Catalog:
         except Exception as exc:  # pyiceberg raises ValueError, SQLAlchemy errors, ...: one typed error
             if "already exists" in str(exc) and attempt + 1 < OPEN_ATTEMPTS:
                 continue  # another process created the SQL catalog's tables at the same moment: they are there now
-            raise PublishError(f"cannot open the Iceberg catalog {name!r} (type {given.get('type')}): "
+            raise PublishError(f"cannot open the Iceberg catalog {name!r} (type {given.get('type')}{_at(given)}): "
                                f"{mask_secrets(str(exc))}") from exc
     raise AssertionError("unreachable")
+
+
+def _at(properties: Mapping[str, str]) -> str:
+    """", at <uri>" for a message: the catalog's URI without its query (the timeouts added), the password masked."""
+    uri = properties.get("uri")
+    if not uri:
+        return ""
+    try:
+        shown = make_url(uri).set(query={}).render_as_string(hide_password=True)
+    except Exception:  # not a SQLAlchemy URL (another catalog type's uri): masked as text
+        shown = uri
+    return f", at {mask_secrets(shown)}"
 
 
 def identifier(info: TableInfo) -> tuple[str, str]:
