@@ -52,6 +52,7 @@ from airflow_txn.errors import (
 )
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import check_tag_name, parse_table_name
+from airflow_txn.model.secrets import mask_secrets
 
 DEFAULT_CONN_ID = "airflow_txn_default"
 CONN_TYPE = "airflow_txn"
@@ -190,7 +191,7 @@ def with_password(catalog_url: str, password: str) -> str:
 
 def connection_config(conn_id: str) -> WarehouseConfig | None:
     """The warehouse connection `conn_id` describes (config_from_extra of its extra and password), or None
-    when Airflow knows no such connection (TxnHook then applies without_connection); `airflow-txn
+    when Airflow knows no such connection (TxnHook then warns and applies the defaults); `airflow-txn
     --conn-id`, which names a connection on purpose, refuses it."""
     try:
         conn = TxnHook.get_connection(conn_id)
@@ -200,10 +201,10 @@ def connection_config(conn_id: str) -> WarehouseConfig | None:
 
 
 def without_connection(conn_id: str, where: str, way_out: str = "") -> None:
-    """Connection `conn_id` is not defined `where`: allowed only when the deployment names a catalog on purpose
-    (`[airflow_txn] catalog` or AIRFLOW_TXN_CATALOG), whose warehouse the AIRFLOW_TXN_* settings then describe.
-    Never the embedded default under ~/.airflow_txn: a guess (a typo in a connection id) that would name, wait
-    on or write a warehouse of its own. ConnectionNotFoundError naming `conn_id` otherwise (docs/DESIGN.md, D16)."""
+    """Connection `conn_id` is not defined `where` (a DAG file being parsed): allowed only when the deployment
+    names a catalog on purpose (`[airflow_txn] catalog` or AIRFLOW_TXN_CATALOG), whose warehouse the AIRFLOW_TXN_*
+    settings then describe. Never the embedded default under ~/.airflow_txn: a guess that would name (and once
+    create) a warehouse of its own. ConnectionNotFoundError naming `conn_id` otherwise (docs/DESIGN.md, D16)."""
     if config_option("catalog") is None and not os.environ.get(ENV_CATALOG):
         raise ConnectionNotFoundError(
             f"connection {conn_id!r} is not defined {where}, and neither [airflow_txn] catalog nor {ENV_CATALOG} "
@@ -262,8 +263,8 @@ class TxnHook(BaseHook):
         return connection_field_behaviour(_connection_type_info()["ui-field-behaviour"])
 
     def extra(self) -> dict[str, Any]:
-        """The connection's extra ({} when the connection does not exist and the deployment names a catalog on
-    purpose: the `[airflow_txn]` options and AIRFLOW_TXN_* variables apply; else ConnectionNotFoundError)."""
+        """The connection's extra ({} when the connection does not exist: the `[airflow_txn]` options, the
+    AIRFLOW_TXN_* variables and the embedded defaults apply, with a warning naming the connection)."""
         if self._extra is None:
             try:
                 conn = self.get_connection(self.conn_id)
@@ -283,9 +284,13 @@ class TxnHook(BaseHook):
         return self.config()
 
     def _no_connection(self, where: str) -> dict[str, Any]:
-        without_connection(self.conn_id, where, " where the workers and the triggerer look connections up")
-        self.log.info("connection %s not defined: the catalog named by [airflow_txn] catalog / %s applies",
-                      self.conn_id, ENV_CATALOG)
+        """No connection `conn_id` here: the `[airflow_txn]` options, the AIRFLOW_TXN_* variables and the embedded
+        defaults describe the warehouse (the public contract), said as a warning naming the catalog it means, so
+        a mistyped connection id shows in the task's or the triggerer's log (parsing refuses instead: D16)."""
+        config = config_from_extra({})
+        self.log.warning("connection %r is not defined %s: using the warehouse of the [airflow_txn] options, "
+                         "the AIRFLOW_TXN_* variables and the defaults, catalog %s", self.conn_id, where,
+                         mask_secrets(config.catalog_url))
         return {}
 
     def config(self) -> WarehouseConfig:
