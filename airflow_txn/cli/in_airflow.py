@@ -30,13 +30,15 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
+from airflow_txn import environment
+
 if TYPE_CHECKING:
     from airflow_txn.core.config import WarehouseConfig
 
 GROUP = "txn"
 PROG_NAME = f"airflow {GROUP}"
 _DEST_PREFIX = "txn_"  # argparse destinations stay clear of Airflow's own (`subcommand`, `func`)
-_PROCESS_CONTEXT = "_AIRFLOW_PROCESS_CONTEXT"  # Airflow 3's choice of secrets backends (server: + the metadata DB)
+_PROCESS_CONTEXT = environment.AIRFLOW_PROCESS_CONTEXT  # Airflow 3's choice of secrets backends (server: + metadata DB)
 
 
 def connection_config(conn_id: str) -> WarehouseConfig:
@@ -68,7 +70,7 @@ def _server_context() -> Iterator[None]:
     """Look connections up as `airflow connections get` does: in Airflow's server context, whose secrets
     backends include the metadata database (a process that is none of Airflow's components sees only the
     AIRFLOW_CONN_* variables and the configured external backends). A context already set is kept."""
-    if os.environ.get(_PROCESS_CONTEXT) is not None:
+    if environment.is_set(_PROCESS_CONTEXT):
         yield
         return
     os.environ[_PROCESS_CONTEXT] = "server"

@@ -12,7 +12,6 @@ part of `show` has `withdrawn`).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -21,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from airflow_txn import environment
 from airflow_txn.cli import times
 from airflow_txn.model import moments
 from airflow_txn.model.csn import ROLLBACK_CSN
@@ -54,7 +54,7 @@ _PIPE_WIDTH = 4096
 
 def stdout_console() -> Console:
     console = Console(highlight=False, soft_wrap=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
+    if not console.is_terminal and not environment.is_set(environment.COLUMNS):
         console.width = _PIPE_WIDTH
     return console
 

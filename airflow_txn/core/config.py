@@ -1,5 +1,6 @@
-"""Warehouse configuration: one frozen dataclass, its defaults, and the only place AIRFLOW_TXN_* variables are
-read (an S3 root also reads the standard AWS_* variables, storage/location.py, as every AWS client does)."""
+"""Warehouse configuration: one frozen dataclass, its defaults, and the precedence of its settings (an argument,
+else its AIRFLOW_TXN_* variable, else the default). The variables themselves are named and read in
+airflow_txn/environment.py, the one module that reads the environment."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from airflow_txn import environment
 from airflow_txn.errors import InvalidArgumentError, InvalidOptionError
 from airflow_txn.model.options import Manifests, ManifestsName
 from airflow_txn.model.secrets import mask_secrets
@@ -20,14 +22,14 @@ from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.publish import settings as publishing
 from airflow_txn.storage import location
 
-ENV_CATALOG = "AIRFLOW_TXN_CATALOG"
-ENV_ROOT = "AIRFLOW_TXN_ROOT"
-ENV_ORACLE = "AIRFLOW_TXN_ORACLE"
-ENV_HOME = "AIRFLOW_TXN_HOME"
-ENV_MANIFESTS = "AIRFLOW_TXN_MANIFESTS"
-ENV_STORAGE_OPTIONS = "AIRFLOW_TXN_STORAGE_OPTIONS"
-"""S3 settings as a JSON object (storage/location.S3_OPTIONS) when none are passed."""
-ENV_CONNECT_TIMEOUT = "AIRFLOW_TXN_CONNECT_TIMEOUT"
+# the variables (airflow_txn/environment.py says what each means), under the names the callers know
+ENV_CATALOG = environment.CATALOG
+ENV_ROOT = environment.ROOT
+ENV_ORACLE = environment.ORACLE
+ENV_HOME = environment.HOME
+ENV_MANIFESTS = environment.MANIFESTS
+ENV_STORAGE_OPTIONS = environment.STORAGE_OPTIONS
+ENV_CONNECT_TIMEOUT = environment.CONNECT_TIMEOUT
 DEFAULT_CONNECT_TIMEOUT = 20.0
 """Seconds a server that does not answer (catalog, object store, Spark Connect) is waited for, retries
 included, before the call fails with a typed error naming its address (the ZooKeeper oracle has its own
@@ -53,7 +55,7 @@ def manifests_option(value: Manifests | ManifestsName | None = None) -> Manifest
     InvalidOptionError naming where the bad value came from."""
     if value is not None and value != "":
         return Manifests.parse(value, "manifests")
-    found = os.environ.get(ENV_MANIFESTS) or None
+    found = environment.given(ENV_MANIFESTS)
     try:
         return Manifests.OFF if found is None else Manifests.parse(found, "manifests")
     except InvalidOptionError as exc:
@@ -64,7 +66,7 @@ def connect_timeout_seconds(value: float | str | None = None, source: str = "con
     """The bound on waiting for an unreachable server: `value` when given, else $AIRFLOW_TXN_CONNECT_TIMEOUT,
     else DEFAULT_CONNECT_TIMEOUT. InvalidArgumentError (naming `source`) unless 0 < seconds <= 3600."""
     if value is None or value == "":
-        value, source = os.environ.get(ENV_CONNECT_TIMEOUT) or None, f"${ENV_CONNECT_TIMEOUT}"
+        value, source = environment.given(ENV_CONNECT_TIMEOUT), f"${ENV_CONNECT_TIMEOUT}"
     if value is None:
         return DEFAULT_CONNECT_TIMEOUT
     try:
@@ -93,7 +95,7 @@ def home_dir() -> Path:
     """`$AIRFLOW_TXN_HOME`, else `~/.airflow_txn`: where the embedded defaults live. Absolute (a relative
     home is taken from the working directory, `~` is expanded), so the default catalog URL and storage
     root name the same directory however the process later changes its working directory."""
-    return Path(os.environ.get(ENV_HOME) or Path.home() / ".airflow_txn").expanduser().absolute()
+    return Path(environment.given(ENV_HOME) or Path.home() / ".airflow_txn").expanduser().absolute()
 
 
 def default_catalog_url() -> str:
@@ -152,17 +154,17 @@ class WarehouseConfig:
                 connect_timeout: float | str | None = None, publish: str | Sequence[str] | None = None,
                 iceberg_catalog: Mapping[str, str] | str | None = None) -> WarehouseConfig:
         """Explicit arguments first, then AIRFLOW_TXN_* variables, then the embedded defaults."""
-        catalog_url = catalog or os.environ.get(ENV_CATALOG) or default_catalog_url()
-        given = root or os.environ.get(ENV_ROOT)
+        catalog_url = catalog or environment.given(ENV_CATALOG) or default_catalog_url()
+        given = root or environment.given(ENV_ROOT)
         storage_root = root_uri(given or default_root(catalog_url))
         local = location.scheme_of(storage_root) == "file"
         if storage_options is None:
-            options = location.parse_storage_options(os.environ.get(ENV_STORAGE_OPTIONS), f"${ENV_STORAGE_OPTIONS}")
+            options = location.parse_storage_options(environment.text(ENV_STORAGE_OPTIONS), f"${ENV_STORAGE_OPTIONS}")
             if local:  # settings of the environment's object store; this warehouse does not use one
                 options = {}
         else:
             options = location.parse_storage_options(storage_options, "storage_options")
-        oracle_spec = (oracle or os.environ.get(ENV_ORACLE) or "sql").strip()
+        oracle_spec = (oracle or environment.given(ENV_ORACLE) or "sql").strip()
         oracle_kinds.kind_of(oracle_spec)  # a known kind; its options are checked when it is opened
         check_catalog_url(catalog_url)
         manifest_mode = manifests_option(manifests)

@@ -12,7 +12,9 @@ import os
 import signal
 from typing import Final
 
-ENV_VAR: Final = "AIRFLOW_TXN_CRASH_AT"
+from airflow_txn import environment
+
+ENV_VAR: Final = environment.CRASH_AT
 
 STAGE_AFTER_FILES: Final = "stage.after_files"  # part files written, not yet registered
 # A keyed write (a task attempt) re-staging: its files written, the key's earlier attempts still staged.
@@ -52,5 +54,5 @@ def arm(name: str) -> None:
 
 def hit(name: str) -> None:
     """Die here with SIGKILL if this crash point is armed."""
-    if name in _armed or os.environ.get(ENV_VAR) == name:
+    if name in _armed or environment.crash_point() == name:
         os.kill(os.getpid(), signal.SIGKILL)

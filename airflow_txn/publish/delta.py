@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from airflow_txn import environment
 from airflow_txn.catalog import commit_log, compaction_records, part_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
@@ -96,9 +96,8 @@ def storage_options(location: Location, given: Mapping[str, str]) -> dict[str, s
     environment, which deltalake also reads itself); none for a local root."""
     if location.scheme != "s3":
         return {}
-    endpoint = (given.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3")
-                or os.environ.get("AWS_ENDPOINT_URL"))
-    region = given.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    endpoint = given.get("endpoint_url") or environment.aws_endpoint()
+    region = given.get("region") or environment.aws_region()
     merged = {**given, "endpoint_url": endpoint, "region": region}
     options = {_S3_OPTIONS[k]: str(v) for k, v in merged.items() if k in _S3_OPTIONS and v}
     if endpoint and str(endpoint).startswith("http://"):

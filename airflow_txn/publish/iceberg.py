@@ -28,7 +28,6 @@ table and finds the work done.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
+from airflow_txn import environment
 from airflow_txn.catalog import commit_log, compaction_records, part_records
 from airflow_txn.catalog.database import libpq_timeouts
 from airflow_txn.catalog.part_records import PartRow
@@ -110,9 +110,8 @@ def catalog_properties(catalog_url: str, location: Location, storage_options: Ma
     engine: catalog/database.libpq_timeouts), since pyiceberg's SQL catalog builds its engine from the URI alone."""
     properties = {"type": "sql", "uri": catalog_url, "warehouse": location_uri(location, METADATA_DIR)}
     if location.scheme == "s3":
-        endpoint = (storage_options.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3")
-                    or os.environ.get("AWS_ENDPOINT_URL"))
-        region = storage_options.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        endpoint = storage_options.get("endpoint_url") or environment.aws_endpoint()
+        region = storage_options.get("region") or environment.aws_region()
         merged = {**storage_options, "endpoint_url": endpoint, "region": region}
         properties["py-io-impl"] = "pyiceberg.io.pyarrow.PyArrowFileIO"
         properties.update({_S3_PROPERTIES[k]: str(v) for k, v in merged.items() if k in _S3_PROPERTIES and v})

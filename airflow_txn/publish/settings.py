@@ -6,14 +6,13 @@ Read by core/config.py (no optional dependency is imported here)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 
+from airflow_txn import environment
 from airflow_txn.errors import InvalidArgumentError
 
-ENV_PUBLISH = "AIRFLOW_TXN_PUBLISH"
-ENV_ICEBERG_CATALOG = "AIRFLOW_TXN_ICEBERG_CATALOG"
-"""pyiceberg catalog properties as a JSON object, when `iceberg_catalog` is not passed."""
+ENV_PUBLISH = environment.PUBLISH
+ENV_ICEBERG_CATALOG = environment.ICEBERG_CATALOG
 FORMATS = ("iceberg", "delta")
 """The formats publishing supports."""
 PLANNED: tuple[str, ...] = ()
@@ -26,7 +25,7 @@ def parse_publish(value: str | Sequence[str] | None) -> tuple[str, ...]:
     $AIRFLOW_TXN_PUBLISH, else none. InvalidArgumentError names an unknown or unbuilt format."""
     source = "publish"
     if value is None:
-        value, source = os.environ.get(ENV_PUBLISH, ""), f"${ENV_PUBLISH}"
+        value, source = environment.text(ENV_PUBLISH) or "", f"${ENV_PUBLISH}"
     items = value.split(",") if isinstance(value, str) else list(value)
     formats: list[str] = []
     for item in items:
@@ -52,7 +51,7 @@ def parse_iceberg_catalog(value: Mapping[str, str] | str | None) -> dict[str, st
     is a string (a number or a boolean is taken as its text)."""
     source = "iceberg_catalog"
     if value is None:
-        value, source = os.environ.get(ENV_ICEBERG_CATALOG) or None, f"${ENV_ICEBERG_CATALOG}"
+        value, source = environment.given(ENV_ICEBERG_CATALOG), f"${ENV_ICEBERG_CATALOG}"
         if value is None:
             return {}
     if isinstance(value, str):

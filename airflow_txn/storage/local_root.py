@@ -32,6 +32,7 @@ from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 
+from airflow_txn import environment
 from airflow_txn.errors import StorageError
 from airflow_txn.model.names import check_path_length, safe_join, safe_join_resolved
 from airflow_txn.model.partitioning import partition_path
@@ -51,7 +52,7 @@ from airflow_txn.storage.root import (
 
 T = TypeVar("T")
 
-FAULT_QUOTA_ENV = "AIRFLOW_TXN_FAULT_STORAGE_QUOTA"
+FAULT_QUOTA_ENV = environment.FAULT_STORAGE_QUOTA
 """Tests only (tests/faults/test_disk_full.py): a byte quota on the storage root, see _injected_disk_full."""
 _DEFAULT_PATH_MAX = 4096
 _CREATE_PATIENCE = 60.0
@@ -309,6 +310,6 @@ def tree_size(path: Path) -> int:
 def _injected_disk_full(root: Path) -> None:
     """Tests only: with FAULT_QUOTA_ENV set, a write that leaves the storage root above that many bytes fails
     with ENOSPC, as on a full disk (where no small filesystem can be mounted). Unset: one dict lookup."""
-    quota = os.environ.get(FAULT_QUOTA_ENV)
+    quota = environment.fault_storage_quota()
     if quota is not None and tree_size(root) > int(quota):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 
+from airflow_txn import environment
 from airflow_txn.errors import InvalidArgumentError
 from airflow_txn.model.secrets import mask_secrets
 
@@ -172,9 +173,8 @@ def _s3_filesystem(options: Mapping[str, str], connect_timeout: float) -> tuple[
     """An S3FileSystem for `options` (else the AWS environment), and where its credentials come from.
     One PUT per object written (allow_delayed_open: a small object is uploaded whole when it is closed);
     S3_ATTEMPTS attempts of one request, each bounded to a sixth of `connect_timeout` (module docstring)."""
-    env = os.environ
-    endpoint = options.get("endpoint_url") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-    region = options.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    endpoint = options.get("endpoint_url") or environment.aws_endpoint()
+    region = options.get("region") or environment.aws_region()
     share = connect_timeout / (2 * S3_ATTEMPTS)
     kwargs: dict[str, Any] = {"allow_delayed_open": True, "region": region or None,
                               "connect_timeout": max(1.0, share), "request_timeout": max(3.0, share),
@@ -190,10 +190,10 @@ def _s3_filesystem(options: Mapping[str, str], connect_timeout: float) -> tuple[
     if key_id is not None:
         kwargs.update(access_key=key_id, secret_key=secret, session_token=options.get("session_token"))
         credentials = "credentials from storage_options"
-    elif env.get("AWS_ACCESS_KEY_ID"):
+    elif environment.given(environment.AWS_ACCESS_KEY_ID):
         credentials = "credentials from AWS_ACCESS_KEY_ID"
-    elif env.get("AWS_PROFILE"):
-        credentials = f"credentials of AWS profile {env['AWS_PROFILE']!r}"
+    elif profile := environment.given(environment.AWS_PROFILE):
+        credentials = f"credentials of AWS profile {profile!r}"
     else:
         credentials = "credentials of the AWS default chain (~/.aws files, instance metadata)"
     virtual = options.get("force_virtual_addressing", "false").lower()

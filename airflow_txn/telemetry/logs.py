@@ -24,14 +24,15 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import IO, Any
 
-ENV_LOG_FORMAT = "AIRFLOW_TXN_LOG_FORMAT"
+from airflow_txn import environment
+
+ENV_LOG_FORMAT = environment.LOG_FORMAT
 LOG_FORMATS = ("text", "json")
 FIELDS = ("tid", "csn")
 EVENT_ATTR = "txn_event"
@@ -134,7 +135,7 @@ class JsonFormatter(logging.Formatter):
 
 def formatter(fmt: str | None = None) -> logging.Formatter:
     """The formatter for `fmt` ("text" or "json"; None: $AIRFLOW_TXN_LOG_FORMAT, else text)."""
-    chosen = (fmt or os.environ.get(ENV_LOG_FORMAT) or "text").strip().lower()
+    chosen = (fmt or environment.given(ENV_LOG_FORMAT) or "text").strip().lower()
     if chosen not in LOG_FORMATS:
         raise ValueError(f"{ENV_LOG_FORMAT} must be one of {LOG_FORMATS}, got {chosen!r}")
     return JsonFormatter() if chosen == "json" else TextFormatter()

@@ -60,7 +60,7 @@ PUBLIC_FACE = ("airflow_txn.core.adapter", "airflow_txn.core.warehouse", "airflo
                "airflow_txn.core.config")
 """What an adapter layer may import of the core: the adapter interface, the Warehouse and Transaction
 handles, and the configuration (light, for modules Airflow loads in every component: provider.py). The
-foundation (errors, model/, telemetry/) is a layer of its own, open to every layer."""
+foundation (errors, environment, model/, telemetry/) is a layer of its own, open to every layer."""
 
 LAYERS = (
     # `from airflow_txn.operators import ...` / `from airflow_txn.sensors import ...`: re-exports of the airflow layer
@@ -76,8 +76,9 @@ LAYERS = (
           deferred=("airflow_txn.airflow.hooks.txn", "airflow.cli.cli_config")),
     # `python -m airflow_txn.demo`: a program on top of the core that nothing imports
     Layer("demo", ("airflow_txn.demo",), CORE),
-    # the values every layer speaks in (model/), the exceptions, logs and metrics: they import nothing above them
-    Layer("foundation", ("airflow_txn.model", "airflow_txn.errors", "airflow_txn.telemetry"),
+    # the values every layer speaks in (model/), the exceptions, the environment's reader, logs and metrics:
+    # they import nothing above them
+    Layer("foundation", ("airflow_txn.model", "airflow_txn.errors", "airflow_txn.environment", "airflow_txn.telemetry"),
           frozenset({"foundation"})),
     # the core's ZooKeeper oracle: the one place for kazoo (imported inside functions, for a zookeeper:// oracle)
     Layer("zookeeper adapter", ("airflow_txn.oracle.zookeeper*",), CORE, frozenset({"kazoo"})),

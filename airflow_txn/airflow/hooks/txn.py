@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL, make_url
 
+from airflow_txn import environment
 from airflow_txn.airflow.utils.metrics import install as install_metrics
 from airflow_txn.airflow.version_compat import (
     AirflowNotFoundException,
@@ -205,7 +206,7 @@ def without_connection(conn_id: str, where: str, way_out: str = "") -> None:
     names a catalog on purpose (`[airflow_txn] catalog` or AIRFLOW_TXN_CATALOG), whose warehouse the AIRFLOW_TXN_*
     settings then describe. Never the embedded default under ~/.airflow_txn: a guess that would name (and once
     create) a warehouse of its own. ConnectionNotFoundError naming `conn_id` otherwise (docs/DESIGN.md, D16)."""
-    if config_option("catalog") is None and not os.environ.get(ENV_CATALOG):
+    if config_option("catalog") is None and not environment.given(ENV_CATALOG):
         raise ConnectionNotFoundError(
             f"connection {conn_id!r} is not defined {where}, and neither [airflow_txn] catalog nor {ENV_CATALOG} "
             f"names a catalog: define the connection (type airflow_txn){way_out}", conn_id=conn_id)
