@@ -84,10 +84,10 @@ def test_a_name_taken_at_the_commit_point_commits_nothing(wh: Warehouse, open_wh
         if point == crashpoints.COMMIT_MID_RECORD:
             other.tag("raced")
 
-    monkeypatch.setattr(crashpoints, "hit", take_the_name)
-    with pytest.raises(TagExistsError, match="raced"):
-        t.commit(tag="raced")
-    monkeypatch.undo()
+    with monkeypatch.context() as patched:  # not monkeypatch.undo(): it would undo the fixtures' AWS_* settings too
+        patched.setattr(crashpoints, "hit", take_the_name)
+        with pytest.raises(TagExistsError, match="raced"):
+            t.commit(tag="raced")
     info = wh.transaction_info(t.tid)
     assert (info["state"], info["commit_csn"], wh.readable_csn()) == ("active", None, watermark)
     assert ids(wh.read(EV)) == [] and wh.tag_info("raced")["csn"] == watermark
