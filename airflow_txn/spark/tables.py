@@ -35,9 +35,10 @@ def register_tables(spark: SparkSession, wh: Warehouse, csn: int | None = None, 
     Returns {table: the CSN it reads}: one CSN for all. Registering again replaces the registration of the tables
     it names (a newer CSN: call it again after a commit); a table or view of the same name that register_tables
     did not make is never replaced (InvalidNameError). The names live in the session catalog of the Spark
-    application (a Spark Connect server: every client of it), their view text holds the warehouse's settings, and
-    each query reads the planned parts' files: keep the snapshot readable (inside the retention window, or tagged)
-    while they are queried. Spark's CREATE DATABASE makes a directory under
+    application (a Spark Connect server: every client of it; another session reads them after
+    airflow_txn.spark.register(spark), as Spark keeps a Python data source per session), their view text holds the
+    warehouse's settings, and each query reads the planned parts' files: keep the snapshot readable (inside the
+    retention window, or tagged) while they are queried. Spark's CREATE DATABASE makes a directory under
     `spark.sql.warehouse.dir` (default: `spark-warehouse/` in the working directory): set it where it may go.
 
     Errors, raised before anything is registered: InvalidArgumentError for both `csn` and `tag`;
