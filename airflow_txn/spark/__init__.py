@@ -6,6 +6,7 @@
     txn_spark.delete(spark, t, "shop.orders", "amount < 0")         # copy-on-write, affected parts only
     txn_spark.compact(spark, wh, "shop.orders")                     # wh.compact with Spark writing the merges
     txn_spark.register(spark)      # df.write.format("airflow_txn") / spark.read.format("airflow_txn")
+    txn_spark.register_tables(spark, wh, csn=42)   # spark.table("shop.orders"), spark.sql(...): one snapshot
 
 `mode` and `via` take a string ("overwrite", "datasource") or a member of `txn_spark.WriteMode` / `txn_spark.Via`
 (airflow_txn.model.options); anything else raises InvalidOptionError before Spark runs anything.
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from airflow_txn.spark.datasource import register, warehouse_options
     from airflow_txn.spark.merge import merge
     from airflow_txn.spark.reader import read
+    from airflow_txn.spark.tables import register_tables
     from airflow_txn.spark.types import to_arrow_schema, to_spark_schema
     from airflow_txn.spark.writer import write
 
@@ -34,6 +36,7 @@ _EXPORTS = {
     "write": "airflow_txn.spark.writer",
     "read": "airflow_txn.spark.reader",
     "register": "airflow_txn.spark.datasource",
+    "register_tables": "airflow_txn.spark.tables",
     "warehouse_options": "airflow_txn.spark.datasource",
     "merge": "airflow_txn.spark.merge",
     "delete": "airflow_txn.spark.cow",
@@ -44,8 +47,8 @@ _EXPORTS = {
     "WriteMode": "airflow_txn.model.options",
 }
 
-__all__ = ["Via", "WriteMode", "compact", "delete", "merge", "read", "register", "to_arrow_schema", "to_spark_schema",
-           "update", "warehouse_options", "write"]
+__all__ = ["Via", "WriteMode", "compact", "delete", "merge", "read", "register", "register_tables", "to_arrow_schema",
+           "to_spark_schema", "update", "warehouse_options", "write"]
 
 
 def require_pyspark() -> None:

@@ -123,7 +123,9 @@ def _warehouse(options: Mapping[str, str]) -> Warehouse:
 
 
 def _table_name(options: Mapping[str, str]) -> str:
-    table = options.get("path")
+    """Option `table` (a table of Spark's catalog, register_tables: Spark makes `path` its location), else the
+    name given to .save(...)/.load(...)."""
+    table = options.get("table") or options.get("path")
     if not table:
         raise InvalidNameError('name the table: .save("namespace.table") / .load("namespace.table")')
     return str(table)

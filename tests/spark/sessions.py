@@ -4,7 +4,8 @@ the whole run (tests/airflow keeps a session of its own).
 
 `spark` is one local SparkSession for the whole run (local[2], UI off, few shuffle partitions); `connect_spark` is
 a Spark Connect session on a real server started once for the run; `any_spark` runs a test on both. SPARK_LOCAL_IP
-is set to 127.0.0.1 unless the environment says otherwise; no package is downloaded (no spark.jars.packages).
+is set to 127.0.0.1 unless the environment says otherwise; no package is downloaded (no spark.jars.packages). Both
+keep Spark's own warehouse directory (spark.sql.warehouse.dir) in a temporary directory, not the checkout.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ SPARK_CONF = {**SPARK_TEST_CONF, "spark.python.worker.reuse": "true"}
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python UDFs run in this interpreter
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("airflow_txn-tests")
-    for key, value in SPARK_CONF.items():
+    for key, value in {**SPARK_CONF, **_warehouse_dir(tmp_path_factory)}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
@@ -53,12 +54,18 @@ def connect_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
     from tests.harness.spark_connect import SparkConnectUnavailable, server
 
     try:
-        with server(tmp_path_factory.mktemp("spark-connect")) as connect:
+        with server(tmp_path_factory.mktemp("spark-connect"), conf=_warehouse_dir(tmp_path_factory)) as connect:
             session = ConnectSession.builder.remote(connect.url).getOrCreate()
             yield session
             session.stop()
     except SparkConnectUnavailable as exc:
         pytest.fail(f"the Spark Connect server cannot start: {exc}")
+
+
+def _warehouse_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Spark's own warehouse directory (CREATE DATABASE, airflow_txn.spark.register_tables) in a temporary
+    directory: its default is `spark-warehouse/` in the working directory, the checkout."""
+    return {"spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("spark-warehouse"))}
 
 
 @pytest.fixture(params=["local", "connect"])
