@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from airflow_txn.spark.compaction import compact
     from airflow_txn.spark.cow import delete, update
     from airflow_txn.spark.datasource import register, warehouse_options
-    from airflow_txn.spark.merge import merge
+    from airflow_txn.spark.merging import merge
     from airflow_txn.spark.reader import read
     from airflow_txn.spark.tables import register_tables
     from airflow_txn.spark.types import to_arrow_schema, to_spark_schema
@@ -38,7 +38,7 @@ _EXPORTS = {
     "register": "airflow_txn.spark.datasource",
     "register_tables": "airflow_txn.spark.tables",
     "warehouse_options": "airflow_txn.spark.datasource",
-    "merge": "airflow_txn.spark.merge",
+    "merge": "airflow_txn.spark.merging",
     "delete": "airflow_txn.spark.cow",
     "update": "airflow_txn.spark.cow",
     "to_arrow_schema": "airflow_txn.spark.types",

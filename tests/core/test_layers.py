@@ -102,3 +102,16 @@ def test_the_zookeeper_adapter_loads_kazoo_but_no_upper_layer(adapter: str) -> N
     assert [m for m in forbidden(loaded) if m.split(".")[0] != "kazoo"] == [], "no Airflow or Spark"
     ours = [m for m in loaded if m.startswith("airflow_txn.")]
     assert [m for m in ours if m.split(".")[1] in UPPER_LAYERS | {"cli"}] == [], "no upper layer of airflow_txn"
+
+
+def test_no_public_name_of_a_lazy_package_is_also_one_of_its_modules() -> None:
+    """`airflow_txn.spark.merge` is a function the package loads on first use (its module `__getattr__`); a module
+    of the same name, once imported by anyone (Python then sets it as the package's attribute), shadowed it, and
+    `txn_spark.merge(...)` raised "'module' object is not callable" in any process that had imported every
+    module of the package first (as tests/spark/test_engine_calls.py does)."""
+    import pkgutil
+
+    import airflow_txn.spark as spark_package
+
+    modules = {info.name for info in pkgutil.iter_modules(spark_package.__path__)}
+    assert not modules & set(spark_package.__all__), modules & set(spark_package.__all__)
