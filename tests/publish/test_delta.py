@@ -23,24 +23,14 @@ from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOl
 from airflow_txn.publish.delta import APP_ID, LOG_DIR
 from airflow_txn.publish.formats import CSN_KEY, KIND_KEY
 from tests.helpers import accounts, events, make_tables
+from tests.publish.tables import (
+    D3,
+    commit_every_kind_of_change,
+    committed_csns,
+    rows,
+)
 
 deltalake = pytest.importorskip("deltalake")
-
-ORDERS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("shop", pa.int32()), ("amount", pa.float64()),
-                    ("note", pa.string()), ("at", pa.timestamp("us", tz="UTC"))])
-D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
-
-
-def orders(ids: Sequence[int], day: dt.date = D1, shop: int | None = 1) -> pa.Table:
-    at = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
-    return pa.table({"id": list(ids), "day": [day] * len(ids), "shop": [shop] * len(ids),
-                     "amount": [1.0] * len(ids), "note": [None if i % 2 else f"n{i}" for i in ids],
-                     "at": [at + dt.timedelta(seconds=i) for i in ids]}, schema=ORDERS)
-
-
-def rows(table: pa.Table) -> list[dict[str, Any]]:
-    return sorted(table.to_pylist(), key=repr)
-
 
 def delta_table(wh: Warehouse, table: str, version: int | None = None) -> Any:
     location = wh.published(tables=[table])[table]["delta_table"]
@@ -50,10 +40,6 @@ def delta_table(wh: Warehouse, table: str, version: int | None = None) -> Any:
 def delta_rows(wh: Warehouse, table: str, location: str, version: int) -> list[dict[str, Any]]:
     read = deltalake.DeltaTable(location, version=version).to_pyarrow_table()
     return rows(read.select(wh.schema(table).names))
-
-
-def committed_csns(wh: Warehouse) -> list[int]:
-    return sorted(entry["csn"] for entry in wh.commit_log(limit=10_000))
 
 
 def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
@@ -90,28 +76,7 @@ def dpub(open_pub: Callable[..., Warehouse]) -> Warehouse:
 
 
 def test_every_committed_csn_reads_the_same_through_deltalake(dpub: Warehouse) -> None:
-    make_tables(dpub)  # sales.events partitioned by a string day, sales.accounts unpartitioned
-    dpub.create_table("shop.orders", ORDERS, partition_by=["day", "shop"])
-    dpub.create_table("shop.empty", ORDERS)  # never written: never in published()
-    with dpub.begin() as t:
-        t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
-        t.append("sales.accounts", accounts({1: 10, 2: 20}))
-        t.append("shop.orders", pa.concat_tables([orders([1, 2]), orders([3], day=D2, shop=None)]))
-    with dpub.begin() as t:  # appends to one table
-        t.append("shop.orders", orders([4, 5], day=D3, shop=2))
-    with dpub.begin() as t:  # a partition overwrite
-        t.overwrite("sales.events", events([7], day="2024-01-01", value=2.0), partitions=[{"day": "2024-01-01"}])
-    with dpub.begin() as t:  # copy-on-write: delete and update rewrite only the parts holding matches
-        t.delete("shop.orders", pc.field("id") == 1)
-        t.update("sales.accounts", pc.field("id") == 2, {"balance": 25})
-    rolled = dpub.begin()
-    rolled.append("shop.orders", orders([99]))
-    rolled.delete("sales.accounts", pc.field("id") == 1)
-    rolled.rollback()
-    with dpub.begin() as t:  # a whole-table overwrite
-        t.overwrite("sales.accounts", accounts({3: 30}))
-    with dpub.begin() as t:  # a delete that empties a partition
-        t.delete("shop.orders", pc.field("shop").is_null())
+    commit_every_kind_of_change(dpub)
     assert check_every_csn(dpub) == 18  # 6 commits x 3 written tables
     assert [c[KIND_KEY] for c in commits_of(dpub, "shop.orders")] == ["commit"] * 4  # the rollback published nothing
     found = dpub.published()["shop.orders"]

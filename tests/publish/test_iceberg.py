@@ -4,7 +4,6 @@ updates, rollbacks, multi-table commits, compaction, vacuum and tags; on SQLite 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import subprocess
@@ -23,32 +22,17 @@ from airflow_txn import Warehouse
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError
 from airflow_txn.publish.iceberg import CSN_KEY, KIND_KEY
 from tests.helpers import accounts, events, make_tables
+from tests.publish.tables import (
+    commit_every_kind_of_change,
+    committed_csns,
+    rows,
+)
 
 pytest.importorskip("pyiceberg")
-
-ORDERS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("shop", pa.int32()), ("amount", pa.float64()),
-                    ("note", pa.string()), ("at", pa.timestamp("us", tz="UTC"))])
-D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
-
-
-def orders(ids: Sequence[int], day: dt.date = D1, shop: int | None = 1, amount: float = 1.0) -> pa.Table:
-    at = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
-    return pa.table({"id": list(ids), "day": [day] * len(ids), "shop": [shop] * len(ids),
-                     "amount": [amount] * len(ids), "note": [None if i % 2 else f"n{i}" for i in ids],
-                     "at": [at + dt.timedelta(seconds=i) for i in ids]}, schema=ORDERS)
-
-
-def rows(table: pa.Table) -> list[dict[str, Any]]:
-    return sorted(table.to_pylist(), key=repr)
-
 
 def iceberg_rows(wh: Warehouse, table: str, snapshot_id: int) -> list[dict[str, Any]]:
     scanned = wh.iceberg_catalog().load_table(table).scan(snapshot_id=snapshot_id).to_arrow()
     return rows(scanned.select(wh.schema(table).names))
-
-
-def committed_csns(wh: Warehouse) -> list[int]:
-    return sorted(entry["csn"] for entry in wh.commit_log(limit=10_000))
 
 
 def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
@@ -80,28 +64,7 @@ def summaries(wh: Warehouse, table: str) -> list[dict[str, str]]:
 
 
 def test_every_committed_csn_reads_the_same_through_pyiceberg(pub: Warehouse) -> None:
-    make_tables(pub)  # sales.events partitioned by a string day, sales.accounts unpartitioned
-    pub.create_table("shop.orders", ORDERS, partition_by=["day", "shop"])
-    pub.create_table("shop.empty", ORDERS)  # never written: never in published()
-    with pub.begin() as t:
-        t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
-        t.append("sales.accounts", accounts({1: 10, 2: 20}))
-        t.append("shop.orders", pa.concat_tables([orders([1, 2]), orders([3], day=D2, shop=None)]))
-    with pub.begin() as t:  # appends to one table
-        t.append("shop.orders", orders([4, 5], day=D3, shop=2))
-    with pub.begin() as t:  # a partition overwrite
-        t.overwrite("sales.events", events([7], day="2024-01-01", value=2.0), partitions=[{"day": "2024-01-01"}])
-    with pub.begin() as t:  # copy-on-write: delete and update rewrite only the parts holding matches
-        t.delete("shop.orders", pc.field("id") == 1)
-        t.update("sales.accounts", pc.field("id") == 2, {"balance": 25})
-    rolled = pub.begin()
-    rolled.append("shop.orders", orders([99]))
-    rolled.delete("sales.accounts", pc.field("id") == 1)
-    rolled.rollback()
-    with pub.begin() as t:  # a whole-table overwrite
-        t.overwrite("sales.accounts", accounts({3: 30}))
-    with pub.begin() as t:  # a delete that empties a partition
-        t.delete("shop.orders", pc.field("shop").is_null())
+    commit_every_kind_of_change(pub)
     assert check_every_csn(pub) == 18  # 6 commits x 3 written tables
     kinds = [s[KIND_KEY] for s in summaries(pub, "shop.orders")]
     assert kinds == ["commit"] * 4  # one snapshot per commit of the table; the rollback published nothing

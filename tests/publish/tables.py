@@ -1,0 +1,62 @@
+"""What the Iceberg and the Delta publishing tests share: the orders table, its rows, and one history of commits
+that exercises every kind of change a published snapshot or version must carry."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_txn import Warehouse
+from tests.helpers import accounts, events, make_tables
+
+ORDERS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("shop", pa.int32()), ("amount", pa.float64()),
+                    ("note", pa.string()), ("at", pa.timestamp("us", tz="UTC"))])
+D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
+
+
+def orders(ids: Sequence[int], day: dt.date = D1, shop: int | None = 1, amount: float = 1.0) -> pa.Table:
+    at = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    return pa.table({"id": list(ids), "day": [day] * len(ids), "shop": [shop] * len(ids),
+                     "amount": [amount] * len(ids), "note": [None if i % 2 else f"n{i}" for i in ids],
+                     "at": [at + dt.timedelta(seconds=i) for i in ids]}, schema=ORDERS)
+
+
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    return sorted(table.to_pylist(), key=repr)
+
+
+def committed_csns(wh: Warehouse) -> list[int]:
+    return sorted(entry["csn"] for entry in wh.commit_log(limit=10_000))
+
+
+def commit_every_kind_of_change(wh: Warehouse) -> None:
+    """Six commits over three written tables (sales.events partitioned by a string day, sales.accounts
+    unpartitioned, shop.orders by a date and a nullable int; shop.empty never written): appends, a partition
+    overwrite, a copy-on-write delete and update, a whole-table overwrite, a delete emptying a partition, and a
+    rolled-back transaction between them."""
+    make_tables(wh)
+    wh.create_table("shop.orders", ORDERS, partition_by=["day", "shop"])
+    wh.create_table("shop.empty", ORDERS)  # never written: never in published()
+    with wh.begin() as t:
+        t.append("sales.events", pa.concat_tables([events([1, 2]), events([3], day="2024-01-02")]))
+        t.append("sales.accounts", accounts({1: 10, 2: 20}))
+        t.append("shop.orders", pa.concat_tables([orders([1, 2]), orders([3], day=D2, shop=None)]))
+    with wh.begin() as t:  # appends to one table
+        t.append("shop.orders", orders([4, 5], day=D3, shop=2))
+    with wh.begin() as t:  # a partition overwrite
+        t.overwrite("sales.events", events([7], day="2024-01-01", value=2.0), partitions=[{"day": "2024-01-01"}])
+    with wh.begin() as t:  # copy-on-write: delete and update rewrite only the parts holding matches
+        t.delete("shop.orders", pc.field("id") == 1)
+        t.update("sales.accounts", pc.field("id") == 2, {"balance": 25})
+    rolled = wh.begin()
+    rolled.append("shop.orders", orders([99]))
+    rolled.delete("sales.accounts", pc.field("id") == 1)
+    rolled.rollback()
+    with wh.begin() as t:  # a whole-table overwrite
+        t.overwrite("sales.accounts", accounts({3: 30}))
+    with wh.begin() as t:  # a delete that empties a partition
+        t.delete("shop.orders", pc.field("shop").is_null())
