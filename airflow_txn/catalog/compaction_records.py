@@ -40,7 +40,7 @@ class SwapResult:
 def candidates(conn: Connection, table_id: int, bound: int,
                partition_keys: Sequence[str] | None = None) -> list[PartRow]:
     """Committed parts nobody removes or locks, created at a CSN <= bound, in (creation_csn, id) order."""
-    stmt = select(schema.parts).where(
+    stmt = select(*part_records.columns(conn)).where(
         _p.table_id == table_id, _p.creation_csn.is_not(None), _p.creation_csn <= bound,
         _p.creation_csn != ROLLBACK_CSN, _p.removal_tid.is_(None), _p.removal_csn.is_(None),
     )
@@ -58,7 +58,7 @@ def still_free(conn: Connection, sources: Sequence[PartRow]) -> bool:
 
 
 def swap(conn: Connection, catalog: Catalog, tid: str, table_id: int, partition_key: str,
-         sources: Sequence[PartRow], written: WrittenPart, merge_csn: int) -> SwapResult:
+         sources: Sequence[PartRow], written: WrittenPart, merge_csn: int, schema_version: int = 1) -> SwapResult:
     """The swap, inside the caller's catalog transaction: compare-and-swap the removal of every source
     (NULL -> tid, stamped M at once), register the merged part at M and record the merge. A source
     a user transaction took (or that is gone) makes it return None: the caller must roll back.
@@ -84,6 +84,7 @@ def swap(conn: Connection, catalog: Catalog, tid: str, table_id: int, partition_
             row_count=written.row_count, size_bytes=written.size_bytes, creation_tid=tid, creation_csn=merge_csn,
             removal_tid=None, removal_csn=None, stage_key=None, stage_attempt=None, removal_key=None,
             removal_attempt=None, created_at=now,
+            **({"schema_version": schema_version} if schema_version != 1 else {}),
         )
     )
     assert result.inserted_primary_key is not None
@@ -144,7 +145,7 @@ def garbage(conn: Connection, table_id: int, horizon: int, protected_after: floa
     except sources of merges that swapped after `protected_after` (a reader may still read them) and
     parts a tag holding the table sees (tag_records.pinned_by_a_tag: kept whatever the horizon)."""
     protected = select(_m.tid).where(_m.table_id == table_id, _m.committed_at > protected_after)
-    stmt = select(schema.parts).where(
+    stmt = select(*part_records.columns(conn)).where(
         _p.table_id == table_id,
         or_(_p.creation_csn == ROLLBACK_CSN, and_(_p.removal_csn.is_not(None), _p.removal_csn <= horizon)),
         or_(_p.removal_tid.is_(None), _p.removal_tid.not_in(protected)),

@@ -45,7 +45,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.pool import NullPool, QueuePool
 
-from airflow_txn.catalog import meta_records, migrate, schema
+from airflow_txn.catalog import meta_records, migrate, schema, table_versions
 from airflow_txn.errors import (
     CatalogBusyError,
     CatalogReadOnlyError,
@@ -285,6 +285,7 @@ class Catalog:
         versions.refuse_newer(self.where)
         self._exists = True
         self._versions = versions
+        table_versions.note(self.engine, versions.schema_version)
         return State.OLDER if versions.older else State.NEWER if versions.newer else State.CURRENT
 
     def at_least(self, schema_version: int) -> bool:
@@ -432,6 +433,7 @@ class Catalog:
             meta_records.warehouse_id(conn)  # a new catalog gets its identity with its tables
         self._exists = True
         self._versions = None  # at this package's schema now (or a newer one it may use)
+        table_versions.note(self.engine, done.schema_version)
         return done
 
     def _busy_message(self, exc: DBAPIError) -> str:

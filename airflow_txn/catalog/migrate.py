@@ -10,6 +10,7 @@ The revisions form one chain, one step of the schema's history each (REVISIONS):
     schema_v4   txn_transactions.metadata_json (a transaction's metadata)
     schema_v5   txn_tags and txn_tag_tables (named snapshots)
     schema_v6   txn_check_reports (write-audit-publish check reports, one row each)
+    schema_v7   txn_table_versions and txn_parts.schema_version (a table's schema versioned like a part, D27)
 
 Alembic records the catalog's revision in txn_alembic_version (not Alembic's default alembic_version:
 a catalog may share a PostgreSQL database with Airflow's own, which has that table). The revisions
@@ -52,15 +53,16 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "txn_alembic_version"
-REVISIONS = ("schema_v1", "schema_v2", "schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6")
+REVISIONS = ("schema_v1", "schema_v2", "schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6",
+             "schema_v7")
 """The chain, oldest first (a test checks it against the script directory)."""
 HEAD = REVISIONS[-1]
 _BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3", 4: "schema_v4", 5: "schema_v5",
-                      6: "schema_v6"}
+                      6: "schema_v6", 7: "schema_v7"}
 """The revision a pre-Alembic catalog is at, by its txn_meta schema_version (index version below 2)."""
 SCHEMA_VERSION_OF = {revision: version for version, revision in _BY_SCHEMA_VERSION.items()}
 """The schema version each revision that raises it brings the catalog to."""
-MIN_CLIENT_VERSION = 5
+MIN_CLIENT_VERSION = 7
 """The oldest client schema version that may use a catalog at HEAD, which `upgrade` records in txn_meta: the
 schema version of the newest revision whose `older_clients_tolerate` is False (a test derives it from them)."""
 MIN_CLIENT_KEY = "min_client_version"

@@ -34,7 +34,7 @@ from sqlalchemy import (
     update,
 )
 
-from airflow_txn.catalog import schema
+from airflow_txn.catalog import schema, table_versions
 from airflow_txn.catalog.visibility_sql import visible_branches, visible_clause
 from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.errors import InvalidArgumentError, RetryConflictError, SerializationError
@@ -59,6 +59,8 @@ class PartRow:
     stage_attempt: int | None = None
     removal_key: str | None = None
     removal_attempt: int | None = None
+    schema_version: int = 1
+    """The version of the table's schema the part was written under (docs/DESIGN.md, D27; NULL in the catalog: 1)."""
 
     @property
     def partition(self) -> Partition:
@@ -74,7 +76,17 @@ def _from_row(row: object) -> PartRow:
         version=VersionInfo(r.creation_tid, r.creation_csn, r.removal_tid, r.removal_csn),  # type: ignore[attr-defined]
         stage_key=r.stage_key, stage_attempt=r.stage_attempt,  # type: ignore[attr-defined]
         removal_key=r.removal_key, removal_attempt=r.removal_attempt,  # type: ignore[attr-defined]
+        schema_version=int(getattr(r, "schema_version", None) or 1),
     )
+
+
+_COLUMNS_BEFORE_VERSIONS = tuple(c for c in schema.parts.c if c.name != "schema_version")
+
+
+def columns(conn: Connection) -> tuple[Any, ...]:
+    """The part columns a SELECT names: all of them, but schema_version on a catalog older than schema version 7
+    (table_versions.present: it has no such column; its parts are all version 1)."""
+    return tuple(schema.parts.c) if table_versions.present(conn) else _COLUMNS_BEFORE_VERSIONS
 
 
 _FIELDS = ("id", "table_id", "partition_key", "path", "files", "row_count", "size_bytes", "creation_tid",
@@ -85,8 +97,10 @@ def _part_rows(result: Result[Any]) -> list[PartRow]:
     """Every row of a `select(schema.parts)` result, as `_from_row` builds them but with the column
     positions looked up once and the rows fetched at once: 2-3 times faster per row, which is most of
     a visible-part lookup (docs/BENCHMARKS.md, B3)."""
+    columns_found = list(result.keys())
     (i_id, i_table, i_key, i_path, i_files, i_rows, i_size, i_ctid, i_ccsn, i_rtid, i_rcsn, i_skey, i_satt,
-     i_rkey, i_ratt) = (list(result.keys()).index(name) for name in _FIELDS)
+     i_rkey, i_ratt) = (columns_found.index(name) for name in _FIELDS)
+    i_version = columns_found.index("schema_version") if "schema_version" in columns_found else None
     files: dict[str, tuple[str, ...]] = {}  # parts written alike list the same files: decode each list once
     out = []
     for r in result.all():
@@ -98,17 +112,21 @@ def _part_rows(result: Result[Any]) -> list[PartRow]:
             id=int(r[i_id]), table_id=int(r[i_table]), partition_key=str(r[i_key]), path=str(r[i_path]),
             files=names, row_count=int(r[i_rows]), size_bytes=int(r[i_size]),
             version=VersionInfo(r[i_ctid], r[i_ccsn], r[i_rtid], r[i_rcsn]),
-            stage_key=r[i_skey], stage_attempt=r[i_satt], removal_key=r[i_rkey], removal_attempt=r[i_ratt]))
+            stage_key=r[i_skey], stage_attempt=r[i_satt], removal_key=r[i_rkey], removal_attempt=r[i_ratt],
+            schema_version=1 if i_version is None else int(r[i_version] or 1)))
     return out
 
 
 def _select_parts(table_id: int | ColumnElement[int], clauses: Sequence[ColumnElement[bool]],
-                  partition_keys: Sequence[str] | BindParameter[Any] | None) -> Select[Any] | CompoundSelect[Any]:
+                  partition_keys: Sequence[str] | BindParameter[Any] | None,
+                  versioned: bool = True) -> Select[Any] | CompoundSelect[Any]:
     """The parts of one table matching any of `clauses`, ordered by id: one SELECT per clause, under
-    UNION ALL when there are several (each branch then has its own index plan)."""
+    UNION ALL when there are several (each branch then has its own index plan). `versioned`: the catalog has
+    txn_parts.schema_version (schema version 7)."""
     branches = []
+    wanted = tuple(schema.parts.c) if versioned else _COLUMNS_BEFORE_VERSIONS
     for clause in clauses:
-        stmt = select(schema.parts).where(_p.table_id == table_id, clause)
+        stmt = select(*wanted).where(_p.table_id == table_id, clause)
         if partition_keys is not None:
             keys = partition_keys if isinstance(partition_keys, BindParameter) else list(partition_keys)
             stmt = stmt.where(_p.partition_key.in_(keys))
@@ -120,13 +138,13 @@ def _select_parts(table_id: int | ColumnElement[int], clauses: Sequence[ColumnEl
 
 
 @functools.cache
-def _visible_stmt(in_transaction: bool, by_partition: bool) -> Select[Any] | CompoundSelect[Any]:
+def _visible_stmt(in_transaction: bool, by_partition: bool, versioned: bool) -> Select[Any] | CompoundSelect[Any]:
     """visible_parts' statement, built once per shape with its values bound at execution (building it
     per call cost a quarter of a lookup)."""
     reader = bindparam("reader", type_=String()) if in_transaction else None
     keys: BindParameter[Any] | None = bindparam("partition_keys", expanding=True) if by_partition else None
     snapshot = bindparam("snapshot", type_=BigInteger())
-    return _select_parts(bindparam("table_id", type_=BigInteger()), visible_branches(reader, snapshot), keys)
+    return _select_parts(bindparam("table_id", type_=BigInteger()), visible_branches(reader, snapshot), keys, versioned)
 
 
 def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: int,
@@ -136,7 +154,7 @@ def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: in
         params["reader"] = tid
     if partition_keys is not None:
         params["partition_keys"] = list(partition_keys)
-    stmt = _visible_stmt(tid is not None, partition_keys is not None)
+    stmt = _visible_stmt(tid is not None, partition_keys is not None, table_versions.present(conn))
     return _part_rows(conn.execute(stmt, params))
 
 
@@ -154,9 +172,13 @@ _INSERT = insert(schema.parts)
 
 def register(conn: Connection, tid: str, key: str | None,
              written: Sequence[tuple[int, Sequence[tuple[Partition, WrittenPart]]]],
-             attempt: int | None = None) -> None:
-    """Insert a statement's new parts, [(table id, [(partition, written part)])], with one INSERT."""
+             attempt: int | None = None, schema_versions: Mapping[int, int] | None = None) -> None:
+    """Insert a statement's new parts, [(table id, [(partition, written part)])], with one INSERT.
+    `schema_versions`: {table id: the version of its schema the parts were written under} (absent: 1)."""
+    versions = {t: v for t, v in (schema_versions or {}).items() if v != 1}
     now = time.time()
+    # only a catalog of schema version 7 has a table version above 1 (and the column schema_version)
+    version_of: dict[str, Any] = {}
     rows = [
         {
             "table_id": table_id, "partition_key": partition_key(partition), "path": part.path,
@@ -164,6 +186,7 @@ def register(conn: Connection, tid: str, key: str | None,
             "creation_tid": tid, "creation_csn": None, "removal_tid": None, "removal_csn": None,
             "stage_key": key, "stage_attempt": attempt, "removal_key": None, "removal_attempt": None,
             "created_at": now,
+            **(version_of if not versions else {"schema_version": versions.get(table_id)}),
         }
         for table_id, parts in written for partition, part in parts
     ]
@@ -233,7 +256,8 @@ def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: i
     candidates = visible_branches(tid, snapshot)
     if withdrawn:  # parts the withdrawn keys locked: visible again once they are withdrawn
         candidates.append(and_(_p.removal_tid == tid, _p.removal_key.in_(list(withdrawn))))
-    parts = {p.id: p for p in _part_rows(conn.execute(_select_parts(table_id, candidates, partition_keys)))}
+    stmt = _select_parts(table_id, candidates, partition_keys, table_versions.present(conn))
+    parts = {p.id: p for p in _part_rows(conn.execute(stmt))}
     return [p for p in parts.values() if is_visible(after_compensation(p, tid, withdrawn), tid, snapshot)]
 
 
@@ -375,7 +399,7 @@ def written_partitions(conn: Connection, tid: str, table_id: int) -> set[str]:
 
 def garbage(conn: Connection, horizon: int, limit: int) -> list[PartRow]:
     """Parts no snapshot >= horizon can see: rolled back, or removed at a CSN <= horizon."""
-    stmt = select(schema.parts).where(
+    stmt = select(*columns(conn)).where(
         or_(_p.creation_csn == ROLLBACK_CSN, and_(_p.removal_csn.is_not(None), _p.removal_csn <= horizon))
     ).limit(limit)
     return [_from_row(r) for r in conn.execute(stmt)]
@@ -390,7 +414,7 @@ def registered_paths(conn: Connection, table_id: int) -> list[str]:
 
 
 def of_transaction(conn: Connection, tid: str) -> list[PartRow]:
-    stmt = select(schema.parts).where(or_(_p.creation_tid == tid, _p.removal_tid == tid)).order_by(_p.id)
+    stmt = select(*columns(conn)).where(or_(_p.creation_tid == tid, _p.removal_tid == tid)).order_by(_p.id)
     return [_from_row(r) for r in conn.execute(stmt)]
 
 
@@ -416,8 +440,8 @@ def changed_parts(conn: Connection, table_id: int, after: int, upto: int) -> tup
     """The parts that became visible between snapshots `after` and `upto` (created in between, not removed by
     `upto`), and those that stopped being visible (created by `after`, removed in between): invariant 2's rule at
     both ends. A staged part (no creation CSN) and a rolled-back one (RollbackCSN) are in neither."""
-    created = select(schema.parts).where(_p.table_id == table_id, _p.creation_csn > after, _p.creation_csn <= upto,
+    created = select(*columns(conn)).where(_p.table_id == table_id, _p.creation_csn > after, _p.creation_csn <= upto,
                                          or_(_p.removal_csn.is_(None), _p.removal_csn > upto)).order_by(_p.id)
-    removed = select(schema.parts).where(_p.table_id == table_id, _p.removal_csn > after, _p.removal_csn <= upto,
+    removed = select(*columns(conn)).where(_p.table_id == table_id, _p.removal_csn > after, _p.removal_csn <= upto,
                                          _p.creation_csn <= after).order_by(_p.id)
     return _part_rows(conn.execute(created)), _part_rows(conn.execute(removed))

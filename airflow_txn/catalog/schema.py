@@ -19,6 +19,9 @@ tags            named snapshots: a name, a CSN and (tag_tables) the tables it ho
                 part a tag can see (core/tags.py)
 check_reports   one row per report a write-audit-publish check step recorded on a transaction (its tid, the
                 step's key, when, the report as JSON), appended: steps recording at once never overwrite
+table_versions  one row per version of a table's schema (docs/DESIGN.md, D27), with a part's four version
+                columns: staged by the DDL statement of a transaction, stamped by its commit's apply like its
+                parts, so the schema a read at CSN c uses is the one version visible at c (invariant 2)
 """
 
 from __future__ import annotations
@@ -38,17 +41,21 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # 1 -> 2: tables txn_table_retention and txn_compactions added; 2 -> 3: tables txn_keys and txn_scans added;
 # 3 -> 4: column txn_transactions.metadata_json added; 4 -> 5: tables txn_tags and txn_tag_tables added;
-# 5 -> 6: table txn_check_reports added.
+# 5 -> 6: table txn_check_reports added; 6 -> 7: table txn_table_versions and column txn_parts.schema_version added.
 # Each step is an Alembic revision in catalog/migrations/versions/ (catalog/migrate.py runs them); a change
 # here needs a new revision, and tests/core/test_migrations.py checks that the two agree.
 MIN_CATALOG_VERSION = 5
 """The oldest catalog schema version this code works on (docs/DESIGN.md, D23); an older catalog raises
 CatalogUpgradeRequiredError (opening never upgrades one). On a schema-5 catalog (no txn_check_reports) it reads
 and writes as usual, shows the check reports kept in transactions' metadata, and refuses to record a check report
-(CatalogUpgradeRequiredError): `Catalog.at_least` tells which schema the catalog is at."""
+(CatalogUpgradeRequiredError): `Catalog.at_least` tells which schema the catalog is at. On a schema-5 or 6 catalog
+(no txn_table_versions) a table's only schema is the one txn_tables holds (its version 1) and a table change
+(add_column, ...) raises CatalogUpgradeRequiredError before anything is staged."""
+VERSIONED_SINCE = 7
+"""The schema version that brought txn_table_versions and txn_parts.schema_version (table changes, D27)."""
 
 metadata = MetaData()
 
@@ -118,6 +125,7 @@ parts = Table(
     Column("removal_key", Text),
     Column("removal_attempt", BigInteger),
     Column("created_at", Float, nullable=False),
+    Column("schema_version", BigInteger),  # the table version the part was written under; NULL: 1 (schema 7)
     # Visible-part lookups (visibility_sql.visible_clause): live parts are the removal_csn IS NULL range,
     # parts removed after the snapshot the removal_csn > S range, creation_csn <= S checked in the index.
     Index("ix_txn_parts_table_removal", "table_id", "removal_csn", "creation_csn"),
@@ -227,6 +235,30 @@ check_reports = Table(
     Column("recorded_at", Float, nullable=False),
     Column("report_json", Text, nullable=False),  # the CheckReport, a JSON object
     Index("ix_txn_check_reports_tid", "tid", "id"),
+)
+
+table_versions = Table(
+    "txn_table_versions",
+    metadata,
+    Column("table_id", _Id, ForeignKey("txn_tables.id"), primary_key=True, autoincrement=False),
+    Column("version", BigInteger, primary_key=True, autoincrement=False),  # 1, 2, ... (gaps: rolled back)
+    Column("schema_ipc", LargeBinary, nullable=False),  # the Arrow schema, column ids in its fields' metadata
+    Column("partition_by", Text, nullable=False),  # JSON list of column names
+    Column("name", String(130), nullable=False),  # the table's qualified name in this version
+    Column("dropped", Boolean, nullable=False),  # a tombstone: the table was dropped in this version
+    Column("change", Text),  # what the DDL did, for messages (NULL: the table's first version)
+    Column("compatible", Boolean, nullable=False),  # concurrent writers of the version before may still commit
+    Column("creation_tid", String(64), nullable=False),
+    Column("creation_csn", BigInteger),
+    Column("removal_tid", String(64)),
+    Column("removal_csn", BigInteger),
+    Column("stage_key", Text),
+    Column("stage_attempt", BigInteger),
+    Column("removal_key", Text),
+    Column("removal_attempt", BigInteger),
+    Column("created_at", Float, nullable=False),
+    Index("ix_txn_table_versions_creation_tid", "creation_tid"),
+    Index("ix_txn_table_versions_removal_tid", "removal_tid"),
 )
 
 INDEX_VERSION = 2

@@ -12,8 +12,9 @@ import pyarrow as pa
 from sqlalchemy import Connection, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from airflow_txn.catalog import schema
+from airflow_txn.catalog import schema, table_versions
 from airflow_txn.errors import InvalidNameError, SchemaMismatchError, TableExistsError, TableNotFoundError
+from airflow_txn.model import evolution
 from airflow_txn.model.names import TableName, check_column_name, parse_table_name
 from airflow_txn.model.partitioning import is_partition_type, normalize_partitions, partition_key
 from airflow_txn.model.types import check_column_type
@@ -28,6 +29,11 @@ class TableInfo:
     schema: pa.Schema
     partition_by: tuple[str, ...]
     directory: str  # relative to the storage root
+    version: int = 1
+    """The version of the table's schema `schema` is (docs/DESIGN.md, D27): a statement writes under it and a read
+    reads every part as it (model/evolution.projection)."""
+    committed: bool = True
+    """Whether that version is committed (False: staged by the transaction that looked it up)."""
 
     def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
         """The keys of the listed partitions, checked against the table (None: no list, the whole table)."""
@@ -36,12 +42,19 @@ class TableInfo:
         return [partition_key(p) for p in normalize_partitions(partitions, self.schema, self.partition_by)]
 
 
+CACHED = 0
+"""TableInfo.version of a table as txn_tables holds it: the newest committed version of its schema, its number not
+known (core/versions.table_at gives the version a snapshot sees)."""
+
+
 def encode_schema(arrow_schema: pa.Schema) -> bytes:
     return bytes(arrow_schema.serialize().to_pybytes())
 
 
 def decode_schema(blob: bytes) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(blob))
+    """A stored schema, with column ids on every field: a table created before ids existed gets them here, the same
+    ones every time (evolution.with_ids, in schema order), so its parts are matched by name as its version 1."""
+    return evolution.with_ids(pa.ipc.read_schema(pa.py_buffer(blob)))
 
 
 def validate_new_table(name: str, arrow_schema: object, partition_by: Sequence[str]) -> tuple[TableName, pa.Schema]:
@@ -68,10 +81,11 @@ def validate_new_table(name: str, arrow_schema: object, partition_by: Sequence[s
             )
     if len(partition_by) == len(arrow_schema):
         raise SchemaMismatchError(f"{name} needs at least one column that is not a partition column")
-    return table_name, arrow_schema.remove_metadata()
+    return table_name, evolution.with_ids(arrow_schema.remove_metadata(), fresh=True)
 
 
 def create(conn: Connection, name: TableName, arrow_schema: pa.Schema, partition_by: Sequence[str]) -> TableInfo:
+    """Register a table and (on a catalog with versions) its version 1, committed at the prehistoric snapshot."""
     directory = f"{name.namespace}/{name.table}"
     try:
         result = conn.execute(
@@ -87,7 +101,15 @@ def create(conn: Connection, name: TableName, arrow_schema: pa.Schema, partition
         raise TableExistsError(f"table {name} exists already") from exc
     assert result.inserted_primary_key is not None
     table_id = int(result.inserted_primary_key[0])
+    if table_versions.present(conn):
+        table_versions.create_first(conn, table_id, arrow_schema, partition_by, name.qualified)
     return TableInfo(table_id, name, arrow_schema, tuple(partition_by), directory)
+
+
+def at_version(info: TableInfo, row: table_versions.VersionRow) -> TableInfo:
+    """`info` as of one version of its schema."""
+    return TableInfo(info.id, info.name, evolution.with_ids(row.schema), row.partition_by, info.directory,
+                     row.version, row.state.creation_csn is not None)
 
 
 def _from_row(row: object) -> TableInfo:
@@ -97,6 +119,7 @@ def _from_row(row: object) -> TableInfo:
         schema=decode_schema(row.schema_ipc),  # type: ignore[attr-defined]
         partition_by=tuple(json.loads(row.partition_by)),  # type: ignore[attr-defined]
         directory=row.directory,  # type: ignore[attr-defined]
+        version=CACHED,
     )
 
 

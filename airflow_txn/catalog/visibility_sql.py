@@ -13,7 +13,7 @@ every combination of the version columns.
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, and_, or_
+from sqlalchemy import ColumnElement, Table, and_, or_
 
 from airflow_txn.catalog import schema
 
@@ -21,7 +21,18 @@ from airflow_txn.catalog import schema
 def visible_clause(tid: str | ColumnElement[str] | None, snapshot: int | ColumnElement[int]) -> ColumnElement[bool]:
     """The rule as a WHERE clause over the parts table (bound parameters only; `tid` and `snapshot`
     may be bindparams, for a statement built once and executed with values)."""
-    p = schema.parts.c
+    return _rule(schema.parts, tid, snapshot)
+
+
+def version_visible_clause(tid: str | None, snapshot: int) -> ColumnElement[bool]:
+    """The same rule over txn_table_versions: a table's schema at a snapshot is its one version visible there
+    (docs/DESIGN.md, D27), by the parts' rule and no other."""
+    return _rule(schema.table_versions, tid, snapshot)
+
+
+def _rule(table: Table, tid: str | ColumnElement[str] | None,
+          snapshot: int | ColumnElement[int]) -> ColumnElement[bool]:
+    p = table.c
     committed = and_(
         p.creation_csn.is_not(None),
         p.creation_csn <= snapshot,

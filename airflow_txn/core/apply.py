@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, part_records
+from airflow_txn.catalog import commit_log, part_records, table_versions
 from airflow_txn.core import crashpoints, log_mirror
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError
@@ -36,7 +36,7 @@ def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | Non
     ordered = sorted(table_ids)
     if len(ordered) > 1:
         first = ordered[0]
-        rt.catalog.write_retrying(lambda conn: part_records.stamp_commit(conn, tid, first, csn), "applying a commit")
+        rt.catalog.write_retrying(lambda conn: _stamp(conn, tid, first, csn), "applying a commit")
         crashpoints.hit(crashpoints.COMMIT_MID_APPLY)
         ordered = ordered[1:]
     behind = rt.catalog.write_retrying(lambda conn: _stamp_and_check(rt, conn, tid, ordered, csn), "applying a commit")
@@ -49,7 +49,7 @@ def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | Non
 def _stamp_and_check(rt: Runtime, conn: Connection, tid: str, table_ids: Sequence[int], csn: int) -> bool:
     """The last tables of a record stamped, the record marked applied; whether the watermark may lag."""
     for table_id in table_ids:
-        part_records.stamp_commit(conn, tid, table_id, csn)
+        _stamp(conn, tid, table_id, csn)
     commit_log.mark_applied(conn, csn)
     # The mirrored prefix FIRST, then the unapplied records: every record at or below the prefix
     # read here was mirrored before this read, so the next statement sees it if it is unapplied.
@@ -57,6 +57,13 @@ def _stamp_and_check(rt: Runtime, conn: Connection, tid: str, table_ids: Sequenc
     # CSN was readable; test_commit_returns_only_once_its_csn_is_readable_...).
     return (rt.oracle.external_log is not None and rt.oracle.last_csn(conn) < csn) or \
         commit_log.unapplied_below(conn, csn)
+
+
+def _stamp(conn: Connection, tid: str, table_id: int, csn: int) -> None:
+    """One table of a record: its CSN on the parts and the versions of the table's schema the transaction staged
+    (docs/DESIGN.md, D27: versions are stamped with the parts, in the same catalog transaction)."""
+    part_records.stamp_commit(conn, tid, table_id, csn)
+    table_versions.stamp_commit(conn, tid, table_id, csn)
 
 
 def report_lag(rt: Runtime) -> None:

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, part_records, table_registry, txn_records
-from airflow_txn.core import apply, crashpoints, retries, rollback, tags
+from airflow_txn.catalog import commit_log, part_records, table_registry, table_versions, txn_records
+from airflow_txn.core import apply, crashpoints, retries, rollback, tags, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import LeaseExpiredError, SerializationError, StorageError
@@ -158,7 +158,7 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool =
     row = txn_records.fetch(conn, tid, rt.catalog)
     txn_records.require_usable(row)
     retries.require_nothing_to_rerun(conn, tid)
-    table_ids = part_records.tables_touched(conn, tid)
+    table_ids = versions.tables_touched(conn, tid)
     if not table_ids:
         txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
         if tag is not None:
@@ -168,12 +168,14 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool =
     csn = rt.oracle.next_csn(conn)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     Isolation(row.isolation).validate(conn, tid, row.snapshot_csn)
+    versions.validate(conn, tid, row.snapshot_csn, table_ids)
     commit_log.write_record(conn, csn, tid, [(t, names[t]) for t in table_ids], applied=apply_now)
     if not txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=csn):
         raise AssertionError(f"transaction {tid} changed state under its row lock")
     if not apply_now:
         return csn, table_ids, False
     part_records.stamp_commit_all(conn, tid, csn)
+    table_versions.stamp_commit(conn, tid, None, csn)
     if tag is not None:
         tags.tag_in_commit(conn, tag, csn, table_ids)
     return csn, table_ids, commit_log.unapplied_below(conn, csn)

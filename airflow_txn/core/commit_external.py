@@ -22,8 +22,8 @@ import time
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import part_records, txn_records
-from airflow_txn.core import apply, commit, crashpoints, log_mirror, retries, rollback, tags
+from airflow_txn.catalog import txn_records
+from airflow_txn.core import apply, commit, crashpoints, log_mirror, retries, rollback, tags, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import (
@@ -119,7 +119,7 @@ def _prepare(rt: Runtime, tid: str, external: ExternalLog,
 
 def _tables(rt: Runtime, conn: Connection, tid: str) -> dict[int, str]:
     """{table id: qualified name} of the tables `tid` changed (names from this process's cache)."""
-    return commit.table_names(rt, conn, part_records.tables_touched(conn, tid))
+    return commit.table_names(rt, conn, versions.tables_touched(conn, tid))
 
 
 def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
@@ -146,12 +146,16 @@ def _validated_append(rt: Runtime, external: ExternalLog, entry: LogEntry, row: 
     with rt.catalog.read() as conn:
         validated = level.validates(conn, entry.tid)
     if not validated:  # nothing to validate: append at any log version
+        log_mirror.catch_up(rt)  # the table changes committed before now (D27; a change recorded in between passes)
+        with rt.catalog.read() as conn:
+            versions.validate(conn, entry.tid, row.snapshot_csn)
         return external.append(entry)
     for _ in range(MAX_VALIDATIONS):
         version = external.version()
         log_mirror.catch_up(rt)  # every record appended before `version` is now in the catalog
         with rt.catalog.read() as conn:
             level.validate(conn, entry.tid, row.snapshot_csn)
+            versions.validate(conn, entry.tid, row.snapshot_csn)
         try:
             return external.append(entry, expect_version=version)
         except LogMovedError:  # a commit landed after the validation: validate again

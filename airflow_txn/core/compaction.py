@@ -39,7 +39,7 @@ from airflow_txn.catalog import commit_log, compaction_records, counters, part_r
 from airflow_txn.catalog.compaction_records import SwapResult
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import bounds, crashpoints, rollback
+from airflow_txn.core import bounds, crashpoints, rollback, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.leases import LeaseKeeper
 from airflow_txn.core.runtime import Runtime
@@ -131,11 +131,15 @@ def plan(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
         if oldest is not None:
             bound = min(bound, oldest)
         parts = compaction_records.candidates(conn, info.id, bound, keys)
-    by_partition: dict[str, list[PartRow]] = {}
+        schemas = versions.written_schemas(conn, info, parts)
+    # parts written under different versions of the table's schema are never merged: the merged part is written
+    # under its sources' version, which every snapshot that sees it reads it as (docs/DESIGN.md, D27)
+    by_partition: dict[tuple[str, int], list[PartRow]] = {}
     for part in parts:
-        by_partition.setdefault(part.partition_key, []).append(part)
-    return [MergeGroup(info, key, group)
-            for key, members in sorted(by_partition.items())
+        by_partition.setdefault((part.partition_key, part.schema_version), []).append(part)
+    return [MergeGroup(versions.with_version(info, version, schemas[version]) if version in schemas
+                       else versions.with_version(info, version, info.schema), key, group)
+            for (key, version), members in sorted(by_partition.items())
             for group in pack(members, target_file_bytes, min_parts)]
 
 
@@ -235,7 +239,7 @@ def swap(rt: Runtime, job: MergeJob, written: WrittenPart) -> SwapResult:
             if oldest is not None and oldest < group.merge_csn:  # cannot happen (plan); never risk it
                 raise _Yield(f"a transaction with snapshot {oldest} < {group.merge_csn} is open")
             result = compaction_records.swap(conn, rt.catalog, job.tid, group.table.id, group.partition_key,
-                                             group.sources, written, group.merge_csn)
+                                             group.sources, written, group.merge_csn, group.table.version)
             if result.merged_part_id is None:
                 raise _Yield(result.reason)
             if not txn_records.cas_state(conn, job.tid, txn_records.COMMITTED, commit_csn=None):

@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import reading
+from airflow_txn.core import reading, versions
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.storage.root import Storage
@@ -44,6 +45,23 @@ def plan(rt: Runtime, table: str, csn: int | None = None, tag: str | None = None
     """The parts a read of `table` sees at `csn` (None: the watermark) or at tag `tag`: the core's read planner,
     with every read's checks (SnapshotTooOldError, TagNotFoundError, TableNotInTagError, TableNotFoundError)."""
     return reading.plan(rt, table, csn=csn, tag=tag)
+
+
+def planned_dataset(rt: Runtime, planned: reading.Planned) -> ds.Dataset:
+    """A planned read as a dataset: the parts written under the version the read uses stay lazy files; parts
+    written under another version of the table's schema (docs/DESIGN.md, D27) are read and projected now (a
+    renamed column or a default has no lazy form in a pyarrow dataset), kept in memory beside them."""
+    info = planned.info
+    mine = [p for p in planned.parts if p.schema_version == info.version]
+    if len(mine) == len(planned.parts):
+        return dataset_of(rt.storage, info, planned.parts)
+    others = [versions.read_part(rt, info, p, planned.schemas)
+              for p in planned.parts if p.schema_version != info.version]
+    schema = info.schema.remove_metadata()
+    projected = ds.dataset(pa.concat_tables([t.cast(schema) for t in others]))
+    if not mine:
+        return projected
+    return ds.dataset([dataset_of(rt.storage, info, mine), projected])
 
 
 def dataset_of(storage: Storage, info: TableInfo, parts: Sequence[PartRow]) -> ds.Dataset:

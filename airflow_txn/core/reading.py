@@ -11,7 +11,7 @@ most 2 catalog round trips."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +22,7 @@ from airflow_txn.catalog import commit_log, key_records, part_records, read_sets
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.tag_records import TagRow
-from airflow_txn.core import apply, bounds, retention, retries, tags
+from airflow_txn.core import apply, bounds, retention, retries, tags, versions
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.staging import Statement
 from airflow_txn.errors import InvalidArgumentError, SchemaMismatchError, SnapshotTooOldError, StorageError, TxnError
@@ -64,16 +64,31 @@ def check_filter(filter: object, info: TableInfo) -> pc.Expression | None:
 def read(rt: Runtime, info: TableInfo, tid: str | None, snapshot: int, filter: object = None,
          partition_keys: Sequence[str] | None = None) -> pa.Table:
     """Exactly the rows of the parts visible to (tid, snapshot), optionally filtered."""
-    predicate = check_filter(filter, info)
     with rt.catalog.read() as conn:
+        info = versions.table_at(conn, info, tid, snapshot)
         parts = part_records.visible_parts(conn, info.id, tid, snapshot, partition_keys)
-    pieces = [
-        rt.storage.read_part(info.directory, p.path, p.files, info.schema, p.partition) for p in parts
-    ]
+        schemas = versions.written_schemas(conn, info, parts)
+    predicate = check_filter(filter, info)
+    pieces = [versions.read_part(rt, info, p, schemas) for p in parts]
     table = pa.concat_tables(pieces) if pieces else info.schema.empty_table()
     if predicate is not None:
         table = table.filter(predicate)
     return table
+
+
+def plan_schema(rt: Runtime, table: str, csn: int | None, tag: str | None) -> pa.Schema:
+    """The schema of `table` at snapshot `csn` or at tag `tag` (the one version of it visible there), with a read's
+    checks (a CSN not readable yet, the retention horizon, the tag)."""
+    check_one_of(csn, None, tag)
+    if tag is not None:
+        row, info = tags.resolve(rt, tag, table)
+        snapshot = row.csn
+    else:
+        snapshot = snapshot_for(rt, csn, [table])
+        with rt.catalog.read() as conn:
+            info = table_registry.get(conn, table)
+    with rt.catalog.read() as conn:
+        return versions.table_at(conn, info, None, snapshot).schema
 
 
 def read_at_tag(rt: Runtime, name: str, table: str, filter: object = None,
@@ -95,6 +110,9 @@ class Planned:
     """The reading transaction (its own staged parts included); None: a committed snapshot."""
     tag: TagRow | None = None
     """The tag read at: confirm() once the files were read."""
+    schemas: versions.Schemas = field(default_factory=dict)
+    """The schemas of the other versions of the table some of `parts` were written under (info.schema is the
+    version the read reads them as: docs/DESIGN.md, D27)."""
 
     def confirm(self, rt: Runtime) -> None:
         """After the files were read: a read at a tag checks the tag still exists (else TagNotFoundError)."""
@@ -123,7 +141,8 @@ def plan(rt: Runtime, table: str, csn: int | None = None, view: Statement | None
     if tag is not None:
         row, info = tags.resolve(rt, tag, table)
         keys = info.partition_keys(partitions)
-        return Planned(info, _visible(rt, info, None, row.csn, keys), row.csn, None, row)
+        info, parts, schemas = _visible(rt, info, None, row.csn, keys)
+        return Planned(info, parts, row.csn, None, row, schemas)
     if view is not None:
         return _plan_view(rt, table, view, partitions)
     if csn is not None:
@@ -143,7 +162,8 @@ def plan(rt: Runtime, table: str, csn: int | None = None, view: Statement | None
                 raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
         retention.check_table_readable(str(info.name), csn, horizon)
         snapshot = csn
-    return Planned(info, _visible(rt, info, None, snapshot, keys), snapshot, None)
+    info, parts, schemas = _visible(rt, info, None, snapshot, keys)
+    return Planned(info, parts, snapshot, None, None, schemas)
 
 
 def _plan_view(rt: Runtime, table: str, view: Statement,
@@ -152,19 +172,21 @@ def _plan_view(rt: Runtime, table: str, view: Statement,
     if not recorded and view.key is None:  # nothing to record: one read
         with rt.catalog.read() as conn:
             txn_records.require_usable(txn_records.fetch(conn, view.tid))
-            info = table_registry.get(conn, table)
+            info = versions.table_at(conn, table_registry.get(conn, table), view.tid, view.snapshot)
             keys = info.partition_keys(partitions)
             rows = part_records.visible_parts(conn, info.id, view.tid, view.snapshot, keys)
-        return Planned(info, tuple(rows), view.snapshot, view.tid)
+            schemas = versions.written_schemas(conn, info, rows)
+        return Planned(info, tuple(rows), view.snapshot, view.tid, None, schemas)
     with rt.catalog.read() as conn:  # checked before anything is recorded (a bad table or partition)
         txn_records.require_usable(txn_records.fetch(conn, view.tid))
-        info = table_registry.get(conn, table)
+        info = versions.table_at(conn, table_registry.get(conn, table), view.tid, view.snapshot)
     keys = info.partition_keys(partitions)
     with rt.catalog.write() as conn:
         txn_records.lock_usable(conn, rt.catalog, view.tid)
         _record_read(conn, view, info.id, keys)
         rows = _own_view(conn, view, info.id, keys)
-    return Planned(info, tuple(rows), view.snapshot, view.tid)
+        schemas = versions.written_schemas(conn, info, rows)
+    return Planned(info, tuple(rows), view.snapshot, view.tid, None, schemas)
 
 
 def _own_view(conn: Any, view: Statement, table_id: int, keys: Sequence[str] | None) -> list[PartRow]:
@@ -191,9 +213,13 @@ def _record_read(conn: Any, view: Statement, table_id: int, keys: Sequence[str] 
 
 
 def _visible(rt: Runtime, info: TableInfo, tid: str | None, snapshot: int,
-             keys: Sequence[str] | None) -> tuple[PartRow, ...]:
+             keys: Sequence[str] | None) -> tuple[TableInfo, tuple[PartRow, ...], dict[int, pa.Schema]]:
+    """The table as of the version visible at the snapshot, its visible parts, the other versions they were written
+    under: one catalog read."""
     with rt.catalog.read() as conn:
-        return tuple(part_records.visible_parts(conn, info.id, tid, snapshot, keys))
+        info = versions.table_at(conn, info, tid, snapshot)
+        parts = tuple(part_records.visible_parts(conn, info.id, tid, snapshot, keys))
+        return info, parts, versions.written_schemas(conn, info, parts)
 
 
 def read_planned(rt: Runtime, planned: Planned, filter: object = None) -> pa.Table:
@@ -202,8 +228,7 @@ def read_planned(rt: Runtime, planned: Planned, filter: object = None) -> pa.Tab
     info = planned.info
     predicate = check_filter(filter, info)
     try:
-        pieces = [rt.storage.read_part(info.directory, p.path, p.files, info.schema, p.partition)
-                  for p in planned.parts]
+        pieces = [versions.read_part(rt, info, p, planned.schemas) for p in planned.parts]
     except StorageError as exc:
         planned.confirm(rt)  # the tag went away meanwhile: say so rather than name a missing file
         if planned.tid is None and planned.tag is None:

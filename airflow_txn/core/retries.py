@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import key_records, part_records
+from airflow_txn.catalog import key_records, part_records, table_versions
 from airflow_txn.catalog.part_records import Withdrawn
 from airflow_txn.errors import InvalidatedKeysError, RetryConflictError, StaleAttemptError
 
@@ -91,9 +91,10 @@ def withdraw(conn: Connection, tid: str, key: str, attempt: int | None) -> int:
     others = dependents(conn, tid, key, attempt)
     changed = 0
     for other in sorted(others):
-        changed += part_records.compensate_key(conn, tid, other)
+        changed += part_records.compensate_key(conn, tid, other) + table_versions.compensate_key(conn, tid, other)
         key_records.forget_scans(conn, tid, other, None, writes_only=False)
     changed += part_records.compensate_key(conn, tid, key, attempt)
+    changed += table_versions.compensate_key(conn, tid, key, attempt)
     key_records.forget_scans(conn, tid, key, attempt, writes_only=attempt is None)
     key_records.invalidate(conn, tid, dict.fromkeys(others, key))
     return changed

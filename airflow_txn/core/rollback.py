@@ -12,8 +12,8 @@ import functools
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import part_records, txn_records
-from airflow_txn.core import apply, crashpoints
+from airflow_txn.catalog import part_records, table_versions, txn_records
+from airflow_txn.core import apply, crashpoints, versions
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import TransactionClosedError, TxnError
 from airflow_txn.telemetry import logs, metrics
@@ -68,12 +68,13 @@ def _decide_abort(rt: Runtime, tid: str) -> bool:
 
 def _stamp(conn: Connection, tid: str, table_id: int) -> None:
     part_records.stamp_rollback(conn, tid, table_id)
+    table_versions.stamp_rollback(conn, tid, table_id)
 
 
 def finish(rt: Runtime, tid: str) -> None:
     """Step 2 of rollback; idempotent, so recovery can run it again after a crash."""
     with rt.catalog.read() as conn:
-        tables = part_records.pending_tables(conn, tid)
+        tables = versions.pending_tables(conn, tid)
     for index, table_id in enumerate(tables):
         rt.catalog.write_retrying(functools.partial(_stamp, tid=tid, table_id=table_id), "rolling back a transaction")
         if index == 0:

@@ -21,8 +21,9 @@ class Runtime:
     tids: TidFactory
     tables: dict[str, TableInfo] = field(default_factory=dict, compare=False, repr=False)
     """Tables writes have looked up, by the name passed (and the ZooKeeper mirror, by qualified name): a
-    table never changes once created (no drop, rename or schema change), so a write skips the lookup of a
-    table seen before (staging.load_table), and so does log_mirror for the tables a record names."""
+    table's id, name and directory never change once created (no drop or rename), so an append skips the lookup
+    of a table seen before (staging.load_table; the version of its schema it used is checked when it registers:
+    docs/DESIGN.md, D27), and so does log_mirror for the tables a record names."""
     table_names: dict[int, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
     """{table id: (qualified name, directory)} the commit path has looked up (commit.table_names), for
     the same reason."""

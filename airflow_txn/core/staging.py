@@ -36,7 +36,7 @@ from sqlalchemy import Connection
 from airflow_txn.catalog import compaction_records, part_records, read_sets, table_registry, txn_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import crashpoints, retries
+from airflow_txn.core import crashpoints, retries, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
@@ -64,8 +64,9 @@ class Statement:
     key: str | None
     attempt: int | None = None
     tables: dict[str, TableInfo] | None = field(default=None, compare=False, repr=False)
-    """Tables already looked up (Runtime.tables: a table never changes once created), so a write to a
-    table seen before skips its lookup; None: no cache."""
+    """Tables already looked up (Runtime.tables), so an append to a table seen before skips its lookup: the
+    version of the table's schema it used is checked when it registers, and the append runs again with a fresh
+    lookup when the table changed since (docs/DESIGN.md, D27); None: no cache."""
     isolation: Isolation | None = None
     """The transaction's isolation level: what the statement scanned to choose its removals is recorded as
     it asks, in the registration's own catalog transaction (None: nothing recorded)."""
@@ -80,12 +81,12 @@ def load_table(rt: Runtime, stmt: Statement, table: str, check_transaction: bool
     write refused there deletes the files it wrote, leaving storage as it was."""
     cache = stmt.tables if isinstance(table, str) else None
     cached = None if cache is None else cache.get(table)
-    if cached is not None and not check_transaction:
-        return cached
+    if cached is not None and not check_transaction and cached.version != table_registry.CACHED:
+        return cached  # its schema version is checked when the write registers (register_all)
     with rt.catalog.read() as conn:
-        info = cached or table_registry.get(conn, table)
+        info = versions.table_at(conn, cached or table_registry.get(conn, table), stmt.tid, stmt.snapshot)
         txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
-    if cache is not None and cached is None:
+    if cache is not None and info.committed:  # a version the transaction staged itself is not for others
         cache[table] = info
     return info
 
@@ -122,7 +123,13 @@ def visible(rt: Runtime, stmt: Statement, info: TableInfo,
 
 
 def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
-    return rt.storage.read_part(info.directory, part.path, part.files, info.schema, part.partition)
+    """The part's rows as the statement's version of the table reads them (a part written under another version
+    of its schema is projected: versions.py)."""
+    if part.schema_version == info.version:
+        return rt.storage.read_part(info.directory, part.path, part.files, info.schema, part.partition)
+    with rt.catalog.read() as conn:
+        schemas = versions.written_schemas(conn, info, [part])
+    return versions.read_part(rt, info, part, schemas)
 
 
 def _conformed(data: object, info: TableInfo) -> pa.Table:
@@ -132,11 +139,29 @@ def _conformed(data: object, info: TableInfo) -> pa.Table:
     return rows
 
 
+def _cached(stmt: Statement, tables: object) -> bool:
+    """Whether an append to `tables` (names) would use a cached lookup: checked when it registers."""
+    names = [tables] if isinstance(tables, str) else list(tables) if isinstance(tables, Mapping) else []
+    cache = stmt.tables
+    return cache is not None and any(isinstance(n, str) and n in cache and cache[n].version != table_registry.CACHED
+                                     for n in names)
+
+
 def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
-    info = load_table(rt, stmt, table, check_transaction=False)
+    cached = _cached(stmt, table)
+    try:
+        return _append(rt, stmt, table, data, cached)
+    except SchemaMismatchError:
+        if not cached:
+            raise
+    return _append(rt, stmt, table, data, False)  # the table changed since it was cached: look it up again
+
+
+def _append(rt: Runtime, stmt: Statement, table: str, data: object, cached: bool) -> int:
+    info = load_table(rt, stmt, table, check_transaction=not cached)
     rows = _conformed(data, info)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
-    return _stage(rt, stmt, info, pieces, decide(rt, stmt, info, APPEND))
+    return _stage_all(rt, stmt, [_Planned(info, pieces, check_version=cached)])[0]
 
 
 def append_many(rt: Runtime, stmt: Statement, tables: object) -> dict[str, int]:
@@ -145,11 +170,22 @@ def append_many(rt: Runtime, stmt: Statement, tables: object) -> dict[str, int]:
     if not isinstance(tables, Mapping) or not tables:
         raise InvalidArgumentError("append_many takes a non-empty dict {table name: pyarrow.Table}, "
                                    f"got {type(tables).__name__}{' (empty)' if isinstance(tables, Mapping) else ''}")
+    cached = _cached(stmt, tables)
+    try:
+        return _append_many(rt, stmt, tables, cached)
+    except SchemaMismatchError:
+        if not cached:
+            raise
+    return _append_many(rt, stmt, tables, False)  # a table changed since it was cached: look them up again
+
+
+def _append_many(rt: Runtime, stmt: Statement, tables: Mapping[str, object], cached: bool) -> dict[str, int]:
     plans: list[_Planned] = []
     for table, data in tables.items():
-        info = load_table(rt, stmt, table, check_transaction=False)
+        info = load_table(rt, stmt, table, check_transaction=not cached)
         rows = _conformed(data, info)
-        plans.append(_Planned(info, [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]))
+        plans.append(_Planned(info, [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows],
+                              check_version=cached))
     return dict(zip(tables, _stage_all(rt, stmt, plans), strict=True))
 
 
@@ -369,6 +405,9 @@ class TableWrite:
     recorded for retries, and as a read for the isolation level (Statement.isolation)."""
     validated: bool = False
     """Decided.validated: `scanned` goes into the read set whatever the isolation level."""
+    check_version: bool = False
+    """The table was looked up from the cache: the version of its schema the rows were written under is checked to
+    be the one the transaction sees (SchemaMismatchError, nothing registered, when it changed)."""
 
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
@@ -389,6 +428,8 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
             retries.ran_again(conn, stmt.tid, stmt.key)
             crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
         for write in writes:
+            if write.check_version:
+                versions.check_current(conn, write.info, stmt.tid, stmt.snapshot)
             # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
             locked = compaction_records.follow_merges(conn, write.removals, rt.catalog)
             part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt, write.info.id)
@@ -400,7 +441,8 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
                     recorded = list(dict.fromkeys(write.scanned))
                 if recorded:
                     read_sets.add_reads(conn, stmt.tid, write.info.id, recorded)
-        part_records.register(conn, stmt.tid, stmt.key, [(w.info.id, w.written) for w in writes], stmt.attempt)
+        part_records.register(conn, stmt.tid, stmt.key, [(w.info.id, w.written) for w in writes], stmt.attempt,
+                              {w.info.id: w.info.version for w in writes})
 
     names = ", ".join(dict.fromkeys(write.info.name.qualified for write in writes))
     rt.catalog.write_retrying(body, f"registering a write to {names}")
@@ -415,6 +457,7 @@ class _Planned:
     removals: Sequence[int] = ()
     scanned: Sequence[str] | None = None
     validated: bool = False
+    check_version: bool = False
 
 
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
@@ -439,7 +482,7 @@ def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[
             crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)
         done = iter(files)
         writes = [TableWrite(plan.info, [(partition, next(done)) for partition, _ in plan.pieces],
-                             plan.removals, plan.scanned, plan.validated) for plan in plans]
+                             plan.removals, plan.scanned, plan.validated, plan.check_version) for plan in plans]
         register_all(rt, stmt, writes)
     except BaseException:
         for (directory, *_), part in zip(jobs, files, strict=True):

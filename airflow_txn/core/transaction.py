@@ -28,6 +28,7 @@ from airflow_txn.core import (
     reading,
     rollback,
     staging,
+    table_changes,
     tags,
 )
 from airflow_txn.core.bounds import catalog_int
@@ -181,6 +182,38 @@ class Transaction:
         stmt = statement_of(self, key)
         return run_statement(self, f"merge into {table}", lambda: staging.merge(
             self._rt, stmt, table, source, on, when_matched, when_not_matched, when_not_matched_by_source))
+
+    # -- changing tables (docs/CONCEPTS.md, "Changing tables"; docs/DESIGN.md, D27) ----------------------------
+    def add_column(self, table: str, field: pa.Field, default: object = None, key: str | None = None) -> None:
+        """Add `field` as the table's last column: nullable, or NOT NULL with a `default` that rows written before
+        read as. Visible with the transaction's data, at its CSN; compatible: concurrent writers of the table still
+        commit, their rows read the new column as null (or the default)."""
+        self._change(table, f"add_column to {table}", table_changes.add_column(field, default), key)
+
+    def rename_column(self, table: str, old: str, new: str, key: str | None = None) -> None:
+        """Rename a column (its id stays: rows written before read under the new name). Conflicts with concurrent
+        writers of the table (first committer wins)."""
+        self._change(table, f"rename_column of {table}", table_changes.rename_column(old, new), key)
+
+    def drop_column(self, table: str, name: str, key: str | None = None) -> None:
+        """Drop a column (parts keep its values unread; time travel before the change still reads them). Conflicts
+        with concurrent writers of the table (first committer wins)."""
+        self._change(table, f"drop_column of {table}", table_changes.drop_column(name), key)
+
+    def alter_column(self, table: str, name: str, type: pa.DataType, key: str | None = None) -> None:
+        """Widen a column's type (int32 -> int64, float32 -> float64, ...: every old value kept); a narrowing is
+        refused. Compatible: rows written before are cast when read."""
+        self._change(table, f"alter_column of {table}", table_changes.alter_column(name, type), key)
+
+    def set_nullable(self, table: str, name: str, nullable: bool, key: str | None = None) -> None:
+        """Allow nulls in a column (compatible), or forbid them (no visible row may hold one; conflicts with
+        concurrent writers of the table)."""
+        self._change(table, f"set_nullable of {table}", table_changes.set_nullable(name, nullable), key)
+
+    def _change(self, table: str, what: str, make: table_changes.Make, key: str | None) -> None:
+        table_changes.require_versions(self._rt)  # a catalog too old for it: nothing staged, still usable
+        stmt = statement_of(self, key)
+        run_statement(self, what, lambda: table_changes.change(self._rt, stmt, table, make))
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, table: str, filter: pc.Expression | None = None,

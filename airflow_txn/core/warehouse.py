@@ -273,9 +273,13 @@ class Warehouse:
         with self.runtime.catalog.read() as conn:
             return [t.name.qualified for t in table_registry.all_tables(conn)]
 
-    def schema(self, name: str) -> pa.Schema:
-        with self.runtime.catalog.read() as conn:
-            return table_registry.get(conn, name).schema
+    def schema(self, name: str, csn: int | None = None, tag: str | None = None) -> pa.Schema:
+        """The table's schema: the newest committed one, or the one it had at snapshot `csn` or at tag `tag` (time
+        travel keeps old schemas: docs/DESIGN.md, D27). Each field carries its column id (`PARQUET:field_id`)."""
+        if csn is None and tag is None:
+            with self.runtime.catalog.read() as conn:
+                return table_registry.get(conn, name).schema
+        return reading.plan_schema(self.runtime, name, csn, tag)
 
     def partition_by(self, name: str) -> tuple[str, ...]:
         with self.runtime.catalog.read() as conn:
@@ -562,7 +566,7 @@ class Warehouse:
         columns skip whole files. Keep the snapshot readable (inside the retention window, or tagged) until the
         scan is done."""
         planned = datasets.plan(self.runtime, table, csn=csn, tag=tag)
-        return datasets.dataset_of(self.runtime.storage, planned.info, planned.parts)
+        return datasets.planned_dataset(self.runtime, planned)
 
     def duckdb(self, connection: datasets.DuckDBConnection, csn: int | None = None, tag: str | None = None,
                tables: Sequence[str] | None = None) -> list[str]:
@@ -584,7 +588,7 @@ class Warehouse:
         found = {}
         for name in names:
             planned = datasets.plan(rt, name, csn=None if tag is not None else csn, tag=tag)
-            found[str(planned.info.name)] = datasets.dataset_of(rt.storage, planned.info, planned.parts)
+            found[str(planned.info.name)] = datasets.planned_dataset(rt, planned)
         return datasets.register_views(connection, found, suffix)
 
     # -- publishing to other table formats (airflow_txn/publish; docs/INTEROP.md) ---------------------------

@@ -170,7 +170,8 @@ def test_the_upgrade_command_reports_the_steps_it_ran(catalog_url: str, catalog:
     _build_old_catalog(catalog_url, 2)
     report = catalog.upgrade()
     assert (report.before, report.after, report.applied) == (
-        "schema_v2", migrate.HEAD, ["schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6"])
+        "schema_v2", migrate.HEAD, ["schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6",
+                                    "schema_v7"])
 
 
 def test_a_catalog_of_an_unknown_revision_is_refused(catalog_url: str, catalog: Catalog, tmp_path: Path) -> None:
@@ -178,7 +179,7 @@ def test_a_catalog_of_an_unknown_revision_is_refused(catalog_url: str, catalog: 
     with catalog.write() as conn:
         conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = 'schema_v99'"))
         conn.execute(sa.text(f"DELETE FROM txn_meta WHERE key = '{migrate.MIN_CLIENT_KEY}'"))  # tolerates no one
-    with pytest.raises(CatalogTooNewError, match=r"schema version 6 \(schema_v99\), newer than this airflow-txn"):
+    with pytest.raises(CatalogTooNewError, match=r"schema version 7 \(schema_v99\), newer than this airflow-txn"):
         Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"))
     with pytest.raises(CatalogTooNewError, match="upgrade the airflow-txn package"):
         catalog.upgrade()
@@ -230,7 +231,8 @@ def test_airflow_txn_upgrade_migrates_and_doctor_tells(catalog_url: str, tmp_pat
     assert older["status"] == "fail" and "airflow-txn upgrade" in older["hint"]
     done = run_json("upgrade")
     assert (done["from_revision"], done["to_revision"], done["applied"], done["schema_version"]) == (
-        "schema_v2", migrate.HEAD, ["schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6"],
+        "schema_v2", migrate.HEAD, ["schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6",
+                                    "schema_v7"],
         schema.SCHEMA_VERSION)
     assert schema_check() == {
         "name": "catalog schema", "status": "ok", "hint": "",

@@ -166,7 +166,7 @@ def test_a_catalog_of_schema_version_1_is_upgraded(catalog_url: str, root: Path)
     with Warehouse.open(catalog=catalog_url, root=str(root), upgrade=True) as wh:
         with wh.runtime.catalog.read() as conn:
             version = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).scalar()
-        assert version == str(schema.SCHEMA_VERSION) == "6"
+        assert version == str(schema.SCHEMA_VERSION) == "7"
         assert wh.set_retention(EVENTS_T, versions=2)["versions"] == 2
         with wh.begin() as t:
             t.append(EVENTS_T, events([1]))

@@ -27,6 +27,8 @@ from airflow_txn.errors import CatalogTooNewError, CatalogUpgradeRequiredError, 
 from tests.helpers import events, ids
 
 TABLE = "sales.events"
+FUTURE = schema.SCHEMA_VERSION + 1
+"""The schema version of a release after this one."""
 
 
 def catalog_at(url: str, revision: str) -> None:
@@ -39,7 +41,7 @@ def catalog_at(url: str, revision: str) -> None:
 
 
 def future_catalog(url: str, min_client: int | None) -> None:
-    """A catalog upgraded by a future release whose schema_v7 adds a table: at `min_client` older clients
+    """A catalog upgraded by a future release whose schema_v{FUTURE} adds a table: at `min_client` older clients
     still use it (None: a release that records no min_client_version)."""
     catalog = Catalog(url)
     catalog.upgrade()
@@ -47,8 +49,8 @@ def future_catalog(url: str, min_client: int | None) -> None:
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE txn_future (id INTEGER PRIMARY KEY, note TEXT)")
-        conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = 'schema_v7'"))
-        conn.execute(sa.text("UPDATE txn_meta SET value = '7' WHERE key = 'schema_version'"))
+        conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = 'schema_v{FUTURE}'"))
+        conn.execute(sa.text(f"UPDATE txn_meta SET value = '{FUTURE}' WHERE key = 'schema_version'"))
         conn.execute(sa.text("DELETE FROM txn_meta WHERE key = 'min_client_version'"))
         if min_client is not None:
             conn.execute(sa.text("INSERT INTO txn_meta (key, value) VALUES ('min_client_version', :v)"),
@@ -84,7 +86,7 @@ def test_the_revisions_declare_what_older_clients_tolerate() -> None:
         if not module.older_clients_tolerate:
             assert revision in migrate.SCHEMA_VERSION_OF, f"{revision} is not tolerated but keeps the schema version"
             oldest = migrate.SCHEMA_VERSION_OF[revision]
-    assert migrate.MIN_CLIENT_VERSION == oldest == 5
+    assert migrate.MIN_CLIENT_VERSION == oldest == 7
     assert schema.MIN_CATALOG_VERSION <= schema.SCHEMA_VERSION
 
 
@@ -154,24 +156,25 @@ def test_a_newer_catalog_older_clients_tolerate_is_used(catalog_url: str, tmp_pa
     assert catalog.upgrade().applied == []  # an older package's `upgrade` leaves it as it is
     catalog.dispose()
     after = versions(catalog_url)
-    assert (after.revision, after.schema_version, after.min_client_version) == ("schema_v7", 7, 6)  # never taken back
+    assert (after.revision, after.schema_version, after.min_client_version) == (
+        f"schema_v{FUTURE}", FUTURE, FUTURE - 1)  # never taken back
 
 
-@pytest.mark.parametrize("min_client", [7, None])
+@pytest.mark.parametrize("min_client", [FUTURE, None])
 def test_a_newer_catalog_older_clients_do_not_tolerate_is_refused(catalog_url: str, tmp_path: Path,
                                                                   min_client: int | None) -> None:
     future_catalog(catalog_url, min_client=min_client)
     with pytest.raises(CatalogTooNewError) as refused:
         Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"))
     message = str(refused.value)
-    assert "schema version 7" in message and f"schema version {schema.SCHEMA_VERSION}" in message
+    assert f"schema version {FUTURE}" in message and f"schema version {schema.SCHEMA_VERSION}" in message
     assert "upgrade the airflow-txn package" in message and __version__ in message
-    assert (refused.value.catalog_version, refused.value.client_version) == (7, schema.SCHEMA_VERSION)
+    assert (refused.value.catalog_version, refused.value.client_version) == (FUTURE, schema.SCHEMA_VERSION)
     catalog = Catalog(catalog_url)
     with pytest.raises(CatalogTooNewError):
         catalog.upgrade()  # an older package never takes a catalog back
     catalog.dispose()
-    assert versions(catalog_url).revision == "schema_v7"
+    assert versions(catalog_url).revision == f"schema_v{FUTURE}"
 
 
 # -- the command line ----------------------------------------------------------------------------------------------
@@ -208,7 +211,7 @@ def test_upgrade_says_from_and_to_and_doctor_then_agrees(catalog_url: str, cli: 
     assert (done["from_schema_version"], done["to_schema_version"], done["from_revision"], done["to_revision"]) == (
         5, schema.SCHEMA_VERSION, "schema_v5", migrate.HEAD)
     assert done["min_client_version"] == migrate.MIN_CLIENT_VERSION
-    assert done["applied"] == ["schema_v6"]
+    assert done["applied"] == ["schema_v6", "schema_v7"]
     check = versions_check(cli("doctor"))
     assert check["status"] == "ok"
     assert f"min_client_version {migrate.MIN_CLIENT_VERSION}" in check["detail"]
@@ -221,15 +224,16 @@ def test_doctor_says_a_tolerated_newer_catalog_is_usable(catalog_url: str, cli: 
     future_catalog(catalog_url, min_client=schema.SCHEMA_VERSION)
     check = versions_check(cli("doctor"))
     assert check["status"] == "ok"
-    assert "catalog schema version 7 (schema_v7), min_client_version 6" in check["detail"]
+    assert (f"catalog schema version {FUTURE} (schema_v{FUTURE}), min_client_version {schema.SCHEMA_VERSION}"
+            in check["detail"])
     assert "newer" in check["detail"]
 
 
 def test_doctor_says_this_client_must_be_upgraded(catalog_url: str, cli: Any) -> None:
-    future_catalog(catalog_url, min_client=7)
+    future_catalog(catalog_url, min_client=FUTURE)
     check = versions_check(cli("doctor", code=exit_codes.DOCTOR_FAILED))
     assert check["status"] == "fail"
-    assert "min_client_version 7" in check["detail"]
+    assert f"min_client_version {FUTURE}" in check["detail"]
     assert "this client must be upgraded" in check["hint"] and "airflow-txn package" in check["hint"]
 
 

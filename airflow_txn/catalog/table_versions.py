@@ -1,0 +1,305 @@
+"""Versions of a table's schema in the catalog (docs/DESIGN.md, D27): rows stamped like parts.
+
+A table's schema at snapshot S, to transaction T, is its one version visible by the parts' rule (invariant 2,
+visibility_sql.py). A DDL statement stages version n+1 under its transaction and staging key, and takes the
+removal lock on version n by the same compare-and-swap as a part's (`removal_tid IS NULL`): of two transactions
+changing one table at once the second is refused (SerializationError naming the table and the change). The commit's
+apply stamps versions with the parts (same CSN, same catalog transaction), rollback stamps them RollbackCSN, a keyed
+retry withdraws them with the key's parts. txn_tables keeps the newest committed version as a cache (`apply`).
+
+A catalog older than schema version 7 has no txn_table_versions (D23: this package still uses it): `present` says
+so, and a table's only schema there is the one txn_tables holds, its version 1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import ColumnElement, Connection, Engine, and_, func, insert, inspect, or_, select, true, update
+
+from airflow_txn.catalog import schema
+from airflow_txn.catalog.visibility_sql import version_visible_clause
+from airflow_txn.core.visibility import VersionInfo, is_visible
+from airflow_txn.errors import SerializationError
+from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
+
+_v = schema.table_versions.c
+_p = schema.parts.c
+
+NO_TRANSACTION = "-"
+"""The creation_tid of a version made outside any transaction (Warehouse.create_table, the schema_v7 backfill)."""
+
+_PRESENT: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+
+
+def note(engine: Engine, schema_version: int | None) -> None:
+    """Record which schema the catalog behind `engine` is at (Catalog.probe, Catalog.upgrade): below version 7 it
+    has no txn_table_versions and no txn_parts.schema_version, and no statement here may name them."""
+    _PRESENT[engine] = schema_version is None or schema_version >= schema.VERSIONED_SINCE
+
+
+def present(conn: Connection) -> bool:
+    """Whether the catalog has txn_table_versions (schema version 7 or newer): as the Catalog found it, else looked
+    up once per engine."""
+    found = _PRESENT.get(conn.engine)
+    if found is None:
+        found = _PRESENT[conn.engine] = bool(inspect(conn).has_table(schema.table_versions.name))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    """One version of a table's schema."""
+
+    table_id: int
+    version: int
+    schema: pa.Schema
+    partition_by: tuple[str, ...]
+    name: str
+    dropped: bool
+    change: str | None
+    compatible: bool
+    state: VersionInfo
+    stage_key: str | None = None
+    stage_attempt: int | None = None
+    removal_key: str | None = None
+    removal_attempt: int | None = None
+
+
+def encode(arrow_schema: pa.Schema) -> bytes:
+    return bytes(arrow_schema.serialize().to_pybytes())
+
+
+def decode(blob: bytes) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(blob))
+
+
+def _row(r: object) -> VersionRow:
+    return VersionRow(
+        table_id=int(r.table_id), version=int(r.version), schema=decode(r.schema_ipc),  # type: ignore[attr-defined]
+        partition_by=tuple(json.loads(r.partition_by)), name=str(r.name),  # type: ignore[attr-defined]
+        dropped=bool(r.dropped), change=r.change, compatible=bool(r.compatible),  # type: ignore[attr-defined]
+        state=VersionInfo(r.creation_tid, r.creation_csn, r.removal_tid, r.removal_csn),  # type: ignore[attr-defined]
+        stage_key=r.stage_key, stage_attempt=r.stage_attempt,  # type: ignore[attr-defined]
+        removal_key=r.removal_key, removal_attempt=r.removal_attempt,  # type: ignore[attr-defined]
+    )
+
+
+def create_first(conn: Connection, table_id: int, arrow_schema: pa.Schema, partition_by: Sequence[str],
+                 name: str) -> None:
+    """Version 1 of a table created outside any transaction: committed at the prehistoric snapshot, so every read
+    of the table, at any CSN, reads it under this schema (as before versions existed)."""
+    conn.execute(insert(schema.table_versions).values(
+        table_id=table_id, version=1, schema_ipc=encode(arrow_schema), partition_by=json.dumps(list(partition_by)),
+        name=name, dropped=False, change=None, compatible=True, creation_tid=NO_TRANSACTION,
+        creation_csn=PREHISTORIC_CSN, created_at=time.time()))
+
+
+def visible(conn: Connection, table_ids: Sequence[int], tid: str | None, snapshot: int) -> dict[int, VersionRow]:
+    """{table id: its version visible to (tid, snapshot)}; a table with none there is left out."""
+    ids = list(table_ids)
+    if not ids:
+        return {}
+    match = _v.table_id == ids[0] if len(ids) == 1 else _v.table_id.in_(ids)
+    rows = conn.execute(select(schema.table_versions).where(match, version_visible_clause(tid, snapshot)))
+    found: dict[int, VersionRow] = {}
+    for r in rows:
+        row = _row(r)
+        if row.table_id not in found or row.version > found[row.table_id].version:
+            found[row.table_id] = row
+    return found
+
+
+def of_table(conn: Connection, table_id: int, versions: Sequence[int] | None = None) -> dict[int, VersionRow]:
+    """{version: row} of a table (only `versions`, when given): the schemas its parts were written under."""
+    stmt = select(schema.table_versions).where(_v.table_id == table_id)
+    if versions is not None:
+        stmt = stmt.where(_v.version.in_(list(versions)))
+    return {int(r.version): _row(r) for r in conn.execute(stmt)}
+
+
+def count(conn: Connection, table_id: int) -> int:
+    """How many versions the table has (rolled-back ones included)."""
+    return int(conn.execute(select(func.count()).where(_v.table_id == table_id)).scalar_one())
+
+
+def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: int,
+                          withdrawn: Mapping[str, int | None]) -> VersionRow | None:
+    """The version a statement of `tid` sees once the keys it withdraws are withdrawn (part_records'
+    visible_for_statement, for versions): computed, nothing changed."""
+    rows = [_row(r) for r in conn.execute(select(schema.table_versions).where(
+        _v.table_id == table_id, or_(_v.creation_tid == tid, _v.removal_tid == tid,
+                                     version_visible_clause(None, snapshot))))]
+    seen = [r for r in rows if is_visible(_after_compensation(r, tid, withdrawn), tid, snapshot)]
+    return max(seen, key=lambda r: r.version) if seen else None
+
+
+def _older(value: int | None, attempt: int | None) -> bool:
+    return attempt is None or value is None or value < attempt
+
+
+def _after_compensation(row: VersionRow, tid: str, withdrawn: Mapping[str, int | None]) -> VersionInfo:
+    v = row.state
+    staged, locker = row.stage_key or "", row.removal_key or ""
+    if (v.creation_tid == tid and v.creation_csn is None and staged in withdrawn
+            and _older(row.stage_attempt, withdrawn[staged])):
+        return VersionInfo(v.creation_tid, ROLLBACK_CSN, tid, v.removal_csn)
+    if (v.removal_tid == tid and v.removal_csn is None and v.creation_csn != ROLLBACK_CSN and locker in withdrawn
+            and _older(row.removal_attempt, withdrawn[locker])):
+        return VersionInfo(v.creation_tid, v.creation_csn, None, v.removal_csn)
+    return v
+
+
+def stage(conn: Connection, tid: str, key: str | None, attempt: int | None, before: VersionRow,
+          arrow_schema: pa.Schema, change: str, compatible: bool, name: str | None = None,
+          dropped: bool = False) -> int:
+    """Stage the version after `before` (the one the statement saw): its removal lock taken by compare-and-swap
+    (SerializationError naming the table and the change when another transaction holds it), the new row inserted
+    with the next free number. Returns that number."""
+    taken = conn.execute(
+        update(schema.table_versions)
+        .where(_v.table_id == before.table_id, _v.version == before.version, _v.removal_tid.is_(None))
+        .values(removal_tid=tid, removal_key=key, removal_attempt=attempt)
+    ).rowcount
+    if taken != 1:
+        holder = conn.execute(select(_v.removal_tid).where(_v.table_id == before.table_id,
+                                                           _v.version == before.version)).scalar()
+        raise SerializationError(
+            f"table {before.name}: cannot stage '{change}': transaction {holder} changed the table (or is changing "
+            f"it) since version {before.version} this transaction sees; transaction {tid} conflicts and can only "
+            "roll back")
+    number = int(conn.execute(select(func.max(_v.version)).where(_v.table_id == before.table_id)).scalar_one()) + 1
+    conn.execute(insert(schema.table_versions).values(
+        table_id=before.table_id, version=number, schema_ipc=encode(arrow_schema),
+        partition_by=json.dumps(list(before.partition_by)), name=name or before.name, dropped=dropped, change=change,
+        compatible=compatible, creation_tid=tid, creation_csn=None, removal_tid=None, removal_csn=None,
+        stage_key=key, stage_attempt=attempt, created_at=time.time()))
+    return number
+
+
+def _older_clause(column: ColumnElement[Any], attempt: int | None) -> ColumnElement[bool]:
+    if attempt is None:
+        return true()
+    return or_(column.is_(None), column < attempt)
+
+
+def compensate_key(conn: Connection, tid: str, key: str, attempt: int | None = None) -> int:
+    """Invariant 7 for versions (part_records.compensate_key): the versions an earlier attempt staged under `key`
+    get RollbackCSN (and removal_tid = tid, so tid stops seeing them), the removal locks it took are released."""
+    if not present(conn):
+        return 0
+    created = conn.execute(
+        update(schema.table_versions)
+        .where(_v.creation_tid == tid, _v.stage_key == key, _v.creation_csn.is_(None),
+               _older_clause(_v.stage_attempt, attempt))
+        .values(creation_csn=ROLLBACK_CSN, removal_tid=tid)
+    ).rowcount
+    released = conn.execute(
+        update(schema.table_versions)
+        .where(_v.removal_tid == tid, _v.removal_key == key, _v.removal_csn.is_(None),
+               or_(_v.creation_csn.is_(None), _v.creation_csn != ROLLBACK_CSN),
+               _older_clause(_v.removal_attempt, attempt))
+        .values(removal_tid=None, removal_key=None, removal_attempt=None)
+    ).rowcount
+    return int(created) + int(released)
+
+
+def tables_touched(conn: Connection, tid: str) -> list[int]:
+    """Tables where `tid` staged a live version (what its commit record must name, with the parts' tables)."""
+    if not present(conn):
+        return []
+    rows = conn.execute(select(_v.table_id).where(
+        or_(_v.creation_tid == tid, _v.removal_tid == tid),
+        or_(_v.creation_csn.is_(None), _v.creation_csn != ROLLBACK_CSN)).distinct())
+    return sorted(int(r.table_id) for r in rows)
+
+
+def pending_tables(conn: Connection, tid: str) -> list[int]:
+    """Tables where `tid` still has an unstamped version or a held version lock (rollback's work)."""
+    if not present(conn):
+        return []
+    rows = conn.execute(select(_v.table_id).where(
+        or_(and_(_v.creation_tid == tid, _v.creation_csn.is_(None)),
+            and_(_v.removal_tid == tid, _v.removal_csn.is_(None)))).distinct())
+    return sorted(int(r.table_id) for r in rows)
+
+
+def stamp_commit(conn: Connection, tid: str, table_id: int | None, csn: int) -> None:
+    """Apply a committed transaction's versions (of one table; None: of every table): its CSN on the versions it
+    created and removed (idempotent), and txn_tables' cache of each table's newest committed version."""
+    if not present(conn):
+        return
+    where_table = [] if table_id is None else [_v.table_id == table_id]
+    created = conn.execute(update(schema.table_versions).where(
+        *where_table, _v.creation_tid == tid, _v.creation_csn.is_(None)).values(creation_csn=csn)).rowcount
+    conn.execute(update(schema.table_versions).where(
+        *where_table, _v.removal_tid == tid, _v.removal_csn.is_(None)).values(removal_csn=csn))
+    if not created:
+        return
+    newest = conn.execute(select(schema.table_versions).where(
+        *where_table, _v.creation_tid == tid, _v.creation_csn == csn, _v.removal_csn.is_(None)))
+    for r in newest:
+        conn.execute(update(schema.tables).where(schema.tables.c.id == r.table_id).values(
+            schema_ipc=r.schema_ipc, partition_by=r.partition_by))
+
+
+def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
+    """Invariant 5 for versions: created versions never visible, removal locks released."""
+    if not present(conn):
+        return
+    conn.execute(update(schema.table_versions).where(
+        _v.table_id == table_id, _v.creation_tid == tid, _v.creation_csn.is_(None)).values(creation_csn=ROLLBACK_CSN))
+    conn.execute(update(schema.table_versions).where(
+        _v.table_id == table_id, _v.removal_tid == tid, _v.removal_csn.is_(None)).values(
+        removal_tid=None, removal_key=None, removal_attempt=None))
+
+
+def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int]) -> str | None:
+    """D27 point 4, checked at commit under the transaction's row lock: the first conflict of `tid` (snapshot
+    `snapshot`) in `table_ids`, as a message naming the table and the change; None when there is none.
+
+    - `tid` staged an incompatible change of a table another transaction committed parts of after `snapshot`;
+    - `tid` wrote parts of a table another transaction changed incompatibly, committed after `snapshot`."""
+    if not present(conn) or not table_ids:
+        return None
+    ids = list(table_ids)
+    mine = conn.execute(select(_v.table_id, _v.name, _v.change).where(
+        _v.creation_tid == tid, _v.creation_csn.is_(None), _v.compatible.is_(False), _v.table_id.in_(ids)))
+    for table_id, name, change in mine.all():
+        other = conn.execute(select(_p.creation_tid, _p.removal_tid).where(
+            _p.table_id == table_id,
+            or_(and_(_p.creation_tid != tid, _p.creation_csn > snapshot, _p.creation_csn != ROLLBACK_CSN),
+                and_(_p.removal_tid != tid, _p.removal_csn > snapshot))).limit(1)).first()
+        if other is not None:
+            writer = other.creation_tid if other.creation_tid != tid else other.removal_tid
+            return (f"table {name}: this transaction {change}, which does not keep the meaning of rows written "
+                    f"before it, and transaction {writer} committed writes to the table after this transaction's "
+                    f"snapshot {snapshot}; transaction {tid} conflicts and can only roll back")
+    written = conn.execute(select(_p.table_id).where(
+        _p.table_id.in_(ids), or_(_p.creation_tid == tid, _p.removal_tid == tid),
+        or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN)).distinct())
+    wrote = [int(r.table_id) for r in written]
+    if not wrote:
+        return None
+    theirs = conn.execute(select(_v.name, _v.change, _v.creation_tid, _v.creation_csn).where(
+        _v.table_id.in_(wrote), _v.creation_tid != tid, _v.creation_csn > snapshot,
+        _v.creation_csn != ROLLBACK_CSN, _v.compatible.is_(False)).order_by(_v.creation_csn).limit(1)).first()
+    if theirs is not None:
+        return (f"table {theirs.name}: transaction {theirs.creation_tid} {theirs.change} (committed at CSN "
+                f"{theirs.creation_csn}) after this transaction's snapshot {snapshot}, and this transaction wrote the "
+                f"table under the version before: transaction {tid} conflicts and can only roll back")
+    return None
+
+
+def first_version(conn: Connection, table_id: int) -> VersionRow | None:
+    """The table's version 1 (what create_table made), None on a catalog without versions."""
+    if not present(conn):
+        return None
+    row = conn.execute(select(schema.table_versions).where(_v.table_id == table_id, _v.version == 1)).first()
+    return None if row is None else _row(row)

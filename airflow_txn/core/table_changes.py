@@ -1,0 +1,116 @@
+"""Changing a table's schema inside a transaction (docs/DESIGN.md, D27; docs/CONCEPTS.md, "Changing tables").
+
+A change is a statement: it stages version n+1 of the table's schema under the transaction and its staging key, and
+takes the removal lock on version n (the one the statement sees) by compare-and-swap, in ONE catalog transaction
+after the key's earlier attempts are withdrawn (as a write's registration does: a keyed retry replaces the earlier
+attempt's change). Everything the caller passed is checked first (model/evolution.py: an unknown column, a narrowing,
+a partition column: SchemaMismatchError or InvalidNameError, nothing staged). The commit's apply stamps the version
+with the transaction's parts, at its CSN; rollback stamps it RollbackCSN. The transaction's next statements check
+their data against the new version (staging.load_table); other transactions see it from that CSN on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+from sqlalchemy import Connection
+
+from airflow_txn.catalog import schema, table_registry, table_versions, txn_records
+from airflow_txn.core import retries, versions
+from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.staging import Statement
+from airflow_txn.errors import CatalogUpgradeRequiredError, InvalidNameError, SchemaMismatchError, TableNotFoundError
+from airflow_txn.model import evolution
+
+Make = Callable[[pa.Schema, str, tuple[str, ...]], tuple[pa.Schema, evolution.Change]]
+"""(the schema the statement sees, the table's name, its partition columns) -> (the new schema, the change)."""
+
+
+def require_versions(rt: Runtime) -> None:
+    """CatalogUpgradeRequiredError (nothing staged, the transaction usable) on a catalog older than schema version
+    7, which has no txn_table_versions (docs/DESIGN.md, D23)."""
+    cat = rt.catalog
+    if not cat.at_least(schema.VERSIONED_SINCE):
+        cat.probe()  # another process may have upgraded it since this one looked
+    if not cat.at_least(schema.VERSIONED_SINCE):
+        raise CatalogUpgradeRequiredError(
+            f"changing a table needs catalog schema version {schema.VERSIONED_SINCE} (table txn_table_versions); the "
+            f"{cat.where} is older, and opening never upgrades a catalog (docs/DESIGN.md, D23): the catalog must be "
+            "upgraded, once, with `airflow-txn upgrade` (by a writer, as a deliberate step: docs/DEPLOYMENT.md, "
+            "Versions). Nothing was staged", None, schema.SCHEMA_VERSION)
+
+
+def change(rt: Runtime, stmt: Statement, table: object, make: Make) -> evolution.Change:
+    """Stage one change of `table`'s schema (module doc); returns what it did."""
+    if not isinstance(table, str):
+        raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
+    with rt.catalog.read() as conn:
+        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
+        info = table_registry.get(conn, table)
+        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
+        before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
+    if before is None or before.dropped:
+        raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
+    seen = table_registry.at_version(info, before)
+    evolved, what = make(seen.schema, seen.name.qualified, seen.partition_by)
+    if what.kind == "set_nullable" and not what.compatible:
+        _check_no_nulls(rt, stmt, seen, what.column)
+
+    def body(conn: Connection) -> None:
+        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        if stmt.key is not None:
+            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.ran_again(conn, stmt.tid, stmt.key)
+        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, before, evolved, what.detail, what.compatible)
+
+    rt.catalog.write_retrying(body, f"changing table {seen.name}")
+    return what
+
+
+def _check_no_nulls(rt: Runtime, stmt: Statement, info: table_registry.TableInfo, column: str) -> None:
+    """Forbidding nulls in a column: no row the transaction sees may hold one (a concurrent writer's may: that is
+    why the change is not compatible, and conflicts with it at commit)."""
+    from airflow_txn.core import reading
+
+    rows = reading.read(rt, info, stmt.tid, stmt.snapshot)
+    nulls = rows.column(column).null_count
+    if nulls:
+        raise SchemaMismatchError(f"column {column!r} of {info.name} holds {nulls} null(s): it cannot be made NOT "
+                                  "NULL (update them first)")
+
+
+# -- the changes, as `Make`s ------------------------------------------------------------------------------------
+def add_column(field: object, default: object) -> Make:
+    return lambda s, table, by: evolution.add_column(s, field, default, table=table, partition_by=by)
+
+
+def rename_column(old: object, new: object) -> Make:
+    return lambda s, table, by: evolution.rename_column(s, _column(old), new, table=table, partition_by=by)
+
+
+def drop_column(name: object) -> Make:
+    return lambda s, table, by: evolution.drop_column(s, _column(name), table=table, partition_by=by)
+
+
+def alter_column(name: object, type_: object) -> Make:
+    return lambda s, table, by: evolution.alter_column(s, _column(name), type_, table=table, partition_by=by)
+
+
+def set_nullable(name: object, nullable: object) -> Make:
+    if not isinstance(nullable, bool):
+        raise InvalidNameError(f"nullable must be True or False, got {nullable!r}")
+    return lambda s, table, by: evolution.set_nullable(s, _column(name), nullable, table=table, partition_by=by)
+
+
+def _column(name: object) -> str:
+    if not isinstance(name, str):
+        raise InvalidNameError(f"a column name must be a str, got {type(name).__name__}")
+    return name
+
+
+def schema_at(rt: Runtime, table: str, snapshot: int) -> pa.Schema:
+    """The table's schema at `snapshot` (a committed one): its version visible there."""
+    with rt.catalog.read() as conn:
+        return versions.table_at(conn, table_registry.get(conn, table), None, snapshot).schema

@@ -1,0 +1,311 @@
+"""Changing tables inside a transaction (docs/DESIGN.md, D27; docs/CONCEPTS.md, "Changing tables"): a change is a
+version of the table's schema stamped like a part. Time travel reads the schema of its snapshot; parts written under
+an older version are read under the newer one by column id, never rewritten; compatible changes never fail concurrent
+appends, incompatible ones conflict with writers of the table (first committer wins); rollback and keyed retries
+withdraw a change like a write; bad input is refused before anything is staged. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import sqlalchemy as sa
+from alembic import command
+
+from airflow_txn import Warehouse
+from airflow_txn.catalog import meta_records, migrate
+from airflow_txn.errors import (
+    CatalogUpgradeRequiredError,
+    InvalidNameError,
+    SchemaMismatchError,
+    SerializationError,
+    TableNotFoundError,
+)
+from airflow_txn.model.evolution import column_id
+
+TABLE = "shop.orders"
+SCHEMA = pa.schema([("id", pa.int32()), ("item", pa.string()), ("day", pa.string())])
+
+
+def orders(ids: list[int], day: str = "d1", **extra: list[object]) -> pa.Table:
+    columns: dict[str, object] = {"id": pa.array(ids, pa.int32()), "item": [f"i{i}" for i in ids],
+                                  "day": [day] * len(ids)}
+    table = pa.table(columns)
+    for name, values in extra.items():
+        table = table.append_column(name, pa.array(values))
+    return table
+
+
+@pytest.fixture
+def table(wh: Warehouse) -> int:
+    """shop.orders partitioned by day, with rows 1 and 2 committed; returns that commit's CSN."""
+    wh.create_table(TABLE, SCHEMA, ["day"])
+    t = wh.begin()
+    t.append(TABLE, orders([1, 2]))
+    return t.commit()
+
+
+def rows(table: pa.Table) -> list[dict[str, object]]:
+    return sorted(table.to_pylist(), key=lambda r: str(r["id"]))
+
+
+def test_add_a_column_and_load_it_in_one_transaction_time_travel_keeps_the_old_schema(wh: Warehouse,
+                                                                                       table: int) -> None:
+    t = wh.begin()
+    t.add_column(TABLE, pa.field("discount", pa.float64()))
+    t.append(TABLE, orders([3], discount=[0.5]))  # checked against the version the transaction sees: its own
+    assert rows(t.read(TABLE))[2] == {"id": 3, "item": "i3", "day": "d1", "discount": 0.5}
+    assert wh.schema(TABLE).names == ["id", "item", "day"]  # not visible to others before the commit
+    assert wh.read(TABLE).column_names == ["id", "item", "day"]
+    csn = t.commit()
+    assert wh.schema(TABLE).names == ["id", "item", "day", "discount"]
+    assert wh.schema(TABLE, csn=csn).names == ["id", "item", "day", "discount"]
+    assert wh.schema(TABLE, csn=table).names == ["id", "item", "day"]  # time travel keeps the old schema
+    assert [r["discount"] for r in rows(wh.read(TABLE))] == [None, None, 0.5]  # old parts: null, not rewritten
+    assert wh.read(TABLE, csn=table).column_names == ["id", "item", "day"]
+    assert rows(wh.read(TABLE, csn=table)) == rows(orders([1, 2]))
+    assert wh.last_commit_csn(TABLE) == csn
+    # the lazy paths read the same
+    assert rows(wh.dataset(TABLE).to_table()) == rows(wh.read(TABLE))
+    assert wh.dataset(TABLE, csn=table).schema.names == ["id", "item", "day"]
+
+
+def test_a_default_fills_rows_written_before(wh: Warehouse, table: int) -> None:
+    with wh.begin() as t:
+        t.add_column(TABLE, pa.field("qty", pa.int64(), nullable=False), default=1)
+    t = wh.begin()
+    t.append(TABLE, orders([3], qty=[7]))
+    t.commit()
+    assert [r["qty"] for r in rows(wh.read(TABLE))] == [1, 1, 7]
+
+
+def test_rename_is_read_by_column_id_widen_is_cast_drop_is_not_read(wh: Warehouse, table: int) -> None:
+    ids_before = [column_id(f) for f in wh.schema(TABLE)]
+    with wh.begin() as t:
+        t.rename_column(TABLE, "item", "product")
+        t.alter_column(TABLE, "id", pa.int64())
+    after = wh.schema(TABLE)
+    assert after.names == ["id", "product", "day"] and after.field("id").type == pa.int64()
+    assert [column_id(f) for f in after] == ids_before  # a rename or a widening keeps the id
+    got = wh.read(TABLE)
+    assert got.schema.field("id").type == pa.int64()
+    assert rows(got) == [{"id": 1, "product": "i1", "day": "d1"}, {"id": 2, "product": "i2", "day": "d1"}]
+    with wh.begin() as t:
+        t.append(TABLE, pa.table({"id": pa.array([3], pa.int64()), "product": ["p3"], "day": ["d2"]}))
+        t.drop_column(TABLE, "product")
+    assert rows(wh.read(TABLE)) == [{"id": 1, "day": "d1"}, {"id": 2, "day": "d1"}, {"id": 3, "day": "d2"}]
+    assert rows(wh.read(TABLE, csn=table)) == rows(orders([1, 2]))  # the dropped values stay readable back then
+
+
+def test_every_part_file_carries_the_column_ids_as_parquet_field_ids(wh: Warehouse, table: int, root: Path) -> None:
+    if not isinstance(root, Path):
+        pytest.skip("reads the files directly from a local root")
+    files = sorted(root.rglob("*.parquet"))
+    assert files
+    stored = pq.read_schema(files[0])
+    assert stored.field("id").metadata[b"PARQUET:field_id"] == b"1"
+    assert stored.field("item").metadata[b"PARQUET:field_id"] == b"2"
+
+
+def test_a_compatible_change_never_fails_a_concurrent_append(wh: Warehouse, table: int) -> None:
+    change, load = wh.begin(), wh.begin()
+    change.add_column(TABLE, pa.field("discount", pa.float64()))
+    load.append(TABLE, orders([3]))  # the old schema: the version `load` sees
+    change.commit()
+    load.commit()  # both commit
+    assert [(r["id"], r["discount"]) for r in rows(wh.read(TABLE))] == [(1, None), (2, None), (3, None)]
+
+
+def test_an_incompatible_change_and_a_concurrent_append_first_committer_wins(wh: Warehouse, table: int) -> None:
+    change, load = wh.begin(), wh.begin()
+    change.drop_column(TABLE, "item")
+    load.append(TABLE, orders([3]))
+    load.commit()  # the writer commits first ...
+    with pytest.raises(SerializationError, match=r"shop\.orders.*dropped column 'item'"):
+        change.commit()  # ... so the change conflicts
+    assert change.state == "rolled_back"
+    assert wh.schema(TABLE).names == ["id", "item", "day"]
+
+    change, load = wh.begin(), wh.begin()
+    load.append(TABLE, orders([4]))
+    change.drop_column(TABLE, "item")
+    change.commit()  # the change commits first ...
+    with pytest.raises(SerializationError, match=r"shop\.orders.*dropped column 'item'"):
+        load.commit()  # ... so the writer of the old version conflicts
+    assert ids_of(wh.read(TABLE)) == [1, 2, 3]
+    assert wh.schema(TABLE).names == ["id", "day"]
+
+
+def ids_of(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+def test_two_changes_of_one_table_at_once_the_second_is_refused(wh: Warehouse, table: int) -> None:
+    first, second = wh.begin(), wh.begin()
+    first.add_column(TABLE, pa.field("a", pa.int64()))
+    with pytest.raises(SerializationError, match=r"shop\.orders.*added column 'b'"):
+        second.add_column(TABLE, pa.field("b", pa.int64()))
+    first.commit()
+    second.rollback()
+    late = wh.begin()
+    stale = wh.begin()
+    late.commit()
+    with wh.begin() as t:
+        t.add_column(TABLE, pa.field("c", pa.int64()))
+    with pytest.raises(SerializationError):  # its snapshot predates the committed change: it conflicts
+        stale.add_column(TABLE, pa.field("d", pa.int64()))
+    assert wh.schema(TABLE).names == ["id", "item", "day", "a", "c"]
+
+
+def test_rollback_leaves_the_schema_unchanged(wh: Warehouse, table: int) -> None:
+    t = wh.begin()
+    t.add_column(TABLE, pa.field("discount", pa.float64()))
+    t.append(TABLE, orders([3], discount=[1.0]))
+    t.rollback()
+    assert wh.schema(TABLE).names == ["id", "item", "day"]
+    assert ids_of(wh.read(TABLE)) == [1, 2]
+    with wh.begin() as t:  # the table can change again
+        t.add_column(TABLE, pa.field("discount", pa.int64()))
+    assert wh.schema(TABLE).field("discount").type == pa.int64()
+
+
+def test_a_keyed_retry_replaces_the_earlier_attempts_change(wh: Warehouse, table: int) -> None:
+    t = wh.begin()
+    t.add_column(TABLE, pa.field("discount", pa.float64()), key="ddl")
+    t.add_column(TABLE, pa.field("rebate", pa.float64()), key="ddl")  # the retry: the first attempt withdrawn
+    assert t.read(TABLE).column_names == ["id", "item", "day", "rebate"]
+    t.append(TABLE, orders([3], rebate=[2.0]))
+    t.commit()
+    assert wh.schema(TABLE).names == ["id", "item", "day", "rebate"]
+    assert [r["rebate"] for r in rows(wh.read(TABLE))] == [None, None, 2.0]
+
+
+@pytest.mark.parametrize(("change", "error"), [
+    (lambda t: t.drop_column(TABLE, "nope"), SchemaMismatchError),
+    (lambda t: t.rename_column(TABLE, "nope", "x"), SchemaMismatchError),
+    (lambda t: t.alter_column(TABLE, "id", pa.int16()), SchemaMismatchError),  # a narrowing
+    (lambda t: t.alter_column(TABLE, "id", "int64"), SchemaMismatchError),
+    (lambda t: t.drop_column(TABLE, "day"), SchemaMismatchError),  # a partition column
+    (lambda t: t.rename_column(TABLE, "day", "date"), SchemaMismatchError),
+    (lambda t: t.add_column(TABLE, pa.field("id", pa.int64())), SchemaMismatchError),  # exists
+    (lambda t: t.add_column(TABLE, pa.field("n", pa.int64(), nullable=False)), SchemaMismatchError),  # no default
+    (lambda t: t.add_column(TABLE, "n"), SchemaMismatchError),
+    (lambda t: t.add_column("shop.missing", pa.field("n", pa.int64())), TableNotFoundError),
+    (lambda t: t.rename_column(TABLE, "item", "a/b"), InvalidNameError),
+    (lambda t: t.set_nullable(TABLE, "item", "no"), InvalidNameError),
+])
+def test_bad_input_is_refused_before_anything_is_staged(wh: Warehouse, table: int,
+                                                        change: Callable[[object], None], error: type) -> None:
+    t = wh.begin()
+    with pytest.raises(error):
+        change(t)
+    assert t.state == "active"  # still usable: nothing was staged
+    t.append(TABLE, orders([3]))
+    t.commit()
+    assert wh.schema(TABLE).names == ["id", "item", "day"]
+    assert ids_of(wh.read(TABLE)) == [1, 2, 3]
+
+
+def test_forbidding_nulls_checks_the_rows(wh: Warehouse, table: int) -> None:
+    with wh.begin() as t:
+        t.set_nullable(TABLE, "item", False)
+    assert not wh.schema(TABLE).field("item").nullable
+    with wh.begin() as t:
+        t.set_nullable(TABLE, "item", True)
+        t.append(TABLE, pa.table({"id": pa.array([3], pa.int32()), "item": pa.array([None], pa.string()),
+                                  "day": ["d1"]}))
+    t = wh.begin()
+    with pytest.raises(SchemaMismatchError, match="holds 1 null"):
+        t.set_nullable(TABLE, "item", False)
+    t.rollback()
+
+
+def test_update_and_delete_rewrite_old_parts_under_the_new_version(wh: Warehouse, table: int) -> None:
+    with wh.begin() as t:
+        t.rename_column(TABLE, "item", "product")
+        t.add_column(TABLE, pa.field("qty", pa.int64()))
+    with wh.begin() as t:
+        assert t.update(TABLE, pc.field("id") == 1, {"qty": 5}) == 1
+        assert t.delete(TABLE, pc.field("id") == 2) == 1
+    assert rows(wh.read(TABLE)) == [{"id": 1, "product": "i1", "day": "d1", "qty": 5}]
+
+
+def test_compaction_merges_parts_of_one_version_only(wh: Warehouse, table: int) -> None:
+    with wh.begin() as t:
+        t.append(TABLE, orders([3]))
+    with wh.begin() as t:
+        t.add_column(TABLE, pa.field("qty", pa.int64()))
+    for i in (4, 5):
+        with wh.begin() as t:
+            t.append(TABLE, orders([i], qty=[i]))
+    before = rows(wh.read(TABLE))
+    wh.compact(TABLE)
+    assert rows(wh.read(TABLE)) == before
+
+
+def test_a_catalog_of_schema_version_6_is_used_as_it_is_and_refuses_changes(catalog_url: str, tmp_path: Path) -> None:
+    engine = sa.create_engine(catalog_url)
+    with engine.begin() as conn:
+        command.upgrade(migrate.config(conn), "schema_v6")
+        meta_records.warehouse_id(conn)
+    engine.dispose()
+    root = str(tmp_path / "root")
+    with Warehouse.open(catalog=catalog_url, root=root) as wh:
+        wh.create_table(TABLE, SCHEMA, ["day"])
+        with wh.begin() as t:
+            t.append(TABLE, orders([1, 2]))
+        t = wh.begin()
+        with pytest.raises(CatalogUpgradeRequiredError, match=r"needs catalog schema version 7.*airflow-txn upgrade"):
+            t.add_column(TABLE, pa.field("n", pa.int64()))
+        t.append(TABLE, orders([3]))
+        t.commit()  # still usable
+        assert ids_of(wh.read(TABLE)) == [1, 2, 3]
+        assert wh.schema(TABLE, csn=wh.readable_csn()).names == ["id", "item", "day"]
+    with Warehouse.open(catalog=catalog_url, root=root, upgrade=True) as wh:  # version 1 backfilled at CSN 1
+        assert wh.schema(TABLE, csn=1).names == ["id", "item", "day"]
+        with wh.begin() as t:
+            t.add_column(TABLE, pa.field("n", pa.int64()))
+        assert [r["n"] for r in rows(wh.read(TABLE))] == [None, None, None]
+        assert ids_of(wh.read(TABLE, csn=2)) == [1, 2]
+
+
+CHANGES: dict[str, tuple[Callable[[Any], None], bool]] = {
+    "add_column": (lambda t: t.add_column(TABLE, pa.field("n", pa.int64())), True),
+    "alter_column": (lambda t: t.alter_column(TABLE, "id", pa.int64()), True),
+    "rename_column": (lambda t: t.rename_column(TABLE, "item", "product"), False),
+    "drop_column": (lambda t: t.drop_column(TABLE, "item"), False),
+    "forbid_nulls": (lambda t: t.set_nullable(TABLE, "item", False), False),
+}
+WRITES: dict[str, Callable[[Any], object]] = {
+    "append": lambda t: t.append(TABLE, orders([3])),
+    "overwrite": lambda t: t.overwrite(TABLE, orders([3]), partitions=[{"day": "d1"}]),
+    "update": lambda t: t.update(TABLE, pc.field("id") == 1, {"item": "x"}),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+@pytest.mark.parametrize("write", list(WRITES))
+@pytest.mark.parametrize("change_commits_first", [True, False])
+def test_histories_of_a_change_and_a_concurrent_write(wh: Warehouse, table: int, change: str, write: str,
+                                                      change_commits_first: bool) -> None:
+    """D27 point 4: a compatible change and a concurrent write both commit; an incompatible one and a concurrent
+    write: the first to commit wins, the other fails with SerializationError naming the table."""
+    make, compatible = CHANGES[change]
+    changer, writer = wh.begin(), wh.begin()
+    make(changer)
+    WRITES[write](writer)
+    first, second = (changer, writer) if change_commits_first else (writer, changer)
+    first.commit()
+    if compatible:
+        second.commit()
+        assert changer.state == writer.state == "committed"
+    else:
+        with pytest.raises(SerializationError, match=r"table shop\.orders"):
+            second.commit()
+        assert second.state == "rolled_back"
+    wh.read(TABLE)  # every committed part reads under the table's newest schema
