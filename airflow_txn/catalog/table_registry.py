@@ -13,7 +13,13 @@ from sqlalchemy import Connection, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from airflow_txn.catalog import schema, table_versions
-from airflow_txn.errors import InvalidNameError, SchemaMismatchError, TableExistsError, TableNotFoundError
+from airflow_txn.errors import (
+    InvalidNameError,
+    SchemaMismatchError,
+    SerializationError,
+    TableExistsError,
+    TableNotFoundError,
+)
 from airflow_txn.model import evolution
 from airflow_txn.model.names import TableName, check_column_name, parse_table_name
 from airflow_txn.model.partitioning import is_partition_type, normalize_partitions, partition_key
@@ -86,6 +92,14 @@ def validate_new_table(name: str, arrow_schema: object, partition_by: Sequence[s
 
 def create(conn: Connection, name: TableName, arrow_schema: pa.Schema, partition_by: Sequence[str]) -> TableInfo:
     """Register a table and (on a catalog with versions) its version 1, committed at the prehistoric snapshot."""
+    table_id = create_row(conn, name, arrow_schema, partition_by)
+    if table_versions.present(conn):
+        table_versions.create_first(conn, table_id, arrow_schema, partition_by, name.qualified)
+    return TableInfo(table_id, name, arrow_schema, tuple(partition_by), f"{name.namespace}/{name.table}")
+
+
+def create_row(conn: Connection, name: TableName, arrow_schema: pa.Schema, partition_by: Sequence[str]) -> int:
+    """The table's row in txn_tables (TableExistsError when the name has one); returns its id."""
     directory = f"{name.namespace}/{name.table}"
     try:
         result = conn.execute(
@@ -100,10 +114,7 @@ def create(conn: Connection, name: TableName, arrow_schema: pa.Schema, partition
     except IntegrityError as exc:
         raise TableExistsError(f"table {name} exists already") from exc
     assert result.inserted_primary_key is not None
-    table_id = int(result.inserted_primary_key[0])
-    if table_versions.present(conn):
-        table_versions.create_first(conn, table_id, arrow_schema, partition_by, name.qualified)
-    return TableInfo(table_id, name, arrow_schema, tuple(partition_by), directory)
+    return int(result.inserted_primary_key[0])
 
 
 def at_version(info: TableInfo, row: table_versions.VersionRow) -> TableInfo:
@@ -153,4 +164,33 @@ def names_and_directories(conn: Connection, table_ids: Sequence[int]) -> dict[in
 
 
 def all_tables(conn: Connection) -> list[TableInfo]:
+    """Every table row (one created inside a transaction not committed yet, or rolled back, too: vacuum, recovery)."""
     return [_from_row(r) for r in conn.execute(select(schema.tables).order_by(schema.tables.c.name))]
+
+
+def listed_tables(conn: Connection) -> list[TableInfo]:
+    """The tables readers list (Warehouse.tables, manifests, tags of every table): those with a committed version
+    (docs/DESIGN.md, D27), not one created inside a transaction not committed yet (or rolled back)."""
+    committed = table_versions.committed_table_ids(conn)
+    return [t for t in all_tables(conn) if committed is None or t.id in committed]
+
+
+def create_staged(conn: Connection, tid: str, key: str | None, attempt: int | None, name: TableName,
+                  arrow_schema: pa.Schema, partition_by: Sequence[str]) -> int:
+    """Transaction.create_table's catalog step: the table's row (a new one, or that of a name whose table was never
+    committed) and its first version, staged by `tid`. TableExistsError when the name has a committed table;
+    SerializationError when another transaction is creating it. Returns the table id."""
+    found = find(conn, name.qualified)
+    if found is None:
+        try:
+            table_id = create_row(conn, name, arrow_schema, partition_by)
+        except TableExistsError as exc:  # created by another transaction meanwhile (this catalog transaction fails)
+            raise SerializationError(f"table {name} was created by another transaction meanwhile; transaction "
+                                     f"{tid} conflicts and can only roll back") from exc
+    else:
+        committed = table_versions.committed_table_ids(conn)
+        if committed is None or found.id in committed:
+            raise TableExistsError(f"table {name} exists already")
+        table_id = found.id
+    table_versions.stage_first(conn, tid, key, attempt, table_id, arrow_schema, partition_by, name.qualified)
+    return table_id

@@ -303,3 +303,55 @@ def first_version(conn: Connection, table_id: int) -> VersionRow | None:
         return None
     row = conn.execute(select(schema.table_versions).where(_v.table_id == table_id, _v.version == 1)).first()
     return None if row is None else _row(row)
+
+
+def stage_first(conn: Connection, tid: str, key: str | None, attempt: int | None, table_id: int,
+                arrow_schema: pa.Schema, partition_by: Sequence[str], name: str) -> int:
+    """Stage the version that creates table `table_id` inside transaction `tid` (Transaction.create_table): version 1
+    of a new row, or, for a name whose table was never committed or was rolled back, the next free number. Another
+    transaction's live version of the name: SerializationError (first writer wins). Returns the version."""
+    live = conn.execute(select(_v.version, _v.creation_tid).where(
+        _v.table_id == table_id, _v.creation_tid != tid,
+        or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).first()
+    if live is not None:
+        raise SerializationError(f"table {name} is being created (or was created meanwhile) by transaction "
+                                 f"{live.creation_tid}; transaction {tid} conflicts and can only roll back")
+    top = conn.execute(select(func.max(_v.version)).where(_v.table_id == table_id)).scalar()
+    number = 1 if top is None else int(top) + 1
+    conn.execute(insert(schema.table_versions).values(
+        table_id=table_id, version=number, schema_ipc=encode(arrow_schema), partition_by=json.dumps(list(partition_by)),
+        name=name, dropped=False, change=f"created table {name}", compatible=True, creation_tid=tid,
+        creation_csn=None, removal_tid=None, removal_csn=None, stage_key=key, stage_attempt=attempt,
+        created_at=time.time()))
+    return number
+
+
+def committed_table_ids(conn: Connection) -> set[int] | None:
+    """The tables with a committed version, their newest one not a tombstone (None: a catalog without versions,
+    where every table is). A table only created inside a transaction not yet committed (or rolled back) is not."""
+    if not present(conn):
+        return None
+    rows = conn.execute(select(_v.table_id).where(
+        _v.creation_csn.is_not(None), _v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None),
+        _v.dropped.is_(False)).distinct())
+    return {int(r.table_id) for r in rows}
+
+
+def revive(conn: Connection, table_id: int, arrow_schema: pa.Schema, partition_by: Sequence[str], name: str) -> bool:
+    """Warehouse.create_table of a name whose table has no committed version (its creating transaction rolled back):
+    the next version, committed at the prehistoric snapshot as `create_first`'s. False when it has a live one."""
+    if not present(conn):
+        return False
+    live = conn.execute(select(_v.version).where(
+        _v.table_id == table_id,
+        or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).first()
+    if live is not None:
+        return False
+    top = int(conn.execute(select(func.max(_v.version)).where(_v.table_id == table_id)).scalar() or 0)
+    conn.execute(insert(schema.table_versions).values(
+        table_id=table_id, version=top + 1, schema_ipc=encode(arrow_schema),
+        partition_by=json.dumps(list(partition_by)), name=name, dropped=False, change=None, compatible=True,
+        creation_tid=NO_TRANSACTION, creation_csn=PREHISTORIC_CSN, created_at=time.time()))
+    conn.execute(update(schema.tables).where(schema.tables.c.id == table_id).values(
+        schema_ipc=encode(arrow_schema), partition_by=json.dumps(list(partition_by))))
+    return True

@@ -106,7 +106,7 @@ def planned_at(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[Plan
     SnapshotTooOldError naming the tables no such tag holds)."""
     if tables is None:
         with rt.catalog.read() as conn:
-            tables = [i.name.qualified for i in table_registry.all_tables(conn)]
+            tables = [i.name.qualified for i in table_registry.listed_tables(conn)]
     planned: list[Planned] = []
     below: list[str] = []
     for table in tables:

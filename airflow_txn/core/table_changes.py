@@ -69,6 +69,28 @@ def change(rt: Runtime, stmt: Statement, table: object, make: Make) -> evolution
     return what
 
 
+def create_table(rt: Runtime, stmt: Statement, table: object, arrow_schema: object, partition_by: object) -> None:
+    """Create `table` inside the transaction: its first version staged by it (visible to others from its commit's
+    CSN; a read at an older CSN finds no such table). Checked first as Warehouse.create_table checks; TableExistsError
+    for a name with a committed table; SerializationError when another transaction is creating it."""
+    if not isinstance(table, str):
+        raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
+    if not isinstance(partition_by, (list, tuple)):
+        raise InvalidNameError(f"partition_by must be a list of distinct column names, got {partition_by!r}")
+    by: list[str] = list(partition_by)
+    name, checked = table_registry.validate_new_table(table, arrow_schema, by)
+
+    def body(conn: Connection) -> None:
+        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        if stmt.key is not None:
+            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.ran_again(conn, stmt.tid, stmt.key)
+        table_registry.create_staged(conn, stmt.tid, stmt.key, stmt.attempt, name, checked, by)
+
+    rt.catalog.write_retrying(body, f"creating table {name}")
+
+
 def _check_no_nulls(rt: Runtime, stmt: Statement, info: table_registry.TableInfo, column: str) -> None:
     """Forbidding nulls in a column: no row the transaction sees may hold one (a concurrent writer's may: that is
     why the change is not compatible, and conflicts with it at commit)."""

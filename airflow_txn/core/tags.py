@@ -101,7 +101,7 @@ def _insert(rt: Runtime, name: str, snapshot: int, names: list[str] | None, note
     """`create`'s catalog transaction."""
     with rt.catalog.write() as conn:
         counters.vacuum_horizon(conn, rt.catalog)  # locked: vacuum stores its horizons under this lock too
-        infos = table_registry.all_tables(conn) if names is None else [table_registry.get(conn, n) for n in names]
+        infos = table_registry.listed_tables(conn) if names is None else [table_registry.get(conn, n) for n in names]
         if not infos:
             raise InvalidArgumentError("there is no table to tag: create a table first")
         for info in infos:
@@ -139,7 +139,7 @@ def tag_in_commit(conn: Connection, tag: CommitTag, csn: int, table_ids: Sequenc
     every table). TagExistsError rolls the whole catalog transaction back, the commit with it. No horizon lock
     is needed: `csn` is the commit's CSN, above the watermark, or (a commit that wrote nothing) the snapshot of a
     transaction still usable here, which no stored horizon exceeds (invariant 8); checked all the same."""
-    ids = list(table_ids) or [i.id for i in table_registry.all_tables(conn)]
+    ids = list(table_ids) or [i.id for i in table_registry.listed_tables(conn)]
     if not ids:
         raise InvalidArgumentError("there is no table to tag: create a table first")
     for table_id in ids:
@@ -279,7 +279,7 @@ def holding(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[TagRow]
     """The tags at exactly `csn` holding the tables of `tables` (None: every table) that `csn` is below the
     retention horizon of; SnapshotTooOldError naming the tables below it that no such tag holds."""
     with rt.catalog.read() as conn:
-        infos = table_registry.all_tables(conn) if tables is None else [table_registry.get(conn, t) for t in tables]
+        infos = table_registry.listed_tables(conn) if tables is None else [table_registry.get(conn, t) for t in tables]
         below = [i for i in infos if csn < retention.table_horizon(conn, i.id)]
         rows = [r for r in tag_records.all_tags(conn) if r.csn == csn]
     missing = sorted({i.name.qualified for i in below if not any(i.id in r.table_ids for r in rows)})

@@ -210,6 +210,16 @@ class Transaction:
         concurrent writers of the table)."""
         self._change(table, f"set_nullable of {table}", table_changes.set_nullable(name, nullable), key)
 
+    def create_table(self, table: str, schema: pa.Schema, partition_by: Sequence[str] = (),
+                     key: str | None = None) -> None:
+        """Create `table` inside this transaction: other readers see it from the commit's CSN on (with the rows the
+        transaction loads into it); a rollback leaves no table. TableExistsError when it exists; bad input refused
+        as Warehouse.create_table refuses it, before anything is staged."""
+        table_changes.require_versions(self._rt)
+        stmt = statement_of(self, key)
+        run_statement(self, f"create_table {table}",
+                      lambda: table_changes.create_table(self._rt, stmt, table, schema, partition_by))
+
     def _change(self, table: str, what: str, make: table_changes.Make, key: str | None) -> None:
         table_changes.require_versions(self._rt)  # a catalog too old for it: nothing staged, still usable
         stmt = statement_of(self, key)
@@ -244,8 +254,8 @@ class Transaction:
         rt = self._rt
         with rt.catalog.read() as conn:  # every table checked before any read is recorded
             txn_records.require_usable(txn_records.fetch(conn, self._tid))
-            infos = table_registry.all_tables(conn) if tables is None else [table_registry.get(conn, t)
-                                                                             for t in tables]
+            infos = table_registry.listed_tables(conn) if tables is None else [table_registry.get(conn, t)
+                                                                                for t in tables]
         chosen = sorted({i.id: i.name.qualified for i in infos}.values())
         view = statement_of(self, None)  # each table planned (and its read recorded) as `read` plans it
         return {name: manifests.view_manifest(rt, reading.plan(rt, name, view=view)) for name in chosen}

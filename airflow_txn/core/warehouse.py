@@ -27,6 +27,7 @@ from airflow_txn.catalog import (
     meta_records,
     part_records,
     table_registry,
+    table_versions,
     txn_records,
 )
 from airflow_txn.core import (
@@ -261,6 +262,9 @@ class Warehouse:
         self.init()
         with self.runtime.catalog.write() as conn:
             existing = table_registry.find(conn, name)
+            if existing is not None and table_versions.revive(conn, existing.id, arrow_schema, list(partition_by),
+                                                              table_name.qualified):
+                return  # its only creation was rolled back: the name was free
             if existing is not None:
                 if exist_ok and existing.schema.equals(arrow_schema) and existing.partition_by == tuple(partition_by):
                     return
@@ -271,14 +275,11 @@ class Warehouse:
 
     def tables(self) -> list[str]:
         with self.runtime.catalog.read() as conn:
-            return [t.name.qualified for t in table_registry.all_tables(conn)]
+            return [t.name.qualified for t in table_registry.listed_tables(conn)]
 
     def schema(self, name: str, csn: int | None = None, tag: str | None = None) -> pa.Schema:
         """The table's schema: the newest committed one, or the one it had at snapshot `csn` or at tag `tag` (time
         travel keeps old schemas: docs/DESIGN.md, D27). Each field carries its column id (`PARQUET:field_id`)."""
-        if csn is None and tag is None:
-            with self.runtime.catalog.read() as conn:
-                return table_registry.get(conn, name).schema
         return reading.plan_schema(self.runtime, name, csn, tag)
 
     def partition_by(self, name: str) -> tuple[str, ...]:

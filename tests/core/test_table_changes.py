@@ -24,6 +24,7 @@ from airflow_txn.errors import (
     InvalidNameError,
     SchemaMismatchError,
     SerializationError,
+    TableExistsError,
     TableNotFoundError,
 )
 from airflow_txn.model.evolution import column_id
@@ -332,3 +333,72 @@ def test_a_commit_record_left_unapplied_is_rolled_forward_with_its_changes(wh: W
     assert wh.schema("shop.items").names == ["item_id"]  # txn_tables' cache follows the apply
     assert [r["discount"] for r in rows(wh.read(TABLE))] == [None, None, 0.5]
     assert wh.last_commit_csn("shop.items") == csn
+
+
+# -- creating a table inside a transaction ---------------------------------------------------------------------
+NEW = "shop.returns"
+RETURNS = pa.schema([("id", pa.int64()), ("day", pa.string())])
+
+
+def returns(ids: list[int]) -> pa.Table:
+    return pa.table({"id": ids, "day": ["d1"] * len(ids)}, schema=RETURNS)
+
+
+def test_a_table_created_in_a_transaction_appears_with_its_rows_at_the_commit(wh: Warehouse, table: int) -> None:
+    t = wh.begin()
+    t.create_table(NEW, RETURNS, ["day"])
+    t.append(NEW, returns([1, 2]))
+    t.append(TABLE, orders([3]))
+    assert ids_of(t.read(NEW)) == [1, 2]
+    assert NEW not in wh.tables()
+    with pytest.raises(TableNotFoundError):
+        wh.read(NEW)
+    other = wh.begin()
+    with pytest.raises(TableNotFoundError):
+        other.append(NEW, returns([9]))
+    with pytest.raises(SerializationError, match="being created"):
+        other.create_table(NEW, RETURNS)
+    other.rollback()
+    csn = t.commit()
+    assert NEW in wh.tables()
+    assert ids_of(wh.read(NEW)) == [1, 2] and wh.schema(NEW).names == ["id", "day"]
+    assert wh.partition_by(NEW) == ("day",)
+    with pytest.raises(TableNotFoundError):
+        wh.read(NEW, csn=csn - 1)  # not there before its commit
+    with pytest.raises(TableNotFoundError):
+        wh.schema(NEW, csn=csn - 1)
+    with wh.begin() as t2:
+        t2.append(NEW, returns([3]))
+        t2.add_column(NEW, pa.field("note", pa.string()))
+    assert ids_of(wh.read(NEW)) == [1, 2, 3]
+    with pytest.raises(TableExistsError):
+        wh.begin().create_table(NEW, RETURNS)
+
+
+def test_a_rolled_back_creation_leaves_no_table_and_frees_the_name(wh: Warehouse, table: int) -> None:
+    t = wh.begin()
+    t.create_table(NEW, RETURNS)
+    t.append(NEW, returns([1]))
+    t.rollback()
+    assert NEW not in wh.tables()
+    with pytest.raises(TableNotFoundError):
+        wh.read(NEW)
+    for name in wh.tables():  # every listed table reads
+        wh.read(name)
+    with wh.begin() as t:  # the name is free again, inside a transaction ...
+        t.create_table(NEW, pa.schema([("id", pa.int32())]))
+        t.append(NEW, pa.table({"id": pa.array([5], pa.int32())}))
+    assert wh.read(NEW).to_pylist() == [{"id": 5}]
+    t = wh.begin()
+    t.create_table("shop.other", RETURNS)
+    t.rollback()
+    wh.create_table("shop.other", RETURNS)  # ... and outside one
+    assert "shop.other" in wh.tables() and wh.read("shop.other").num_rows == 0
+
+
+def test_a_keyed_retry_replaces_the_earlier_attempts_creation(wh: Warehouse, table: int) -> None:
+    t = wh.begin()
+    t.create_table(NEW, RETURNS, key="make")
+    t.create_table(NEW, pa.schema([("id", pa.int32())]), key="make")  # the retry
+    t.commit()
+    assert wh.schema(NEW).names == ["id"] and wh.schema(NEW).field("id").type == pa.int32()
