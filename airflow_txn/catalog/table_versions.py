@@ -311,11 +311,21 @@ def stage_first(conn: Connection, tid: str, key: str | None, attempt: int | None
     of a new row, or, for a name whose table was never committed or was rolled back, the next free number. Another
     transaction's live version of the name: SerializationError (first writer wins). Returns the version."""
     live = conn.execute(select(_v.version, _v.creation_tid).where(
-        _v.table_id == table_id, _v.creation_tid != tid,
+        _v.table_id == table_id, _v.creation_tid != tid, _v.dropped.is_(False),
         or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).first()
     if live is not None:
         raise SerializationError(f"table {name} is being created (or was created meanwhile) by transaction "
                                  f"{live.creation_tid}; transaction {tid} conflicts and can only roll back")
+    # a dropped table's tombstone (committed, or this transaction's own): its removal lock, by compare-and-swap
+    tombstone = and_(_v.table_id == table_id, _v.dropped.is_(True), _v.removal_csn.is_(None),
+                     or_(and_(_v.creation_csn.is_not(None), _v.creation_csn != ROLLBACK_CSN),
+                         and_(_v.creation_tid == tid, _v.creation_csn.is_(None))))
+    if conn.execute(select(_v.version).where(tombstone)).first() is not None:
+        taken = conn.execute(update(schema.table_versions).where(tombstone, _v.removal_tid.is_(None)).values(
+            removal_tid=tid, removal_key=key, removal_attempt=attempt)).rowcount
+        if taken != 1:
+            raise SerializationError(f"table {name} is being created again by another transaction; transaction "
+                                     f"{tid} conflicts and can only roll back")
     top = conn.execute(select(func.max(_v.version)).where(_v.table_id == table_id)).scalar()
     number = 1 if top is None else int(top) + 1
     conn.execute(insert(schema.table_versions).values(
@@ -345,7 +355,7 @@ def revive(conn: Connection, table_id: int, arrow_schema: pa.Schema, partition_b
     live = conn.execute(select(_v.version).where(
         _v.table_id == table_id,
         or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).first()
-    if live is not None:
+    if live is not None:  # a committed table (or a tombstone: recreated in a transaction), or one being created
         return False
     top = int(conn.execute(select(func.max(_v.version)).where(_v.table_id == table_id)).scalar() or 0)
     conn.execute(insert(schema.table_versions).values(
@@ -355,3 +365,13 @@ def revive(conn: Connection, table_id: int, arrow_schema: pa.Schema, partition_b
     conn.execute(update(schema.tables).where(schema.tables.c.id == table_id).values(
         schema_ipc=encode(arrow_schema), partition_by=json.dumps(list(partition_by))))
     return True
+
+
+def dropped(conn: Connection, table_id: int) -> bool:
+    """Whether the table's newest committed version is a tombstone (it was dropped) and none is staged."""
+    if not present(conn):
+        return False
+    rows = conn.execute(select(_v.dropped, _v.creation_csn).where(
+        _v.table_id == table_id,
+        or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).all()
+    return bool(rows) and all(bool(r.dropped) and r.creation_csn is not None for r in rows)

@@ -16,12 +16,13 @@ from collections.abc import Callable
 import pyarrow as pa
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import schema, table_registry, table_versions, txn_records
-from airflow_txn.core import retries, versions
+from airflow_txn.catalog import compaction_records, part_records, schema, table_registry, table_versions, txn_records
+from airflow_txn.core import retries, staging, versions
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.staging import Statement
 from airflow_txn.errors import CatalogUpgradeRequiredError, InvalidNameError, SchemaMismatchError, TableNotFoundError
 from airflow_txn.model import evolution
+from airflow_txn.model.partitioning import WHOLE_TABLE
 
 Make = Callable[[pa.Schema, str, tuple[str, ...]], tuple[pa.Schema, evolution.Change]]
 """(the schema the statement sees, the table's name, its partition columns) -> (the new schema, the change)."""
@@ -89,6 +90,39 @@ def create_table(rt: Runtime, stmt: Statement, table: object, arrow_schema: obje
         table_registry.create_staged(conn, stmt.tid, stmt.key, stmt.attempt, name, checked, by)
 
     rt.catalog.write_retrying(body, f"creating table {name}")
+
+
+def drop_table(rt: Runtime, stmt: Statement, table: object) -> None:
+    """Drop `table` inside the transaction: a tombstone version (docs/DESIGN.md, D27) and the removal of every part
+    the statement sees, so a read at the commit's CSN or later finds no table, an older CSN still reads it, and the
+    name is free again at that CSN (t.create_table makes a new table of it, empty). Not compatible: it conflicts with
+    concurrent writers of the table, first committer wins."""
+    if not isinstance(table, str):
+        raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
+    with rt.catalog.read() as conn:
+        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
+        info = table_registry.get(conn, table)
+        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
+        before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
+        if before is None or before.dropped:
+            raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
+        parts = part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
+    staging.check_free(stmt.tid, {p.id: p.version.removal_tid for p in parts})
+    seen = table_registry.at_version(info, before)
+
+    def body(conn: Connection) -> None:
+        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        if stmt.key is not None:
+            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.ran_again(conn, stmt.tid, stmt.key)
+        locked = compaction_records.follow_merges(conn, [p.id for p in parts], rt.catalog)
+        part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt, info.id)
+        retries.record(conn, stmt.tid, stmt.key, stmt.attempt, info.id, [WHOLE_TABLE])
+        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, before, seen.schema,
+                             f"dropped table {seen.name}", compatible=False, dropped=True)
+
+    rt.catalog.write_retrying(body, f"dropping table {seen.name}")
 
 
 def _check_no_nulls(rt: Runtime, stmt: Statement, info: table_registry.TableInfo, column: str) -> None:

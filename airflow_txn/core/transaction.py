@@ -220,6 +220,14 @@ class Transaction:
         run_statement(self, f"create_table {table}",
                       lambda: table_changes.create_table(self._rt, stmt, table, schema, partition_by))
 
+    def drop_table(self, table: str, key: str | None = None) -> None:
+        """Drop `table` inside this transaction: from the commit's CSN on it is gone (reads raise TableNotFoundError,
+        `wh.tables()` leaves it out) and its name is free again; reads at an older CSN still see it. Conflicts with
+        concurrent writers of the table (first committer wins)."""
+        table_changes.require_versions(self._rt)
+        stmt = statement_of(self, key)
+        run_statement(self, f"drop_table {table}", lambda: table_changes.drop_table(self._rt, stmt, table))
+
     def _change(self, table: str, what: str, make: table_changes.Make, key: str | None) -> None:
         table_changes.require_versions(self._rt)  # a catalog too old for it: nothing staged, still usable
         stmt = statement_of(self, key)

@@ -402,3 +402,50 @@ def test_a_keyed_retry_replaces_the_earlier_attempts_creation(wh: Warehouse, tab
     t.create_table(NEW, pa.schema([("id", pa.int32())]), key="make")  # the retry
     t.commit()
     assert wh.schema(NEW).names == ["id"] and wh.schema(NEW).field("id").type == pa.int32()
+
+
+def test_a_dropped_table_is_gone_from_its_commit_older_snapshots_still_read_it(wh: Warehouse, table: int) -> None:
+    t = wh.begin()
+    t.drop_table(TABLE)
+    with pytest.raises(TableNotFoundError):
+        t.read(TABLE)
+    with pytest.raises(TableNotFoundError):
+        t.append(TABLE, orders([3]))
+    assert ids_of(wh.read(TABLE)) == [1, 2]  # others still see it
+    csn = t.commit()
+    assert TABLE not in wh.tables()
+    with pytest.raises(TableNotFoundError):
+        wh.read(TABLE)
+    with pytest.raises(TableNotFoundError):
+        wh.schema(TABLE)
+    assert ids_of(wh.read(TABLE, csn=table)) == [1, 2]  # time travel
+    assert wh.schema(TABLE, csn=csn - 1).names == ["id", "item", "day"]
+    with wh.begin() as t:  # the name is free: a new, empty table
+        t.create_table(TABLE, pa.schema([("id", pa.int64()), ("day", pa.string())]), ["day"])
+    assert wh.read(TABLE).num_rows == 0 and wh.schema(TABLE).names == ["id", "day"]
+    assert ids_of(wh.read(TABLE, csn=table)) == [1, 2]
+    with wh.begin() as t:
+        t.drop_table(TABLE)
+    wh.create_table(TABLE, SCHEMA, ["day"])  # outside a transaction too (a transaction of its own)
+    assert wh.read(TABLE).num_rows == 0 and TABLE in wh.tables()
+
+
+def test_dropping_a_table_conflicts_with_a_concurrent_writer_first_committer_wins(wh: Warehouse, table: int) -> None:
+    drop, load = wh.begin(), wh.begin()
+    drop.drop_table(TABLE)
+    load.append(TABLE, orders([3]))
+    drop.commit()
+    with pytest.raises(SerializationError, match=r"shop\.orders.*dropped table"):
+        load.commit()
+    with pytest.raises(TableNotFoundError):
+        wh.read(TABLE)
+
+
+def test_a_rolled_back_drop_leaves_the_table(wh: Warehouse, table: int) -> None:
+    t = wh.begin()
+    t.drop_table(TABLE)
+    t.rollback()
+    assert TABLE in wh.tables() and ids_of(wh.read(TABLE)) == [1, 2]
+    with wh.begin() as t:
+        t.append(TABLE, orders([3]))
+    assert ids_of(wh.read(TABLE)) == [1, 2, 3]
