@@ -49,6 +49,7 @@ from airflow_txn.model.partitioning import (
     parse_partition_key,
     partition_key,
     split_by_partition,
+    text_to_value,
 )
 from airflow_txn.model.parts import WrittenPart
 from airflow_txn.model.results import MergeCounts
@@ -337,7 +338,8 @@ def _merge_once(rt: Runtime, stmt: Statement, info: TableInfo, spec: merging.Mer
     pieces: list[tuple[Partition, pa.Table]] = []
     matched: list[pa.Array] = []
     updated = deleted = 0
-    for part in candidates:
+    # still scanned, not read: a part whose key ranges hold no source key (its footers' statistics, D27)
+    for part in _pruned(rt, info, spec, candidates):
         merged = merging.merge_part(read_part(rt, info, part), spec)
         matched.append(merged.matched)
         if merged.rows is None:
@@ -355,6 +357,38 @@ def _merge_once(rt: Runtime, stmt: Statement, info: TableInfo, spec: merging.Mer
     chosen = replace(chosen, scanned=scanned, validated=bool(inserted.num_rows) or spec.every_part)
     _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], chosen)
     return MergeCounts(updated=updated, inserted=int(inserted.num_rows), deleted=deleted)
+
+
+def _pruned(rt: Runtime, info: TableInfo, spec: merging.MergeSpec, candidates: Sequence[PartRow]) -> list[PartRow]:
+    """The candidate parts that may hold a key of the source: those whose key columns' ranges (each file's Parquet
+    statistics, or the part's partition value) some source key lies in, all at once (merging.may_hold). A part
+    without a range for a key column is kept for that column; with when_not_matched_by_source="delete" every
+    part is kept. Costs one footer read per candidate file, where reading the part costs all of it."""
+    columns = merging.statistics_keys(spec, info.schema)
+    if not columns or not candidates:
+        return list(candidates)
+    keys = merging.source_keys(spec)
+    stored = {c: info.schema.field(c).type for c in columns if c not in info.partition_by}
+    found = rt.storage.column_ranges(info.directory, [(p.path, p.files) for p in candidates], stored) if stored \
+        else [{} for _ in candidates]
+    by_partition: dict[str, pa.Table] | None = None
+    if info.partition_by and set(info.partition_by) <= set(spec.on):  # a part against its own partition's keys
+        by_partition = {partition_key(p): rows for p, rows in split_by_partition(keys, info.partition_by)}
+    kept = []
+    for part, ranges in zip(candidates, found, strict=True):
+        if by_partition is not None:
+            own = by_partition.get(part.partition_key)
+            if own is not None and merging.may_hold(own, ranges):
+                kept.append(part)
+            continue
+        for column in columns:  # a partition column of the key: the part's value is its range
+            text = part.partition.get(column) if column in info.partition_by else None
+            if text is not None:
+                value = text_to_value(text, info.schema.field(column).type)
+                ranges = {**ranges, column: (value, value)}
+        if merging.may_hold(keys, ranges):
+            kept.append(part)
+    return kept
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,3 +227,44 @@ def inserts(spec: MergeSpec, matched: Sequence[pa.Array]) -> pa.Table:
     hit = pa.chunked_array(list(matched), pa.int64()) if matched else pa.chunked_array([], pa.int64())
     unmatched = pc.invert(pc.is_in(pa.array(range(spec.source.num_rows), pa.int64()), value_set=hit.combine_chunks()))
     return spec.source.filter(unmatched)
+
+
+Range = tuple[pa.Scalar, pa.Scalar]
+"""The least and the greatest value a part holds in one column (its nulls aside)."""
+
+
+def statistics_keys(spec: MergeSpec, schema: pa.Schema) -> tuple[str, ...]:
+    """The key columns whose ranges in a part (its files' Parquet statistics, or its partition value) can rule the
+    part out: none with when_not_matched_by_source="delete" (every row is checked); never a floating-point column
+    (a NaN is left out of the statistics yet a key equal to itself, and -0.0 equals 0.0 across their order), nor a
+    nested, dictionary or null one (no order that statistics follow)."""
+    if spec.every_part:
+        return ()
+    return tuple(name for name in spec.on if _ordered(schema.field(name).type))
+
+
+def _ordered(arrow_type: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(arrow_type) or pa.types.is_decimal(arrow_type) or pa.types.is_string(arrow_type)
+                or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
+                or pa.types.is_large_binary(arrow_type) or pa.types.is_fixed_size_binary(arrow_type)
+                or pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type) or pa.types.is_time(arrow_type)
+                or pa.types.is_boolean(arrow_type))
+
+
+def source_keys(spec: MergeSpec) -> pa.Table:
+    """The source's key columns, without the rows holding a null key (such a row never matches)."""
+    return spec.source.select(list(spec.on)).drop_null()
+
+
+def may_hold(keys: pa.Table, ranges: Mapping[str, Range]) -> bool:
+    """Whether a part whose key columns lie in `ranges` ({column: (least, greatest)}; a column not listed: any
+    value) may hold one of `keys` (source_keys): some source row lies in every range at once. False: the part
+    holds no key of the source, so the MERGE neither reads nor rewrites it."""
+    inside: pa.ChunkedArray | None = None
+    for column, (low, high) in ranges.items():
+        values = keys.column(column)
+        within = pc.and_(pc.greater_equal(values, low), pc.less_equal(values, high))
+        inside = within if inside is None else pc.and_(inside, within)
+    if inside is None:
+        return bool(keys.num_rows)
+    return pc.any(inside).as_py() is True
