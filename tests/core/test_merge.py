@@ -278,3 +278,16 @@ def test_a_partition_column_of_the_key_rules_parts_out_by_the_partition_value(
     assert reads == [paths[1]]
     t.commit()
     assert content(wh, "s.two") == [(1, "a", 1), (1, "b", 9), (2, "a", 7), (2, "b", 2)]
+
+
+def test_a_partitions_inserts_join_the_part_rewritten_there(wh: Warehouse, day_a: list[str]) -> None:
+    """One new part per part rewritten: the rows a MERGE inserts into a partition go into the part it rewrites
+    there (a part of their own only in a partition it rewrote nothing in)."""
+    t = wh.begin()
+    counts = t.merge("s.days", rows((12, "a", 120), (100, "a", 1), (7, "c", 7)), on=["id", "day"])
+    assert counts == {"updated": 1, "inserted": 2, "deleted": 0}
+    created = sorted((p["partition"]["day"], p["rows"]) for p in wh.transaction_info(t.tid)["parts"]
+                     if p["role"] == "created")
+    assert created == [("a", 11), ("c", 1)]
+    t.commit()
+    assert (100, "a", 1) in content(wh, "s.days") and (12, "a", 120) in content(wh, "s.days")
