@@ -7,7 +7,8 @@ catalog database) and "iceberg,delta". Each repetition runs the three in turn (i
   commit cost   begin to the end of commit, as B1 measures it. Publishing runs after the commit on the
                 warehouse's background thread (D26: never on the commit's path), so the clock stops when
                 `commit()` returns; before the next contender starts, the repetition waits (off the clock)
-                until this commit is published, so no contender is timed while another's publisher runs.
+                until this commit is published and the publisher is idle, so no contender is timed while
+                another's publisher runs.
   publish lag   from `commit()` returning to every one of the 3 tables showing the commit as published, read
                 the way an outside reader finds it: the Iceberg table's `airflow-txn.csn` property through a
                 catalog of its own (and the Delta log's `airflow-txn` transaction version), polled; a poll
@@ -128,6 +129,7 @@ def _commit(wh: Warehouse, data: Any, watcher: _Watcher | None, lags: list[float
         seconds = time.perf_counter() - start
         if watcher is not None:
             lags.append(watcher.wait(csn))
+            assert wh.publisher.wait_idle(LAG_TIMEOUT)  # the run's tail (tags, expiry) ends off the clock too
         return seconds
 
     return one
