@@ -12,7 +12,7 @@ a MERGE refuses a source holding a key twice (which row would win?). Then:
 
 - `merge_customers` (`sales.customers`, the dimension, keyed by `customer_id`): the inserted and updated keys in
   one MERGE whose `when_matched` is an expression, so a change older than what the row already holds (its
-  `last_seq`) never overwrites it: re-applying a day is harmless; the deleted keys in a second MERGE with
+  `last_seq`) never overwrites it: re-applying a day changes nothing; the deleted keys in a second MERGE with
   `when_matched="delete"`, `when_not_matched="ignore"`.
 - `merge_orders` (`sales.orders`, the fact, partitioned by `day`, keyed by `day` + `order_id`): the day's new
   orders, late orders and corrections of earlier days (they land in those days' partitions) upserted, cancelled

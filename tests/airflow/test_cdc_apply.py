@@ -105,6 +105,22 @@ def test_last_changes_keeps_each_keys_last_change_and_ties_reach_the_merge(parse
             assert wh.transaction_info(t.tid)["parts"] == []  # refused before anything was staged
 
 
+def test_reapplying_a_day_changes_nothing_and_an_older_update_never_overwrites_a_newer(
+        parse_warehouse: None, tmp_path: Path) -> None:
+    """The newer-wins `when_matched` expression of the customer upserts (no Airflow run)."""
+    with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=str(tmp_path / "root")) as wh:
+        wh.init()
+        create_and_apply(wh, D1)
+        create_and_apply(wh, D2)
+        applied = state(wh)
+        create_and_apply(wh, D2)  # the same day again (a cleared group)
+        assert state(wh) == applied
+        create_and_apply(wh, D1)  # an older day, late: its change of customer N1+0 is older than D2's
+        renamed = ids(N1, 0)[0]
+        [row] = [r for r in state(wh)["sales.customers"] if r["customer_id"] == renamed]
+        assert row["name"] == f"customer-{renamed} ({D2})" and row["last_seq"] > (N1 + 1) * 1000
+
+
 def test_a_day_of_cdc_merges_both_tables_at_one_csn(dagbag: Any, txn_conn: Warehouse) -> None:
     wh = txn_conn
     first = run_cdc({"day": D1})
