@@ -227,7 +227,7 @@ def test_a_batch_the_merge_refuses_fails_without_retry_and_rolls_back_both_table
         dagbag: Any, txn_conn: Warehouse) -> None:
     """Two changes of one customer at the same seq: the reduction cannot pick the last, the MERGE refuses the
     duplicate key before staging, the task fails for good (a retry would merge the same batch) and the
-    transaction rolls back, the orders merged in it too."""
+    transaction rolls back, with the orders merged in it if that task ran first."""
     wh = txn_conn
     before_csn = create_and_apply(wh, D1)
     before = state(wh)
@@ -235,7 +235,8 @@ def test_a_batch_the_merge_refuses_fails_without_retry_and_rolls_back_both_table
     states = task_states(run)
     assert str(run.state) == "failed", states
     assert states["apply.merge_customers"] == ("failed", 1)  # AirflowFailException: no retry
-    assert states["apply.merge_orders"] == ("success", 1)
+    # merged, or failed at once meeting the rolled-back transaction: dag.test() runs the two in either order
+    assert states["apply.merge_orders"] in (("success", 1), ("failed", 1))
     assert states["apply.commit"][0] == "upstream_failed" and states["apply.outcome"][0] == "failed"
     assert wh.readable_csn() == before_csn and state(wh) == before
     [txn] = transactions_of(wh, DAG_ID)
