@@ -149,8 +149,9 @@ def split(changes: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 def newer_wins(columns: list[str]) -> dict[str, pc.Expression]:
     """`when_matched` of the customer upserts: each column from the change only when the change is newer than
-    what the row holds (`source.seq > last_seq`); else the row keeps its value."""
-    newer = pc.greater(pc.field("source", "last_seq"), pc.field("last_seq"))
+    what the row holds (`source.seq > last_seq`, or the row has no `last_seq`); else the row keeps its value."""
+    newer = pc.or_kleene(pc.is_null(pc.field("last_seq")),
+                         pc.greater(pc.field("source", "last_seq"), pc.field("last_seq")))
     return {c: pc.if_else(newer, pc.field("source", c), pc.field(c)) for c in columns}
 
 

@@ -107,10 +107,19 @@ def test_last_changes_keeps_each_keys_last_change_and_ties_reach_the_merge(parse
 
 def test_reapplying_a_day_changes_nothing_and_an_older_update_never_overwrites_a_newer(
         parse_warehouse: None, tmp_path: Path) -> None:
-    """The newer-wins `when_matched` expression of the customer upserts (no Airflow run)."""
+    """The newer-wins `when_matched` expression of the customer upserts (no Airflow run); a row with no
+    `last_seq` (loaded otherwise) takes the change."""
+    module = cdc_module()
     with Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=str(tmp_path / "root")) as wh:
         wh.init()
+        wh.create_table("sales.customers", module.CUSTOMERS)
+        loaded = ids(N1, 1)[0]
+        with wh.begin() as t:
+            t.append("sales.customers", pa.table({"customer_id": [loaded], "name": ["loaded by hand"], "city": [None],
+                                                  "last_seq": [None]}, schema=module.CUSTOMERS))
         create_and_apply(wh, D1)
+        [row] = [r for r in state(wh)["sales.customers"] if r["customer_id"] == loaded]
+        assert (row["name"], row["city"]) == (f"customer-{loaded}", "Porto") and row["last_seq"] is not None
         create_and_apply(wh, D2)
         applied = state(wh)
         create_and_apply(wh, D2)  # the same day again (a cleared group)
