@@ -26,7 +26,8 @@ def test_asset_events_carry_the_iceberg_snapshot_of_each_table_when_the_connecti
     run = dag_test(parse_dag(PROBE, "txn_publish_probe"))
     assert str(run.state) == "success", task_states(run)
     csn = xcom(run, "commit")
-    published = Warehouse.open(catalog=catalog_url, root=str(root), publish="iceberg").published(csn=csn)
+    with Warehouse.open(catalog=catalog_url, root=str(root), publish="iceberg") as pub:
+        published = pub.published(csn=csn)
     events: dict[str, dict[str, Any]] = {extra["table"]: extra for _, extra in asset_events(run)}
     assert set(events) == {"pub.orders", "pub.items"}
     for table, extra in events.items():
