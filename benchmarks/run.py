@@ -54,6 +54,10 @@ ROWS: list[tuple[str, str, str]] = [
      "transactional vs plain Spark writes"),
     ("B12", "b12_spark_read", "Spark read of a day-partitioned table (2,000,000 rows, 100 parts) vs plain "
      "spark.read.parquet"),
+    ("B13", "b13_merge", "MERGE of 1 % updated + 0.5 % new rows into a 10,000,000-row table partitioned by day "
+     "(keys in 5 % of the days) vs delta-rs"),
+    ("B14", "b14_publish", "Publishing to Iceberg and Delta: what it costs a commit, and the lag until other engines "
+     "see it"),
 ]
 RESULTS = REPO / "docs" / "benchmarks" / "results.json"
 PAGE = REPO / "docs" / "BENCHMARKS.md"

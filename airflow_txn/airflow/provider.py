@@ -80,6 +80,14 @@ CONFIG: dict[str, Any] = {
                 "AIRFLOW_TXN_STORAGE_OPTIONS, else the standard AWS_* variables and ~/.aws files).",
                 "string", "", '{"endpoint_url": "http://seaweedfs:8333", "region": "us-east-1"}'),
                 "sensitive": True},
+            "publish": _option("Formats every commit is published to after it commits, for other engines to read "
+                               "(docs/INTEROP.md): 'iceberg', 'delta', 'iceberg,delta' or 'off' (empty: "
+                               "AIRFLOW_TXN_PUBLISH, else off); a connection's publish wins.", "string", "",
+                               "iceberg"),
+            "iceberg_catalog": {**_option(
+                "pyiceberg catalog properties replacing the default (a SQL catalog in the airflow_txn catalog's "
+                "database) as a JSON object (empty: AIRFLOW_TXN_ICEBERG_CATALOG).", "string", "",
+                '{"type": "rest", "uri": "http://iceberg-rest:8181"}'), "sensitive": True},
             "oracle": _option("CSN oracle: 'sql' (the catalog's own counter) or "
                               "'zookeeper://host:port[,host:port...]/chroot' (empty: AIRFLOW_TXN_ORACLE, "
                               "else sql).", "string", "", "zookeeper://zk1:2181,zk2:2181,zk3:2181/airflow_txn"),
@@ -173,6 +181,16 @@ def get_provider_info() -> dict[str, Any]:
                                     "answer is waited for before the task fails naming it (empty: [airflow_txn] "
                                     "connect_timeout, AIRFLOW_TXN_CONNECT_TIMEOUT or 20)",
                                     "schema": {"type": ["number", "null"]}},
+                "publish": {"label": "Publish to", "description":
+                            "Formats every commit is published to for other engines: 'iceberg', 'delta', "
+                            "'iceberg,delta' or 'off' (empty: [airflow_txn] publish, AIRFLOW_TXN_PUBLISH or off); "
+                            "Asset events then carry each table's Iceberg snapshot id / Delta version",
+                            "schema": {"type": ["string", "null"]}},
+                "iceberg_catalog": {"label": "Iceberg catalog", "description":
+                                    "pyiceberg catalog properties as a JSON object, replacing the default SQL "
+                                    "catalog in the airflow_txn catalog's database (empty: [airflow_txn] "
+                                    "iceberg_catalog or AIRFLOW_TXN_ICEBERG_CATALOG)",
+                                    "schema": {"type": ["string", "null"]}},
                 "spark_conf": {"label": "Spark conf", "description":
                                "A JSON object of Spark settings for the Spark tasks of this warehouse "
                                "(SparkTransactionOperator, @task.txn_spark, @task.txn_read); a task's own "

@@ -37,10 +37,12 @@ VACUUM_MID: Final = "vacuum.mid"  # a part's files deleted, its catalog row not 
 LEASE_MID_RENEW: Final = "lease.mid_renew"  # a heartbeat's lease extension written, not committed
 COMPACT_AFTER_FILES: Final = "compact.after_files"  # a merge's files written, its swap not done
 COMPACT_AFTER_SWAP: Final = "compact.after_swap"  # one merge swapped, the compaction's later groups not begun
+# A publishing run (after a commit stands): one table's Iceberg snapshot committed, the run's other tables not yet.
+PUBLISH_MID_RUN: Final = "publish.mid_run"
 
 ALL: Final = (STAGE_AFTER_FILES, STAGE_RETRY_AFTER_FILES, STAGE_RETRY_MID_REGISTER, COMMIT_BEFORE_RECORD,
               COMMIT_MID_RECORD, COMMIT_AFTER_RECORD, COMMIT_AFTER_MIRROR, COMMIT_MID_APPLY, ROLLBACK_MID,
-              VACUUM_MID, LEASE_MID_RENEW, COMPACT_AFTER_FILES, COMPACT_AFTER_SWAP)
+              VACUUM_MID, LEASE_MID_RENEW, COMPACT_AFTER_FILES, COMPACT_AFTER_SWAP, PUBLISH_MID_RUN)
 
 _armed: set[str] = set()
 

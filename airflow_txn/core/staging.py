@@ -49,6 +49,7 @@ from airflow_txn.model.partitioning import (
     parse_partition_key,
     partition_key,
     split_by_partition,
+    text_to_value,
 )
 from airflow_txn.model.parts import WrittenPart
 from airflow_txn.model.results import MergeCounts
@@ -373,8 +374,9 @@ def _merge_once(rt: Runtime, stmt: Statement, info: TableInfo, spec: merging.Mer
     pieces: list[tuple[Partition, pa.Table]] = []
     matched: list[pa.Array] = []
     updated = deleted = 0
-    for part in candidates:
-        merged = merging.merge_part(read_part(rt, info, part), spec)
+    # still scanned, not read: a part whose key ranges hold no source key (its footers' statistics, D27)
+    for part, sources in _pruned(rt, info, spec, candidates):
+        merged = merging.merge_part(read_part(rt, info, part), spec, sources)
         matched.append(merged.matched)
         if merged.rows is None:
             continue
@@ -383,14 +385,61 @@ def _merge_once(rt: Runtime, stmt: Statement, info: TableInfo, spec: merging.Mer
         removals.append(part.id)
         pieces += split_by_partition(_conformed(merged.rows, info), info.partition_by)
     inserted = merging.inserts(spec, matched)
-    if inserted.num_rows:
-        pieces += split_by_partition(_conformed(inserted, info), info.partition_by)
+    added = split_by_partition(_conformed(inserted, info), info.partition_by) if inserted.num_rows else []
     chosen = decided.replacing(stmt.tid, removals)
     # what it scanned is what a retry of another key withdraws, and (inserting, or deleting what the source lacks)
     # what a concurrent commit must not have changed: validated at commit whatever the level (D27)
     chosen = replace(chosen, scanned=scanned, validated=bool(inserted.num_rows) or spec.every_part)
-    _stage(rt, stmt, info, [(p, t) for p, t in pieces if t.num_rows], chosen)
+    _stage(rt, stmt, info, _with_inserts(pieces, added), chosen)
     return MergeCounts(updated=updated, inserted=int(inserted.num_rows), deleted=deleted)
+
+
+def _pruned(rt: Runtime, info: TableInfo, spec: merging.MergeSpec,
+            candidates: Sequence[PartRow]) -> list[tuple[PartRow, pa.Array | None]]:
+    """The candidate parts that may hold a key of the source, each with the numbers of the source rows it may hold
+    (None: any): those whose key columns' ranges (each file's Parquet statistics, or the part's partition value)
+    some source key lies in, all at once (merging.rows_in). A part without a range for a key column is kept for
+    that column; with when_not_matched_by_source="delete" every part is kept. Costs one footer read per candidate
+    file, where reading the part costs all of it."""
+    columns = merging.statistics_keys(spec, info.schema)
+    if not columns or not candidates:
+        return [(part, None) for part in candidates]
+    keys = merging.source_keys(spec)
+    stored = {c: info.schema.field(c).type for c in columns if c not in info.partition_by}
+    found = rt.storage.column_ranges(info.directory, [(p.path, p.files) for p in candidates], stored) if stored \
+        else [{} for _ in candidates]
+    by_partition: dict[str, pa.Table] | None = None
+    if info.partition_by and set(info.partition_by) <= set(spec.on):  # a part against its own partition's keys
+        by_partition = {partition_key(p): rows for p, rows in split_by_partition(keys, info.partition_by)}
+    kept: list[tuple[PartRow, pa.Array | None]] = []
+    for part, ranges in zip(candidates, found, strict=True):
+        own = keys if by_partition is None else by_partition.get(part.partition_key)
+        if own is None:
+            continue
+        for column in columns:  # a partition column of the key: the part's value is its range
+            text = part.partition.get(column) if by_partition is None and column in info.partition_by else None
+            if text is not None:
+                value = text_to_value(text, info.schema.field(column).type)
+                ranges = {**ranges, column: (value, value)}
+        numbers = merging.rows_in(own, ranges)
+        if len(numbers):
+            kept.append((part, numbers))
+    return kept
+
+
+def _with_inserts(rewritten: Sequence[tuple[Partition, pa.Table]],
+                  inserted: Sequence[tuple[Partition, pa.Table]]) -> list[tuple[Partition, pa.Table]]:
+    """The new parts of a MERGE: each rewritten part's rows, a partition's inserted rows added to the last part
+    rewritten in it (one file fewer to write, and to read later), else a part of their own."""
+    pieces = [(partition, rows) for partition, rows in rewritten if rows.num_rows]
+    last = {partition_key(partition): index for index, (partition, _) in enumerate(pieces)}
+    for partition, rows in inserted:
+        index = last.get(partition_key(partition))
+        if index is None:
+            pieces.append((partition, rows))
+        else:
+            pieces[index] = (partition, pa.concat_tables([pieces[index][1], rows]))
+    return [(partition, rows) for partition, rows in pieces if rows.num_rows]
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,8 @@ NotMatchedBySource = Literal["keep", "delete"]
 SOURCE = "source"
 """The struct column holding the matching source row, in when_matched expressions."""
 _T, _S = "__airflow_txn_target_row", "__airflow_txn_source_row"
+ROW = _S
+"""The column of source_keys holding each source row's number."""
 
 
 @dataclass(frozen=True)
@@ -162,10 +164,14 @@ def _no_key_twice(source: pa.Table, keys: Sequence[str], table: str) -> None:
                                   f"e.g. {example}; a target row may match one source row at most")
 
 
-def merge_part(rows: pa.Table, spec: MergeSpec) -> PartMerge:
-    """One part's rows merged with the source (see the module doc)."""
-    target = rows.append_column(_T, pa.array(range(rows.num_rows), pa.int64()))
-    source = spec.source.select(list(spec.on)).append_column(_S, pa.array(range(spec.source.num_rows), pa.int64()))
+def merge_part(rows: pa.Table, spec: MergeSpec, sources: pa.Array | None = None) -> PartMerge:
+    """One part's rows merged with the source (see the module doc); `sources`: the numbers of the only source rows
+    that may match one of them (rows_in), None: any source row (the other rows are not joined at all)."""
+    target = rows.append_column(_T, row_numbers(rows.num_rows))
+    if sources is None:
+        source = spec.source.select(list(spec.on)).append_column(_S, row_numbers(spec.source.num_rows))
+    else:
+        source = spec.source.select(list(spec.on)).take(sources).append_column(_S, sources)
     joined = target.select([*spec.on, _T]).join(source, keys=list(spec.on), join_type="left outer")
     joined = joined.sort_by(_T)
     match = joined.column(_S).combine_chunks()
@@ -225,5 +231,57 @@ def inserts(spec: MergeSpec, matched: Sequence[pa.Array]) -> pa.Table:
     if spec.when_not_matched != "insert":
         return spec.source.slice(0, 0)
     hit = pa.chunked_array(list(matched), pa.int64()) if matched else pa.chunked_array([], pa.int64())
-    unmatched = pc.invert(pc.is_in(pa.array(range(spec.source.num_rows), pa.int64()), value_set=hit.combine_chunks()))
+    unmatched = pc.invert(pc.is_in(row_numbers(spec.source.num_rows), value_set=hit.combine_chunks()))
     return spec.source.filter(unmatched)
+
+
+Range = tuple[pa.Scalar, pa.Scalar]
+"""The least and the greatest value a part holds in one column (its nulls aside)."""
+
+
+def statistics_keys(spec: MergeSpec, schema: pa.Schema) -> tuple[str, ...]:
+    """The key columns whose ranges in a part (its files' Parquet statistics, or its partition value) can rule the
+    part out: none with when_not_matched_by_source="delete" (every row is checked); never a floating-point column
+    (a NaN is left out of the statistics yet a key equal to itself, and -0.0 equals 0.0 across their order), nor a
+    nested, dictionary or null one (no order that statistics follow)."""
+    if spec.every_part:
+        return ()
+    return tuple(name for name in spec.on if _ordered(schema.field(name).type))
+
+
+def _ordered(arrow_type: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(arrow_type) or pa.types.is_decimal(arrow_type) or pa.types.is_string(arrow_type)
+                or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
+                or pa.types.is_large_binary(arrow_type) or pa.types.is_fixed_size_binary(arrow_type)
+                or pa.types.is_date(arrow_type) or pa.types.is_timestamp(arrow_type) or pa.types.is_time(arrow_type)
+                or pa.types.is_boolean(arrow_type))
+
+
+def source_keys(spec: MergeSpec) -> pa.Table:
+    """The source's key columns and each row's number (column ROW), without the rows holding a null key (such a
+    row never matches)."""
+    return spec.source.select(list(spec.on)).append_column(ROW, row_numbers(spec.source.num_rows)).drop_null()
+
+
+def rows_in(keys: pa.Table, ranges: Mapping[str, Range]) -> pa.Array:
+    """The numbers of the source rows among `keys` (source_keys) that a part whose key columns lie in `ranges`
+    ({column: (least, greatest)}; a column not listed: any value) may hold: those inside every range at once.
+    None of them: the part holds no key of the source, so the MERGE neither reads nor rewrites it; else only
+    these rows are joined with the part's (merge_part)."""
+    inside: pa.ChunkedArray | None = None
+    for column, (low, high) in ranges.items():
+        values = keys.column(column)
+        within = pc.and_(pc.greater_equal(values, low), pc.less_equal(values, high))
+        inside = within if inside is None else pc.and_(inside, within)
+    numbers = keys.column(ROW) if inside is None else keys.column(ROW).filter(inside)
+    return numbers.combine_chunks()
+
+
+def may_hold(keys: pa.Table, ranges: Mapping[str, Range]) -> bool:
+    """Whether a part whose key columns lie in `ranges` may hold one of `keys` (rows_in)."""
+    return len(rows_in(keys, ranges)) > 0
+
+
+def row_numbers(count: int) -> pa.Array:
+    """0, 1, ..., count - 1 as int64 (no Python loop)."""
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count)), 1)

@@ -46,12 +46,14 @@ class TableOutcome:
     """Tags created or moved by the run (formats that have tags)."""
     commits: list[int] = field(default_factory=list)
     """The CSNs of the commits the run published (kind commit or catch-up), for the lag metric."""
+    expired: int = 0
+    """Versions the run expired because no read can ask for them any more (below the retention horizon)."""
     id_key: str = "iceberg_snapshot_id"
     """The name of `snapshot_id` in the run's report: iceberg_snapshot_id, delta_version."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"published_csn": self.published_csn, "snapshots": self.snapshots, self.id_key: self.snapshot_id,
-                "tags": list(self.tags)}
+                "tags": list(self.tags), "expired": self.expired}
 
 
 class Format(Protocol):

@@ -19,7 +19,8 @@ changes files without a CSN (D9): the next run finds the table's merges changed 
 the files of the published CSN differ, writes a snapshot with that same CSN (kind `refresh`), so a reader of the
 newest snapshot of a CSN never meets a merged-away file once vacuum deletes it; tags get the same treatment.
 Commits whose history vacuum purged (below the table's horizon) are skipped: the first one published after them
-is read at the horizon.
+is read at the horizon. Snapshots older than the newest one at or below the table's horizon are expired (their
+files may be gone); tagged ones stay.
 
 Every snapshot commit asserts the snapshot it was built on, and pyiceberg's own commit retry (which would rebase
 the same files onto another publisher's snapshot) is off for these tables: the loser of a race reloads the
@@ -246,6 +247,7 @@ class IcebergPublisher:
             try:
                 outcome = self._catch_up(table, info, watermark)
                 outcome.tags = self._sync_tags(info, tags)
+                outcome.expired = self._expire(info)
                 break
             except CommitFailedException as exc:  # another publisher advanced the table: reload, find it done
                 log.debug("Iceberg commit of %s lost to another publisher (%s); reloading", info.name, exc)
@@ -296,6 +298,29 @@ class IcebergPublisher:
             outcome.snapshot_id = _snapshot_id(table)
             log.debug("published %s at CSN %d (%s): +%d -%d files", info.name, csn, kind, len(added), len(removed))
         return outcome
+
+    def _expire(self, info: TableInfo) -> int:
+        """Expire the table's snapshots that no read of the warehouse can ask for any more: older than the newest
+        snapshot at or below its retention horizon, whose files vacuum may have deleted. A snapshot a tag or a
+        branch points at is kept (Iceberg protects it; so does vacuum, for a warehouse tag's files). Metadata
+        only: no file is touched (the part files are vacuum's). Returns how many snapshots expired."""
+        with self.rt.catalog.read() as conn:
+            horizon = retention.table_horizon(conn, info.id)
+        if horizon <= 0:
+            return 0
+        table = self.catalog.load_table(identifier(info))
+        keep = snapshot_at(table, horizon)
+        if keep is None:
+            return 0
+        base = table.snapshot_by_id(keep)
+        assert base is not None
+        protected = {ref.snapshot_id for ref in table.metadata.refs.values()}
+        expired = [int(s.snapshot_id) for s in table.snapshots()
+                   if int(s.sequence_number or 0) < int(base.sequence_number or 0) and s.snapshot_id not in protected]
+        if expired:
+            table.maintenance.expire_snapshots().by_ids(expired).commit()
+            log.debug("expired %d Iceberg snapshot(s) of %s below its horizon %d", len(expired), info.name, horizon)
+        return len(expired)
 
     def _commit_files(self, table: Table, info: TableInfo, current: Mapping[str, DataFile],
                       wanted: Mapping[str, tuple[PartRow, str]], summary: dict[str, str], branch: str = "main",

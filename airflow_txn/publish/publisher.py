@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_txn.catalog import commit_log
-from airflow_txn.core import apply, tags
+from airflow_txn.core import apply, crashpoints, tags
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TxnError
 from airflow_txn.model.secrets import mask_secrets
@@ -106,6 +106,7 @@ class Publisher:
                         outcome = fmt.publish_table(info, watermark, held)
                         _merge(done.setdefault(name, {}), outcome.as_dict())
                         published += outcome.commits
+                        crashpoints.hit(crashpoints.PUBLISH_MID_RUN)
                     except Exception as exc:  # reported per table and format, the others go on
                         failures += 1
                         message = (str(exc) if isinstance(exc, TxnError)

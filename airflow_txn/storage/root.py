@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -263,6 +264,47 @@ class Storage:
             return schema.empty_table()
         return pa.concat_tables(pieces)
 
+    def column_ranges(self, table_directory: str, parts: Sequence[tuple[str, Sequence[str]]],
+                      columns: Mapping[str, pa.DataType]) -> list[dict[str, tuple[pa.Scalar, pa.Scalar]]]:
+        """For each part (path, files), the least and greatest value of each of `columns` ({name: the table's
+        type}) over its files, read from their Parquet footers' statistics (one small read per file, never the
+        data; the parts side by side on an object store). A column is left out of a part's ranges when one of
+        its non-empty row groups has no min/max (statistics not written, only nulls, a value too long to be
+        kept, a type whose statistics pyarrow does not give), or when a file does not store it as that type
+        (a partition column, a Spark file's INT96 timestamp, a column the file lacks). Nulls are in no range."""
+        calls = [partial(self._part_ranges, table_directory, path, files, columns) for path, files in parts]
+        outcomes = side_by_side.run_settled(calls, parallel=self.parallel_writes)
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        if failed:
+            raise failed[0]
+        return [o for o in outcomes if not isinstance(o, BaseException)]
+
+    def _part_ranges(self, table_directory: str, path: str, files: Sequence[str],
+                     columns: Mapping[str, pa.DataType]) -> dict[str, tuple[pa.Scalar, pa.Scalar]]:
+        bounds: dict[str, list[tuple[Any, Any]]] = {name: [] for name in columns}
+        for file_path in self.part_paths(table_directory, path, files):
+            try:
+                with self.fs.open_input_file(file_path) as source:
+                    metadata = pq.read_metadata(source)
+            except (OSError, pa.ArrowException) as exc:
+                raise StorageError(f"the footer of part file {file_path} is missing or unreadable: {exc}") from exc
+            for name in list(bounds):
+                found = _file_bounds(metadata, name, columns[name])
+                if found is None:
+                    del bounds[name]
+                else:
+                    bounds[name] += found
+        ranges: dict[str, tuple[pa.Scalar, pa.Scalar]] = {}
+        for name, pairs in bounds.items():
+            try:
+                low = pc.min(pa.array([low for low, _ in pairs], columns[name]))
+                high = pc.max(pa.array([high for _, high in pairs], columns[name]))
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                continue  # a statistic pyarrow gives in a form its own type does not take back: no range
+            if low.is_valid and high.is_valid:
+                ranges[name] = (low, high)
+        return ranges
+
     # -- what writers left: deleting, listing, naming their writers -----------------------------------------
     def delete_write_dir(self, table_directory: str, relative: str) -> int:
         """Delete an unregistered write dir or part file (an orphan) and emptied partition dirs; return bytes freed."""
@@ -392,6 +434,27 @@ def stored_unit(path: str) -> str:
 def footer_tags(tags: Mapping[str, Any]) -> dict[str, str]:
     """`tags` as the key-value metadata of a part file's footer: `airflow_txn.<name>`, values as JSON."""
     return {f"{FOOTER_PREFIX}{name}": json.dumps(value, sort_keys=True) for name, value in tags.items()}
+
+
+def _file_bounds(metadata: pq.FileMetaData, name: str, arrow_type: pa.DataType) -> list[tuple[Any, Any]] | None:
+    """(min, max) of column `name` in each non-empty row group of a file, from its footer's statistics; None when
+    the file does not store the column as `arrow_type` or a row group has no min/max for it."""
+    stored = metadata.schema.to_arrow_schema()
+    if stored.get_field_index(name) < 0 or stored.field(name).type != arrow_type:
+        return None
+    index = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == name), None)
+    if index is None:
+        return None
+    bounds = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        if not row_group.num_rows:
+            continue
+        statistics = row_group.column(index).statistics
+        if statistics is None or not statistics.has_min_max:
+            return None
+        bounds.append((statistics.min, statistics.max))
+    return bounds
 
 
 def _restore_columns(piece: pa.Table, schema: pa.Schema, partition: Mapping[str, str | None]) -> pa.Table:

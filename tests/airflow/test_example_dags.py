@@ -20,9 +20,9 @@ def test_every_example_dag_imports_without_errors(parse_warehouse: None) -> None
 
     bag = dagbag_module().DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    assert set(bag.dag_ids) == {"daily_incremental", "external_commits_reader", "month_end_close",
+    assert set(bag.dag_ids) == {"cdc_apply", "daily_incremental", "external_commits_reader", "month_end_close",
                                 "multi_table_backfill", "multi_table_reader", "warehouse_maintenance"}
-    assert EXAMPLES == ["daily_incremental", "external_commits_reader", "maintenance", "month_end_close",
+    assert EXAMPLES == ["cdc_apply", "daily_incremental", "external_commits_reader", "maintenance", "month_end_close",
                         "multi_table_backfill",
                         "multi_table_reader"]
     for dag in bag.dags.values():
@@ -53,6 +53,22 @@ def test_backfill_dag_is_wired_as_one_transaction(dagbag: Any) -> None:
     assert group["backfill.outcome"].upstream_task_ids == {"backfill.commit", "backfill.rollback"}
     assert group["backfill.outcome"].trigger_rule == "all_done"
     assert [t.task_id for t in dag.leaves] == ["backfill.outcome"]
+
+
+def test_cdc_dag_merges_both_tables_in_one_group_checked_before_the_commit(dagbag: Any) -> None:
+    dag = dagbag.get_dag("cdc_apply")
+    group = {t.task_id: t for t in dag.tasks if t.task_id.startswith("apply.")}
+    assert set(group) == {"apply.begin", "apply.merge_customers", "apply.merge_orders", "apply.check",
+                          "apply.commit", "apply.rollback", "apply.outcome"}
+    merges = {"apply.merge_customers", "apply.merge_orders"}
+    assert all(type(group[m]).custom_operator_name == "@task.txn" for m in merges)
+    assert group["apply.check"].upstream_task_ids == merges
+    assert [c.label for c in group["apply.check"].checks] == [
+        "every order has its customer", "unique(sales.customers: customer_id)", "unique(sales.orders: order_id)",
+        "no negative amount"]
+    assert group["apply.commit"].upstream_task_ids == {"apply.begin", "apply.check"}
+    assert dag.get_task("wait_for_commit").upstream_task_ids == {"apply.commit", "apply.outcome"}  # its CSN, after
+    assert [t.task_id for t in dag.leaves] == ["summary"]
 
 
 def test_reader_dag_is_scheduled_on_the_three_table_assets(dagbag: Any) -> None:

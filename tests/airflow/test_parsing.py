@@ -21,7 +21,7 @@ from tests.airflow.conftest import connection_json
 pytestmark = pytest.mark.airflow
 
 REPO = Path(__file__).resolve().parents[2]
-READERS = {"multi_table_reader.py", "external_commits_reader.py", "daily_incremental.py"}
+READERS = {"multi_table_reader.py", "external_commits_reader.py", "daily_incremental.py", "cdc_apply.py"}
 """The example DAGs naming table Assets while parsed: scheduled on them, or a commit's outlets (`tables=`)."""
 PINNED_ID = "ABCDEF0123456789ABCDEF0123456789"
 

@@ -50,8 +50,9 @@ def test_provider_info_validates_against_airflows_schema() -> None:
             assert importlib.util.find_spec(name) is not None, f"{kind} module {name} does not exist"
     options = info["config"]["airflow_txn"]["options"]
     assert set(options) == {"conn_id", "catalog", "root", "storage_options", "oracle", "lease_seconds",
-                            "connect_timeout", "listener_timeout", "metrics"}
+                            "connect_timeout", "listener_timeout", "metrics", "publish", "iceberg_catalog"}
     assert options["storage_options"]["sensitive"] is True  # Airflow hides it (config list, the UI)
+    assert options["iceberg_catalog"]["sensitive"] is True  # pyiceberg catalog properties may hold credentials
     assert {o["type"] for o in options.values()} <= {"string", "float", "boolean"}
     assert info["cli"] == ["airflow_txn.cli.in_airflow.get_cli_commands"]  # `airflow txn ...`
     module, _, function = info["cli"][0].rpartition(".")
@@ -328,7 +329,7 @@ def test_the_provider_has_a_display_name_and_the_form_describes_every_field() ->
     [conn] = info["connection-types"]
     fields = conn["conn-fields"]
     assert set(fields) == {"catalog", "catalog_conn_id", "root", "oracle", "storage_options", "aws_conn_id",
-                           "connect_timeout", "spark_conf"}
+                           "connect_timeout", "spark_conf", "publish", "iceberg_catalog"}
     for name, field in fields.items():
         assert field["label"] and field["description"].rstrip()[-1] in ")'abcdefghijklmnopqrstuvwxyz", name
         assert not field["description"].endswith(("under their own", ",", " or", " and")), name

@@ -73,6 +73,7 @@ SCENARIOS: dict[str, Scenario] = {
     crashpoints.LEASE_MID_RENEW: Scenario("keep_alive", committed=False),
     crashpoints.COMPACT_AFTER_FILES: Scenario("compact", committed=None),
     crashpoints.COMPACT_AFTER_SWAP: Scenario("compact", committed=None),
+    crashpoints.PUBLISH_MID_RUN: Scenario("publish", committed=True),
 }
 RETRY_POINTS = (crashpoints.STAGE_RETRY_AFTER_FILES, crashpoints.STAGE_RETRY_MID_REGISTER)
 # the killed writer left one unregistered write dir
@@ -312,6 +313,13 @@ def _check_before_recovery(wh: Warehouse, point: str, tid: str, said: list[dict[
         assert {p["table"] for p in created if p["creation_csn"] == ROLLBACK_CSN} == {EVENTS_T}
         locked = [p for p in info["parts"] if p["role"] == "removed"]
         assert [p["table"] for p in locked] == [ACCOUNTS_T], "the update's removal lock should still be held"
+    elif point == crashpoints.PUBLISH_MID_RUN:
+        assert info["state"] == "committed" and record is not None and record["applied"]
+        csn = next(m["csn"] for m in said if "csn" in m)
+        assert record["csn"] == csn and wh.readable_csn() == csn
+        progress = _iceberg_progress(wh)
+        assert sorted(progress.values()) == [0, csn] or (len(progress) == 1 and list(progress.values()) == [csn]), (
+            f"expected one table published at CSN {csn} and the other not: {progress}")
     elif point == crashpoints.LEASE_MID_RENEW:
         deadline = next(m["deadline"] for m in said if "deadline" in m)
         assert info["state"] == "active" and record is None and len(created) == 2
@@ -368,7 +376,8 @@ def _check_no_orphans(wh: Warehouse, root: Path | str) -> None:
     report = wh.vacuum(0)
     after_vacuum = wh.recover()
     assert after_vacuum["orphan_dirs"] == 0 and after_vacuum["missing_files"] == [], after_vacuum
-    assert storage_files(root) == visible_part_files(wh), f"orphan or missing files after vacuum ({report})"
+    parts = {f for f in storage_files(root) if not f.startswith(".iceberg/")}  # published metadata: not parts
+    assert parts == visible_part_files(wh), f"orphan or missing files after vacuum ({report})"
     assert _snapshot(wh) == before, "vacuum changed visible data"
     with wh.runtime.catalog.read() as conn:
         assert part_records.garbage(conn, wh.readable_csn(), 100) == [], "garbage part rows left behind"
@@ -425,6 +434,41 @@ def _check_recovered(wh: Warehouse, point: str, scenario: Scenario, tid: str | N
     _check_outcome(wh, point, tid, scenario.committed, before)
 
 
+def _publisher(wh: Warehouse) -> Warehouse:
+    """A handle of the same warehouse that publishes to Iceberg (the test's own handle does not)."""
+    return Warehouse.open(catalog=wh.config.catalog_url, root=wh.config.root, publish="iceberg")
+
+
+def _iceberg_progress(wh: Warehouse) -> dict[str, int]:
+    """{table: the CSN its Iceberg table says it published} for the tables published at all (read only)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    with _publisher(wh) as pub:
+        catalog = pub.iceberg_catalog()
+        found = {}
+        for table in (EVENTS_T, ACCOUNTS_T):
+            try:
+                found[table] = int(catalog.load_table(table).properties.get("airflow-txn.csn", "0"))
+            except NoSuchTableError:
+                continue
+        return found
+
+
+def _check_published(wh: Warehouse) -> None:
+    """publish.mid_run: the next publishing run catches every table up, and each reads through pyiceberg exactly
+    what wh.read reads."""
+    with _publisher(wh) as pub:
+        done = pub.publish()
+        assert done["errors"] == {}, done
+        csn = pub.readable_csn()
+        published = pub.published(csn)
+        for table in (EVENTS_T, ACCOUNTS_T):
+            scanned = pub.iceberg_catalog().load_table(table).scan(snapshot_id=published[table]["iceberg_snapshot_id"])
+            names = wh.schema(table).names
+            assert sorted(ids(scanned.to_arrow().select(names))) == sorted(ids(wh.read(table))), table
+        assert _iceberg_progress(wh) == {EVENTS_T: csn, ACCOUNTS_T: csn}
+
+
 def _check_lock_released(wh: Warehouse) -> None:
     """rollback.mid: the released lock lets a new transaction take the part."""
     try:
@@ -455,6 +499,8 @@ def _cell(point: str, wh: Warehouse, spawn: Spawn, root: Path | str) -> dict[str
         assert parent.state == "active", "recovery rolled back a transaction whose lease is valid"
         _finish_retry(wh, parent.tid)
     _check_recovered(wh, point, scenario, tid, before)
+    if point == crashpoints.PUBLISH_MID_RUN:
+        _check_published(wh)
     _check_no_orphans(wh, root)
     if point == crashpoints.ROLLBACK_MID:
         _check_lock_released(wh)

@@ -105,3 +105,30 @@ def test_a_bad_request_is_refused_before_anything_is_merged(source: object, clau
 def test_bad_keys_are_refused(on: object) -> None:
     with pytest.raises((InvalidArgumentError, SchemaMismatchError), match=T):
         merging.check(SCHEMA, T, SOURCE, on)
+
+
+def test_statistics_keys_leave_out_floats_and_every_part_merges() -> None:
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("s", pa.string())])
+    source = pa.Table.from_pylist([{"id": 1, "x": 1.0, "s": "a"}], schema)
+    assert merging.statistics_keys(merging.check(schema, T, source, ["id", "x", "s"]), schema) == ("id", "s")
+    every = merging.check(schema, T, source, ["id"], when_not_matched_by_source="delete")
+    assert merging.statistics_keys(every, schema) == ()
+
+
+def test_may_hold_asks_for_one_source_key_inside_every_range_at_once() -> None:
+    spec = merging.check(SCHEMA, T, table([{"id": 2, "day": "a", "qty": 1, "name": "x"},
+                                           {"id": 9, "day": "c", "qty": 1, "name": "y"},
+                                           {"id": 5, "day": None, "qty": 1, "name": "z"}]), ["id", "day"])
+    keys = merging.source_keys(spec)
+    assert keys.num_rows == 2  # the null key never matches: it rules no part in
+
+    def r(low: Any, high: Any, arrow_type: pa.DataType) -> tuple[pa.Scalar, pa.Scalar]:
+        return pa.scalar(low, arrow_type), pa.scalar(high, arrow_type)
+
+    assert merging.may_hold(keys, {"id": r(1, 3, pa.int64())})
+    assert not merging.may_hold(keys, {"id": r(3, 8, pa.int64())})
+    assert merging.may_hold(keys, {"id": r(1, 9, pa.int64()), "day": r("b", "c", pa.string())})  # (9, "c")
+    assert not merging.may_hold(keys, {"id": r(1, 3, pa.int64()), "day": r("b", "c", pa.string())})  # no tuple fits
+    assert not merging.may_hold(keys, {"id": r(5, 5, pa.int64())})  # only the null-keyed row has id 5
+    assert merging.may_hold(keys, {})  # no range known: any part may hold a key
+    assert not merging.may_hold(keys.slice(0, 0), {})

@@ -231,6 +231,36 @@ def test_a_tag_keeps_reading_after_a_merge_of_what_it_sees_and_vacuum(pub: Wareh
     assert pub.publish()["tables"]["sales.events"]["tags"] == []  # checked once per change of the merges
 
 
+def test_snapshots_below_the_retention_horizon_expire_and_every_readable_one_still_reads(pub: Warehouse) -> None:
+    """Once vacuum raised a table's horizon (and deleted the files only older versions used), its Iceberg
+    snapshots older than the one at the horizon are expired, metadata only; a tagged one stays, and every
+    snapshot left reads exactly what wh.read reads at its CSN."""
+    make_tables(pub)
+    for i in range(4):
+        with pub.begin() as t:
+            t.overwrite("sales.events", events([i, i + 10]))
+    pub.tag("second", csn=committed_csns(pub)[1], tables=["sales.events"])
+    with pub.begin() as t:
+        t.overwrite("sales.events", events([7]))
+    assert pub.publisher.wait_idle()
+    assert pub.publish()["tables"]["sales.events"]["expired"] == 0  # no horizon yet: every snapshot is readable
+    before = pub.iceberg_catalog().load_table("sales.events")
+    assert len(before.snapshots()) == 5
+    pub.vacuum(retention_seconds=0)
+    horizon = pub.retention("sales.events")["horizon"]
+    done = pub.publish()["tables"]["sales.events"]
+    after = pub.iceberg_catalog().load_table("sales.events")
+    left = {int(s.summary.additional_properties[CSN_KEY]) for s in after.snapshots() if s.summary is not None}
+    tagged = pub.tag_info("second")["csn"]
+    assert done["expired"] == 3 and left == {tagged, max(committed_csns(pub))}, (done, left, horizon)
+    assert after.metadata.refs["second"].snapshot_id in {s.snapshot_id for s in after.snapshots()}
+    for snapshot in after.snapshots():  # every file a snapshot left names still exists: each reads
+        csn = int(snapshot.summary.additional_properties[CSN_KEY]) if snapshot.summary else 0
+        expected = rows(pub.read("sales.events", tag="second" if csn == tagged else None))
+        assert iceberg_rows(pub, "sales.events", snapshot.snapshot_id) == expected
+    assert pub.publish()["tables"]["sales.events"]["expired"] == 0  # idempotent
+
+
 def test_republish_rebuilds_a_table_from_its_oldest_readable_commit(pub: Warehouse) -> None:
     make_tables(pub)
     for i in range(3):

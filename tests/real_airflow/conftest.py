@@ -24,7 +24,8 @@ from tests.harness.airflow_services import Deployment, deployment, fresh_databas
 REPO = Path(__file__).resolve().parents[2]
 HAVE_AIRFLOW = importlib.util.find_spec("airflow") is not None and importlib.util.find_spec("pyspark") is not None
 collect_ignore_glob = [] if HAVE_AIRFLOW and importlib.util.find_spec("psycopg2") is not None else ["test_*.py"]
-DAG_FILES = [REPO / "dags" / "multi_table_backfill.py", Path(__file__).parent / "dag_files" / "real_probes.py"]
+DAG_FILES = [REPO / "dags" / "multi_table_backfill.py", REPO / "dags" / "cdc_apply.py",
+             Path(__file__).parent / "dag_files" / "real_probes.py"]
 CONN_ID = "airflow_txn_default"
 
 

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.real_airflow, pytest.mark.timeout
 BACKFILL = "multi_table_backfill"
 TABLES = ("shop.customers", "shop.orders", "shop.order_items")
 ONE_DAY = {"shop.customers": 5, "shop.orders": 10, "shop.order_items": 20}
+CDC, CDC_TABLES = "cdc_apply", ("sales.customers", "sales.orders")
 RUNS: dict[str, str] = {}
 """Run ids a later case reuses, by name."""
 
@@ -101,6 +102,26 @@ def test_a_deferred_sensor_is_released_by_the_triggerer(real_airflow: RealAirflo
     assert csn >= target
     assert af.wait_run("real_sensor_probe", run) == "success", af.task_states("real_sensor_probe", run)
     assert int(af.xcom("real_sensor_probe", run, "wait")) == csn
+    assert_services_alive(real)
+
+
+def test_a_day_of_cdc_with_a_retried_merge_commits_both_tables_at_one_csn(real_airflow: RealAirflow) -> None:
+    """cdc_apply (pyarrow MERGE tasks, no Spark): merge_orders fails after merging on its first try, in its own
+    worker process; the retry replaces that try's merge, and both tables change at the commit's one CSN."""
+    real, af = real_airflow, real_airflow.af
+    af.wait_dag(CDC)
+    run = af.trigger(CDC, {"day": "2024-03-01", "fail_task": "merge_orders", "fail_tries": 1})
+    assert af.wait_run(CDC, run) == "success", af.task_states(CDC, run)
+    states = af.task_states(CDC, run)
+    assert states["apply.merge_orders"] == ("success", 2) and states["apply.merge_customers"] == ("success", 1)
+    csn = int(af.xcom(CDC, run, "apply.commit"))
+    assert af.xcom(CDC, run, "summary") == {"csn": csn, "customers": 5, "orders": 8,
+                                            "orders_per_day": {"2024-02-29": 2, "2024-03-01": 6}}
+    orders = real.wh.read("sales.orders", csn=csn).column("order_id").to_pylist()
+    assert len(orders) == len(set(orders)) == 8  # the retry did not merge twice
+    assert {t: real.wh.read(t, csn=csn - 1).num_rows for t in CDC_TABLES} == dict.fromkeys(CDC_TABLES, 0)
+    [txn] = transactions_of(real, CDC, run)
+    assert txn["state"] == COMMITTED and txn["commit_csn"] == csn
     assert_services_alive(real)
 
 

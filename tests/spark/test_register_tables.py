@@ -4,6 +4,7 @@ the warehouse (a CSN, a tag, else the watermark), through the local SparkSession
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,13 +25,25 @@ from tests.helpers import accounts, events, make_tables
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tests.harness.seaweedfs import S3Server
+
 pytestmark = pytest.mark.spark
 JOIN = ("SELECT e.id, e.value, a.balance FROM sales.events e JOIN sales.accounts a ON e.id = a.id ORDER BY e.id")
 
 
 @pytest.fixture
-def rwh(tmp_path: Path) -> Iterator[Warehouse]:
-    wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=str(tmp_path / "warehouse"))
+def rwh(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Warehouse]:
+    """A warehouse on a local root, or (parametrized "s3") on the session's S3 server with its settings passed
+    explicitly (they reach the Spark workers through the views' options only)."""
+    if getattr(request, "param", "local") == "local":
+        wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=str(tmp_path / "warehouse"))
+    else:
+        s3: S3Server = request.getfixturevalue("s3_server")
+        bucket: str = request.getfixturevalue("s3_bucket")
+        options = {"endpoint_url": s3.endpoint, "region": "us-east-1", "access_key_id": s3.access_key,
+                   "secret_access_key": s3.secret_key}
+        wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root=f"s3://{bucket}/r_{uuid.uuid4().hex[:12]}",
+                            storage_options=options)
     wh.init()
     make_tables(wh)
     yield wh
@@ -49,6 +62,7 @@ def _ids(spark: SparkSession, name: str) -> list[int]:
     return sorted(r["id"] for r in spark.table(name).collect())
 
 
+@pytest.mark.parametrize("rwh", ["local", pytest.param("s3", marks=pytest.mark.s3)], indirect=True)
 def test_tables_by_name_read_the_registered_csn(any_spark: SparkSession, rwh: Warehouse) -> None:
     first = _commit(rwh, [1, 2], {1: 10, 2: 20})
     assert txn_spark.register_tables(any_spark, rwh, csn=first) == {"sales.events": first, "sales.accounts": first}

@@ -66,3 +66,26 @@ def test_a_file_where_a_partition_directory_belongs_fails_the_write(tmp_path: Pa
     with pytest.raises(StorageError, match="Not a directory"):
         storage.new_write_dir("sales/events", {"day": "1"}, {"tid": TID})
     assert (tmp_path / "sales" / "events" / "day=1").read_bytes() == b"not a directory"
+
+
+def test_column_ranges_come_from_the_footers_and_leave_out_what_they_cannot_bound(tmp_path: Path) -> None:
+    """Storage.column_ranges (MERGE's pruning): over every file and row group of a part; a column is left out when
+    a row group lacks statistics (only nulls, or not written), when the file stores another type or lacks it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Storage(str(tmp_path))
+    (tmp_path / "t" / "w").mkdir(parents=True)
+    pq.write_table(pa.table({"a": pa.array([5, 3, 9], pa.int64()), "n": pa.array([None, None, None], pa.int64()),
+                             "s": ["m", "b", "q"], "i": pa.array([1, 2, 3], pa.int32())}),
+                   tmp_path / "t" / "w" / "1.parquet", row_group_size=2)
+    pq.write_table(pa.table({"a": pa.array([12, 1], pa.int64()), "n": pa.array([1, 2], pa.int64()),
+                             "s": ["z", "c"], "i": pa.array([4, 5], pa.int32())}),
+                   tmp_path / "t" / "w" / "2.parquet", write_statistics=["a", "n", "i"])
+    types = {"a": pa.int64(), "n": pa.int64(), "s": pa.string(), "i": pa.int64(), "gone": pa.int64()}
+    [ranges] = root.column_ranges("t", [("w", ["1.parquet", "2.parquet"])], types)
+    assert {name: (low.as_py(), high.as_py()) for name, (low, high) in ranges.items()} == {"a": (1, 12)}
+    [only_first] = root.column_ranges("t", [("w", ["1.parquet"])], {"s": pa.string()})
+    assert (only_first["s"][0].as_py(), only_first["s"][1].as_py()) == ("b", "q")
+    with pytest.raises(StorageError, match="footer"):
+        root.column_ranges("t", [("w", ["missing.parquet"])], types)

@@ -144,17 +144,27 @@ def commit_alias(conn_id: str = DEFAULT_CONN_ID) -> AssetAlias:
     return AssetAlias(name=f"{SCHEME}-commits:{conn_id}")
 
 
+PUBLISHED_KEYS = ("iceberg_snapshot_id", "iceberg_table", "delta_version", "delta_table")
+"""What a commit event carries of its table's published version (Warehouse.published), when publishing is on."""
+
+
 def event_extra(table: str, csn: int, tid: str, metadata: Mapping[str, object] | None = None,
-                warehouse_id: str | None = None, tag: str | None = None) -> dict[str, Any]:
+                warehouse_id: str | None = None, tag: str | None = None,
+                published: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What every commit event carries: the table, the commit CSN (read exactly that snapshot), the tid,
     the transaction's metadata (the Airflow run that committed it: `{"airflow": {dag_id, run_id, ...}}`),
-    the warehouse id; and `tag`, the name the commit was tagged with (CommitTransactionOperator(tag=)),
-    when it was."""
+    the warehouse id; `tag`, the name the commit was tagged with (CommitTransactionOperator(tag=)),
+    when it was; and with publishing on, the table's version of this commit in the other formats
+    (`iceberg_snapshot_id` and `iceberg_table`, `delta_version` and `delta_table`: an outside engine reads
+    every table of the commit at the same CSN by them)."""
     extra: dict[str, Any] = {"table": table, "csn": csn, "tid": tid, "metadata": dict(metadata or {})}
     if warehouse_id is not None:
         extra["warehouse_id"] = warehouse_id
     if tag is not None:
         extra["tag"] = tag
+    for key in PUBLISHED_KEYS:
+        if published and published.get(key) is not None:
+            extra[key] = published[key]
     return extra
 
 

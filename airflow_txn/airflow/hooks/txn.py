@@ -3,8 +3,9 @@ configuration per process.
 
 The connection's extra holds `{"catalog": URL, "root": path or s3://bucket/prefix, "oracle": "sql" |
 "zookeeper://...", "storage_options": {...}}` (S3 settings, taken whole: storage/location.S3_OPTIONS; optionally
-`"spark_conf": {...}` for SparkTransactionOperator); the catalog's database password goes in the connection's
-own password field (a secret: masked in the UI and the logs), not in the URL. Two fields name other Airflow
+`"spark_conf": {...}` for SparkTransactionOperator; `"publish": "iceberg"` (or "delta", "iceberg,delta") and
+`"iceberg_catalog": {...}` to publish every commit, docs/INTEROP.md); the catalog's database password goes in the
+connection's own password field (a secret: masked in the UI and the logs), not in the URL. Two fields name other Airflow
 connections instead: `catalog_conn_id`, a `postgres` or `sqlite` connection the catalog URL is built from
 (host, port, schema, login, password: no provider needed), and `aws_conn_id`, an Amazon `aws` connection the
 S3 credentials, endpoint and region come from (hooks/aws.py: they refresh before they expire). A field the
@@ -58,7 +59,8 @@ from airflow_txn.model.secrets import mask_secrets
 DEFAULT_CONN_ID = "airflow_txn_default"
 CONN_TYPE = "airflow_txn"
 EXTRA_FIELDS = ("catalog", "root", "oracle")
-KNOWN_FIELDS = (*EXTRA_FIELDS, "catalog_conn_id", "aws_conn_id", "storage_options", "spark_conf", "connect_timeout")
+KNOWN_FIELDS = (*EXTRA_FIELDS, "catalog_conn_id", "aws_conn_id", "storage_options", "spark_conf", "connect_timeout",
+                "publish", "iceberg_catalog")
 CONFIG_SECTION = "airflow_txn"
 
 
@@ -108,8 +110,9 @@ def config_from_extra(extra: Mapping[str, Any], password: str | None = None) -> 
     options = _field(extra, "storage_options") or config_option("storage_options")  # None: the environment's
     timeout = _field(extra, "connect_timeout")
     timeout = config_option("connect_timeout") if timeout is None else timeout  # None: the environment's
+    publish, iceberg_catalog = (_field(extra, name) or config_option(name) for name in ("publish", "iceberg_catalog"))
     config = WarehouseConfig.resolve(catalog=catalog, root=root, oracle=oracle, storage_options=options,
-                                     connect_timeout=timeout)
+                                     connect_timeout=timeout, publish=publish, iceberg_catalog=iceberg_catalog)
     aws_conn_id = _field(extra, "aws_conn_id")
     if aws_conn_id is not None:
         config = _with_aws(config, str(aws_conn_id), options)
@@ -362,11 +365,12 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _key(config: WarehouseConfig, aws_conn_id: str | None) -> tuple[Any, ...]:
-    """What makes two configurations one warehouse handle: the configuration (its storage options are not part
-    of its equality: they are here), and the aws connection, whose credentials change as they refresh."""
+    """What makes two configurations one warehouse handle: the configuration (its storage options and Iceberg
+    catalog properties are not part of its equality: they are here), and the aws connection, whose credentials
+    change as they refresh."""
     options = {k: v for k, v in config.storage_options.items()
                if aws_conn_id is None or k not in ("access_key_id", "secret_access_key", "session_token")}
-    return config, aws_conn_id, tuple(sorted(options.items()))
+    return config, aws_conn_id, tuple(sorted(options.items())), tuple(sorted(config.iceberg_catalog.items()))
 
 
 def shared_warehouse(config: WarehouseConfig, aws_conn_id: str | None = None) -> Warehouse:
@@ -391,7 +395,8 @@ def open_warehouse(config: WarehouseConfig, aws_conn_id: str | None = None) -> W
         filesystem, _ = aws.refreshing_s3(config.storage_options, aws.credentials(aws_conn_id))
     return Warehouse.open(catalog=config.catalog_url, root=config.root, oracle=config.oracle,
                           manifests=config.manifests, storage_options=dict(config.storage_options),
-                          filesystem=filesystem, connect_timeout=config.connect_timeout)
+                          filesystem=filesystem, connect_timeout=config.connect_timeout,
+                          publish=list(config.publish), iceberg_catalog=dict(config.iceberg_catalog))
 
 
 def close_warehouses() -> None:

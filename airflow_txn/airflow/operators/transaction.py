@@ -185,9 +185,23 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
             written = committed_partitions(info, csn)
             if tag is not None:  # made with the commit; a retry after a commit without its tag makes it here
                 self._ensure_tag(wh, tag, csn, list(written))
+            published = self._published(wh, csn, list(written))
         self.log.info("committed %s at CSN %d: %s", tid, csn, ", ".join(written) or "no table written")
-        self._emit_asset_events(context, warehouse_id, tid, csn, written, info["metadata"], tag)
+        self._emit_asset_events(context, warehouse_id, tid, csn, written, info["metadata"], tag, published)
         return csn
+
+    def _published(self, wh: Warehouse, csn: int, tables: Sequence[str]) -> Mapping[str, Mapping[str, Any]]:
+        """With publishing on (the connection's `publish`): what other engines read for this commit, per table
+        written (its Iceberg snapshot id, Delta version), publishing caught up first. A failure to publish is
+        logged and leaves the events without them: the commit stands (docs/INTEROP.md)."""
+        if not wh.config.publish or not tables:
+            return {}
+        try:
+            return wh.published(csn=csn, tables=list(tables))
+        except TxnError as exc:
+            self.log.warning("the commit at CSN %d stands, but publishing it failed (the Asset events carry no "
+                             "snapshot ids; the next publish catches it up): %s", csn, exc)
+            return {}
 
     def _commit_lineage(self, wh: Warehouse, info: TransactionInfo, csn: int, warehouse_id: str) -> TxnLineage:
         """The commit's lineage: what it made visible, and what the transaction read to make it."""
@@ -261,9 +275,11 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
 
     def _emit_asset_events(self, context: Context, warehouse_id: str, tid: str, csn: int,
                            written: Mapping[str, list[Partition]], metadata: Mapping[str, object],
-                           tag: str | None = None) -> None:
+                           tag: str | None = None, published: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """A concrete event (with partition keys) for each table with a table_asset outlet, an alias event
-        for each other table written (module docstring of assets/tables.py: tables named by warehouse id)."""
+        for each other table written (module docstring of assets/tables.py: tables named by warehouse id); with
+        publishing on, each carries the table's Iceberg snapshot id / Delta version of this commit."""
+        published = published or {}
         events = context["outlet_events"]
         concrete = set()
         for outlet in self.outlets:
@@ -271,7 +287,7 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
             if table is None:
                 continue
             concrete.add(table)
-            extra = event_extra(table, csn, tid, metadata, warehouse_id, tag)
+            extra = event_extra(table, csn, tid, metadata, warehouse_id, tag, published.get(table))
             if table not in written:
                 extra["written"] = False
             events[outlet].extra.update(extra)
@@ -284,7 +300,8 @@ class CommitTransactionOperator(LineageMixin, TxnBaseOperator):
                 for table in written:
                     if table not in concrete:
                         events[outlet].add(table_asset(table, warehouse_id=warehouse_id),
-                                           extra=event_extra(table, csn, tid, metadata, warehouse_id, tag))
+                                           extra=event_extra(table, csn, tid, metadata, warehouse_id, tag,
+                                                             published.get(table)))
 
 
 class RollbackTransactionOperator(LineageMixin, TxnBaseOperator):

@@ -135,6 +135,9 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
         emit({"compact": True})
         emit({"survived": compaction.compact(wh.runtime, "sales.events", lease_seconds=CRASH_LEASE_SECONDS)})
         return
+    if scenario == "publish":
+        publish(wh)
+        return
     t = wh.begin(label=f"crash-{scenario}", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
     steps: dict[str, list[Callable[[], object]]] = {
@@ -158,6 +161,18 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
     for step in steps[scenario]:
         step()
     emit({"survived": t.state})
+
+
+def publish(wh: Warehouse) -> None:
+    """A commit of both tables through a handle that publishes to Iceberg, then a publishing run: the process
+    dies in the run (publish.mid_run: one table published, the other not), whichever thread runs it."""
+    pub = Warehouse.open(catalog=wh.config.catalog_url, root=wh.config.root, publish="iceberg")
+    t = pub.begin(label="crash-publish", lease_seconds=CRASH_LEASE_SECONDS)
+    emit({"tid": t.tid})
+    t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))
+    t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1)))
+    emit({"csn": t.commit()})
+    emit({"survived": pub.publish()})
 
 
 def retry(wh: Warehouse, tid: str) -> None:
