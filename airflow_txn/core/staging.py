@@ -40,7 +40,7 @@ from airflow_txn.core import crashpoints, retries, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
-from airflow_txn.model import merging
+from airflow_txn.model import evolution, merging
 from airflow_txn.model.options import WriteMode
 from airflow_txn.model.partitioning import (
     WHOLE_TABLE,
@@ -406,8 +406,7 @@ def _pruned(rt: Runtime, info: TableInfo, spec: merging.MergeSpec,
         return [(part, None) for part in candidates]
     keys = merging.source_keys(spec)
     stored = {c: info.schema.field(c).type for c in columns if c not in info.partition_by}
-    found = rt.storage.column_ranges(info.directory, [(p.path, p.files) for p in candidates], stored) if stored \
-        else [{} for _ in candidates]
+    found = _key_ranges(rt, info, candidates, stored) if stored else [{} for _ in candidates]
     by_partition: dict[str, pa.Table] | None = None
     if info.partition_by and set(info.partition_by) <= set(spec.on):  # a part against its own partition's keys
         by_partition = {partition_key(p): rows for p, rows in split_by_partition(keys, info.partition_by)}
@@ -425,6 +424,49 @@ def _pruned(rt: Runtime, info: TableInfo, spec: merging.MergeSpec,
         if len(numbers):
             kept.append((part, numbers))
     return kept
+
+
+def _key_ranges(rt: Runtime, info: TableInfo, candidates: Sequence[PartRow],
+                stored: Mapping[str, pa.DataType]) -> list[dict[str, tuple[object, object]]]:
+    """Each candidate's ranges of the key columns `stored` ({current name: type}), from its files' statistics. A
+    part written under another version of the schema holds a key column under the name and type it had then: it is
+    found by its column id (after a rename the file's column of that name may be another one), and a column that
+    was added or widened since gives no range (the part is kept for it)."""
+    schemas: versions.Schemas = {}
+    if any(part.schema_version != info.version for part in candidates):
+        with rt.catalog.read() as conn:
+            schemas = versions.written_schemas(conn, info, candidates)
+    found: list[dict[str, tuple[object, object]]] = [{} for _ in candidates]
+    groups: dict[int, list[int]] = {}
+    for index, part in enumerate(candidates):
+        groups.setdefault(part.schema_version, []).append(index)
+    for version, indexes in groups.items():
+        names = _written_names(info.schema, schemas.get(version), stored) if version != info.version else \
+            {name: name for name in stored}
+        if not names:
+            continue
+        wanted = {names[name]: stored[name] for name in names}
+        ranges = rt.storage.column_ranges(info.directory, [(candidates[i].path, candidates[i].files) for i in indexes],
+                                          wanted)
+        back = {written: name for name, written in names.items()}
+        for index, got in zip(indexes, ranges, strict=True):
+            found[index] = {back[written]: value for written, value in got.items() if written in back}
+    return found
+
+
+def _written_names(current: pa.Schema, written: pa.Schema | None,
+                   stored: Mapping[str, pa.DataType]) -> dict[str, str]:
+    """{current name: the name the column had in `written`} for the key columns of the same id and type there."""
+    if written is None:
+        return {}
+    by_id = {evolution.column_id(f): f for f in written}
+    names = {}
+    for name, type_ in stored.items():
+        column = evolution.column_id(current.field(name))
+        then = by_id.get(column) if column is not None else None
+        if then is not None and then.type == type_:
+            names[name] = then.name
+    return names
 
 
 def _with_inserts(rewritten: Sequence[tuple[Partition, pa.Table]],

@@ -449,3 +449,24 @@ def test_a_rolled_back_drop_leaves_the_table(wh: Warehouse, table: int) -> None:
     with wh.begin() as t:
         t.append(TABLE, orders([3]))
     assert ids_of(wh.read(TABLE)) == [1, 2, 3]
+
+
+def test_merge_matches_old_parts_by_column_id_after_columns_swapped_names(wh: Warehouse) -> None:
+    """MERGE prunes parts by their files' key-column statistics: for a part written before a rename, the key is
+    the column of that id, not the file's column of that name (after a -> c and b -> a, an old file's `a` is
+    today's `c`). The old part's row must be matched and updated, not missed and inserted again."""
+    wh.create_table("shop.swap", pa.schema([("k", pa.int64()), ("a", pa.int64()), ("b", pa.int64())]))
+    with wh.begin() as t:
+        t.append("shop.swap", pa.table({"k": [1], "a": [100], "b": [5]}))
+    with wh.begin() as t:
+        t.rename_column("shop.swap", "a", "c")
+        t.rename_column("shop.swap", "b", "a")
+    assert rows_by_k(wh.read("shop.swap")) == [{"k": 1, "c": 100, "a": 5}]
+    with wh.begin() as t:
+        counts = t.merge("shop.swap", pa.table({"k": [9], "c": [7], "a": [5]}), on=["a"])
+    assert (counts["updated"], counts["inserted"]) == (1, 0), counts
+    assert rows_by_k(wh.read("shop.swap")) == [{"k": 9, "c": 7, "a": 5}]
+
+
+def rows_by_k(table: pa.Table) -> list[dict[str, object]]:
+    return sorted(table.to_pylist(), key=lambda r: str(r["k"]))
