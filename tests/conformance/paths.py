@@ -1,7 +1,8 @@
 """The engine paths and storage roots every conformance case runs on: ONE list each. A new engine path is added
-by listing it here (how it writes a table's rows in a transaction, deletes and updates rows, reads a table or a
-transaction's own view, merges a source into a table, what it reads the table's types as); every case in this directory then runs on it, on
-every root it supports, and the histories of test_histories.py run statements through it mixed with the others.
+by listing it here (how it writes a table's rows in a transaction, deletes and updates rows, merges a source into
+a table, reads a table or a transaction's own view, what it reads the table's types as); every case in this
+directory then runs on it, on every root it supports, and the histories of test_histories.py run statements
+through it mixed with the others.
 
     core                the engine's own Arrow API (Transaction.append, Warehouse.read)
     spark-native        airflow_txn.spark.write/read via="native" on the local SparkSession (Spark's own Parquet

@@ -7,11 +7,11 @@ visible in every table, an uncommitted one in none), invariant 8 (vacuum deletes
 no orphan file or garbage row), dense CSNs, and that a new transaction commits afterwards.
 
 Every point of `crashpoints.ALL` is a cell: a point without an entry in SCENARIOS fails (here and in
-test_every_crash_point_has_a_scenario), so no point is silently left out. The statement cells (at the end) kill a
-transaction around each kind of statement beyond appends (a MERGE: txn_worker.STATEMENTS) at every point of a
-transaction's life it passes: its files written, a keyed retry of it, the commit, the rollback. AIRFLOW_TXN_SOAK_ROUNDS=N runs
-every cell N times (the soak). Each cell is recorded as evidence (tests/evidence.py, suite crash_matrix),
-and the module prints how many cells ran and passed.
+test_every_crash_point_has_a_scenario), so no point is silently left out. The statement cells (at the end) kill
+a transaction around each kind of statement beyond appends (a MERGE: txn_worker.STATEMENTS) at every point of a
+transaction's life it passes: its files written, a keyed retry of it, the commit, the rollback.
+AIRFLOW_TXN_SOAK_ROUNDS=N runs every cell N times (the soak). Each cell is recorded as evidence (tests/evidence.py,
+suite crash_matrix), and the module prints how many cells ran and passed.
 """
 
 from __future__ import annotations
@@ -542,7 +542,8 @@ STATEMENT_POINTS: dict[str, tuple[str, bool]] = {
 """point -> (how the worker ends the transaction, whether it is committed after recovery)."""
 Rows = dict[str, list[tuple[Any, ...]]]
 STATEMENT_RESULTS: dict[str, Rows] = {
-    "merge": {EVENTS_T: [(1, "2024-01-01", 7.0), (2, "2024-01-01", 1.0), *((i, CRASH_DAY, 7.0) for i in CRASH_EVENT_IDS)],
+    "merge": {EVENTS_T: [(1, "2024-01-01", 7.0), (2, "2024-01-01", 1.0),
+                         *((i, CRASH_DAY, 7.0) for i in CRASH_EVENT_IDS)],
               ACCOUNTS_T: sorted([(1, 7), *((i, 7) for i in CRASH_ACCOUNT_IDS)])},
 }
 """The crash tables once the statement committed (from _baseline's), value STATEMENT_VALUES[2]."""

@@ -235,8 +235,9 @@ def merges(inserted_twice: bool = False) -> list[Event]:
     log = [*BASE_LOG, [5, "tid-M1"], [6, "tid-M2"], [7, "tid-M3"], [8, "tid-M4"]]
     h.read(8, final)
     if inserted_twice:  # two merges from one snapshot insert pool.9 and both commit: one had to fail
-        concurrent(h, 8, "snapshot", [("N1", [merge(ITEMS, [["pool.9", "N1", 1, ""]], ["rid"], "upsert", [0, 1, 0])], 9),
-                                      ("N2", [merge(ITEMS, [["pool.9", "N2", 2, ""]], ["rid"], "upsert", [0, 1, 0])], 10)])
+        concurrent(h, 8, "snapshot", [
+            ("N1", [merge(ITEMS, [["pool.9", "N1", 1, ""]], ["rid"], "upsert", [0, 1, 0])], 9),
+            ("N2", [merge(ITEMS, [["pool.9", "N2", 2, ""]], ["rid"], "upsert", [0, 1, 0])], 10)])
         final = {**final, ITEMS: [*final[ITEMS], ["pool.9", "N2", 2, ""]]}
         log += [[9, "tid-N1"], [10, "tid-N2"]]
     return h.finish(10 if inserted_twice else 8, final, log)
