@@ -6,7 +6,8 @@ A history is one transaction over two tables: writer keys (A, B, C) append, over
 rows of both, and merge sources into them (tests/keyed_model.py MERGES: upsert, an expression-guarded update, a
 delete, a sync deleting what the source lacks, ...); reader keys (R, S) read `h.a` through a keyed handle and
 append rows derived from what they read to `h.b` (the read and the write each through a path of their own). Keys
-run again (a new attempt: a retry), so a retry withdraws what other keys built on (invariant 7). Checked against the model (tests/keyed_model.py):
+run again (a new attempt: a retry), so a retry withdraws what other keys built on (invariant 7). Checked against the
+model (tests/keyed_model.py):
 
 - after every statement, the transaction's view (read by the core) is every key's latest statement re-run in the
   order they last ran, leaving out the keys the engine has invalidated (`must_run_again`); a keyed read through a
