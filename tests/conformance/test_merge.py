@@ -42,7 +42,9 @@ def dim(items: Sequence[tuple[Any, ...]], names: Sequence[str] = ("id", "day", "
 
 
 def content(table: pa.Table) -> list[Row]:
-    return sorted((r["id"], r["day"], r["qty"], r["note"]) for r in table.to_pylist())
+    """The rows sorted, a null before any value."""
+    return sorted(((r["id"], r["day"], r["qty"], r["note"]) for r in table.to_pylist()),
+                  key=lambda r: tuple((v is not None, v) for v in r))
 
 
 @pytest.fixture
@@ -83,6 +85,10 @@ CASES: list[tuple[str, pa.Table, dict[str, Any], dict[str, int], list[Row]]] = [
     ("delete not matched by source", dim([(1, "a", 11, "ONE"), (3, "b", 3, "three"), (4, "c", None, None)]),
      {"when_not_matched_by_source": "delete"}, {"updated": 2, "inserted": 1, "deleted": 2},
      [(1, "a", 11, "ONE"), (3, "b", 3, "three"), (4, "c", None, None)]),
+    ("an empty source deletes every row by source", dim([]), {"when_not_matched_by_source": "delete"},
+     {"updated": 0, "inserted": 0, "deleted": 4}, []),
+    ("a null key never matches", dim([(1, None, 10, "null day")]), {}, {"updated": 0, "inserted": 1, "deleted": 0},
+     [(1, None, 10, "null day"), (1, "a", 1, "one"), (2, "a", 2, "two"), (3, "b", 3, "three"), (5, "c", 5, "five")]),
 ]
 
 
