@@ -267,14 +267,19 @@ def crash_grid(o: Outcome) -> list[str]:
         return ("pass" if good == len(results) else "FAIL") + (f" {good}/{len(results)}" if len(results) > 1 else "")
 
     rows = [[f"`{p}`", *(mark(cells.get((p, c), [])) for c in columns)] for p in points]
-    return [f"{len(points)} crash points x {len(columns)} catalog + oracle pairs = {len(o.cases)} cells run:", "",
+    statements = sum(" @ " in p for p in points)
+    what = f"{len(points) - statements} crash points" + (
+        f" and {statements} statements at a crash point (`kind @ point`: that statement's transaction killed "
+        "there)" if statements else "")
+    return [f"{what} x {len(columns)} catalog + oracle pairs = {len(o.cases)} cells run:", "",
             *table(["crash point", *(c.replace("|", " + ") for c in columns)], rows)]
 
 
 def histories(o: Outcome) -> list[str]:
     if not o.cases:
         return ["No history evidence was recorded."]
-    keys = ["txns", "committed", "aborted", "unknown", "reads", "killed", "allowed_constraint_breaks"]
+    keys = ["txns", "committed", "aborted", "unknown", "reads", "killed", "committed_merges",
+            "allowed_constraint_breaks"]
     rows = []
     for c in o.cases:
         d = c["details"]
@@ -285,9 +290,11 @@ def histories(o: Outcome) -> list[str]:
     reads = sum(int(c["details"].get("reads", 0)) for c in o.cases)
     return [f"{total} transactions and {reads} snapshot reads checked in {len(o.cases)} histories. *unknown*: "
             "killed inside commit(), settled by recovery; *mutations*: corrupted copies of the history the "
-            "checker had to reject; *SI skews*: write skews snapshot isolation let through on the snapshot-only "
-            "account pair (allowed there; the serializable pair must never break).", "",
-            *table(["catalog", "seed", *keys[:-1], "SI skews", "mutations caught", "run time", "result"], rows)]
+            "checker had to reject; *merges*: MERGE statements in committed transactions, each checked against "
+            "the checker's model of it; *SI skews*: write skews snapshot isolation let through on the "
+            "snapshot-only account pair (allowed there; the serializable pair must never break).", "",
+            *table(["catalog", "seed", *keys[:-2], "merges", "SI skews", "mutations caught", "run time", "result"],
+                   rows)]
 
 
 def fuzz(o: Outcome) -> list[str]:

@@ -5,9 +5,11 @@ snapshot, in the order those statements last ran.
 Used by tests/core/test_retry_dependencies.py (random histories through the core) and
 tests/conformance/test_histories.py (the same kind of history, each statement through an engine path of its own).
 
-A statement is an `Op` on a table: append, overwrite (a partition), delete, update (rows by id), or derive
-(append, to its table, the rows the key just read of `source`, each id + 10: a keyed read feeding a write).
-`Latest` keeps each key's latest statement and replays them from a starting state.
+A statement is an `Op` on a table: append, overwrite (a partition), delete, update (rows by id), merge (a source of
+rows (id, day, MERGE_VALUE) by the key (id, day), with one of the clauses of MERGES), or derive (append, to its
+table, the rows the key just read of `source`, each id + 10: a keyed read feeding a write). `Latest` keeps each
+key's latest statement and replays them from a starting state. A new kind of statement is a kind here with how it
+runs through the core (`Op.run`) and what it does to a table's rows (`Op.apply`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,22 @@ Row = tuple[int, str, float]
 State = dict[str, list[Row]]
 """A table's rows by table name."""
 
-KINDS = ("append", "delete", "update", "overwrite", "derive")
+KINDS = ("append", "delete", "update", "overwrite", "merge", "derive")
 DERIVED_OFFSET = 10
+MERGE_ON = ["id", "day"]
+MERGE_VALUE = 5.0
+"""The value of a merge's source rows."""
+MERGES: dict[str, dict[str, object]] = {
+    "upsert": {},
+    "add": {"when_matched": {"value": pc.field("value") + pc.field("source", "value")}, "when_not_matched": "ignore"},
+    "guarded": {"when_matched": {"value": pc.if_else(pc.field("value") < 2.0, pc.field("source", "value"),
+                                                     pc.field("value"))}},
+    "delete": {"when_matched": "delete", "when_not_matched": "ignore"},
+    "sync": {"when_not_matched_by_source": "delete"},
+}
+"""A merge's clauses by name (Transaction.merge's keyword arguments): update all and insert; add the source's value
+to the matched rows' (no insert); an expression-guarded update (the source's value where the target's is below 2)
+and insert; delete the matched rows; update, insert and delete every row the source lacks (the whole table)."""
 
 
 @dataclass(frozen=True)
@@ -39,9 +55,13 @@ class Op:
     day: str = DAYS[0]
     source: str | None = None
     """The table a derive reads (through the key's own handle)."""
+    clause: str = "upsert"
+    """A merge's clauses: a name in MERGES."""
 
     def rows(self) -> list[Row]:
-        """The rows an append or an overwrite stages."""
+        """The rows an append or an overwrite stages; a merge's source."""
+        if self.kind == "merge":  # a source holds a key once
+            return [(i, self.day, MERGE_VALUE) for i in sorted(set(self.ids))]
         return [(i, self.day, 1.0 if self.kind == "append" else 2.0) for i in self.ids]
 
     def run(self, t: Transaction, table: str, key: str) -> None:
@@ -54,6 +74,8 @@ class Op:
             t.update(table, pc.field("id").isin(list(self.ids)), {"value": pc.field("value") + 1}, key=key)
         elif self.kind == "delete":
             t.delete(table, pc.field("id").isin(list(self.ids)), key=key)
+        elif self.kind == "merge":
+            t.merge(table, rows_table(self.rows()), MERGE_ON, key=key, **self.merge_clauses())  # type: ignore[arg-type]
         else:
             raise ValueError(f"a {self.kind} runs through a keyed handle (tests/conformance/test_histories.py)")
 
@@ -67,12 +89,42 @@ class Op:
             return [(r[0], r[1], r[2] + 1) if r[0] in self.ids else r for r in rows]
         if self.kind == "delete":
             return [r for r in rows if r[0] not in self.ids]
+        if self.kind == "merge":
+            return self._merged(rows)
         return rows + derived(seen or [])
+
+    def merge_clauses(self) -> dict[str, object]:
+        """Transaction.merge's keyword arguments for the merge's clause."""
+        return MERGES[self.clause]
+
+    def _merged(self, rows: list[Row]) -> list[Row]:
+        """`rows` after the merge: a row whose (id, day) the source holds is matched (every such row: the table may
+        hold a key twice, the source never does)."""
+        keys = {(i, self.day) for i in self.ids}
+        out: list[Row] = []
+        matched = set()
+        for row in rows:
+            key = (row[0], row[1])
+            if key not in keys:
+                if self.clause != "sync":
+                    out.append(row)
+                continue
+            matched.add(key)
+            if self.clause == "delete":
+                continue
+            value = {"add": row[2] + MERGE_VALUE, "guarded": MERGE_VALUE if row[2] < 2.0 else row[2]}.get(
+                self.clause, MERGE_VALUE)
+            out.append((row[0], row[1], value))
+        if self.clause in ("upsert", "guarded", "sync"):
+            out += [(i, day, MERGE_VALUE) for i, day in sorted(keys - matched)]
+        return out
 
     def __str__(self) -> str:
         if self.kind == "derive":
             return f"derive from {self.source}"
         ids = ",".join(map(str, self.ids))
+        if self.kind == "merge":
+            return f"merge ({self.clause}) {self.day} ids={ids}"
         return f"{self.kind} {self.day} ids={ids}" if self.kind in ("append", "overwrite") else f"{self.kind} ids={ids}"
 
 

@@ -1,7 +1,8 @@
 """The engine paths and storage roots every conformance case runs on: ONE list each. A new engine path is added
-by listing it here (how it writes a table's rows in a transaction, deletes and updates rows, reads a table or a
-transaction's own view, what it reads the table's types as); every case in this directory then runs on it, on
-every root it supports, and the histories of test_histories.py run statements through it mixed with the others.
+by listing it here (how it writes a table's rows in a transaction, deletes and updates rows, merges a source into
+a table, reads a table or a transaction's own view, what it reads the table's types as); every case in this
+directory then runs on it, on every root it supports, and the histories of test_histories.py run statements
+through it mixed with the others.
 
     core                the engine's own Arrow API (Transaction.append, Warehouse.read)
     spark-native        airflow_txn.spark.write/read via="native" on the local SparkSession (Spark's own Parquet
@@ -25,7 +26,7 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.model.options import Via
-from airflow_txn.model.results import PartitionSpec
+from airflow_txn.model.results import MergeCounts, PartitionSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,6 +88,17 @@ class EnginePath:
 
         return txn_spark.update(spark, t, table, F.col(column).isin(list(values)),
                                 {name: F.col(name) + amount for name, amount in add.items()}, via=self.via or Via.AUTO)
+
+    def merge(self, spark: SparkSession | None, t: Transaction, table: str, source: pa.Table, on: Sequence[str],
+              **clauses: Any) -> MergeCounts:
+        """MERGE `source` (in the table's own Arrow types: every column, or the keys and the columns it sets) into
+        `table` by the key columns `on` through this path (Spark: airflow_txn.spark.merge of a DataFrame in Spark's
+        types), `clauses` as Transaction.merge takes them; {updated, inserted, deleted}."""
+        if spark is None:
+            return t.merge(table, source, on, **clauses)
+        import airflow_txn.spark as txn_spark
+
+        return txn_spark.merge(spark_frame(spark, source), t, table, on=on, **clauses)
 
     def reads_as(self, schema: pa.Schema) -> pa.Schema:
         """The Arrow form of the types this path reads a table of `schema` in (docs/TYPES.md)."""

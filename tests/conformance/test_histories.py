@@ -3,9 +3,11 @@ engine path of its own (paths.py), mixed within one history: a write through the
 data source, its retry through Spark's native writer, ...
 
 A history is one transaction over two tables: writer keys (A, B, C) append, overwrite a partition, delete and update
-rows of both; reader keys (R, S) read `h.a` through a keyed handle and append rows derived from what they read to
-`h.b` (the read and the write each through a path of their own). Keys run again (a new attempt: a retry), so a
-retry withdraws what other keys built on (invariant 7). Checked against the model (tests/keyed_model.py):
+rows of both, and merge sources into them (tests/keyed_model.py MERGES: upsert, an expression-guarded update, a
+delete, a sync deleting what the source lacks, ...); reader keys (R, S) read `h.a` through a keyed handle and
+append rows derived from what they read to `h.b` (the read and the write each through a path of their own). Keys
+run again (a new attempt: a retry), so a retry withdraws what other keys built on (invariant 7). Checked against the
+model (tests/keyed_model.py):
 
 - after every statement, the transaction's view (read by the core) is every key's latest statement re-run in the
   order they last ran, leaving out the keys the engine has invalidated (`must_run_again`); a keyed read through a
@@ -39,7 +41,19 @@ from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidatedKeysError
 from tests.conformance.paths import PATHS, ROOTS, EnginePath, open_warehouse, session_of
 from tests.helpers import EVENTS
-from tests.keyed_model import DAYS, Latest, Op, Row, State, commit_running_again, derived, rows_table, sorted_rows
+from tests.keyed_model import (
+    DAYS,
+    MERGE_ON,
+    MERGES,
+    Latest,
+    Op,
+    Row,
+    State,
+    commit_running_again,
+    derived,
+    rows_table,
+    sorted_rows,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,25 +100,29 @@ def paths_of(root: str) -> list[EnginePath]:
 
 def generate(seed: int) -> History:
     """A history with a keyed read of SOURCE whose writer runs again after it (so a retry withdraws the reader's
-    work) and a delete or update; drawn again from the same generator until it has both. Paths: `with_paths`."""
+    work), a delete or update, and a merge; drawn again from the same generator until it has all three. Paths:
+    `with_paths`."""
     rng = random.Random(seed)
     while True:
         start = sorted({(rng.randrange(4), rng.choice(DAYS), 0.0) for _ in range(rng.randrange(3))})
         steps = [_step(rng) for _ in range(STEPS)]
-        if _retries_under_a_reader(steps) and any(s.op.kind in ("delete", "update") for s in steps):
+        if _retries_under_a_reader(steps) and any(s.op.kind in ("delete", "update") for s in steps) \
+                and any(s.op.kind == "merge" for s in steps):
             return History(seed, start, steps, [])
 
 
 def _step(rng: random.Random) -> Step:
     if rng.random() < 0.3:
         return Step(rng.choice(READERS), TARGET, Op("derive", source=SOURCE), "", "")
-    kind = rng.choice(["append", "append", "delete", "update", "overwrite"])
-    op = Op(kind, tuple(sorted(rng.sample(range(4), rng.randint(1, 3)))), rng.choice(DAYS))
+    kind = rng.choice(["append", "append", "delete", "update", "overwrite", "merge"])
+    op = Op(kind, tuple(sorted(rng.sample(range(4), rng.randint(1, 3)))), rng.choice(DAYS),
+            clause=rng.choice(sorted(MERGES)))
     key = rng.choice(READERS) if rng.random() < 0.2 else rng.choice(WRITERS)
     return Step(key, SOURCE if rng.random() < 0.75 else TARGET, op, "")
 
 
-ROLES = {"append": "write", "overwrite": "write", "delete": "rewrite", "update": "rewrite", "derive": "derive"}
+ROLES = {"append": "write", "overwrite": "write", "delete": "rewrite", "update": "rewrite", "merge": "merge",
+         "derive": "derive"}
 """What a statement does with its path (a derive's read: "keyed read")."""
 
 
@@ -131,7 +149,7 @@ def with_paths(generated: list[History], paths: list[str], seed: int) -> list[Hi
 def _retries_under_a_reader(steps: list[Step]) -> bool:
     for i, read in enumerate(steps):
         if read.op.kind == "derive":
-            wrote = {s.key for s in steps[:i] if s.table == SOURCE and s.op.kind in ("append", "overwrite")}
+            wrote = {s.key for s in steps[:i] if s.table == SOURCE and s.op.kind in ("append", "overwrite", "merge")}
             if wrote & {s.key for s in steps[i + 1:]}:
                 return True
     return False
@@ -152,7 +170,7 @@ def _params() -> list[Any]:
 
 
 def test_every_path_takes_every_part() -> None:
-    """Per root, its histories append or overwrite, delete or update, read (keyed) and write a read's result
+    """Per root, its histories append or overwrite, delete or update, merge, read (keyed) and write a read's result
     through every path of the root."""
     for root in ROOTS:
         used: dict[str, set[str]] = {p.name: set() for p in paths_of(root)}
@@ -161,7 +179,7 @@ def test_every_path_takes_every_part() -> None:
                 used[step.path].add(ROLES[step.op.kind])
                 if step.read_path is not None:
                     used[step.read_path].add("keyed read")
-        assert used == {name: {"write", "rewrite", "derive", "keyed read"} for name in used}, root
+        assert used == {name: {"write", "rewrite", "merge", "derive", "keyed read"} for name in used}, root
 
 
 @pytest.fixture
@@ -218,6 +236,8 @@ class Runner:
                            partitions=[{"day": op.day}] if op.kind == "overwrite" else None)
             elif op.kind == "delete":
                 path.delete(spark, handle, step.table, "id", op.ids)
+            elif op.kind == "merge":
+                path.merge(spark, handle, step.table, rows_table(op.rows()), MERGE_ON, **op.merge_clauses())
             else:
                 path.update(spark, handle, step.table, "id", op.ids, {"value": 1.0})
         self.latest.ran(step.key, step.table, op, seen)

@@ -7,9 +7,11 @@ visible in every table, an uncommitted one in none), invariant 8 (vacuum deletes
 no orphan file or garbage row), dense CSNs, and that a new transaction commits afterwards.
 
 Every point of `crashpoints.ALL` is a cell: a point without an entry in SCENARIOS fails (here and in
-test_every_crash_point_has_a_scenario), so no point is silently left out. AIRFLOW_TXN_SOAK_ROUNDS=N runs
-every cell N times (the soak). Each cell is recorded as evidence (tests/evidence.py, suite crash_matrix),
-and the module prints how many cells ran and passed.
+test_every_crash_point_has_a_scenario), so no point is silently left out. The statement cells (at the end) kill
+a transaction around each kind of statement beyond appends (a MERGE: txn_worker.STATEMENTS) at every point of a
+transaction's life it passes: its files written, a keyed retry of it, the commit, the rollback.
+AIRFLOW_TXN_SOAK_ROUNDS=N runs every cell N times (the soak). Each cell is recorded as evidence (tests/evidence.py,
+suite crash_matrix), and the module prints how many cells ran and passed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from tests.core.workers.txn_worker import (
     RETRY_DAYS,
     RETRY_IDS,
     RETRY_KEY,
+    STATEMENT_VALUES,
+    STATEMENTS,
 )
 from tests.helpers import accounts, events, ids, make_tables, storage_files, unregistered_parts, visible_part_files
 
@@ -562,3 +566,111 @@ def test_reader_in_another_process_applies_killed_committers_records(wh: Warehou
     assert all(r["applied"] for r in wh.commit_log(limit=10))
     assert ids(wh.read(EVENTS_T)) == by_wait["events"]
     assert ids(wh.read(ACCOUNTS_T)) == by_wait["accounts"]
+
+
+# -- statements through the crash points of a transaction's life ------------------------------------------
+# A kind of statement (txn_worker.STATEMENTS: a MERGE rewriting a part and inserting in sales.events, a MERGE that
+# deletes what its source lacks in sales.accounts) staged in both crash tables, the worker killed at each point of
+# STATEMENT_POINTS: after recovery the tables read exactly as before (it never committed) or exactly as
+# STATEMENT_RESULTS[kind] (it committed, a retry's attempt 3 included), no snapshot changed, no orphan file stays,
+# every removal lock it took is released, and CSNs stay dense. A new kind (a schema change) is a function in
+# txn_worker.STATEMENTS and its committed tables here.
+STATEMENT_POINTS: dict[str, tuple[str, bool]] = {
+    crashpoints.STAGE_AFTER_FILES: ("commit", False),  # the first merge's rewritten and inserted files written
+    crashpoints.STAGE_RETRY_AFTER_FILES: ("retry", True),  # attempt 2's files written, attempt 1 still staged
+    crashpoints.STAGE_RETRY_MID_REGISTER: ("retry", True),  # attempt 1 compensated inside the killed registration
+    crashpoints.COMMIT_BEFORE_RECORD: ("commit", False),
+    crashpoints.COMMIT_MID_RECORD: ("commit", False),
+    crashpoints.COMMIT_AFTER_RECORD: ("commit", True),
+    crashpoints.COMMIT_MID_APPLY: ("commit", True),
+    crashpoints.ROLLBACK_MID: ("rollback", False),
+}
+"""point -> (how the worker ends the transaction, whether it is committed after recovery)."""
+Rows = dict[str, list[tuple[Any, ...]]]
+STATEMENT_RESULTS: dict[str, Rows] = {
+    "merge": {EVENTS_T: [(1, "2024-01-01", 7.0), (2, "2024-01-01", 1.0),
+                         *((i, CRASH_DAY, 7.0) for i in CRASH_EVENT_IDS)],
+              ACCOUNTS_T: sorted([(1, 7), *((i, 7) for i in CRASH_ACCOUNT_IDS)])},
+}
+"""The crash tables once the statement committed (from _baseline's), value STATEMENT_VALUES[2]."""
+
+
+def _rows(wh: Warehouse, **at: Any) -> Rows:
+    return {name: sorted(tuple(r.values()) for r in wh.read(name, **at).to_pylist()) for name in (EVENTS_T, ACCOUNTS_T)}
+
+
+def test_every_statement_has_its_result() -> None:
+    assert set(STATEMENT_RESULTS) == set(STATEMENTS)
+    assert STATEMENT_VALUES[2] == 7, "STATEMENT_RESULTS are written for value 7"
+
+
+def _statement_before_recovery(wh: Warehouse, point: str, tid: str) -> None:
+    """The half-done state the point names: nothing registered, attempt 1 only, no record, or all committed."""
+    info, record = wh.transaction_info(tid), _record_of(wh, tid)
+    external = wh.runtime.oracle.external_log is not None
+    if point == crashpoints.STAGE_AFTER_FILES:
+        assert info["state"] == "active" and info["parts"] == [] and _unregistered(wh), info
+    elif point in RETRY_POINTS:
+        mine = [p for p in _parts(wh) if p.version.creation_tid == tid]
+        assert info["state"] == "active" and record is None and mine, info
+        assert {p.stage_attempt for p in mine} == {1}, mine
+    elif point in (crashpoints.COMMIT_BEFORE_RECORD, crashpoints.COMMIT_MID_RECORD):
+        assert info["state"] == "active" and record is None, info
+    elif point in (crashpoints.COMMIT_AFTER_RECORD, crashpoints.COMMIT_MID_APPLY):
+        assert info["state"] == "committed" and record is not None and record["applied"] != external, record
+    else:
+        assert point == crashpoints.ROLLBACK_MID and info["state"] == "rolled_back" and record is None, info
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(SOAK_ROUNDS), ids=lambda r: f"r{r}")
+@pytest.mark.parametrize("kind", sorted(STATEMENTS))
+@pytest.mark.parametrize("point", list(STATEMENT_POINTS))
+def test_a_statement_killed_at_a_crash_point_recovers_all_or_nothing(
+        point: str, kind: str, round_: int, wh: Warehouse, spawn: Spawn, root: Path | str) -> None:
+    catalog = "postgres" if wh.runtime.catalog.dialect == "postgresql" else wh.runtime.catalog.dialect
+    storage = "" if wh.runtime.storage.local is not None else f"|{wh.runtime.storage.location.scheme}"
+    case = f"{kind} @ {point}|{catalog}|{wh.runtime.oracle.name}{storage}"
+    started = time.monotonic()
+    try:
+        _statement_cell(point, kind, wh, spawn, root)
+    except BaseException as exc:
+        _cells.append((case, False))
+        evidence.record("crash_matrix", case, False, round=round_, error=f"{type(exc).__name__}: {exc}"[:2000],
+                        seconds=round(time.monotonic() - started, 2))
+        raise
+    _cells.append((case, True))
+    evidence.record("crash_matrix", case, True, round=round_, seconds=round(time.monotonic() - started, 2),
+                    statement=kind,
+                    committed=STATEMENT_POINTS[point][1])
+
+
+def _statement_cell(point: str, kind: str, wh: Warehouse, spawn: Spawn, root: Path | str) -> None:
+    ending, committed = STATEMENT_POINTS[point]
+    _baseline(wh)
+    before, history = _rows(wh), _history(wh)
+    parent = wh.begin(label="crash-retry", lease_seconds=PARENT_LEASE_SECONDS) if ending == "retry" else None
+    said = _run_to_crash(spawn, point, "statement", kind, ending, *([parent.tid] if parent else []))
+    tid = next(m["tid"] for m in said if "tid" in m)
+    _statement_before_recovery(wh, point, tid)
+    if parent is None:
+        _wait_for_lease_expiry(wh, tid)
+    report = wh.recover()
+    assert report["missing_files"] == [], report
+    assert bool(report["orphan_dirs"]) == (point in (crashpoints.STAGE_AFTER_FILES, *RETRY_POINTS)), report
+    assert {c: h for c, h in _history(wh).items() if c in history} == history, "recovery changed a past snapshot"
+    if parent is not None:
+        assert parent.state == "active", "recovery rolled back a transaction whose lease is valid"
+        STATEMENTS[kind](wh.attach(parent.tid).use_key(RETRY_KEY, attempt=3), STATEMENT_VALUES[2])
+        parent.commit()
+    info = wh.transaction_info(tid)
+    assert info["state"] == ("committed" if committed else "rolled_back"), info
+    assert _rows(wh) == (STATEMENT_RESULTS[kind] if committed else before)
+    if not committed:
+        assert info["cleanup_done"] and all(p["creation_csn"] == ROLLBACK_CSN if p["role"] == "created"
+                                            else p["removal_csn"] is not None for p in info["parts"]), info
+    _check_no_orphans(wh, root)
+    with wh.begin() as t:  # every removal lock released: a statement rewriting every part of both tables commits
+        t.update(EVENTS_T, pc.field("id") >= 0, {"value": 0.0})
+        t.update(ACCOUNTS_T, pc.field("id") >= 0, {"balance": 0})
+    _check_usable(wh)

@@ -24,7 +24,7 @@ from airflow_txn import Warehouse
 from airflow_txn.catalog import schema
 from airflow_txn.errors import InvalidatedKeysError, RetryConflictError, StaleAttemptError
 from tests.helpers import EVENTS, events, ids
-from tests.keyed_model import DAYS, Latest, Op, commit_running_again, rows_table, sorted_rows
+from tests.keyed_model import DAYS, MERGES, Latest, Op, commit_running_again, rows_table, sorted_rows
 
 D1 = [{"day": "2024-01-01"}]
 
@@ -257,8 +257,9 @@ def test_vacuum_drops_the_key_rows_of_ended_transactions_only(wh: Warehouse) -> 
 # then equal the reference (tests/keyed_model.py): the snapshot's rows with every key's latest statement re-run
 # from scratch, in the order those statements last ran. tests/conformance/test_histories.py runs such histories
 # with keyed reads, each statement through an engine path of its own.
-OPS = st.builds(Op, st.sampled_from(["append", "append", "delete", "update", "overwrite"]),
-                st.lists(st.integers(0, 3), min_size=1, max_size=3).map(tuple), st.sampled_from(DAYS))
+OPS = st.builds(Op, st.sampled_from(["append", "append", "delete", "update", "overwrite", "merge"]),
+                st.lists(st.integers(0, 3), min_size=1, max_size=3).map(tuple),
+                st.sampled_from(DAYS), clause=st.sampled_from(sorted(MERGES)))
 HISTORY = st.lists(st.tuples(st.sampled_from("ABC"), OPS), min_size=2, max_size=9)
 SEED_ROWS = st.lists(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(DAYS)), max_size=3), max_size=2)
 EXAMPLES = itertools.count()

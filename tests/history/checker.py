@@ -22,7 +22,13 @@ effect computed by replaying its recorded statements on the model at its snapsho
   (first committer wins, so no lost update);
 - serializable: a committed serializable transaction's reads and statement results are the same at
   its commit point (CSN - 1) as at its snapshot (equivalence to the serial order of CSNs, so no
-  write skew), and every enforced constraint (a sum >= a bound) holds after every commit.
+  write skew), and every enforced constraint (a sum >= a bound) holds after every commit;
+- a MERGE that inserts (or deletes the rows its source lacks) is validated at commit whatever the isolation
+  level: it gives the same result at its transaction's commit point as at its snapshot (else two merges could
+  both insert one key).
+
+A MERGE statement is recorded with its source rows, its key columns and its clause by name (recorder.MERGES);
+`merged` below computes what it does to a table. A new kind of statement is a branch of `replay_op`.
 
 Run `python -m tests.history.checker DIR` to judge the history files of a saved run.
 """
@@ -65,7 +71,9 @@ KINDS: dict[str, str] = {
     "lost_update": "two concurrent committed transactions wrote the same row",
     "write_skew": "an enforced constraint was broken",
     "not_serializable": "a serializable transaction's reads changed between its snapshot and its commit",
+    "unvalidated_merge": "a merge that inserted committed though what it merged changed after its snapshot",
 }
+FIELDS = ("rid", "tok", "val", "grp")
 EXPECTED_ABORTS = {"SerializationError", "LeaseExpiredError", "TransactionClosedError"}
 MAX_MESSAGES = 8  # per kind; every violation is counted
 
@@ -92,6 +100,8 @@ class Txn:
     acked: bool = False
     csn: int | None = None
     effects: Effects | None = None
+    wrong_at_snapshot: set[int] = field(default_factory=set)
+    """The steps (by id) whose recorded result the model did not give at the snapshot."""
 
     @property
     def writer(self) -> bool:
@@ -269,7 +279,7 @@ class Checker:
         for txn in self.txns.values():
             at_snapshot[txn.snap].append(txn)
         at_commit_point: dict[int, list[Txn]] = defaultdict(list)
-        for txn in (t for t in pending if t.iso == "serializable"):
+        for txn in (t for t in pending if t.iso == "serializable" or any(map(validated, t.steps))):
             at_commit_point[(txn.csn or 0) - 1].append(txn)
         reads_at: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for read in self.reads:
@@ -282,7 +292,7 @@ class Checker:
             for txn in at_snapshot[point]:
                 self.replay_at_snapshot(txn)
             for txn in at_commit_point[point]:
-                self.check_serializable(txn)
+                self.check_at_commit_point(txn)
             for read in reads_at[point]:
                 self.check_read(read, point)
         for txn in pending[index:]:
@@ -306,10 +316,15 @@ class Checker:
     def replay(self, txn: Txn, state: State) -> tuple[Effects, list[str]]:
         """Run the transaction's recorded statements on `state`: its effects, and every recorded result
         that differs from what the model gives."""
+        effects, problems = self.replay_steps(txn, state)
+        return effects, [problem for _, problem in problems]
+
+    def replay_steps(self, txn: Txn, state: State) -> tuple[Effects, list[tuple[dict[str, Any], str]]]:
+        """`replay`, each problem with the step it is about."""
         tables = {s["table"] for s in txn.steps}
         view = {t: dict(state.get(t, {})) for t in tables}
         touched: dict[str, set[str]] = defaultdict(set)
-        problems: list[str] = []
+        problems: list[tuple[dict[str, Any], str]] = []
         for step in txn.steps:
             if step["ev"] == "op_error":
                 continue  # a failed statement changes nothing (statements are atomic)
@@ -319,11 +334,13 @@ class Checker:
                 expected = sorted(r for r in rows.values() if step.get("grp") is None or r[3] == step["grp"])
                 got = sorted(_row(r) for r in step["rows"])
                 if got != expected:
-                    problems.append(f"read of {table}{_grp(step)} saw {_diff(got, expected)}")
+                    problems.append((step, f"read of {table}{_grp(step)} saw {_diff(got, expected)}"))
                 continue
-            n = self.replay_op(step, rows, touched[table])
+            n = merged(step, rows, touched[table]) if step["op"] == "merge" else \
+                self.replay_op(step, rows, touched[table])
             if n != step["n"]:
-                problems.append(f"{step['op']} on {table}{_grp(step)} reported {step['n']} rows, the model gives {n}")
+                problems.append((step, f"{step['op']} on {table}{_grp(step)} reported {step['n']} rows, "
+                                       f"the model gives {n}"))
         effects = {t: {rid: view[t].get(rid) for rid in rids} for t, rids in touched.items() if rids}
         return effects, problems
 
@@ -360,9 +377,10 @@ class Checker:
         raise ValueError(f"unknown op {op!r}")
 
     def replay_at_snapshot(self, txn: Txn) -> None:
-        effects, problems = self.replay(txn, self.state)
+        effects, steps = self.replay_steps(txn, self.state)
         txn.effects = effects
-        for problem in problems:
+        txn.wrong_at_snapshot = {id(step) for step, _ in steps}
+        for _, problem in steps:
             self.violate("inconsistent_txn_read", f"{txn}: {problem}")
         if txn.committed and txn.csn == txn.snap and effects:
             self.violate("bad_csn", f"{txn} wrote {sorted(effects)} but committed without a new CSN")
@@ -379,6 +397,25 @@ class Checker:
         what = "; ".join(problems) or "its writes would differ"
         self.violate("not_serializable", f"{txn}: at its commit point {what}; changed after its snapshot by "
                      f"{culprits or 'nobody it can name'}")
+
+    def check_at_commit_point(self, txn: Txn) -> None:
+        """A serializable transaction, or one whose merges the engine validates, at CSN - 1."""
+        if txn.iso == "serializable":
+            self.check_serializable(txn)
+        else:
+            self.check_merges_validated(txn)
+
+    def check_merges_validated(self, txn: Txn) -> None:
+        """At CSN - 1 a merge that inserted (or deleted what its source lacked) must give what it gave at the
+        snapshot, whatever the isolation level (the engine validates what it scanned at commit)."""
+        _, problems = self.replay_steps(txn, self.state)
+        for step, problem in problems:
+            if validated(step) and id(step) not in txn.wrong_at_snapshot:  # else reported as inconsistent
+                culprits = sorted(str(t) for t in self.txns.values()
+                                  if t.writer and t.csn is not None and txn.snap < t.csn < (txn.csn or 0)
+                                  and step["table"] in (t.effects or {}))
+                self.violate("unvalidated_merge", f"{txn}: at its commit point {problem}; {step['table']} changed "
+                             f"after its snapshot by {culprits or 'nobody it can name'}")
 
     def apply(self, txn: Txn) -> None:
         if txn.effects is None:  # its snapshot was never reached: cannot happen for a parsed history
@@ -552,11 +589,58 @@ class Checker:
             "reads": self.counts["reads"],
             "txn_reads": sum(1 for t in txns for s in t.steps if s["ev"] == "read"),
             "statements": sum(1 for t in txns for s in t.steps if s["ev"] == "op"),
+            "committed_merges": sum(1 for t in txns if t.committed for s in t.steps
+                                    if s["ev"] == "op" and s["op"] == "merge"),
+            "committed_validated_merges": sum(1 for t in txns if t.committed for s in t.steps if validated(s)),
             "killed": self.counts["kills"],
             "allowed_constraint_breaks": self.counts["allowed_constraint_breaks"],
             "last_csn": max((t.csn or 0 for t in txns if t.writer), default=0),
             "violations": len(self.report.violations),
         }
+
+
+def validated(step: dict[str, Any]) -> bool:
+    """Whether a recorded statement is a merge the engine validates at commit: it inserted, or it deletes the rows
+    its source lacks."""
+    return step.get("ev") == "op" and step.get("op") == "merge" and (
+        step["clause"] == "sync" or int(step["n"][1]) > 0)
+
+
+def merged(step: dict[str, Any], rows: dict[str, Row], touched: set[str]) -> list[int]:
+    """Apply a recorded merge to `rows` (rid -> row): a row whose key columns (`on`) equal a source row's is matched
+    (the source holds each key once); returns [updated, inserted, deleted] as Transaction.merge counts them."""
+    on = [FIELDS.index(name) for name in step["on"]]
+    source = {tuple(r[i] for i in on): r for r in map(_row, step["source"])}
+    clause = step["clause"]
+    updated = inserted = deleted = 0
+    matched: set[tuple[Any, ...]] = set()
+    for rid, row in list(rows.items()):
+        key = tuple(row[i] for i in on)
+        new = source.get(key)
+        if new is not None:
+            matched.add(key)
+        if new is None and clause != "sync":
+            continue
+        if new is None or clause == "delete":
+            del rows[rid]
+            touched.add(rid)
+            deleted += 1
+            continue
+        updated += 1
+        touched.add(rid)
+        if clause == "add":
+            rows[rid] = (rid, new[1], row[2] + new[2], row[3])
+        elif clause == "guarded":
+            rows[rid] = (rid, new[1], new[2], row[3]) if new[2] > row[2] else row
+        else:  # upsert, sync: every column from the source
+            rows[rid] = new
+    if clause not in ("add", "delete"):
+        for key, new in source.items():
+            if key not in matched:
+                rows[new[0]] = new
+                touched.add(new[0])
+                inserted += 1
+    return [updated, inserted, deleted]
 
 
 def _row(raw: list[Any] | tuple[Any, ...]) -> Row:

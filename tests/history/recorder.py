@@ -5,7 +5,8 @@ Lines are written with one os.write on an O_APPEND descriptor, so a SIGKILL lose
 being written (the checker ignores a torn last line). Every line carries the worker (`w`) and the
 system-wide monotonic clock (`t`, seconds), so events of different processes can be ordered in real
 time. Rows are recorded as [rid, tok, val, grp]: the row id, the token of the transaction that last
-wrote the row, a value and a group (the partition of hist.events).
+wrote the row, a value and a group (the partition of hist.events). A merge is recorded with its source rows,
+its key columns and its clause by name (MERGES); checker.py computes what it does from those.
 """
 
 from __future__ import annotations
@@ -57,6 +58,25 @@ def expected(exc: BaseException) -> bool:
     return error_name(exc) in EXPECTED_ERRORS
 
 Row = list[Any]
+MERGES = ("upsert", "add", "guarded", "delete", "sync")
+"""The merges the workload runs (checker.py models each by name)."""
+
+
+def merge_clauses(clause: str, tok: str) -> dict[str, object]:
+    """Transaction.merge's clauses for the merge named `clause`, run by transaction `tok`: "upsert" (update every
+    column from the source, insert the rest), "add" (add the source's val, no insert), "guarded" (take the source
+    row only where its val is greater; insert the rest), "delete" (delete the matched rows), "sync" (upsert and
+    delete every row the source lacks). A row it sets carries `tok`, as every row a transaction writes."""
+    greater = pc.field("source", "val") > pc.field("val")
+    return {
+        "upsert": {},
+        "add": {"when_matched": {"val": pc.field("val") + pc.field("source", "val"), "tok": tok},
+                "when_not_matched": "ignore"},
+        "guarded": {"when_matched": {"val": pc.if_else(greater, pc.field("source", "val"), pc.field("val")),
+                                     "tok": pc.if_else(greater, pc.field("source", "tok"), pc.field("tok"))}},
+        "delete": {"when_matched": "delete", "when_not_matched": "ignore"},
+        "sync": {"when_not_matched_by_source": "delete"},
+    }[clause]
 
 
 def rows_of(table: pa.Table) -> list[Row]:
@@ -123,6 +143,21 @@ class RecordedTxn:
         partitions = None if grp is None else [{"grp": grp}]
         return self._op("overwrite", table, lambda: self.t.overwrite(table, arrow(rows), partitions=partitions),
                         rows=rows, grp=grp)
+
+    def merge(self, table: str, source: list[Row], on: list[str], clause: str) -> list[int]:
+        """MERGE `source` into `table` by the key columns `on` with the named clauses (MERGES); recorded with its
+        source, keys and clause, and its result as [updated, inserted, deleted]."""
+        def call() -> list[int]:
+            counts = self.t.merge(table, arrow(source), on, **merge_clauses(clause, self.tok))  # type: ignore[arg-type]
+            return [counts["updated"], counts["inserted"], counts["deleted"]]
+        try:
+            n = call()
+        except Exception as exc:
+            self.rec.emit("op_error", tok=self.tok, op="merge", table=table, err=error_name(exc),
+                          cls=type(exc).__name__, msg=str(exc)[:300])
+            raise
+        self.rec.emit("op", tok=self.tok, op="merge", table=table, n=n, source=source, on=on, clause=clause)
+        return n
 
     def read(self, table: str, grp: str | None = None) -> list[Row]:
         try:

@@ -1,6 +1,6 @@
 """Randomized concurrent histories (issue 6) on every catalog (SQLite, PostgreSQL, PostgreSQL + ZooKeeper).
 
-Writer and reader processes run random transactions against one warehouse for a bounded time while
+Writer and reader processes run random transactions (MERGE among them) against one warehouse for a bounded time while
 the driver SIGKILLs some of them; the recorded history is then judged by tests/history/checker.py,
 which shares no code with the engine. Then the same history, corrupted in a few known ways, must be
 rejected, so a checker that stopped looking would fail here too.
@@ -105,7 +105,17 @@ def swap_two_csns(events: list[Event], rng: random.Random) -> bool:
     return True
 
 
+def miscount_a_merge(events: list[Event], rng: random.Random) -> bool:
+    """A merge reports one row more updated than it had at its snapshot."""
+    merges = [e for e in events if e["ev"] == "op" and e["op"] == "merge"]
+    if not merges:
+        return False
+    rng.choice(merges)["n"][0] += 1
+    return True
+
+
 MUTATIONS: list[tuple[Callable[[list[Event], random.Random], bool], set[str]]] = [
+    (miscount_a_merge, {"inconsistent_txn_read", "not_serializable", "unvalidated_merge"}),
     (drop_a_committed_row, {"lost_commit", "torn_read"}),
     (duplicate_a_row, {"duplicate_row"}),
     (show_an_aborted_row, {"dirty_read"}),
@@ -157,7 +167,8 @@ def test_random_concurrent_histories(catalog_url: str, root: Path, tmp_path: Pat
     stats = report.stats
     details = {k: stats[k] for k in ("txns", "committed", "committed_writes", "committed_serializable", "aborted",
                                      "rolled_back", "unknown", "unknown_committed", "abandoned", "reads",
-                                     "txn_reads", "statements", "killed", "allowed_constraint_breaks")}
+                                     "txn_reads", "statements", "committed_merges", "committed_validated_merges",
+                                     "killed", "allowed_constraint_breaks")}
     details.update(seed=seed, backend=backend, seconds=round(result.seconds, 1), processes=cfg.writers + cfg.readers,
                    violations=sorted(report.kinds()))
     try:
@@ -167,6 +178,7 @@ def test_random_concurrent_histories(catalog_url: str, root: Path, tmp_path: Pat
         assert report.ok, f"{header}\nhistory in {result.directory}\n{report.summary()}"
         assert stats["committed_writes"] >= 20, f"too little work to judge: {stats}"
         assert stats["killed"] >= 1 and stats["reads"] >= 10, stats
+        assert stats["committed_validated_merges"] >= 1, f"no merge that inserted committed: {stats}"
         details["mutations_caught"] = _check_mutations(events, seed)
         assert details["mutations_caught"] >= 4, "the history gave too few chances to corrupt it"
     except AssertionError:

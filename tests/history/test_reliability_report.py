@@ -61,10 +61,12 @@ def test_the_report_draws_the_grid_and_the_histories(rel: ModuleType) -> None:
         _case("crash_matrix", "commit.mid_apply|sqlite|sql", True),
         _case("crash_matrix", "commit.mid_apply|postgres|zookeeper", False, error="AssertionError: half visible"),
         _case("crash_matrix", "vacuum.mid|sqlite|sql", True),
+        _case("crash_matrix", "merge @ commit.mid_apply|sqlite|sql", True),
     ])
     hist = rel.Outcome(suites["histories"], ["python", "-m", "pytest", "-q"], {}, tests={"t": "passed"}, cases=[
         _case("histories", "sqlite-seed7", True, backend="sqlite", seed=7, txns=900, committed=600, aborted=250,
-              unknown=3, reads=100, killed=5, allowed_constraint_breaks=2, mutations_caught=5, seconds=31.0),
+              unknown=3, reads=100, killed=5, committed_merges=40, allowed_constraint_breaks=2, mutations_caught=5,
+              seconds=31.0),
         _case("histories", "postgres-seed7", True, backend="postgres", seed=7, txns=300, committed=200, aborted=90,
               unknown=1, reads=60, killed=4, allowed_constraint_breaks=0, mutations_caught=5, seconds=33.0),
     ])
@@ -75,9 +77,11 @@ def test_the_report_draws_the_grid_and_the_histories(rel: ModuleType) -> None:
     assert "| crash point | postgres + zookeeper | sqlite + sql |" in text
     assert "| `commit.mid_apply` | FAIL | pass |" in text
     assert "| `vacuum.mid` | - | pass |" in text
+    assert "| `merge @ commit.mid_apply` | - | pass |" in text
+    assert "2 crash points and 1 statements at a crash point" in text
     assert "AssertionError: half visible" in text
     assert "1200 transactions and 160 snapshot reads checked in 2 histories" in text
-    assert "| sqlite | 7 | 900 | 600 | 250 | 3 | 100 | 5 | 2 | 5 | 31 s | pass |" in text
+    assert "| sqlite | 7 | 900 | 600 | 250 | 3 | 100 | 5 | 40 | 2 | 5 | 31 s | pass |" in text
     assert "--soak" in text and "How to reproduce" in text
 
 

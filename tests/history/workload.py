@@ -2,6 +2,8 @@
 
 A writer runs random transaction programs until STOP_FILE exists: appends to several tables at once,
 read-modify-write updates and deletes (some serializable), partition rewrites, whole-table compaction,
+MERGEs (upserts, guarded and additive updates, deletes, a sync deleting what the source lacks) of rows it saw and
+of keys from a small pool every writer shares (so two merges may insert one key: one of them must fail),
 withdrawals and deposits on two pairs of accounts (the write-skew pattern), read-only transactions,
 and a few voluntary rollbacks. A reader reads every table at the latest readable CSN or at a random
 older one. Both use only the public API and record everything through tests/history/recorder.py;
@@ -32,6 +34,12 @@ from tests.history.recorder import (
     rows_of,
 )
 
+MERGE_WEIGHTS = {"upsert": 3.0, "add": 2.0, "guarded": 2.0, "delete": 1.0, "sync": 0.3}
+"""How often a merge of hist.items is each of recorder.MERGES (hist.events: all but sync, which would empty
+every other group)."""
+POOL = 6
+"""Keys every writer's merges draw from (per group of hist.events): concurrent merges insert the same key."""
+
 ITEMS_LOW, ITEMS_HIGH = 12, 40  # keep hist.items small: reads stay cheap, conflicts stay likely
 GROUP_KEEP = 6  # a partition rewrite keeps at most this many rows of its group
 
@@ -60,6 +68,8 @@ class Writer:
             (3, self.modify_items, None),
             (2, self.rewrite_group, None),
             (0.5, self.compact_items, None),
+            (1.5, self.merge_items, None),
+            (1.5, self.merge_group, None),
             (2, self.move_money, "serializable"),
             (2, self.move_money, "snapshot"),
             (1, self.read_only, None),
@@ -119,6 +129,33 @@ class Writer:
         rows = tx.read(ITEMS)
         self.pause()
         tx.overwrite(ITEMS, rows)
+
+    def merge_items(self, tx: RecordedTxn) -> None:
+        """MERGE into hist.items by rid: keys of the pool, and (after a read) rows it saw and a new row; a sync's
+        source is what it read, changed, so it deletes the rest."""
+        clause = self.rng.choices(list(MERGE_WEIGHTS), weights=list(MERGE_WEIGHTS.values()))[0]
+        keys = {f"pool.{n}" for n in self.rng.sample(range(POOL), k=self.rng.randint(0, 2))}
+        if clause == "sync" or self.rng.random() < 0.5:
+            seen = [r[0] for r in tx.read(ITEMS)]
+            keep = seen if clause == "sync" else []
+            keys |= set(keep[: max(0, len(keep) - 2)]) | set(self.rng.sample(seen, k=min(len(seen), 2)))
+            keys.add(tx.new_rid())
+        if not keys:
+            keys.add(tx.new_rid())
+        self.pause()
+        tx.merge(ITEMS, [[rid, tx.tok, self.rng.randint(0, 1000), ""] for rid in sorted(keys)], ["rid"], clause)
+
+    def merge_group(self, tx: RecordedTxn) -> None:
+        """MERGE into one or two groups of hist.events by (rid, grp), blind: keys of the groups' pools and a new
+        row; only the parts of those groups are candidates, and only a commit into them can refuse it."""
+        clause = self.rng.choices(list(MERGE_WEIGHTS)[:-1], weights=list(MERGE_WEIGHTS.values())[:-1])[0]
+        source = []
+        for grp in self.rng.sample(GROUPS, k=self.rng.randint(1, 2)):
+            for n in self.rng.sample(range(POOL), k=self.rng.randint(1, 3)):
+                source.append([f"pool.{grp}.{n}", tx.tok, self.rng.randint(0, 1000), grp])
+            if self.rng.random() < 0.5:
+                source.append([tx.new_rid(), tx.tok, self.rng.randint(0, 1000), grp])
+        tx.merge(EVENTS, source, ["rid", "grp"], clause)
 
     def move_money(self, tx: RecordedTxn) -> None:
         """Withdraw from one account of a pair if the pair's sum stays >= 0, or deposit into it."""

@@ -34,6 +34,27 @@ RETRY_IDS = {1: [300, 301], 2: [400, 401]}
 RETRY_DAYS = {1: "2024-01-03", 2: "2024-01-04"}
 
 
+STATEMENT_VALUES = {1: 5, 2: 7}
+"""The statement crash cells: the value attempt 1 stages, and the value every other attempt (and a one-shot
+statement) stages."""
+
+
+def merge_both(t: Transaction, value: int) -> None:
+    """The MERGE of the statement crash cells, in both tables: an upsert into sales.events (updates id 1 of day
+    2024-01-01, rewriting its part; inserts CRASH_EVENT_IDS on CRASH_DAY) and a sync of sales.accounts (updates id
+    1, inserts CRASH_ACCOUNT_IDS, deletes what the source lacks)."""
+    t.merge("sales.events", pa.concat_tables([events([1], value=float(value)),
+                                              events(CRASH_EVENT_IDS, day=CRASH_DAY, value=float(value))]),
+            on=["id", "day"])
+    t.merge("sales.accounts", accounts({1: value, **dict.fromkeys(CRASH_ACCOUNT_IDS, value)}), on="id",
+            when_not_matched_by_source="delete")
+
+
+STATEMENTS: dict[str, Callable[[Transaction, int], None]] = {"merge": merge_both}
+"""Kinds of statement the crash matrix kills a transaction around (tests/core/test_crash_points.py, statement
+cells): each stages its change in both crash tables with a value. A schema change adds its kind here."""
+
+
 def emit(payload: object) -> None:
     """One JSON line on stdout, flushed at once (the parent may be waiting for it)."""
     sys.stdout.write(json.dumps(payload) + "\n")
@@ -126,6 +147,9 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
     if scenario == "retry":
         retry(wh, args[0])
         return
+    if scenario == "statement":
+        statement(wh, *args)
+        return
     if scenario == "keep_alive":
         keep_alive(wh)
         return
@@ -189,6 +213,34 @@ def retry(wh: Warehouse, tid: str) -> None:
     t.use_key(RETRY_KEY, attempt=2)
     t.append("sales.events", events(RETRY_IDS[2], day=RETRY_DAYS[2]))
     t.append("sales.accounts", accounts(dict.fromkeys(RETRY_IDS[2], 4)))
+    emit({"survived": t.state})
+
+
+def statement(wh: Warehouse, kind: str, ending: str, tid: str | None = None) -> None:
+    """A statement of STATEMENTS[kind] in both crash tables, then `ending`: "commit" or "rollback" (its own
+    transaction), or "retry": attempts 1 and 2 of RETRY_KEY in the parent's transaction `tid`, the crash point
+    armed only for attempt 2 (as `retry` does)."""
+    stage = STATEMENTS[kind]
+    if ending == "retry":
+        assert tid is not None
+        point = os.environ.pop(crashpoints.ENV_VAR, None)
+        t = wh.attach(tid).use_key(RETRY_KEY, attempt=1)
+        emit({"tid": t.tid})
+        stage(t, STATEMENT_VALUES[1])
+        emit({"attempt": 1})
+        if point is not None:
+            crashpoints.arm(point)
+        t.use_key(RETRY_KEY, attempt=2)
+        stage(t, STATEMENT_VALUES[2])
+        emit({"survived": t.state})
+        return
+    t = wh.begin(label=f"crash-{kind}-{ending}", lease_seconds=CRASH_LEASE_SECONDS)
+    emit({"tid": t.tid})
+    stage(t, STATEMENT_VALUES[2])
+    if ending == "commit":
+        t.commit()
+    else:
+        t.rollback()
     emit({"survived": t.state})
 
 
