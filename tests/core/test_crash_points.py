@@ -387,10 +387,19 @@ def _check_no_orphans(wh: Warehouse, root: Path | str) -> None:
         assert part_records.garbage(conn, wh.readable_csn(), 100) == [], "garbage part rows left behind"
 
 
+def _as_now(wh: Warehouse, table: str, rows: pa.Table) -> pa.Table:
+    """`rows` of the table's first schema as its schema is now (a committed table change renamed `value` to
+    `amount` and added nullable columns): renamed, and the added columns null."""
+    now = wh.schema(table)
+    rows = rows.rename_columns(["amount" if n == "value" and "amount" in now.names else n for n in rows.column_names])
+    return pa.table({f.name: rows[f.name] if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+                     for f in now})
+
+
 def _check_usable(wh: Warehouse) -> None:
     """CSNs stay dense (no record lost or skipped) and a new transaction commits and is read back."""
     with wh.begin() as t:
-        t.append(EVENTS_T, events([900]))
+        t.append(EVENTS_T, _as_now(wh, EVENTS_T, events([900])))
     csns = sorted(r["csn"] for r in wh.commit_log(limit=1000))
     assert csns == list(range(2, 2 + len(csns))), f"CSNs not dense after recovery: {csns}"
     assert wh.transaction_info(t.tid)["commit_csn"] == csns[-1] == wh.readable_csn()
@@ -570,7 +579,8 @@ def test_reader_in_another_process_applies_killed_committers_records(wh: Warehou
 
 # -- statements through the crash points of a transaction's life ------------------------------------------
 # A kind of statement (txn_worker.STATEMENTS: a MERGE rewriting a part and inserting in sales.events, a MERGE that
-# deletes what its source lacks in sales.accounts) staged in both crash tables, the worker killed at each point of
+# deletes what its source lacks in sales.accounts; table changes, a rename and added columns, with rows under
+# them) staged in both crash tables, the worker killed at each point of
 # STATEMENT_POINTS: after recovery the tables read exactly as before (it never committed) or exactly as
 # STATEMENT_RESULTS[kind] (it committed, a retry's attempt 3 included), no snapshot changed, no orphan file stays,
 # every removal lock it took is released, and CSNs stay dense. A new kind (a schema change) is a function in
@@ -591,6 +601,10 @@ STATEMENT_RESULTS: dict[str, Rows] = {
     "merge": {EVENTS_T: [(1, "2024-01-01", 7.0), (2, "2024-01-01", 1.0),
                          *((i, CRASH_DAY, 7.0) for i in CRASH_EVENT_IDS)],
               ACCOUNTS_T: sorted([(1, 7), *((i, 7) for i in CRASH_ACCOUNT_IDS)])},
+    "table_change": {EVENTS_T: [(1, "2024-01-01", 1.0, None), (2, "2024-01-01", 1.0, None),
+                                *((i, CRASH_DAY, 7.0, "n7") for i in CRASH_EVENT_IDS)],
+                     ACCOUNTS_T: sorted([(1, 10, "std"), (2, 20, "std"),
+                                         *((i, 7, "gold") for i in CRASH_ACCOUNT_IDS)])},
 }
 """The crash tables once the statement committed (from _baseline's), value STATEMENT_VALUES[2]."""
 
@@ -670,7 +684,8 @@ def _statement_cell(point: str, kind: str, wh: Warehouse, spawn: Spawn, root: Pa
         assert info["cleanup_done"] and all(p["creation_csn"] == ROLLBACK_CSN if p["role"] == "created"
                                             else p["removal_csn"] is not None for p in info["parts"]), info
     _check_no_orphans(wh, root)
+    value = "amount" if "amount" in wh.schema(EVENTS_T).names else "value"  # renamed by a committed table change
     with wh.begin() as t:  # every removal lock released: a statement rewriting every part of both tables commits
-        t.update(EVENTS_T, pc.field("id") >= 0, {"value": 0.0})
+        t.update(EVENTS_T, pc.field("id") >= 0, {value: 0.0})
         t.update(ACCOUNTS_T, pc.field("id") >= 0, {"balance": 0})
     _check_usable(wh)

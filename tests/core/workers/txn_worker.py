@@ -50,7 +50,20 @@ def merge_both(t: Transaction, value: int) -> None:
             when_not_matched_by_source="delete")
 
 
-STATEMENTS: dict[str, Callable[[Transaction, int], None]] = {"merge": merge_both}
+def change_both(t: Transaction, value: int) -> None:
+    """The table changes of the statement crash cells, each followed by rows written under the new schema: in
+    sales.events a rename (incompatible: value -> amount) and an added column `note`, then CRASH_EVENT_IDS on
+    CRASH_DAY; in sales.accounts an added column `tier` with a default, then CRASH_ACCOUNT_IDS."""
+    t.rename_column("sales.events", "value", "amount")
+    t.add_column("sales.events", pa.field("note", pa.string()))
+    rows = events(CRASH_EVENT_IDS, day=CRASH_DAY, value=float(value)).rename_columns(["id", "day", "amount"])
+    t.append("sales.events", rows.append_column("note", pa.array([f"n{value}"] * len(CRASH_EVENT_IDS))))
+    t.add_column("sales.accounts", pa.field("tier", pa.string()), default="std")
+    added = accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, value))
+    t.append("sales.accounts", added.append_column("tier", pa.array(["gold"] * len(CRASH_ACCOUNT_IDS))))
+
+
+STATEMENTS: dict[str, Callable[[Transaction, int], None]] = {"merge": merge_both, "table_change": change_both}
 """Kinds of statement the crash matrix kills a transaction around (tests/core/test_crash_points.py, statement
 cells): each stages its change in both crash tables with a value. A schema change adds its kind here."""
 
