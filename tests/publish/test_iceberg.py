@@ -151,7 +151,8 @@ def test_a_file_without_ids_the_name_mapping_would_misread_is_refused(pub: Wareh
     [path] = Path(pub.runtime.storage.path("shop/t")).rglob("*.parquet")
     table = pq.read_table(path)
     pq.write_table(table.cast(pa.schema([f.remove_metadata() for f in table.schema])), path)
-    with pytest.raises(PublishError, match=r"shop\.t: the file .* has no Parquet field ids and its column\(s\) \['a'\]"):
+    with pytest.raises(PublishError, match=r"shop\.t: the file .* has no Parquet field ids and its column\(s\) "
+                                           r"\['a'\]"):
         pub.publish()
 
 
@@ -189,7 +190,8 @@ def test_a_table_published_with_other_ids_asks_to_be_republished(pub: Warehouse)
         tx._apply((AddSchemaUpdate(schema=swapped), SetCurrentSchemaUpdate.model_validate({"schema-id": -1})))
     with pub.begin() as t:
         t.append("shop.t", pa.table({"a": [2], "b": ["y"]}))
-    with pytest.raises(PublishError, match=r"shop\.t gives column\(s\) \['a', 'b'\] other field ids .*republish shop\.t"):
+    with pytest.raises(PublishError,
+                       match=r"shop\.t gives column\(s\) \['a', 'b'\] other field ids .*republish shop\.t"):
         pub.publish()
     pub.republish("shop.t")
     check_every_csn(pub)
