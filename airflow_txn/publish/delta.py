@@ -9,7 +9,10 @@ those, but its `to_pyarrow_table`/`to_pyarrow_dataset` (and readers that go thro
 path onto the table's location and fail. airflow_txn's vacuum and recovery list only part files and write
 directories (`p-...parquet`, `w-<hex>/`), so `_delta_log/` is never taken for an orphan.
 
-The schema is the table's, partitioned by the table's partition columns: Delta readers fill a partition column
+The schema is the table's (its oldest committed one at creation; an added nullable column is a version of its own
+before its CSN's, through deltalake's `alter.add_columns`; a rename, a drop or a type change needs column mapping or
+type widening, which deltalake cannot write: PublishError naming the column), partitioned by the table's partition
+columns: Delta readers fill a partition column
 from each file's `partitionValues` (the files never hold them, as in the Hive layout). Types Delta lacks or
 would read back wrong are refused (unsigned integers: Delta's byte/short/int/long are signed; nanosecond
 timestamps: Delta's are microseconds).

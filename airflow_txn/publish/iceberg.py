@@ -2,8 +2,10 @@
 (no data is copied or rewritten; docs/DESIGN.md, D26).
 
 Each airflow_txn table `ns.t` is the Iceberg table `ns.t`, its metadata under `<root>/.iceberg/ns/t`, its
-schema the table's (fresh field ids, and the name mapping `schema.name-mapping.default`, since the part files
-carry no field ids), partitioned by identity on the table's partition columns. The part files do not hold the
+schema the table's, its field ids the column ids the part files carry as Parquet field ids (and the name mapping
+`schema.name-mapping.default` for files from before ids), partitioned by identity on the table's partition columns.
+A CSN whose schema differs from the table's current Iceberg schema adds it and makes it current in the snapshot's
+own Iceberg commit, so each snapshot is read under its CSN's schema (iceberg_schemas.py). The part files do not hold the
 partition columns (they live in the Hive-style directory names); each published data file carries its part's
 partition values, from which Iceberg readers fill an identity-partitioned column a file lacks (the Iceberg
 spec's column projection rule, which pyiceberg, Spark and Trino implement).
@@ -608,7 +610,7 @@ class IcebergPublisher:
         wanted = self._wanted(info, parts)
         if set(current) == set(wanted):
             return snapshot_id
-        branch = f"airflow-txn-tag-{name}"
+        branch = f"airflow-txn-tag-{name}"  # its snapshot is read under the tagged one's schema
         manage = table.manage_snapshots()
         if branch in table.metadata.refs:  # left by a run that stopped half way
             manage = manage.remove_branch(branch)

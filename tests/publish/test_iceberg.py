@@ -353,6 +353,31 @@ def test_a_tag_keeps_reading_after_a_merge_of_what_it_sees_and_vacuum(pub: Wareh
     assert pub.publish()["tables"]["sales.events"]["tags"] == []  # checked once per change of the merges
 
 
+def test_a_tags_snapshot_after_a_merge_reads_under_the_tags_schema(pub: Warehouse) -> None:
+    """The tag's new snapshot (same CSN, merged files) is made after the schema changed: it keeps the tagged
+    snapshot's schema, while the table's current schema stays the newest."""
+    make_tables(pub)
+    for i in range(3):
+        with pub.begin() as t:
+            t.append("sales.events", events([i]))
+    pub.tag("before", tables=["sales.events"])
+    with pub.begin() as t:
+        t.rename_column("sales.events", "value", "amount")
+        t.add_column("sales.events", pa.field("extra", pa.string()))
+    assert pub.publisher.wait_idle()
+    pub.publish()
+    assert pub.compact("sales.events")["merged"] == 1
+    assert pub.publish()["tables"]["sales.events"]["tags"] == ["before"]
+    pub.vacuum(retention_seconds=0)
+    loaded = pub.iceberg_catalog().load_table("sales.events")
+    moved = loaded.metadata.refs["before"].snapshot_id
+    scanned = loaded.scan(snapshot_id=moved).to_arrow()
+    assert scanned.column_names == pub.schema("sales.events", tag="before").names == ["id", "day", "value"]
+    assert rows(scanned) == rows(pub.read("sales.events", tag="before"))
+    assert loaded.schema().find_field("amount").field_id == field_ids(pub.schema("sales.events"))["amount"]
+    check_every_csn(pub, [pub.readable_csn()])
+
+
 def test_snapshots_below_the_retention_horizon_expire_and_every_readable_one_still_reads(pub: Warehouse) -> None:
     """Once vacuum raised a table's horizon (and deleted the files only older versions used), its Iceberg
     snapshots older than the one at the horizon are expired, metadata only; a tagged one stays, and every
