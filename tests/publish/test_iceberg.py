@@ -107,6 +107,25 @@ def test_schema_changes_publish_and_every_csn_reads_under_its_own_schema(pub: Wa
     assert kinds == ["commit"] * len(kinds) and len(kinds) == 13  # a change without rows is a snapshot too
 
 
+def test_nested_columns_keep_their_ids_across_schema_changes(pub: Warehouse) -> None:
+    point = pa.struct([("x", pa.int32()), ("y", pa.int32())])
+    pub.create_table("shop.n", pa.schema([("id", pa.int64()), ("at", point), ("tags", pa.list_(pa.string()))]))
+    with pub.begin() as t:
+        t.append("shop.n", pa.table({"id": [1], "at": [{"x": 1, "y": 2}], "tags": [["a"]]},
+                                    schema=pa.schema([("id", pa.int64()), ("at", point),
+                                                      ("tags", pa.list_(pa.string()))])))
+    with pub.begin() as t:
+        t.rename_column("shop.n", "at", "where")
+        t.add_column("shop.n", pa.field("n", pa.int64()))
+    with pub.begin() as t:
+        t.append("shop.n", pa.table({"id": [2], "where": [{"x": 3, "y": 4}], "tags": [None], "n": [5]},
+                                    schema=pa.schema([("id", pa.int64()), ("where", point),
+                                                      ("tags", pa.list_(pa.string())), ("n", pa.int64())])))
+    check_every_csn(pub)
+    loaded = pub.iceberg_catalog().load_table("shop.n")
+    assert loaded.schema().find_field("where.y").field_id == 5 and loaded.schema().find_field("n").field_id == 7
+
+
 def test_a_schema_change_and_its_commit_are_one_iceberg_commit(pub: Warehouse) -> None:
     pub.create_table("shop.t", pa.schema([("a", pa.int32())]))
     with pub.begin() as t:
