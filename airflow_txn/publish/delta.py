@@ -9,7 +9,10 @@ those, but its `to_pyarrow_table`/`to_pyarrow_dataset` (and readers that go thro
 path onto the table's location and fail. airflow_txn's vacuum and recovery list only part files and write
 directories (`p-...parquet`, `w-<hex>/`), so `_delta_log/` is never taken for an orphan.
 
-The schema is the table's, partitioned by the table's partition columns: Delta readers fill a partition column
+The schema is the table's (its oldest committed one at creation; an added nullable column is a version of its own
+before its CSN's, through deltalake's `alter.add_columns`; a rename, a drop or a type change needs column mapping or
+type widening, which deltalake cannot write: PublishError naming the column), partitioned by the table's partition
+columns: Delta readers fill a partition column
 from each file's `partitionValues` (the files never hold them, as in the Hive layout). Types Delta lacks or
 would read back wrong are refused (unsigned integers: Delta's byte/short/int/long are signed; nanosecond
 timestamps: Delta's are microseconds).
@@ -40,12 +43,16 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from airflow_txn import environment
-from airflow_txn.catalog import commit_log, compaction_records, part_records
+from airflow_txn.catalog import commit_log, compaction_records, part_records, table_versions
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.catalog.table_versions import VersionRow
 from airflow_txn.core import retention
 from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.visibility import is_visible
 from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
+from airflow_txn.model import evolution
+from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.model.results import TagInfo
 from airflow_txn.publish import formats
@@ -105,11 +112,12 @@ def storage_options(location: Location, given: Mapping[str, str]) -> dict[str, s
     return options
 
 
-def delta_schema_check(info: TableInfo) -> pa.Schema:
-    """The table's schema as Delta takes it (timestamps in microseconds, a zoned one in UTC); PublishError naming
-    a column whose type Delta lacks."""
+def delta_schema_check(info: TableInfo, arrow_schema: pa.Schema | None = None) -> pa.Schema:
+    """The table's schema (or `arrow_schema`, one of its versions) as Delta takes it (timestamps in microseconds, a
+    zoned one in UTC); PublishError naming a column whose type Delta lacks."""
+    given = info.schema if arrow_schema is None else arrow_schema
     refused = []
-    for f in info.schema:
+    for f in given:
         if pa.types.is_unsigned_integer(f.type):
             refused.append(f"{f.name} is {f.type}, which Delta has no type for (its integers are signed); "
                            "use a signed integer or decimal")
@@ -120,7 +128,7 @@ def delta_schema_check(info: TableInfo) -> pa.Schema:
     # Delta has two timestamps, both microseconds: `timestamp` (an instant, read back in UTC) and `timestamp_ntz`;
     # deltalake refuses a zone other than UTC, and the files' own units (s, ms) are read as microseconds
     fields = [f.with_type(pa.timestamp("us", "UTC" if f.type.tz else None)) if pa.types.is_timestamp(f.type) else f
-              for f in info.schema]
+              for f in given]
     return pa.schema([f.remove_metadata() for f in fields])
 
 
@@ -187,19 +195,74 @@ class DeltaPublisher:
         from deltalake import DeltaTable, Schema
         from deltalake.transaction import CommitProperties
 
-        arrow_schema = delta_schema_check(info)
+        live = [row for row in self._history(info).values() if not row.dropped]
+        # the oldest committed version: each published CSN then changes it to the one visible there, in CSN order
+        first, partition_by = ((evolution.with_ids(live[0].schema), live[0].partition_by) if live
+                               else (info.schema, info.partition_by))
+        arrow_schema = delta_schema_check(info, first)
         try:
             schema = Schema.from_arrow(arrow_schema)
         except Exception as exc:  # deltalake's SchemaMismatchError / DeltaError for a type Delta lacks
             raise PublishError(f"table {info.name} cannot be published to Delta: {str(exc).splitlines()[0]}") from exc
         try:
-            DeltaTable.create(self.location(info), schema, mode="ignore", partition_by=list(info.partition_by) or None,
+            DeltaTable.create(self.location(info), schema, mode="ignore", partition_by=list(partition_by) or None,
                               name=str(info.name), description=DESCRIPTION + self.warehouse_id,
                               configuration=dict(CONFIGURATION), storage_options=self.options or None,
                               commit_properties=CommitProperties(custom_metadata={WAREHOUSE_KEY: self.warehouse_id}))
         except Exception as exc:  # another publisher created it at the same moment: use it
             if not any(True for _ in self._log_entries(info)):
                 raise PublishError(f"cannot create the Delta table of {info.name}: {exc}") from exc
+
+    # -- schemas ------------------------------------------------------------------------------------------------
+    def _history(self, info: TableInfo) -> dict[int, VersionRow]:
+        """{version: row} of the table's committed schema versions, oldest first (none on a catalog without them)."""
+        with self.rt.catalog.read() as conn:
+            if not table_versions.present(conn):
+                return {}
+            rows = table_versions.of_table(conn, info.id)
+        return {v: rows[v] for v in sorted(rows)
+                if rows[v].state.creation_csn is not None and rows[v].state.creation_csn != ROLLBACK_CSN}
+
+    def _evolve(self, table: DeltaTable, info: TableInfo, history: Mapping[int, VersionRow], previous: int,
+                csn: int) -> bool:
+        """Make the Delta table's schema the one visible at `csn`, coming from the one visible at `previous` (0: the
+        oldest, what the table was created with). Delta (deltalake 1.6) expresses an added nullable column (a
+        version of its own, before the CSN's; readers of older files see null); a rename, a drop, a type change or
+        a default needs Delta's column mapping or type widening, which deltalake cannot write: PublishError naming
+        the column. Returns whether the schema changed."""
+        if not history:
+            return False
+        before, after = _visible(history, previous), _visible(history, csn)
+        if after is None or before is None or after.version == before.version:
+            return False  # dropped at csn: the version empties the table under the schema it had
+        if before.dropped:
+            raise PublishError(f"table {info.name} cannot be published to Delta at CSN {csn}: it was dropped and "
+                               "created again, and Delta cannot express a new table under the same location's log")
+        added, refused = _changes(evolution.with_ids(before.schema), evolution.with_ids(after.schema))
+        if refused:
+            raise PublishError(f"table {info.name} cannot be published to Delta at CSN {csn}: column "
+                               f"{'; '.join(refused)}: Delta expresses that only with column mapping "
+                               "(delta.columnMapping.mode) or type widening, which deltalake cannot write; read it "
+                               "through Iceberg or airflow_txn")
+        have = set(table.schema().to_arrow().names)
+        fields = [f for f in added if f.name not in have]  # a run that stopped after adding them
+        if fields:
+            from deltalake import Schema
+
+            try:
+                converted = Schema.from_arrow(delta_schema_check(info, pa.schema(fields))).fields
+            except PublishError:
+                raise
+            except Exception as exc:  # a type Delta lacks
+                raise PublishError(f"table {info.name} cannot be published to Delta: {str(exc).splitlines()[0]}"
+                                   ) from exc
+            from deltalake.transaction import CommitProperties
+
+            # a version of its own (deltalake's write transaction keeps the table's schema), without the CSN or the
+            # progress: the CSN's own version follows it
+            table.alter.add_columns(list(converted), commit_properties=CommitProperties(
+                custom_metadata={WAREHOUSE_KEY: self.warehouse_id, KIND_KEY: "schema"}, max_commit_retries=0))
+        return True
 
     # -- publishing ---------------------------------------------------------------------------------------------
     def publish_table(self, info: TableInfo, watermark: int, tags: Sequence[TagInfo] = ()) -> TableOutcome:
@@ -230,8 +293,11 @@ class DeltaPublisher:
         steady = (published and compared == merges and horizon <= published
                   and all(kind == "commit" for _, kind in targets))
         current = {} if steady or not targets else _current_files(table)
+        history = self._history(info)
         previous = published
         for csn, kind in targets:
+            if self._evolve(table, info, history, previous, max(csn, horizon)):
+                table.update_incremental()
             if steady:
                 with self.rt.catalog.read() as conn:
                     created, gone = part_records.changed_parts(conn, info.id, previous, csn)
@@ -347,6 +413,35 @@ class DeltaPublisher:
             return False
         self.rt.storage.fs.delete_dir(self._log_path(info))
         return True
+
+
+def _changes(before: pa.Schema, after: pa.Schema) -> tuple[list[pa.Field], list[str]]:
+    """The columns `after` adds to `before` (matched by column id), and what Delta cannot express of the change."""
+    old = {evolution.column_id(f): f for f in before}
+    refused = []
+    added = []
+    for field in after:
+        found = old.pop(evolution.column_id(field), None)
+        if found is None:
+            if evolution.default_of(field) is not None or not field.nullable:
+                refused.append(f"{field.name!r} is added with a default (Delta readers would read older rows' as null)")
+            else:
+                added.append(field)
+        elif found.name != field.name:
+            refused.append(f"{found.name!r} is renamed to {field.name!r}")
+        elif found.type != field.type:
+            refused.append(f"{field.name!r} changes type from {found.type} to {field.type}")
+    refused += [f"{f.name!r} is dropped" for f in old.values()]
+    return added, refused
+
+
+def _visible(history: Mapping[int, VersionRow], csn: int) -> VersionRow | None:
+    """The version visible at `csn` (0: the oldest committed one, which a new Delta table is created with)."""
+    if csn <= 0:
+        live = [row for row in history.values() if not row.dropped]
+        return live[0] if live else None
+    seen = [row for row in history.values() if is_visible(row.state, None, csn)]
+    return seen[-1] if seen else None
 
 
 def _csn_of(entry: Mapping[str, Any]) -> int | None:

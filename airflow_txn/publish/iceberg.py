@@ -2,8 +2,10 @@
 (no data is copied or rewritten; docs/DESIGN.md, D26).
 
 Each airflow_txn table `ns.t` is the Iceberg table `ns.t`, its metadata under `<root>/.iceberg/ns/t`, its
-schema the table's (fresh field ids, and the name mapping `schema.name-mapping.default`, since the part files
-carry no field ids), partitioned by identity on the table's partition columns. The part files do not hold the
+schema the table's, its field ids the column ids the part files carry as Parquet field ids (and the name mapping
+`schema.name-mapping.default` for files from before ids), partitioned by identity on the table's partition columns.
+A CSN whose schema differs from the table's current Iceberg schema adds it and makes it current in the snapshot's
+own Iceberg commit, so each snapshot is read under its CSN's schema (iceberg_schemas.py). The part files do not hold the
 partition columns (they live in the Hive-style directory names); each published data file carries its part's
 partition values, from which Iceberg readers fill an identity-partitioned column a file lacks (the Iceberg
 spec's column projection rule, which pyiceberg, Spark and Trino implement).
@@ -30,6 +32,7 @@ table and finds the work done.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -38,18 +41,22 @@ import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
 from airflow_txn import environment
-from airflow_txn.catalog import commit_log, compaction_records, part_records
+from airflow_txn.catalog import commit_log, compaction_records, part_records, table_versions
 from airflow_txn.catalog.database import libpq_timeouts
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.catalog.table_versions import VersionRow
 from airflow_txn.core import retention
 from airflow_txn.core.config import DEFAULT_CONNECT_TIMEOUT
 from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.visibility import is_visible
 from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
+from airflow_txn.model import evolution
+from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.model.results import TagInfo
 from airflow_txn.model.secrets import mask_secrets
-from airflow_txn.publish import formats
+from airflow_txn.publish import formats, iceberg_schemas
 from airflow_txn.publish.formats import CSN_KEY as CSN_KEY
 from airflow_txn.publish.formats import KIND_KEY as KIND_KEY
 from airflow_txn.publish.formats import MERGES_KEY as MERGES_KEY
@@ -62,7 +69,11 @@ from airflow_txn.telemetry import logs
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.manifest import DataFile
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
+    from pyiceberg.table.name_mapping import NameMapping
+    from pyiceberg.table.update import TableRequirement, TableUpdate
 
 log = logs.get_logger(__name__)
 
@@ -72,6 +83,8 @@ log = logs.get_logger(__name__)
 TAGS_MERGES_KEY = "airflow-txn.tags-merges"
 """Table property: the merges signature when the Iceberg tags' files were last checked (a merge may change them)."""
 TABLE_KEY = "airflow-txn.table"
+NAME_MAPPING_KEY = "schema.name-mapping.default"
+"""Table property: Iceberg's name mapping, how readers match the columns of a file without field ids."""
 CATALOG_NAME = "airflow_txn"
 METADATA_DIR = ".iceberg"
 """Below the storage root: the Iceberg tables' metadata (never inside a table's directory, which vacuum lists)."""
@@ -195,45 +208,138 @@ class IcebergPublisher:
         return table
 
     def _create(self, info: TableInfo) -> Table:
+        """The Iceberg table of `info`, its schema the table's oldest committed one (field ids its column ids: each
+        published CSN then sets the schema visible there, in CSN order) and the name mapping of its versions."""
         from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
-        from pyiceberg.partitioning import PartitionField, PartitionSpec
-        from pyiceberg.schema import assign_fresh_schema_ids
-        from pyiceberg.table.name_mapping import create_mapping_from_schema
-        from pyiceberg.transforms import IdentityTransform
 
-        unsigned = [f.name for f in info.schema if f.type == pa.uint64()]
-        if unsigned:  # pyiceberg takes it as a long: values past 2^63-1 would read back wrong
-            raise PublishError(f"table {info.name} cannot be published to Iceberg: column(s) {unsigned} are uint64, "
-                               "which Iceberg has no type for (its long is signed); use int64 or decimal(20, 0)")
-        try:
-            from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
-
-            ice_schema = assign_fresh_schema_ids(_pyarrow_to_schema_without_ids(info.schema.remove_metadata()))
-        except Exception as exc:  # pyiceberg's UnsupportedPyArrowTypeException, ValueError, TypeError
-            raise PublishError(f"table {info.name} cannot be published to Iceberg: {exc}") from exc
-        spec_fields = [PartitionField(source_id=ice_schema.find_field(column).field_id, field_id=1000 + i,
-                                      transform=IdentityTransform(), name=column)
-                       for i, column in enumerate(info.partition_by)]
+        history = self._history(info)
+        arrow_schema, partition_by = info.schema, info.partition_by
+        live = [row for row in history.values() if not row.dropped]
+        if live:
+            arrow_schema, partition_by = evolution.with_ids(live[0].schema), live[0].partition_by
+        ice_schema = iceberg_schemas.to_iceberg(arrow_schema, str(info.name))
+        spec = iceberg_schemas.partition_spec(ice_schema, partition_by)
         namespace = info.name.namespace
         try:
             self.catalog.create_namespace(namespace)
         except Exception as exc:  # NamespaceAlreadyExistsError, or the SQL catalog's IntegrityError in a race
             if not isinstance(exc, NamespaceAlreadyExistsError) and not self.catalog.namespace_exists(namespace):
                 raise
+        mapping = self._mapping(info, history, None) or iceberg_schemas.name_mapping([ice_schema])
         properties = {"format-version": "2", WAREHOUSE_KEY: self.warehouse_id, TABLE_KEY: str(info.name),
                       # a lost compare-and-swap must reach publish_table, which recomputes the snapshot from the
                       # table as it now is; pyiceberg's own retry would append the same files a second time
                       "commit.retry.num-retries": "0",
-                      "schema.name-mapping.default": create_mapping_from_schema(ice_schema).model_dump_json()}
+                      NAME_MAPPING_KEY: mapping.model_dump_json()}
         location = location_uri(self.rt.storage.location, f"{METADATA_DIR}/{namespace}/{info.name.table}")
         try:
-            return self.catalog.create_table(identifier(info), schema=ice_schema,
-                                             partition_spec=PartitionSpec(*spec_fields), location=location,
-                                             properties=properties)
+            return self.catalog.create_table(identifier(info), schema=ice_schema, partition_spec=spec,
+                                             location=location, properties=properties)
         except Exception as exc:  # TableAlreadyExistsError, or an IntegrityError: another publisher made it meanwhile
             if not isinstance(exc, TableAlreadyExistsError) and not self.catalog.table_exists(identifier(info)):
                 raise
             return self.catalog.load_table(identifier(info))
+
+    # -- schemas ------------------------------------------------------------------------------------------------
+    def _history(self, info: TableInfo) -> dict[int, VersionRow]:
+        """{version: row} of the table's committed schema versions, oldest first (none on a catalog without them)."""
+        with self.rt.catalog.read() as conn:
+            if not table_versions.present(conn):
+                return {}
+            rows = table_versions.of_table(conn, info.id)
+        return {v: rows[v] for v in sorted(rows)
+                if rows[v].state.creation_csn is not None and rows[v].state.creation_csn != ROLLBACK_CSN}
+
+    def _mapping(self, info: TableInfo, history: Mapping[int, VersionRow], csn: int | None) -> NameMapping | None:
+        """The name mapping of the versions committed at or below `csn` (None: every committed one); None when the
+        catalog has no versions."""
+        schemas = [iceberg_schemas.to_iceberg(evolution.with_ids(row.schema), str(info.name))
+                   for row in history.values()
+                   if not row.dropped and (csn is None or int(row.state.creation_csn or 0) <= csn)]
+        return iceberg_schemas.name_mapping(schemas) if schemas else None
+
+    def _target(self, info: TableInfo, history: Mapping[int, VersionRow], csn: int) -> _Target:
+        """The schema and partitioning visible at `csn` (dropped: none), and the Iceberg schemas of the versions
+        before it since the table was last created (the ones a type change is checked against: a table dropped and
+        created again gives its ids to other columns)."""
+        if not history:  # a catalog without versions: the one schema
+            return _Target(info.schema, info.partition_by, [])
+        seen = [row for row in history.values() if is_visible(row.state, None, csn)]
+        if not seen or seen[-1].dropped:
+            return _Target(None, (), [])
+        row = seen[-1]
+        earlier: list[VersionRow] = []
+        for other in history.values():
+            if other.version >= row.version:
+                break
+            earlier = [] if other.dropped else [*earlier, other]
+        return _Target(evolution.with_ids(row.schema), row.partition_by,
+                       [iceberg_schemas.to_iceberg(evolution.with_ids(o.schema), str(info.name)) for o in earlier])
+
+    def _schema_updates(self, table: Table, info: TableInfo, target: _Target,
+                        ) -> tuple[tuple[TableUpdate, ...], tuple[TableRequirement, ...], Schema, PartitionSpec]:
+        """The updates that make the table's current schema and default spec those of `target` (with its ids), the
+        requirements they rest on, and the schema and spec that files of the snapshot then carry."""
+        from pyiceberg.schema import Schema
+        from pyiceberg.table.update import (
+            AddPartitionSpecUpdate,
+            AddSchemaUpdate,
+            AssertCurrentSchemaId,
+            AssertDefaultSpecId,
+            SetCurrentSchemaUpdate,
+            SetDefaultSpecUpdate,
+        )
+
+        metadata = table.metadata
+        current, spec = table.schema(), table.spec()
+        if target.schema is None:  # dropped: the snapshot empties the table under the schema it had
+            return (), (), current, spec
+        name = str(info.name)
+        wanted = iceberg_schemas.to_iceberg(target.schema, name)
+        updates: list[TableUpdate] = []
+        requirements: list[TableRequirement] = []
+        schema = current
+        if not iceberg_schemas.same_schema(current, wanted):
+            if any(iceberg_schemas.same_schema(current, earlier) for earlier in target.earlier):
+                iceberg_schemas.check_promotions(current, wanted, name)  # else other columns had these ids
+            requirements.append(AssertCurrentSchemaId.model_validate({"current-schema-id": metadata.current_schema_id}))
+            existing = next((s for s in metadata.schemas if iceberg_schemas.same_schema(s, wanted)), None)
+            if existing is None:
+                schema = Schema(*wanted.fields, schema_id=1 + max(s.schema_id for s in metadata.schemas))
+                updates += [AddSchemaUpdate(schema=schema), SetCurrentSchemaUpdate.model_validate({"schema-id": -1})]
+            else:
+                schema = existing
+                updates.append(SetCurrentSchemaUpdate.model_validate({"schema-id": existing.schema_id}))
+        wanted_spec = iceberg_schemas.partition_spec(schema, target.partition_by)
+        if iceberg_schemas.spec_sources(wanted_spec) != iceberg_schemas.spec_sources(spec):
+            requirements.append(AssertDefaultSpecId.model_validate({"default-spec-id": metadata.default_spec_id}))
+            existing_spec = next((s for s in metadata.partition_specs if iceberg_schemas.spec_sources(s)
+                                  == iceberg_schemas.spec_sources(wanted_spec)), None)
+            if existing_spec is None:
+                last = int(metadata.last_partition_id or iceberg_schemas.PARTITION_FIELD_BASE - 1)
+                spec = iceberg_schemas.partition_spec(schema, target.partition_by,
+                                                      1 + max(s.spec_id for s in metadata.partition_specs), last + 1)
+                updates += [AddPartitionSpecUpdate(spec=spec), SetDefaultSpecUpdate.model_validate({"spec-id": -1})]
+            else:
+                spec = existing_spec
+                updates.append(SetDefaultSpecUpdate.model_validate({"spec-id": existing_spec.spec_id}))
+        return tuple(updates), tuple(requirements), schema, spec
+
+    def _check_ids(self, table: Table, info: TableInfo, history: Mapping[int, VersionRow], published: int) -> None:
+        """PublishError when the Iceberg table gives columns other ids than the warehouse's (it was published before
+        the Iceberg ids were the column ids, and its columns are nested or it was created otherwise)."""
+        if not published:
+            return
+        target = self._target(info, history, published)
+        if target.schema is None:
+            return
+        ours = iceberg_schemas.to_iceberg(target.schema, str(info.name))
+        differ = iceberg_schemas.foreign_ids(table.schema(), ours)
+        if differ:
+            raise PublishError(f"Iceberg table {info.name} gives column(s) {differ} other field ids than the "
+                               "warehouse's column ids (it was published before Iceberg ids were the column ids); "
+                               f"run `airflow-txn republish {info.name}` (or wh.republish) once to publish it again "
+                               "with them (its snapshot ids change)")
 
     # -- publishing ---------------------------------------------------------------------------------------------
     def publish_table(self, info: TableInfo, watermark: int, tags: Sequence[TagInfo] = ()) -> TableOutcome:
@@ -262,41 +368,67 @@ class IcebergPublisher:
             commits = commit_log.table_commit_csns(conn, info.id, published, watermark)
             horizon = retention.table_horizon(conn, info.id)
             merges = compaction_records.merges_signature(conn, info.id)
+        history = self._history(info)
+        self._check_ids(table, info, history, published)
         compared = table.properties.get(MERGES_KEY)
         targets = formats.targets(commits, published, horizon, refresh=merges != compared)
         outcome = TableOutcome(published, snapshot_id=_snapshot_id(table))
-        if (published and compared == merges and horizon <= published and targets
-                and all(kind == "commit" for _, kind in targets)):
-            return self._catch_up_by_changes(table, info, targets, merges, outcome)
-        current = _current_files(table) if targets else {}
+        # the steady state: the published snapshot holds exactly the files visible at the published CSN (no merge
+        # since they were compared, no history purged above it), so each commit's snapshot is the parts it created
+        # and removed, found by their CSNs, without listing the table's other parts or reading its manifests
+        steady = bool(published and compared == merges and horizon <= published and targets
+                      and all(kind == "commit" for _, kind in targets))
+        files = _Files(info, {v: evolution.with_ids(r.schema) for v, r in history.items()})
+        current = {} if steady or not targets else _current_files(table)
+        previous = published
         for csn, kind in targets:
             read_at = max(csn, horizon)  # below the horizon, files of that version may be gone (same rows)
-            with self.rt.catalog.read() as conn:
-                parts = part_records.visible_parts(conn, info.id, None, read_at)
-            wanted = self._wanted(info, parts)
-            added = [uri for uri in wanted if uri not in current]
-            removed = [uri for uri in current if uri not in wanted]
-            if not added and not removed:
-                if csn != outcome.published_csn or merges != compared:
+            if steady:
+                with self.rt.catalog.read() as conn:
+                    created, gone = part_records.changed_parts(conn, info.id, previous, csn)
+                added = self._wanted(info, created)
+                removed: list[DataFile] | dict[str, tuple[PartRow, str]] = self._wanted(info, gone)
+            else:
+                with self.rt.catalog.read() as conn:
+                    parts = part_records.visible_parts(conn, info.id, None, read_at)
+                wanted = self._wanted(info, parts)
+                added = {uri: found for uri, found in wanted.items() if uri not in current}
+                removed = [data_file for uri, data_file in current.items() if uri not in wanted]
+            previous = csn
+            target = self._target(info, history, read_at)
+            updates, requirements, schema, spec = self._schema_updates(table, info, target)
+            mapping = self._mapping(info, history, read_at)
+            properties = {CSN_KEY: str(csn), MERGES_KEY: merges}
+            if mapping is not None and table.properties.get(NAME_MAPPING_KEY) != mapping.model_dump_json():
+                properties[NAME_MAPPING_KEY] = mapping.model_dump_json()
+            files.mapping = mapping
+            if not added and not removed and not updates:
+                if csn != outcome.published_csn or merges != compared or len(properties) > 2:
                     with table.transaction() as tx:
-                        tx.set_properties({CSN_KEY: str(csn), MERGES_KEY: merges})
-                    compared = merges
+                        tx.set_properties(properties)
                     table = self.catalog.load_table(identifier(info))
                     outcome.published_csn = csn
+                compared = merges
                 continue
-            new_files = self._commit_files(table, info, current, wanted, {CSN_KEY: str(csn), KIND_KEY: kind},
-                                           properties={CSN_KEY: str(csn), MERGES_KEY: merges})
+            if isinstance(removed, dict):  # rebuilt from their footers: Iceberg matches a removed file by its path
+                removed = self._data_files(table, info, [(uri, *removed[uri]) for uri in removed], files,
+                                           table.schema(), table.spec())
+            new_files = self._commit_change(table, info, [(uri, *added[uri]) for uri in added], removed,
+                                            {CSN_KEY: str(csn), KIND_KEY: kind}, files, properties=properties,
+                                            schema_change=(updates, requirements, schema, spec))
             compared = merges
             table = self.catalog.load_table(identifier(info))
-            for uri in removed:  # the files of the new snapshot, without reading its manifests back
-                del current[uri]
-            current.update(new_files)
+            if not steady:  # the files of the new snapshot, without reading its manifests back
+                for data_file in removed:
+                    current.pop(data_file.file_path, None)
+                current.update(new_files)
             outcome.published_csn = csn
             outcome.snapshots += 1
             if kind != "refresh":
                 outcome.commits.append(csn)
             outcome.snapshot_id = _snapshot_id(table)
-            log.debug("published %s at CSN %d (%s): +%d -%d files", info.name, csn, kind, len(added), len(removed))
+            log.debug("published %s at CSN %d (%s): +%d -%d files%s", info.name, csn, kind, len(added), len(removed),
+                      ", a new schema" if updates else "")
         return outcome
 
     def _expire(self, info: TableInfo) -> int:
@@ -323,21 +455,38 @@ class IcebergPublisher:
         return len(expired)
 
     def _commit_files(self, table: Table, info: TableInfo, current: Mapping[str, DataFile],
-                      wanted: Mapping[str, tuple[PartRow, str]], summary: dict[str, str], branch: str = "main",
-                      properties: Mapping[str, str] | None = None) -> dict[str, DataFile]:
+                      wanted: Mapping[str, tuple[PartRow, str]], summary: dict[str, str], files: _Files,
+                      branch: str = "main", schema_id: int | None = None) -> dict[str, DataFile]:
         """One snapshot on `branch` turning the files `current` into `wanted` (nothing is rewritten: files are
-        only added and removed), with `summary`; `properties` set in the same Iceberg commit."""
+        only added and removed), with `summary`, under the schema `schema_id` (None: the current one)."""
         added = [(uri, *wanted[uri]) for uri in wanted if uri not in current]
         removed = [data_file for uri, data_file in current.items() if uri not in wanted]
-        return self._commit_change(table, info, added, removed, summary, branch, properties)
+        return self._commit_change(table, info, added, removed, summary, files, branch, schema_id=schema_id)
 
     def _commit_change(self, table: Table, info: TableInfo, added: Sequence[tuple[str, PartRow, str]],
-                       removed: Sequence[DataFile], summary: dict[str, str], branch: str = "main",
-                       properties: Mapping[str, str] | None = None) -> dict[str, DataFile]:
+                       removed: Sequence[DataFile], summary: dict[str, str], files: _Files, branch: str = "main",
+                       properties: Mapping[str, str] | None = None,
+                       schema_change: tuple[tuple[TableUpdate, ...], tuple[TableRequirement, ...], Schema,
+                                            PartitionSpec] | None = None,
+                       schema_id: int | None = None) -> dict[str, DataFile]:
         """One snapshot on `branch` adding the files `added` and removing `removed` (Iceberg matches a removed
-        DataFile by its path); returns the added files' DataFiles by URI."""
-        new_files = self._data_files(table, info, added)
+        DataFile by its path), in one Iceberg commit with `schema_change` (the updates making the schema and spec
+        current that the snapshot is read under) and `properties`; `schema_id`: the snapshot is read under that
+        older schema (a tag's snapshot on a branch), the table's current schema staying as it is. Returns the added
+        files' DataFiles by URI."""
+        updates, requirements, schema, spec = schema_change or ((), (), table.schema(), table.spec())
+        before: tuple[TableUpdate, ...] = ()
+        after: tuple[TableUpdate, ...] = ()
+        older = next((s for s in table.metadata.schemas if s.schema_id == schema_id), None)
+        if older is not None and older.schema_id != table.metadata.current_schema_id:
+            schema = older
+            before, after = _current_schema(older.schema_id), _current_schema(table.metadata.current_schema_id)
+        new_files = self._data_files(table, info, added, files, schema, spec)
         with table.transaction() as tx:
+            # the schema the snapshot is read under is the transaction's current one when the snapshot is made:
+            # pyiceberg's UpdateSchema stages its changes this way, but gives columns ids of its own (ours: the files')
+            if updates or before:
+                tx._apply((*updates, *before), requirements)
             update = tx.update_snapshot(snapshot_properties=summary, branch=branch)
             if removed:
                 with update.overwrite() as overwrite:
@@ -349,35 +498,11 @@ class IcebergPublisher:
                 with update.fast_append() as append:
                     for data_file in new_files:
                         append.append_data_file(data_file)
+            if after:
+                tx._apply(after)
             if properties:
                 tx.set_properties(dict(properties))
         return dict(zip([uri for uri, _, _ in added], new_files, strict=True))
-
-    def _catch_up_by_changes(self, table: Table, info: TableInfo, targets: Sequence[tuple[int, str]], merges: str,
-                             outcome: TableOutcome) -> TableOutcome:
-        """The steady state: the published snapshot holds exactly the files visible at the published CSN (no merge
-        since they were compared, no history purged above it), so each commit's snapshot is the parts it created
-        and removed, found by their CSNs, without listing the table's other parts or reading its manifests."""
-        previous = outcome.published_csn
-        for csn, kind in targets:
-            with self.rt.catalog.read() as conn:
-                created, gone = part_records.changed_parts(conn, info.id, previous, csn)
-            added, removed = self._wanted(info, created), self._wanted(info, gone)
-            previous = csn
-            properties = {CSN_KEY: str(csn), MERGES_KEY: merges}
-            if not added and not removed:
-                with table.transaction() as tx:
-                    tx.set_properties(properties)
-            else:
-                removed_files = self._data_files(table, info, [(uri, *removed[uri]) for uri in removed])
-                self._commit_change(table, info, [(uri, *added[uri]) for uri in added], removed_files,
-                                    {CSN_KEY: str(csn), KIND_KEY: kind}, properties=properties)
-                outcome.snapshots += 1
-                outcome.commits.append(csn)
-            table = self.catalog.load_table(identifier(info))
-            outcome.published_csn = csn
-            outcome.snapshot_id = _snapshot_id(table)
-        return outcome
 
     def _wanted(self, info: TableInfo, parts: Iterable[PartRow]) -> dict[str, tuple[PartRow, str]]:
         """{URI: (part, path on the root's filesystem)} of every file of `parts`."""
@@ -388,22 +513,17 @@ class IcebergPublisher:
                 wanted[file_uri(storage.location, path)] = (part, path)
         return wanted
 
-    def _data_files(self, table: Table, info: TableInfo, files: Sequence[tuple[str, PartRow, str]]) -> list[DataFile]:
-        """An Iceberg DataFile per new file: its size, its footer's row count and column statistics, its part's
-        partition values (one HEAD and one footer read per file)."""
-        from pyiceberg.io.pyarrow import (
-            compute_statistics_plan,
-            data_file_statistics_from_parquet_metadata,
-            parquet_path_to_id_mapping,
-        )
+    def _data_files(self, table: Table, info: TableInfo, files: Sequence[tuple[str, PartRow, str]], known: _Files,
+                    schema: Schema, spec: PartitionSpec) -> list[DataFile]:
+        """An Iceberg DataFile per new file, for a snapshot read under `schema` and `spec`: its size, its footer's row
+        count and column statistics (matched to column ids by the version the part was written under; a widened
+        column's bounds are left out, they are in the older type), its part's partition values (one HEAD and one
+        footer read per file). PublishError for a file without field ids that the name mapping would misread."""
         from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
         from pyiceberg.partitioning import partition_record_value
         from pyiceberg.typedef import Record
 
         fs = self.rt.storage.fs
-        ice_schema, spec = table.schema(), table.spec()
-        stats_plan = compute_statistics_plan(ice_schema, table.properties)
-        id_mapping = parquet_path_to_id_mapping(ice_schema)
         sizes = {}
         for stat in fs.get_file_info([path for _, _, path in files]):
             if stat.type != pafs.FileType.File:
@@ -415,25 +535,19 @@ class IcebergPublisher:
                 metadata = pq.read_metadata(path, filesystem=fs)
             except (OSError, pa.ArrowException) as exc:
                 raise StorageError(f"table {info.name}: cannot read the footer of {uri}: {exc}") from exc
-            try:
-                statistics = data_file_statistics_from_parquet_metadata(
-                    parquet_metadata=metadata, stats_columns=stats_plan, parquet_column_mapping=id_mapping)
-                stats: dict[str, Any] = statistics.to_serialized_dict()
-            except Exception:  # e.g. a Spark INT96 timestamp column: publish the file without column statistics
-                stats = {"record_count": metadata.num_rows, "column_sizes": {}, "value_counts": {},
-                         "null_value_counts": {}, "nan_value_counts": {}, "lower_bounds": {}, "upper_bounds": {},
-                         "split_offsets": []}
+            written = known.written(part.schema_version)
+            stats = known.statistics(table, metadata, written, schema, uri)
             values = []
             for partition_field in spec.fields:
-                column = ice_schema.find_field(partition_field.source_id).name
+                column = schema.find_field(partition_field.source_id).name
                 text = part.partition.get(column)
-                value = None if text is None else text_to_value(text, info.schema.field(column).type).as_py()
-                values.append(partition_record_value(partition_field, value, ice_schema))
+                value = None if text is None else text_to_value(text, written.field(column).type).as_py()
+                values.append(partition_record_value(partition_field, value, schema))
             data_file = DataFile.from_args(
                 content=DataFileContent.DATA, file_path=uri, file_format=FileFormat.PARQUET,
                 partition=Record(*values), file_size_in_bytes=sizes[path], sort_order_id=None,
-                spec_id=table.metadata.default_spec_id, equality_ids=None, key_metadata=None, **stats)
-            data_file.spec_id = table.metadata.default_spec_id  # what a later snapshot's delete needs
+                spec_id=spec.spec_id, equality_ids=None, key_metadata=None, **stats)
+            data_file.spec_id = spec.spec_id  # what a later snapshot's delete needs
             made.append(data_file)
         return made
 
@@ -496,7 +610,7 @@ class IcebergPublisher:
         wanted = self._wanted(info, parts)
         if set(current) == set(wanted):
             return snapshot_id
-        branch = f"airflow-txn-tag-{name}"
+        branch = f"airflow-txn-tag-{name}"  # its snapshot is read under the tagged one's schema
         manage = table.manage_snapshots()
         if branch in table.metadata.refs:  # left by a run that stopped half way
             manage = manage.remove_branch(branch)
@@ -504,8 +618,11 @@ class IcebergPublisher:
         table = self.catalog.load_table(identifier(info))
         found = table.snapshot_by_id(snapshot_id)
         summary = found.summary.additional_properties if found is not None and found.summary is not None else {}
-        self._commit_files(table, info, current, wanted,
-                           {CSN_KEY: summary.get(CSN_KEY, str(csn)), KIND_KEY: "refresh"}, branch=branch)
+        history = self._history(info)
+        files = _Files(info, {v: evolution.with_ids(r.schema) for v, r in history.items()},
+                       self._mapping(info, history, None))
+        self._commit_files(table, info, current, wanted, {CSN_KEY: summary.get(CSN_KEY, str(csn)), KIND_KEY: "refresh"},
+                           files, branch=branch, schema_id=None if found is None else found.schema_id)
         table = self.catalog.load_table(identifier(info))
         made = int(table.metadata.refs[branch].snapshot_id)
         # the tag is set before the branch goes, so the snapshot is never without a reference
@@ -548,6 +665,74 @@ class IcebergPublisher:
         except NoSuchTableError:
             return False
         return True
+
+
+def _current_schema(schema_id: int) -> tuple[TableUpdate, ...]:
+    from pyiceberg.table.update import SetCurrentSchemaUpdate
+
+    return (SetCurrentSchemaUpdate.model_validate({"schema-id": schema_id}),)
+
+
+@dataclass(slots=True)
+class _Target:
+    """A table's schema and partitioning at one CSN (schema None: dropped there), and the Iceberg schemas of its
+    versions before it since the table was last created."""
+
+    schema: pa.Schema | None
+    partition_by: tuple[str, ...]
+    earlier: list[Schema]
+
+
+@dataclass(slots=True)
+class _Files:
+    """What a run knows to describe a table's part files to Iceberg: the schemas its parts were written under and
+    the name mapping of the snapshot being written."""
+
+    info: TableInfo
+    versions: dict[int, pa.Schema]
+    mapping: NameMapping | None = None
+
+    def written(self, version: int) -> pa.Schema:
+        """The schema (with ids) a part of `version` was written under (a catalog without versions: the table's)."""
+        return self.versions.get(version, self.info.schema)
+
+    def statistics(self, table: Table, metadata: pq.FileMetaData, written: pa.Schema, schema: Schema,
+                   uri: str) -> dict[str, Any]:
+        """The file's Iceberg statistics under `schema`: computed by the ids of the version it was written under (its
+        columns' names then, which its footer's paths are), kept for the columns `schema` has, bounds only where the
+        type did not change."""
+        from pyiceberg.io.pyarrow import (
+            compute_statistics_plan,
+            data_file_statistics_from_parquet_metadata,
+            parquet_path_to_id_mapping,
+        )
+        from pyiceberg.schema import index_by_id
+
+        if self.mapping is not None:
+            misread = iceberg_schemas.unmatched_names(metadata.schema.to_arrow_schema(),
+                                                      {f.name: evolution.column_id(f) or 0 for f in written},
+                                                      self.mapping)
+            if misread:
+                raise PublishError(f"table {self.info.name}: the file {uri} has no Parquet field ids and its column(s) "
+                                   f"{misread} are other columns under the table's name mapping (names reused after "
+                                   "a rename); Iceberg readers would read them wrong")
+        empty: dict[str, Any] = {"record_count": metadata.num_rows, "column_sizes": {}, "value_counts": {},
+                                 "null_value_counts": {}, "nan_value_counts": {}, "lower_bounds": {},
+                                 "upper_bounds": {}, "split_offsets": []}
+        try:
+            file_schema = iceberg_schemas.to_iceberg(written, str(self.info.name))
+            found: dict[str, Any] = data_file_statistics_from_parquet_metadata(
+                parquet_metadata=metadata, stats_columns=compute_statistics_plan(file_schema, table.properties),
+                parquet_column_mapping=parquet_path_to_id_mapping(file_schema)).to_serialized_dict()
+        except Exception:  # e.g. a Spark INT96 timestamp column: publish the file without column statistics
+            return empty
+        before, now = index_by_id(file_schema), index_by_id(schema)
+        same = {i for i, f in now.items() if i in before and before[i].field_type == f.field_type}
+        for key in ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts"):
+            found[key] = {i: v for i, v in found[key].items() if i in now}
+        for key in ("lower_bounds", "upper_bounds"):
+            found[key] = {i: v for i, v in found[key].items() if i in same}
+        return found
 
 
 def _current_files(table: Table) -> dict[str, DataFile]:

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_txn.catalog import commit_log
-from airflow_txn.core import apply, crashpoints, tags
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import apply, crashpoints, tags, versions
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TxnError
+from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TableNotFoundError, TxnError
 from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.publish import iceberg
 from airflow_txn.publish.formats import Format, tables_of
@@ -26,6 +27,7 @@ from airflow_txn.telemetry import logs, metrics
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from sqlalchemy import Connection
 
 log = logs.get_logger(__name__)
 
@@ -158,8 +160,7 @@ class Publisher:
         committed at or below `csn` are left out."""
         chosen = self._formats()
         infos = tables_of(self.rt, tables)
-        with self.rt.catalog.read() as conn:
-            lasts = {info.id: commit_log.last_commit_csn(conn, info.id, csn) for info in infos}
+        lasts = self._last_commits(infos, csn)
         if any((lasts[info.id] or 0) > fmt.progress(info) for info in infos for fmt in chosen):  # not published yet
             self.run(tables, raise_errors=False)
         found: dict[str, dict[str, Any]] = {}
@@ -186,6 +187,16 @@ class Publisher:
         if behind:
             raise PublishError(f"not published at CSN {csn}: {', '.join(behind)}; publish() says why")
         return found
+
+    def _last_commits(self, infos: Sequence[TableInfo], csn: int) -> dict[int, int | None]:
+        """{table id: its last commit at or below `csn`}; None for a table with none, or dropped at `csn` (its
+        published version there is empty: published() leaves it out, as reads raise TableNotFoundError)."""
+        with self.rt.catalog.read() as conn:
+            lasts = {info.id: commit_log.last_commit_csn(conn, info.id, csn) for info in infos}
+            for info in infos:
+                if lasts[info.id] is not None and not _exists_at(conn, info, csn):
+                    lasts[info.id] = None
+        return lasts
 
     # -- in the background ------------------------------------------------------------------------------------
     def request(self) -> None:
@@ -248,6 +259,15 @@ class Publisher:
         engine = getattr(catalog, "engine", None)
         if engine is not None:
             engine.dispose()
+
+
+def _exists_at(conn: Connection, info: TableInfo, csn: int) -> bool:
+    """Whether the table exists at `csn` (not dropped there, D27)."""
+    try:
+        versions.table_at(conn, info, None, csn)
+    except TableNotFoundError:
+        return False
+    return True
 
 
 def _merge(into: dict[str, Any], more: dict[str, Any]) -> None:

@@ -60,3 +60,65 @@ def commit_every_kind_of_change(wh: Warehouse) -> None:
         t.overwrite("sales.accounts", accounts({3: 30}))
     with wh.begin() as t:  # a delete that empties a partition
         t.delete("shop.orders", pc.field("shop").is_null())
+
+
+ITEMS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("qty", pa.int32()), ("price", pa.float32()),
+                   ("note", pa.string()), ("size", pa.decimal128(5, 2))])
+
+
+def items(wh: Warehouse, ids: Sequence[int], day: dt.date = D1, **values: Any) -> pa.Table:
+    """Rows of shop.items under its schema now: `values` {column: value of row i} for the columns other than id and
+    day (those not given are null)."""
+    schema = wh.schema("shop.items").remove_metadata()
+    columns = {"id": list(ids), "day": [day] * len(ids)}
+    columns.update({name: [values[name](i) if name in values else None for i in ids]
+                    for name in schema.names if name not in columns})
+    return pa.table({name: columns[name] for name in schema.names},
+                    schema=pa.schema([f.remove_metadata() for f in schema]))
+
+
+def commit_every_kind_of_schema_change(wh: Warehouse) -> None:
+    """Schema changes between writes on shop.items (partitioned by day), each in its own commit: added columns
+    (one then written, one never), a rename, a dropped column, a name reused by another
+    column after a rename (`note -> memo`, then `qty -> note`), widenings Iceberg allows (int32 -> int64, float32 ->
+    float64, decimal precision up), a delete rewriting a part written under an older schema, and the table dropped
+    and created again under the same name with other columns (ids given again from 1) and another partitioning."""
+    wh.create_table("shop.items", ITEMS, partition_by=["day"])
+    base = {"qty": lambda i: i, "price": lambda i: i / 2, "note": lambda i: f"n{i}", "size": lambda i: None}
+    with wh.begin() as t:
+        t.append("shop.items", items(wh, [1, 2], **base))
+    with wh.begin() as t:  # an added column and rows carrying it, in one commit
+        t.add_column("shop.items", pa.field("color", pa.string()))
+    with wh.begin() as t:
+        t.append("shop.items", items(wh, [3], day=D2, **base, color=lambda i: "red"))
+    with wh.begin() as t:  # a change and no rows
+        t.add_column("shop.items", pa.field("weight", pa.float64()))
+    with wh.begin() as t:
+        t.rename_column("shop.items", "note", "memo")
+    with wh.begin() as t:
+        t.append("shop.items", items(wh, [4], day=D2, **base, memo=lambda i: f"n{i}", color=lambda i: "blue",
+                                     weight=float))
+    with wh.begin() as t:  # a dropped column, its name then given to another one
+        t.drop_column("shop.items", "color")
+    with wh.begin() as t:
+        t.rename_column("shop.items", "qty", "note")
+    with wh.begin() as t:  # widenings Iceberg promotes
+        t.alter_column("shop.items", "note", pa.int64())
+        t.alter_column("shop.items", "price", pa.float64())
+        t.alter_column("shop.items", "size", pa.decimal128(9, 2))
+    with wh.begin() as t:
+        t.append("shop.items", items(wh, [5], day=D3, note=lambda i: i * 10, price=lambda i: i / 4,
+                                     memo=lambda i: f"m{i}", weight=lambda i: 1.5))
+        t.delete("shop.items", pc.field("id") == 1)  # rewrites a part written under the first schema
+    with wh.begin() as t:
+        t.drop_table("shop.items")
+    with wh.begin() as t:  # the name again: other columns, ids from 1, other partitioning
+        t.create_table("shop.items", pa.schema([("label", pa.string()), ("id", pa.int32()), ("n", pa.int64())]),
+                       partition_by=["n"])
+        t.append("shop.items", pa.table({"label": ["a", "b"], "id": [7, 8], "n": [1, 2]},
+                                        schema=pa.schema([("label", pa.string()), ("id", pa.int32()),
+                                                          ("n", pa.int64())])))
+    with wh.begin() as t:
+        t.append("shop.items", pa.table({"label": ["c"], "id": [9], "n": [1]},
+                                        schema=pa.schema([("label", pa.string()), ("id", pa.int32()),
+                                                          ("n", pa.int64())])))

@@ -26,6 +26,7 @@ from tests.helpers import accounts, events, make_tables
 from tests.publish.tables import (
     D3,
     commit_every_kind_of_change,
+    commit_every_kind_of_schema_change,
     committed_csns,
     rows,
 )
@@ -37,15 +38,19 @@ def delta_table(wh: Warehouse, table: str, version: int | None = None) -> Any:
     return deltalake.DeltaTable(location, version=version)
 
 
-def delta_rows(wh: Warehouse, table: str, location: str, version: int) -> list[dict[str, Any]]:
+def delta_rows(wh: Warehouse, table: str, location: str, version: int, csn: int | None = None) -> list[dict[str, Any]]:
+    """The rows deltalake reads at the version; its columns are the table's at `csn` (None: now)."""
     read = deltalake.DeltaTable(location, version=version).to_pyarrow_table()
-    return rows(read.select(wh.schema(table).names))
+    names = wh.schema(table, csn=csn).names
+    assert sorted(read.column_names) == sorted(names), (table, csn, read.column_names)  # partition columns last
+    return rows(read.select(names))
 
 
 def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
     """Publish, then read every committed CSN of every table through deltalake at the version `published` names
     and compare all rows with wh.read; returns how many (CSN, table) pairs were compared."""
-    wh.publish()
+    if csns is None:
+        wh.publish()
     compared = 0
     for csn in committed_csns(wh) if csns is None else csns:
         published = wh.published(csn)
@@ -59,7 +64,7 @@ def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
             assert found["csn"] == last, (table, csn)
             history = {h["version"]: h for h in deltalake.DeltaTable(found["delta_table"]).history()}
             assert history[found["delta_version"]][CSN_KEY] == str(last)
-            assert delta_rows(wh, table, found["delta_table"], found["delta_version"]) == expected, (table, csn)
+            assert delta_rows(wh, table, found["delta_table"], found["delta_version"], csn) == expected, (table, csn)
             compared += 1
     return compared
 
@@ -87,6 +92,64 @@ def test_every_committed_csn_reads_the_same_through_deltalake(dpub: Warehouse) -
     assert found["delta_table"] == f"file://{Path(dpub.config.root) / 'shop' / 'orders'}"
     pruned = loaded.to_pyarrow_table(filters=[("day", "=", D3)])
     assert sorted(pruned.column("id").to_pylist()) == [4, 5]
+
+
+def test_an_added_column_publishes_and_every_csn_reads_the_same_through_deltalake(dpub: Warehouse) -> None:
+    """An added nullable column is a Delta metaData version (deltalake's add_columns) before the CSN's own: older
+    versions read without it, newer ones read it null in older files."""
+    make_tables(dpub)
+    dpub.create_table("shop.t", pa.schema([("a", pa.int32()), ("day", pa.string())]), partition_by=["day"])
+    with dpub.begin() as t:
+        t.append("shop.t", pa.table({"a": pa.array([1], pa.int32()), "day": ["d1"]}))
+        t.append("sales.events", events([1]))
+    dpub.publish()
+    with dpub.begin() as t:  # a change and rows carrying it
+        t.add_column("shop.t", pa.field("b", pa.string()))
+        t.append("shop.t", pa.table({"a": pa.array([2], pa.int32()), "day": ["d2"], "b": ["x"]}))
+    with dpub.begin() as t:  # a change alone
+        t.add_column("shop.t", pa.field("c", pa.float64()))
+    with dpub.begin() as t:
+        t.append("shop.t", pa.table({"a": pa.array([3], pa.int32()), "day": ["d1"], "b": pa.array([None], pa.string()),
+                                     "c": [1.5]}))
+        t.delete("shop.t", pc.field("a") == 1)  # rewrites the part written before both columns
+    assert check_every_csn(dpub) == 4 * 2  # 4 commits x 2 tables (sales.accounts never written)
+    kinds = [h.get(KIND_KEY) for h in sorted(delta_table(dpub, "shop.t").history(), key=lambda h: h["version"])]
+    assert kinds == [None, "commit", "schema", "commit", "schema", "commit", "commit"]
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda t: t.rename_column("shop.t", "b", "c"), "'b' is renamed to 'c'"),
+    (lambda t: t.drop_column("shop.t", "b"), "'b' is dropped"),
+    (lambda t: t.alter_column("shop.t", "a", pa.int64()), "'a' changes type from int32 to int64"),
+    (lambda t: t.add_column("shop.t", pa.field("d", pa.int64(), nullable=False), default=0), "'d' is added with a"),
+], ids=["rename", "drop", "widen", "default"])
+def test_a_change_delta_cannot_express_fails_that_table_naming_it(
+        dpub: Warehouse, change: Callable[[Any], None], named: str) -> None:
+    """deltalake (1.6) writes no column mapping and no type widening: a rename, a drop, a type change or a default
+    for older rows fails the table's publishing, naming the column and why; the versions before it stay readable
+    and the other tables are published."""
+    make_tables(dpub)
+    dpub.create_table("shop.t", pa.schema([("a", pa.int32()), ("b", pa.string())]))
+    with dpub.begin() as t:
+        t.append("shop.t", pa.table({"a": pa.array([1], pa.int32()), "b": ["x"]}))
+    before = dpub.readable_csn()
+    with dpub.begin() as t:
+        change(t)
+        t.append("sales.events", events([1]))
+    refused = rf"shop\.t cannot be published to Delta at CSN \d+: column {re.escape(named)}.*column mapping"
+    with pytest.raises(PublishError, match=refused) as raised:
+        dpub.publish()
+    assert "sales.events" not in str(raised.value)
+    assert dpub.published(tables=["sales.events"])["sales.events"]["csn"] == dpub.readable_csn()
+    assert check_every_csn(dpub, [before]) == 1
+
+
+def test_the_shared_schema_history_publishes_to_delta_up_to_its_first_rename(dpub: Warehouse) -> None:
+    commit_every_kind_of_schema_change(dpub)
+    with pytest.raises(PublishError, match=r"shop\.items .*'note' is renamed to 'memo'"):
+        dpub.publish()
+    renamed = min(c for c in committed_csns(dpub) if c < 12 and "memo" in dpub.schema("shop.items", csn=c).names)
+    assert check_every_csn(dpub, [c for c in committed_csns(dpub) if c < renamed]) == renamed - 2
 
 
 def test_publishing_is_idempotent_and_safe_from_two_handles(open_pub: Callable[..., Warehouse]) -> None:

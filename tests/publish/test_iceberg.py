@@ -4,6 +4,7 @@ updates, rollbacks, multi-table commits, compaction, vacuum and tags; on SQLite 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -19,20 +20,23 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_txn import Warehouse
-from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError
+from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TableNotFoundError
 from airflow_txn.publish.iceberg import CSN_KEY, KIND_KEY
 from tests.helpers import accounts, events, make_tables
 from tests.publish.tables import (
     commit_every_kind_of_change,
+    commit_every_kind_of_schema_change,
     committed_csns,
     rows,
 )
 
 pytest.importorskip("pyiceberg")
 
-def iceberg_rows(wh: Warehouse, table: str, snapshot_id: int) -> list[dict[str, Any]]:
+def iceberg_rows(wh: Warehouse, table: str, snapshot_id: int, csn: int | None = None) -> list[dict[str, Any]]:
+    """The rows pyiceberg reads at the snapshot, its columns exactly the table's at `csn` (None: now), in order."""
     scanned = wh.iceberg_catalog().load_table(table).scan(snapshot_id=snapshot_id).to_arrow()
-    return rows(scanned.select(wh.schema(table).names))
+    assert scanned.column_names == wh.schema(table, csn=csn).names, (table, csn, scanned.column_names)
+    return rows(scanned)
 
 
 def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
@@ -43,7 +47,11 @@ def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
     for csn in committed_csns(wh) if csns is None else csns:
         published = wh.published(csn)
         for table in wh.tables():
-            expected = rows(wh.read(table, csn=csn))
+            try:
+                expected = rows(wh.read(table, csn=csn))
+            except TableNotFoundError:  # dropped at csn (or not created yet)
+                assert table not in published, (table, csn)
+                continue
             last = wh.last_commit_csn(table, at=csn)
             if last is None:
                 assert table not in published and expected == []
@@ -53,7 +61,7 @@ def check_every_csn(wh: Warehouse, csns: Sequence[int] | None = None) -> int:
             snapshot = wh.iceberg_catalog().load_table(table).snapshot_by_id(found["iceberg_snapshot_id"])
             assert snapshot is not None and snapshot.summary is not None
             assert snapshot.summary.additional_properties[CSN_KEY] == str(last)
-            assert iceberg_rows(wh, table, found["iceberg_snapshot_id"]) == expected, (table, csn)
+            assert iceberg_rows(wh, table, found["iceberg_snapshot_id"], csn) == expected, (table, csn)
             compared += 1
     return compared
 
@@ -73,6 +81,139 @@ def test_every_committed_csn_reads_the_same_through_pyiceberg(pub: Warehouse) ->
     loaded = pub.iceberg_catalog().load_table("shop.orders")
     assert [f.name for f in loaded.spec().fields] == ["day", "shop"]
     assert loaded.scan(row_filter="day = '2024-01-03'").to_arrow().num_rows == 2  # partition pruning by identity
+
+
+def field_ids(schema: pa.Schema) -> dict[str, int]:
+    return {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in schema}
+
+
+def test_schema_changes_publish_and_every_csn_reads_under_its_own_schema(pub: Warehouse) -> None:
+    """Added, renamed and dropped columns, a name reused by another column, widenings, a table dropped and created
+    again: pyiceberg reads every CSN (its snapshot's own schema: time travel) exactly as wh.read, column names
+    included, and the Iceberg field ids are the column ids the part files carry."""
+    commit_every_kind_of_schema_change(pub)
+    check_every_csn(pub)
+    loaded = pub.iceberg_catalog().load_table("shop.items")
+    ours = field_ids(pub.schema("shop.items"))
+    assert {f.name: f.field_id for f in loaded.schema().fields} == ours == {"label": 1, "id": 2, "n": 3}
+    assert [f.name for f in loaded.spec().fields] == ["n"]  # the new table's partitioning
+    mapping = json.loads(loaded.properties["schema.name-mapping.default"])
+    names = {m["field-id"]: m["names"] for m in mapping}
+    # every name a column had (the table created again under the name reused ids 1-3), but a name another column
+    # had first stays that one's: `qty -> note` leaves "note" to column 5 (files without ids are the oldest ones)
+    assert names == {1: ["id", "label"], 2: ["day"], 3: ["qty", "n"], 4: ["price"], 5: ["note", "memo"], 6: ["size"],
+                     7: ["color"], 8: ["weight"]}
+    kinds = [s[KIND_KEY] for s in summaries(pub, "shop.items")]
+    assert kinds == ["commit"] * len(kinds) and len(kinds) == 13  # a change without rows is a snapshot too
+
+
+def test_nested_columns_keep_their_ids_across_schema_changes(pub: Warehouse) -> None:
+    point = pa.struct([("x", pa.int32()), ("y", pa.int32())])
+    pub.create_table("shop.n", pa.schema([("id", pa.int64()), ("at", point), ("tags", pa.list_(pa.string()))]))
+    with pub.begin() as t:
+        t.append("shop.n", pa.table({"id": [1], "at": [{"x": 1, "y": 2}], "tags": [["a"]]},
+                                    schema=pa.schema([("id", pa.int64()), ("at", point),
+                                                      ("tags", pa.list_(pa.string()))])))
+    with pub.begin() as t:
+        t.rename_column("shop.n", "at", "where")
+        t.add_column("shop.n", pa.field("n", pa.int64()))
+    with pub.begin() as t:
+        t.append("shop.n", pa.table({"id": [2], "where": [{"x": 3, "y": 4}], "tags": [None], "n": [5]},
+                                    schema=pa.schema([("id", pa.int64()), ("where", point),
+                                                      ("tags", pa.list_(pa.string())), ("n", pa.int64())])))
+    check_every_csn(pub)
+    loaded = pub.iceberg_catalog().load_table("shop.n")
+    assert loaded.schema().find_field("where.y").field_id == 5 and loaded.schema().find_field("n").field_id == 7
+
+
+def test_a_schema_change_and_its_commit_are_one_iceberg_commit(pub: Warehouse) -> None:
+    pub.create_table("shop.t", pa.schema([("a", pa.int32())]))
+    with pub.begin() as t:
+        t.append("shop.t", pa.table({"a": pa.array([1], pa.int32())}))
+    pub.publish()
+    before = pub.iceberg_catalog().load_table("shop.t")
+    with pub.begin() as t:
+        t.add_column("shop.t", pa.field("b", pa.string()))
+        t.append("shop.t", pa.table({"a": pa.array([2], pa.int32()), "b": ["x"]}))
+    pub.publish()
+    after = pub.iceberg_catalog().load_table("shop.t")
+    assert len(after.metadata.snapshot_log) == len(before.metadata.snapshot_log) + 1
+    assert len(after.metadata.metadata_log) == len(before.metadata.metadata_log) + 1  # one metadata file: one commit
+    current = after.current_snapshot()
+    assert current is not None and current.schema_id == after.metadata.current_schema_id != before.schema().schema_id
+    assert after.metadata.last_column_id == 2
+
+
+def test_files_without_field_ids_read_through_the_name_mapping(pub: Warehouse) -> None:
+    """Part files written before columns had ids: Iceberg readers match them by the name mapping, where a name
+    reused after a rename stays the column that had it first; a file the mapping would misread is refused."""
+    commit_every_kind_of_schema_change(pub)
+    first = sorted(Path(pub.runtime.storage.path("shop/items")).rglob("*.parquet"))
+    old = [p for p in first if b"qty" in pq.read_schema(p).to_string().encode()]
+    assert old
+    for path in old:  # as written before ids: the same rows, no field ids
+        table = pq.read_table(path)
+        pq.write_table(table.cast(pa.schema([f.remove_metadata() for f in table.schema],
+                                            metadata=table.schema.metadata)), path)
+        assert b"PARQUET:field_id" not in pq.read_schema(path).to_string(show_field_metadata=True).encode()
+    check_every_csn(pub)
+
+
+def test_a_file_without_ids_the_name_mapping_would_misread_is_refused(pub: Warehouse) -> None:
+    pub.create_table("shop.t", pa.schema([("a", pa.int64()), ("b", pa.int64())]))
+    with pub.begin() as t:
+        t.rename_column("shop.t", "a", "c")
+    with pub.begin() as t:
+        t.rename_column("shop.t", "b", "a")
+    with pub.begin() as t:
+        t.append("shop.t", pa.table({"c": [1], "a": [2]}))
+    [path] = Path(pub.runtime.storage.path("shop/t")).rglob("*.parquet")
+    table = pq.read_table(path)
+    pq.write_table(table.cast(pa.schema([f.remove_metadata() for f in table.schema])), path)
+    with pytest.raises(PublishError, match=r"shop\.t: the file .* has no Parquet field ids and its column\(s\) "
+                                           r"\['a'\]"):
+        pub.publish()
+
+
+def test_a_type_change_iceberg_cannot_read_fails_that_table_alone(pub: Warehouse) -> None:
+    make_tables(pub)
+    pub.create_table("shop.d", pa.schema([("id", pa.int64()), ("on", pa.date32())]))
+    with pub.begin() as t:
+        t.append("shop.d", pa.table({"id": [1], "on": [dt.date(2024, 1, 1)]}))
+    pub.publish()
+    with pub.begin() as t:
+        t.alter_column("shop.d", "on", pa.timestamp("us"))
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    with pytest.raises(PublishError, match=r"shop\.d .*column\(s\) on \(date -> timestamp\)") as raised:
+        pub.publish()
+    assert "sales.events" not in str(raised.value)
+    assert pub.published(tables=["sales.events"])["sales.events"]["csn"] == pub.readable_csn()
+
+
+def test_a_table_published_with_other_ids_asks_to_be_republished(pub: Warehouse) -> None:
+    """A table published before the Iceberg ids were the column ids (stand-in: its Iceberg schema's ids swapped):
+    publishing refuses it, naming the columns and `republish`, which rebuilds it with the column ids."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.update import AddSchemaUpdate, SetCurrentSchemaUpdate
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    pub.create_table("shop.t", pa.schema([("a", pa.int64()), ("b", pa.string())]))
+    with pub.begin() as t:
+        t.append("shop.t", pa.table({"a": [1], "b": ["x"]}))
+    pub.publish()
+    table = pub.iceberg_catalog().load_table("shop.t")
+    swapped = Schema(NestedField(2, "a", LongType(), required=False), NestedField(1, "b", StringType(), required=False),
+                     schema_id=1)
+    with table.transaction() as tx:
+        tx._apply((AddSchemaUpdate(schema=swapped), SetCurrentSchemaUpdate.model_validate({"schema-id": -1})))
+    with pub.begin() as t:
+        t.append("shop.t", pa.table({"a": [2], "b": ["y"]}))
+    with pytest.raises(PublishError,
+                       match=r"shop\.t gives column\(s\) \['a', 'b'\] other field ids .*republish shop\.t"):
+        pub.publish()
+    pub.republish("shop.t")
+    check_every_csn(pub)
 
 
 def test_publishing_is_idempotent_and_safe_from_two_handles(open_pub: Callable[..., Warehouse]) -> None:
@@ -229,6 +370,31 @@ def test_a_tag_keeps_reading_after_a_merge_of_what_it_sees_and_vacuum(pub: Wareh
     assert iceberg_rows(pub, "sales.events", moved) == rows(pub.read("sales.events", tag="before-merge"))
     assert pub.published(tag="before-merge")["sales.events"]["iceberg_snapshot_id"] == moved
     assert pub.publish()["tables"]["sales.events"]["tags"] == []  # checked once per change of the merges
+
+
+def test_a_tags_snapshot_after_a_merge_reads_under_the_tags_schema(pub: Warehouse) -> None:
+    """The tag's new snapshot (same CSN, merged files) is made after the schema changed: it keeps the tagged
+    snapshot's schema, while the table's current schema stays the newest."""
+    make_tables(pub)
+    for i in range(3):
+        with pub.begin() as t:
+            t.append("sales.events", events([i]))
+    pub.tag("before", tables=["sales.events"])
+    with pub.begin() as t:
+        t.rename_column("sales.events", "value", "amount")
+        t.add_column("sales.events", pa.field("extra", pa.string()))
+    assert pub.publisher.wait_idle()
+    pub.publish()
+    assert pub.compact("sales.events")["merged"] == 1
+    assert pub.publish()["tables"]["sales.events"]["tags"] == ["before"]
+    pub.vacuum(retention_seconds=0)
+    loaded = pub.iceberg_catalog().load_table("sales.events")
+    moved = loaded.metadata.refs["before"].snapshot_id
+    scanned = loaded.scan(snapshot_id=moved).to_arrow()
+    assert scanned.column_names == pub.schema("sales.events", tag="before").names == ["id", "day", "value"]
+    assert rows(scanned) == rows(pub.read("sales.events", tag="before"))
+    assert loaded.schema().find_field("amount").field_id == field_ids(pub.schema("sales.events"))["amount"]
+    check_every_csn(pub, [pub.readable_csn()])
 
 
 def test_snapshots_below_the_retention_horizon_expire_and_every_readable_one_still_reads(pub: Warehouse) -> None:
