@@ -56,13 +56,14 @@ from airflow_txn.catalog.database import safe_url
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
-from airflow_txn.core import bounds, compaction, crashpoints, reading, staging, transaction
+from airflow_txn.core import bounds, compaction, crashpoints, reading, staging, transaction, versions
 from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError, StorageError
+from airflow_txn.model import evolution
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import TableName, parse_table_name
 from airflow_txn.model.options import WriteMode, WriteModeName
@@ -88,6 +89,7 @@ __all__ = [
     "OVERWRITE",
     "REWRITE",
     "ROLLED_BACK",
+    "ColumnSource",
     "CompactionPlan",
     "Isolation",
     "LabelFilter",
@@ -155,6 +157,9 @@ class PartView:
     size_bytes: int
     locked_by: str | None
     """The transaction holding the part's removal lock (replacing it, or having removed it); None: none."""
+    schema_version: int = 1
+    """The version of the table's schema the part was written under (docs/DESIGN.md, D27): its files hold that
+    version's columns, names and types (ReadPlan.written_schema, ReadPlan.projection)."""
 
     @property
     def partition(self) -> Partition:
@@ -179,26 +184,38 @@ class StoredTable:
     storage_options: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """The root's settings as the warehouse was opened with (may hold secrets: never shown, never in to_json)."""
     table_id: int = 0
+    version: int = 1
+    """The version of the table's schema `schema` is (docs/DESIGN.md, D27): what a read reads every part as, what a
+    write's files are written and registered under."""
 
     def view(self) -> TableView:
         """The table with its local directory, for an engine that opens files by path (StorageError on an
         object-store root: read and write through this table's methods instead)."""
         storage = open_root(self.root, self.storage_options)
-        info = TableInfo(self.table_id, parse_table_name(self.name), self.schema, self.partition_by, self.directory)
-        return _local_view(storage, info)
+        return _local_view(storage, self.info())
+
+    def info(self) -> TableInfo:
+        """The catalog's value of the table as of this version."""
+        return TableInfo(self.table_id, parse_table_name(self.name), self.schema, self.partition_by, self.directory,
+                         self.version)
 
     def to_dict(self) -> dict[str, Any]:
         """The table as JSON values, its storage settings left out (they may hold secrets)."""
         return {"name": self.name, "schema": base64.b64encode(table_registry.encode_schema(self.schema)).decode(),
                 "partition_by": list(self.partition_by), "directory": self.directory, "root": self.root,
-                "table_id": self.table_id}
+                "table_id": self.table_id, "version": self.version}
 
     @classmethod
     def from_dict(cls, found: Mapping[str, Any], storage_options: Mapping[str, str]) -> StoredTable:
         """to_dict's table again, with the root's settings `storage_options`."""
         return cls(str(found["name"]), table_registry.decode_schema(base64.b64decode(found["schema"])),
                    tuple(found["partition_by"]), str(found["directory"]), str(found["root"]), dict(storage_options),
-                   int(found["table_id"]))
+                   int(found["table_id"]), int(found.get("version", 1)))
+
+    def at_version(self, version: int, arrow_schema: pa.Schema) -> StoredTable:
+        """The table as of another version of its schema (`arrow_schema`): how the parts written under it are read
+        as written."""
+        return replace(self, schema=arrow_schema, version=version)
 
     def conformed(self, data: pa.Table) -> pa.Table:
         """`data` (an engine's batch, whose Arrow types may differ in storage only: large_string for string,
@@ -234,7 +251,8 @@ class StoredTable:
                                                                      {**tags, "table": self.name})
 
     def read_part(self, part: PartView) -> pa.Table:
-        """A part's rows as exactly the table's schema, partition columns restored."""
+        """A part's rows as exactly the table's schema, partition columns restored: a part written under this
+        version of it (ReadPlan.read_part reads a part of any version)."""
         path, files = part.path, part.files
         if len(files) == 1 and is_plain_part(files[0]):
             path = f"{path}/{files[0]}" if path else files[0]
@@ -277,7 +295,9 @@ def open_root(root: str, storage_options: Mapping[str, str]) -> Storage:
 
 @dataclass(frozen=True, slots=True)
 class ReadPlan:
-    """What one read sees (plan_read): the table and exactly the parts visible at `snapshot`. Picklable; to_json
+    """What one read sees (plan_read): the table (as of the version of its schema the read uses) and exactly the
+    parts visible at `snapshot`, with the schemas of the older versions some of them were written under and how
+    each is read as the read's version (docs/DESIGN.md, D27: by column id, nothing rewritten). Picklable; to_json
     carries it to where the engine reads (the data source), its storage settings left out."""
 
     stored: StoredTable
@@ -287,6 +307,8 @@ class ReadPlan:
     """The reading transaction (whose own staged parts are included); None: a committed snapshot."""
     tag: str | None = None
     """The tag read at (its files stay while it exists); None: none."""
+    schemas: Mapping[int, pa.Schema] = field(default_factory=dict)
+    """{version: schema} of the other versions some of `parts` were written under (PartView.schema_version)."""
 
     @property
     def table(self) -> TableView:
@@ -294,26 +316,91 @@ class ReadPlan:
         object-store root: read `stored` through the root's filesystem instead)."""
         return self.stored.view()
 
+    def written_schema(self, part: PartView) -> pa.Schema:
+        """The schema `part`'s files were written under: the columns, names and types they hold."""
+        if part.schema_version == self.stored.version:
+            return self.stored.schema
+        found = self.schemas.get(part.schema_version)
+        if found is None:
+            raise StorageError(f"the read plan of {self.stored.name} has no schema of version {part.schema_version}, "
+                               f"which part {part.id} was written under")
+        return found
+
+    def by_version(self) -> list[tuple[StoredTable, tuple[PartView, ...]]]:
+        """`parts` grouped by the version they were written under, each with the table as of that version (its
+        files read as written, by name): the read's own version first, then older ones, newest first."""
+        groups: dict[int, list[PartView]] = {}
+        for part in self.parts:
+            groups.setdefault(part.schema_version, []).append(part)
+        order = sorted(groups, key=lambda v: (v != self.stored.version, -v))
+        return [(self.written_table(groups[v][0]), tuple(groups[v])) for v in order]
+
+    def written_table(self, part: PartView) -> StoredTable:
+        """The table as of the version `part` was written under (its files read as written, by name)."""
+        if part.schema_version == self.stored.version:
+            return self.stored
+        return self.stored.at_version(part.schema_version, self.written_schema(part))
+
+    def projection(self, written: StoredTable) -> list[ColumnSource]:
+        """How the rows of parts written under `written`'s version are read as this read's (for each column of the
+        read's schema, in order: where its values come from): evolution.column_sources, the core's own rule."""
+        return [ColumnSource(f, src, evolution.default_of(f) if src is None else None)
+                for f, src in evolution.column_sources(written.schema, self.stored.schema)]
+
+    def read_part(self, part: PartView) -> pa.Table:
+        """A part's rows as exactly the read's schema: read as written, then projected by column id (a renamed
+        column takes its new name, a widened one is cast, one added since is null or its default, a dropped one is
+        not read), partition columns restored."""
+        if part.schema_version == self.stored.version:
+            return self.stored.read_part(part)
+        written = self.written_table(part)
+        return evolution.projection(written.schema, self.stored.schema)(written.read_part(part))
+
     def to_json(self) -> str:
         return json.dumps({"table": self.stored.to_dict(), "parts": [_part_dict(p) for p in self.parts],
-                           "snapshot": self.snapshot, "tid": self.tid, "tag": self.tag})
+                           "snapshot": self.snapshot, "tid": self.tid, "tag": self.tag,
+                           "schemas": {str(v): _schema_text(s) for v, s in self.schemas.items()}})
 
     @classmethod
     def from_json(cls, text: str, storage_options: Mapping[str, str]) -> ReadPlan:
         """to_json's plan again, reading through the root with `storage_options`."""
         found = _json_object(text, "read plan")
         return cls(StoredTable.from_dict(found["table"], storage_options),
-                   tuple(_part_of(p) for p in found["parts"]), int(found["snapshot"]), found["tid"], found["tag"])
+                   tuple(_part_of(p) for p in found["parts"]), int(found["snapshot"]), found["tid"], found["tag"],
+                   {int(v): _schema_of(s) for v, s in dict(found.get("schemas") or {}).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSource:
+    """One column of a read's schema, as rows written under an older version give it (ReadPlan.projection)."""
+
+    field: pa.Field
+    """The column as the read has it (name, type)."""
+    source: str | None
+    """The written column holding its values (cast to `field.type` when its type differs: a widening); None: a
+    column added since, whose value is `default`."""
+    default: pa.Scalar | None
+    """A column added since: the value rows written before it read as (None: null)."""
+
+
+def _schema_text(arrow_schema: pa.Schema) -> str:
+    return base64.b64encode(table_registry.encode_schema(arrow_schema)).decode()
+
+
+def _schema_of(text: str) -> pa.Schema:
+    return table_registry.decode_schema(base64.b64decode(text))
 
 
 def _part_dict(part: PartView) -> dict[str, Any]:
     return {"id": part.id, "partition_key": part.partition_key, "path": part.path, "files": list(part.files),
-            "row_count": part.row_count, "size_bytes": part.size_bytes, "locked_by": part.locked_by}
+            "row_count": part.row_count, "size_bytes": part.size_bytes, "locked_by": part.locked_by,
+            "schema_version": part.schema_version}
 
 
 def _part_of(found: Mapping[str, Any]) -> PartView:
     return PartView(int(found["id"]), str(found["partition_key"]), str(found["path"]), tuple(found["files"]),
-                    int(found["row_count"]), int(found["size_bytes"]), found["locked_by"])
+                    int(found["row_count"]), int(found["size_bytes"]), found["locked_by"],
+                    int(found.get("schema_version", 1)))
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -354,7 +441,7 @@ def _local_view(storage: Storage, info: TableInfo) -> TableView:
 
 def _stored(wh: Warehouse, info: TableInfo) -> StoredTable:
     return StoredTable(info.name.qualified, info.schema, info.partition_by, info.directory, wh.config.root,
-                       dict(wh.config.storage_options), info.id)
+                       dict(wh.config.storage_options), info.id, info.version)
 
 
 def _part(row: PartRow) -> PartView:
@@ -363,7 +450,7 @@ def _part(row: PartRow) -> PartView:
         directory, _, name = row.path.rpartition("/")
         files = (name,)
     return PartView(row.id, row.partition_key, directory, files, row.row_count, row.size_bytes,
-                    row.version.removal_tid)
+                    row.version.removal_tid, row.schema_version)
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
@@ -383,10 +470,17 @@ def _first_unfit(data: pa.Table, schema: pa.Schema) -> str | None:
     return None
 
 
-def stored_table(wh: Warehouse, table: str) -> StoredTable:
-    """The table `table` for an engine writing through the root's filesystem (TableNotFoundError if none)."""
+def stored_table(wh: Warehouse, table: str, txn: Transaction | None = None) -> StoredTable:
+    """The table `table` for an engine writing through the root's filesystem (TableNotFoundError if none): as of
+    its newest committed version, or (`txn`) the version a statement of that transaction handle sees, its own
+    changes included (a newer attempt of its key: without the older attempts' changes, which it withdraws). Nothing
+    is recorded (a read of `txn`'s view records itself: plan_read)."""
     with wh.runtime.catalog.read() as conn:
-        return _stored(wh, table_registry.get(conn, table))
+        info = table_registry.get(conn, table)
+        if txn is not None:
+            stmt = transaction.statement_of(txn, None)
+            info = versions.table_for_statement(conn, info, stmt.tid, stmt.snapshot, stmt.key, stmt.attempt)
+        return _stored(wh, info)
 
 
 def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
@@ -411,7 +505,7 @@ def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transactio
             raise MergedAwayError(f"part {gone[0]} of {planned.info.name} is not visible in this read (a background "
                                   "merge combined it with others since it was chosen): choose the parts again")
         found = tuple(seen[i] for i in parts)
-    return ReadPlan(_stored(wh, planned.info), found, planned.snapshot, planned.tid, tag)
+    return ReadPlan(_stored(wh, planned.info), found, planned.snapshot, planned.tid, tag, dict(planned.schemas))
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
@@ -436,19 +530,28 @@ def open_write(txn: Transaction, table: str, mode: WriteMode | WriteModeName = A
     described = what or f"{mode} of {table}"
     rt = txn.warehouse.runtime
 
-    def body() -> tuple[TableInfo, staging.Decided]:
+    def body() -> tuple[TableInfo, staging.Decided, dict[int, pa.Schema]]:
         staging.check_mode(mode, partitions, replaces)
         info = staging.load_table(rt, stmt, table)
-        return info, staging.decide(rt, stmt, info, mode, partitions, replaces)
+        decided = staging.decide(rt, stmt, info, mode, partitions, replaces)
+        return info, decided, _written_schemas(rt, info, decided.visible)
 
     merged_away, found = transaction.run_statement(txn, described, lambda: _merged_away_of(body))
     if merged_away is not None:
         raise merged_away
     assert found is not None
-    info, decided = found
+    info, decided, schemas = found
     return WritePlan(_stored(txn.warehouse, info), stmt.tid, stmt.snapshot, txn.isolation.value, stmt.key,
                      stmt.attempt, mode, described, new_statement_id(), decided.removals, decided.scanned,
-                     decided.allowed, tuple(_part(r) for r in decided.visible), _txn=txn)
+                     decided.allowed, tuple(_part(r) for r in decided.visible), schemas=schemas, _txn=txn)
+
+
+def _written_schemas(rt: Runtime, info: TableInfo, parts: Sequence[PartRow]) -> dict[int, pa.Schema]:
+    """The schemas of the other versions `parts` were written under (no catalog read when there are none)."""
+    if all(p.schema_version == info.version for p in parts):
+        return {}
+    with rt.catalog.read() as conn:
+        return versions.written_schemas(conn, info, parts)
 
 
 @dataclass(frozen=True)
@@ -479,6 +582,9 @@ class WritePlan:
     """A REWRITE not chosen yet: the parts the statement sees (choose with `replacing`); never in to_json."""
     write_dir: WriteDir | None = None
     """The write dir `replacing(ids, writer=...)` made for the engine's files by path; never in to_json."""
+    schemas: Mapping[int, pa.Schema] = field(default_factory=dict)
+    """A REWRITE: {version: schema} of the older versions some of `visible` were written under (read_plan reads
+    them as the table's version); never in to_json."""
     _txn: Transaction | None = field(default=None, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[Any, ...]:  # the handle (a warehouse and its catalog) stays in this process
@@ -530,7 +636,7 @@ class WritePlan:
         write of a key's newer attempt sees again what older attempts of the key replaced (their removals are
         withdrawn when it registers). Nothing is recorded: the registration records what the statement scanned; a
         part a merge took meanwhile is refused there (MergedAwayError)."""
-        return ReadPlan(self.table, tuple(parts), self.snapshot, self.tid)
+        return ReadPlan(self.table, tuple(parts), self.snapshot, self.tid, None, dict(self.schemas))
 
     def with_statement(self, statement: str) -> WritePlan:
         """The plan with its files named after statement id `statement` (16 hex digits; new_statement_id) instead."""
@@ -567,14 +673,13 @@ class WritePlan:
         self.check_written([partition_key(p) for p, _ in written])
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
         stmt = staging.Statement(self.tid, self.snapshot, self.key, self.attempt, None, Isolation(self.isolation))
-        table = self.table
-        info = TableInfo(table.table_id, parse_table_name(table.name), table.schema, table.partition_by,
-                         table.directory)
+        info = self.table.info()
         txn = self._handle(warehouse)
         rt = txn.warehouse.runtime
 
-        def body() -> None:
-            staging.register_written(rt, stmt, info, written, self.removals, self.scanned)
+        def body() -> None:  # the files hold the plan's version: still the one the transaction sees, or refused
+            staging.register_all(rt, stmt, [staging.TableWrite(info, written, self.removals, self.scanned,
+                                                               check_version=True)])
 
         if self.mode != REWRITE:
             transaction.run_statement(txn, self.what, body)
@@ -645,8 +750,9 @@ class CompactionPlan:
 
     def run(self, write: MergeWrite, progress: Progress | None = None) -> CompactionReport:
         """Every merge, `write` writing its part; returns the report Warehouse.compact returns."""
-        def writer(rt: Runtime, job: MergeJob) -> WrittenPart:
-            return write(MergePlan(job.tid, self.table, _part_views(job.group.sources), job, rt))
+        def writer(rt: Runtime, job: MergeJob) -> WrittenPart:  # a merge's parts are of one version: the group's
+            table = replace(self.table, schema=job.group.table.schema, version=job.group.table.version)
+            return write(MergePlan(job.tid, table, _part_views(job.group.sources), job, rt))
 
         return compaction.run(self._rt, self._prepared, writer, progress)
 
@@ -670,6 +776,8 @@ class MergePlan:
     tid: str
     """The merge's own transaction."""
     table: StoredTable
+    """The table as of the version of its schema the sources were written under (a merge never mixes versions):
+    the merged part is written and registered under it."""
     sources: tuple[PartView, ...]
     """The parts the merge replaces, in (CSN, id) order."""
     _job: MergeJob = field(repr=False, compare=False)
