@@ -677,9 +677,8 @@ class WritePlan:
         txn = self._handle(warehouse)
         rt = txn.warehouse.runtime
 
-        def body() -> None:  # the files hold the plan's version: still the one the transaction sees, or refused
-            staging.register_all(rt, stmt, [staging.TableWrite(info, written, self.removals, self.scanned,
-                                                               check_version=True)])
+        def body() -> None:  # the parts are registered under the version the files were written with
+            staging.register_written(rt, stmt, info, written, self.removals, self.scanned)
 
         if self.mode != REWRITE:
             transaction.run_statement(txn, self.what, body)

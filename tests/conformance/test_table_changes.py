@@ -312,3 +312,27 @@ def test_merge_into_a_table_after_a_schema_change(
 
 test_merge_into_a_table_after_a_schema_change.roots = ("local",)  # type: ignore[attr-defined]
 """MERGE collects its source to the driver and runs in the core: it does not depend on the root."""
+
+
+def test_update_and_delete_rewrite_old_parts_under_the_new_version(
+        engine_path: EnginePath, cwh: Warehouse, engine_session: SparkSession | None) -> None:
+    """Copy-on-write through the path (delete, update) of parts written under version 1, in a transaction that
+    added a column with a default and renamed another: the rewritten rows keep their values under the new names, the
+    added column's default is written into them, and the path reads the result as the core does."""
+    spark = engine_session
+    cwh.create_table(M, M1, partition_by=["day"])
+    with cwh.begin() as t:
+        t.append(M, rows(M1, [1, 2, 3]))
+    t = cwh.begin()
+    t.add_column(M, pa.field("note", pa.string()), default="old")
+    t.rename_column(M, "qty", "amount")
+    assert engine_path.delete(spark, t, M, "id", [1]) == 1
+    assert engine_path.update(spark, t, M, "id", [2], {"amount": 10}) == 1
+    t.commit()
+    found = same(engine_path, spark, cwh, M)
+    assert sorted(zip(found["id"].to_pylist(), found["amount"].to_pylist(), found["note"].to_pylist(),
+                      strict=True)) == [(2, 12, "old"), (3, 3, "old")]
+
+
+test_update_and_delete_rewrite_old_parts_under_the_new_version.roots = ("local",)  # type: ignore[attr-defined]
+"""Copy-on-write reads through the same plans on every root (the reads across versions run on each)."""
