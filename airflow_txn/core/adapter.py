@@ -157,9 +157,9 @@ class PartView:
     size_bytes: int
     locked_by: str | None
     """The transaction holding the part's removal lock (replacing it, or having removed it); None: none."""
-    schema_version: int = 1
-    """The version of the table's schema the part was written under (docs/DESIGN.md, D27): its files hold that
-    version's columns, names and types (ReadPlan.written_schema, ReadPlan.projection)."""
+    written_schema: pa.Schema | None = None
+    """The schema the part was written under when it is another version of the table's schema than the one read
+    (docs/DESIGN.md, D27): StoredTable.read_part reads it as that and projects it by column id; None: the same."""
 
     @property
     def partition(self) -> Partition:
@@ -212,11 +212,6 @@ class StoredTable:
                    tuple(found["partition_by"]), str(found["directory"]), str(found["root"]), dict(storage_options),
                    int(found["table_id"]), int(found.get("version", 1)))
 
-    def at_version(self, version: int, arrow_schema: pa.Schema) -> StoredTable:
-        """The table as of another version of its schema (`arrow_schema`): how the parts written under it are read
-        as written."""
-        return replace(self, schema=arrow_schema, version=version)
-
     def conformed(self, data: pa.Table) -> pa.Table:
         """`data` (an engine's batch, whose Arrow types may differ in storage only: large_string for string,
         a timestamp's zone) as exactly the table's schema, checked as a core append checks it
@@ -251,13 +246,15 @@ class StoredTable:
                                                                      {**tags, "table": self.name})
 
     def read_part(self, part: PartView) -> pa.Table:
-        """A part's rows as exactly the table's schema, partition columns restored: a part written under this
-        version of it (ReadPlan.read_part reads a part of any version)."""
+        """A part's rows as exactly the table's schema, partition columns restored (a part written under another
+        version of the schema read as written, then projected by column id: evolution.projection)."""
         path, files = part.path, part.files
         if len(files) == 1 and is_plain_part(files[0]):
             path = f"{path}/{files[0]}" if path else files[0]
-        return open_root(self.root, self.storage_options).read_part(self.directory, path, files, self.schema,
-                                                                      part.partition)
+        written = part.written_schema or self.schema
+        rows = open_root(self.root, self.storage_options).read_part(self.directory, path, files, written,
+                                                                    part.partition)
+        return rows if part.written_schema is None else evolution.projection(written, self.schema)(rows)
 
     def delete_parts(self, paths: Sequence[str]) -> None:
         """Delete parts written for a statement that will not register them (a failed or aborted write)."""
@@ -295,9 +292,7 @@ def open_root(root: str, storage_options: Mapping[str, str]) -> Storage:
 
 @dataclass(frozen=True, slots=True)
 class ReadPlan:
-    """What one read sees (plan_read): the table (as of the version of its schema the read uses) and exactly the
-    parts visible at `snapshot`, with the schemas of the older versions some of them were written under and how
-    each is read as the read's version (docs/DESIGN.md, D27: by column id, nothing rewritten). Picklable; to_json
+    """What one read sees (plan_read): the table and exactly the parts visible at `snapshot`. Picklable; to_json
     carries it to where the engine reads (the data source), its storage settings left out."""
 
     stored: StoredTable
@@ -307,67 +302,59 @@ class ReadPlan:
     """The reading transaction (whose own staged parts are included); None: a committed snapshot."""
     tag: str | None = None
     """The tag read at (its files stay while it exists); None: none."""
-    schemas: Mapping[int, pa.Schema] = field(default_factory=dict)
-    """{version: schema} of the other versions some of `parts` were written under (PartView.schema_version)."""
 
     @property
     def table(self) -> TableView:
         """The table with its local directory, for an engine that opens files by path (StorageError on an
-        object-store root: read `stored` through the root's filesystem instead)."""
+        object-store root: read `stored` through the root's filesystem instead). SchemaMismatchError when some part
+        was written under a version of the table's schema that reading its files by column name would misread (a
+        renamed column, a default, a widened type: docs/DESIGN.md, D27): read through `stored` (read_part
+        projects by column id)."""
+        for part in self.parts:
+            if part.written_schema is not None and not _by_name(part.written_schema, self.stored.schema):
+                raise SchemaMismatchError(
+                    f"table {self.stored.name} has parts written under an older version of its schema that a reader "
+                    "of its files by column name would misread (a renamed or widened column, or a default): read it "
+                    "through the airflow_txn data source (airflow_txn.spark.read(..., via='datasource'))")
         return self.stored.view()
 
-    def written_schema(self, part: PartView) -> pa.Schema:
-        """The schema `part`'s files were written under: the columns, names and types they hold."""
-        if part.schema_version == self.stored.version:
-            return self.stored.schema
-        found = self.schemas.get(part.schema_version)
-        if found is None:
-            raise StorageError(f"the read plan of {self.stored.name} has no schema of version {part.schema_version}, "
-                               f"which part {part.id} was written under")
-        return found
-
-    def by_version(self) -> list[tuple[StoredTable, tuple[PartView, ...]]]:
-        """`parts` grouped by the version they were written under, each with the table as of that version (its
-        files read as written, by name): the read's own version first, then older ones, newest first."""
-        groups: dict[int, list[PartView]] = {}
+    def by_version(self) -> list[tuple[pa.Schema | None, tuple[PartView, ...]]]:
+        """`parts` grouped by the schema they were written under (PartView.written_schema; None: the read's own
+        version, first), for an engine that reads each group's files as written (by that schema's names and
+        types) and projects them (projection)."""
+        groups: list[tuple[pa.Schema | None, list[PartView]]] = []
         for part in self.parts:
-            groups.setdefault(part.schema_version, []).append(part)
-        order = sorted(groups, key=lambda v: (v != self.stored.version, -v))
-        return [(self.written_table(groups[v][0]), tuple(groups[v])) for v in order]
+            for written, members in groups:
+                if (written is None and part.written_schema is None) or (
+                        written is not None and part.written_schema is not None
+                        and written.equals(part.written_schema, check_metadata=True)):
+                    members.append(part)
+                    break
+            else:
+                groups.append((part.written_schema, [part]))
+        groups.sort(key=lambda g: g[0] is not None)
+        return [(written, tuple(members)) for written, members in groups]
 
-    def written_table(self, part: PartView) -> StoredTable:
-        """The table as of the version `part` was written under (its files read as written, by name)."""
-        if part.schema_version == self.stored.version:
-            return self.stored
-        return self.stored.at_version(part.schema_version, self.written_schema(part))
+    def written_table(self, written: pa.Schema | None) -> StoredTable:
+        """The table with the columns a group of by_version was written with (its files read as written)."""
+        return self.stored if written is None else replace(self.stored, schema=written)
 
-    def projection(self, written: StoredTable) -> list[ColumnSource]:
-        """How the rows of parts written under `written`'s version are read as this read's (for each column of the
-        read's schema, in order: where its values come from): evolution.column_sources, the core's own rule."""
+    def projection(self, written: pa.Schema) -> list[ColumnSource]:
+        """How rows written as `written` are read as this read's schema (for each of its columns, in order: where
+        its values come from): evolution.column_sources, the rule StoredTable.read_part applies."""
         return [ColumnSource(f, src, evolution.default_of(f) if src is None else None)
-                for f, src in evolution.column_sources(written.schema, self.stored.schema)]
-
-    def read_part(self, part: PartView) -> pa.Table:
-        """A part's rows as exactly the read's schema: read as written, then projected by column id (a renamed
-        column takes its new name, a widened one is cast, one added since is null or its default, a dropped one is
-        not read), partition columns restored."""
-        if part.schema_version == self.stored.version:
-            return self.stored.read_part(part)
-        written = self.written_table(part)
-        return evolution.projection(written.schema, self.stored.schema)(written.read_part(part))
+                for f, src in evolution.column_sources(written, self.stored.schema)]
 
     def to_json(self) -> str:
         return json.dumps({"table": self.stored.to_dict(), "parts": [_part_dict(p) for p in self.parts],
-                           "snapshot": self.snapshot, "tid": self.tid, "tag": self.tag,
-                           "schemas": {str(v): _schema_text(s) for v, s in self.schemas.items()}})
+                           "snapshot": self.snapshot, "tid": self.tid, "tag": self.tag})
 
     @classmethod
     def from_json(cls, text: str, storage_options: Mapping[str, str]) -> ReadPlan:
         """to_json's plan again, reading through the root with `storage_options`."""
         found = _json_object(text, "read plan")
         return cls(StoredTable.from_dict(found["table"], storage_options),
-                   tuple(_part_of(p) for p in found["parts"]), int(found["snapshot"]), found["tid"], found["tag"],
-                   {int(v): _schema_of(s) for v, s in dict(found.get("schemas") or {}).items()})
+                   tuple(_part_of(p) for p in found["parts"]), int(found["snapshot"]), found["tid"], found["tag"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,24 +370,34 @@ class ColumnSource:
     """A column added since: the value rows written before it read as (None: null)."""
 
 
-def _schema_text(arrow_schema: pa.Schema) -> str:
-    return base64.b64encode(table_registry.encode_schema(arrow_schema)).decode()
-
-
-def _schema_of(text: str) -> pa.Schema:
-    return table_registry.decode_schema(base64.b64decode(text))
+def _by_name(written: pa.Schema, read: pa.Schema) -> bool:
+    """Whether reading files written as `written` by column name, a missing column as null, gives what
+    evolution.projection gives: every column is the written one of that name and type, or new with no default."""
+    ids = {evolution.column_id(f): f for f in written}
+    for column in read:
+        found = ids.get(evolution.column_id(column))
+        if found is None:
+            if column.name in written.names or evolution.default_of(column) is not None:
+                return False
+        elif found.name != column.name or found.type != column.type:
+            return False
+    return True
 
 
 def _part_dict(part: PartView) -> dict[str, Any]:
-    return {"id": part.id, "partition_key": part.partition_key, "path": part.path, "files": list(part.files),
-            "row_count": part.row_count, "size_bytes": part.size_bytes, "locked_by": part.locked_by,
-            "schema_version": part.schema_version}
+    found: dict[str, Any] = {"id": part.id, "partition_key": part.partition_key, "path": part.path,
+                             "files": list(part.files), "row_count": part.row_count, "size_bytes": part.size_bytes,
+                             "locked_by": part.locked_by}
+    if part.written_schema is not None:
+        found["written_schema"] = base64.b64encode(table_registry.encode_schema(part.written_schema)).decode()
+    return found
 
 
 def _part_of(found: Mapping[str, Any]) -> PartView:
+    written = found.get("written_schema")
     return PartView(int(found["id"]), str(found["partition_key"]), str(found["path"]), tuple(found["files"]),
                     int(found["row_count"]), int(found["size_bytes"]), found["locked_by"],
-                    int(found.get("schema_version", 1)))
+                    None if written is None else table_registry.decode_schema(base64.b64decode(written)))
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -444,13 +441,17 @@ def _stored(wh: Warehouse, info: TableInfo) -> StoredTable:
                        dict(wh.config.storage_options), info.id, info.version)
 
 
-def _part(row: PartRow) -> PartView:
+def _part(row: PartRow, info: TableInfo | None = None, schemas: Mapping[int, pa.Schema] | None = None) -> PartView:
+    """The part as an engine sees it; with `info` (the version of the table read) and `schemas` (the other versions
+    its parts were written under), the schema it was written under when that is another version."""
     directory, files = row.path, row.files
     if is_plain_part(row.path):  # one plain file (D8): an engine reads `path / name` alike for both layouts
         directory, _, name = row.path.rpartition("/")
         files = (name,)
+    written = (schemas or {}).get(row.schema_version) if info is not None and row.schema_version != info.version \
+        else None
     return PartView(row.id, row.partition_key, directory, files, row.row_count, row.size_bytes,
-                    row.version.removal_tid, row.schema_version)
+                    row.version.removal_tid, written)
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
@@ -497,7 +498,7 @@ def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transactio
     rt = wh.runtime
     view = None if txn is None else transaction.statement_of(txn, None)
     planned = reading.plan(rt, table, csn=csn, view=view, tag=tag, partitions=partitions)
-    found = tuple(_part(r) for r in planned.parts)
+    found = tuple(_part(r, planned.info, planned.schemas) for r in planned.parts)
     if parts is not None:  # exactly the parts a statement or a merge chose
         seen = {p.id: p for p in found}
         gone = [i for i in parts if i not in seen]
@@ -505,7 +506,7 @@ def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transactio
             raise MergedAwayError(f"part {gone[0]} of {planned.info.name} is not visible in this read (a background "
                                   "merge combined it with others since it was chosen): choose the parts again")
         found = tuple(seen[i] for i in parts)
-    return ReadPlan(_stored(wh, planned.info), found, planned.snapshot, planned.tid, tag, dict(planned.schemas))
+    return ReadPlan(_stored(wh, planned.info), found, planned.snapshot, planned.tid, tag)
 
 
 # -- writing ------------------------------------------------------------------------------------------------------
@@ -530,28 +531,20 @@ def open_write(txn: Transaction, table: str, mode: WriteMode | WriteModeName = A
     described = what or f"{mode} of {table}"
     rt = txn.warehouse.runtime
 
-    def body() -> tuple[TableInfo, staging.Decided, dict[int, pa.Schema]]:
+    def body() -> tuple[TableInfo, staging.Decided]:
         staging.check_mode(mode, partitions, replaces)
         info = staging.load_table(rt, stmt, table)
-        decided = staging.decide(rt, stmt, info, mode, partitions, replaces)
-        return info, decided, _written_schemas(rt, info, decided.visible)
+        return info, staging.decide(rt, stmt, info, mode, partitions, replaces)
 
     merged_away, found = transaction.run_statement(txn, described, lambda: _merged_away_of(body))
     if merged_away is not None:
         raise merged_away
     assert found is not None
-    info, decided, schemas = found
+    info, decided = found
+    schemas = staging.written_schemas(rt, info, decided.visible)
     return WritePlan(_stored(txn.warehouse, info), stmt.tid, stmt.snapshot, txn.isolation.value, stmt.key,
                      stmt.attempt, mode, described, new_statement_id(), decided.removals, decided.scanned,
-                     decided.allowed, tuple(_part(r) for r in decided.visible), schemas=schemas, _txn=txn)
-
-
-def _written_schemas(rt: Runtime, info: TableInfo, parts: Sequence[PartRow]) -> dict[int, pa.Schema]:
-    """The schemas of the other versions `parts` were written under (no catalog read when there are none)."""
-    if all(p.schema_version == info.version for p in parts):
-        return {}
-    with rt.catalog.read() as conn:
-        return versions.written_schemas(conn, info, parts)
+                     decided.allowed, tuple(_part(r, info, schemas) for r in decided.visible), _txn=txn)
 
 
 @dataclass(frozen=True)
@@ -582,9 +575,6 @@ class WritePlan:
     """A REWRITE not chosen yet: the parts the statement sees (choose with `replacing`); never in to_json."""
     write_dir: WriteDir | None = None
     """The write dir `replacing(ids, writer=...)` made for the engine's files by path; never in to_json."""
-    schemas: Mapping[int, pa.Schema] = field(default_factory=dict)
-    """A REWRITE: {version: schema} of the older versions some of `visible` were written under (read_plan reads
-    them as the table's version); never in to_json."""
     _txn: Transaction | None = field(default=None, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[Any, ...]:  # the handle (a warehouse and its catalog) stays in this process
@@ -636,7 +626,7 @@ class WritePlan:
         write of a key's newer attempt sees again what older attempts of the key replaced (their removals are
         withdrawn when it registers). Nothing is recorded: the registration records what the statement scanned; a
         part a merge took meanwhile is refused there (MergedAwayError)."""
-        return ReadPlan(self.table, tuple(parts), self.snapshot, self.tid, None, dict(self.schemas))
+        return ReadPlan(self.table, tuple(parts), self.snapshot, self.tid)
 
     def with_statement(self, statement: str) -> WritePlan:
         """The plan with its files named after statement id `statement` (16 hex digits; new_statement_id) instead."""
@@ -673,11 +663,11 @@ class WritePlan:
         self.check_written([partition_key(p) for p, _ in written])
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
         stmt = staging.Statement(self.tid, self.snapshot, self.key, self.attempt, None, Isolation(self.isolation))
-        info = self.table.info()
+        info = self.table.info()  # the parts are registered under the version the files were written with
         txn = self._handle(warehouse)
         rt = txn.warehouse.runtime
 
-        def body() -> None:  # the parts are registered under the version the files were written with
+        def body() -> None:
             staging.register_written(rt, stmt, info, written, self.removals, self.scanned)
 
         if self.mode != REWRITE:

@@ -207,8 +207,8 @@ class AirflowTxnDataSource(DataSource):
         planned = options.get("read_plan") or getattr(self, "_planned", None)
         plan = ReadPlan.from_json(planned, _storage(options)) if planned else _plan_read(options)
         parallelism = _integer(options["parallelism"], "parallelism") if options.get("parallelism") else None
-        return _Reader(_ReadPlan(plan, _flag(options, "part_id"), parallelism or os.cpu_count() or 2),
-                       to_arrow_schema(schema))
+        return _Reader(_ReadPlan(plan.stored, list(plan.parts), _flag(options, "part_id"),
+                                 parallelism or os.cpu_count() or 2), to_arrow_schema(schema))
 
 
 def _storage(options: Mapping[str, str]) -> dict[str, str]:
@@ -396,8 +396,9 @@ def read_splits(parts: Sequence[PartView], parallelism: int) -> list[tuple[PartV
 
 @dataclass
 class _ReadPlan:
-    planned: ReadPlan
-    """The core's plan: the parts, and how a part written under an older version of the schema reads (read_part)."""
+    table: StoredTable
+    parts: list[PartView]
+    """Each written under the table's version or under PartView.written_schema (StoredTable.read_part projects it)."""
     part_id: bool = False
     """Each row also carries its part's id (column PART_ID): what a copy-on-write statement counts by."""
     parallelism: int = 2
@@ -432,13 +433,13 @@ class _Reader(DataSourceReader):
         """The Arrow form of the schema this source declared (schema()): what every batch must be exactly."""
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [_PartsToRead(split) for split in read_splits(self.plan.planned.parts, self.plan.parallelism)]
+        return [_PartsToRead(split) for split in read_splits(self.plan.parts, self.plan.parallelism)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, _PartsToRead):  # Spark reads one empty partition when there are none
             return
         for part in partition.parts:
-            rows = self.plan.planned.read_part(part).cast(self.plan.planned.stored.schema)
+            rows = self.plan.table.read_part(part).cast(self.plan.table.schema)
             if self.plan.part_id:
                 ids = pa.array([part.id] * rows.num_rows, pa.int64())
                 rows = rows.append_column(pa.field(PART_ID, pa.int64(), nullable=False), ids)

@@ -63,12 +63,12 @@ def plan_frame(spark: SparkSession, plan: ReadPlan, with_part_id: bool = False) 
     apart; and Spark's Parquet reader widens only some types. A table under one version is one group: the read
     it always was, no projection."""
     groups = plan.by_version()
-    if not groups or (len(groups) == 1 and groups[0][0].version == plan.stored.version):
+    if not groups or (len(groups) == 1 and groups[0][0] is None):
         return parts_frame(spark, plan.table, plan.parts, with_part_id)
     frames = []
     for written, parts in groups:
-        frame = parts_frame(spark, written.view(), parts, with_part_id)
-        if written.version != plan.stored.version:
+        frame = parts_frame(spark, plan.written_table(written).view(), parts, with_part_id)
+        if written is not None:
             columns = [_projected(c) for c in plan.projection(written)]
             frame = frame.select(*columns, *([F.col(PART_ID)] if with_part_id else []))
         frames.append(frame)
