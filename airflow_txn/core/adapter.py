@@ -56,7 +56,7 @@ from airflow_txn.catalog.database import safe_url
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.txn_records import ACTIVE, COMMITTED, ROLLED_BACK, LabelFilter
-from airflow_txn.core import bounds, compaction, crashpoints, reading, staging, transaction
+from airflow_txn.core import bounds, compaction, crashpoints, reading, staging, transaction, versions
 from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
@@ -89,6 +89,7 @@ __all__ = [
     "OVERWRITE",
     "REWRITE",
     "ROLLED_BACK",
+    "ColumnSource",
     "CompactionPlan",
     "Isolation",
     "LabelFilter",
@@ -183,26 +184,33 @@ class StoredTable:
     storage_options: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """The root's settings as the warehouse was opened with (may hold secrets: never shown, never in to_json)."""
     table_id: int = 0
+    version: int = 1
+    """The version of the table's schema `schema` is (docs/DESIGN.md, D27): what a read reads every part as, what a
+    write's files are written and registered under."""
 
     def view(self) -> TableView:
         """The table with its local directory, for an engine that opens files by path (StorageError on an
         object-store root: read and write through this table's methods instead)."""
         storage = open_root(self.root, self.storage_options)
-        info = TableInfo(self.table_id, parse_table_name(self.name), self.schema, self.partition_by, self.directory)
-        return _local_view(storage, info)
+        return _local_view(storage, self.info())
+
+    def info(self) -> TableInfo:
+        """The catalog's value of the table as of this version."""
+        return TableInfo(self.table_id, parse_table_name(self.name), self.schema, self.partition_by, self.directory,
+                         self.version)
 
     def to_dict(self) -> dict[str, Any]:
         """The table as JSON values, its storage settings left out (they may hold secrets)."""
         return {"name": self.name, "schema": base64.b64encode(table_registry.encode_schema(self.schema)).decode(),
                 "partition_by": list(self.partition_by), "directory": self.directory, "root": self.root,
-                "table_id": self.table_id}
+                "table_id": self.table_id, "version": self.version}
 
     @classmethod
     def from_dict(cls, found: Mapping[str, Any], storage_options: Mapping[str, str]) -> StoredTable:
         """to_dict's table again, with the root's settings `storage_options`."""
         return cls(str(found["name"]), table_registry.decode_schema(base64.b64decode(found["schema"])),
                    tuple(found["partition_by"]), str(found["directory"]), str(found["root"]), dict(storage_options),
-                   int(found["table_id"]))
+                   int(found["table_id"]), int(found.get("version", 1)))
 
     def conformed(self, data: pa.Table) -> pa.Table:
         """`data` (an engine's batch, whose Arrow types may differ in storage only: large_string for string,
@@ -310,6 +318,33 @@ class ReadPlan:
                     "through the airflow_txn data source (airflow_txn.spark.read(..., via='datasource'))")
         return self.stored.view()
 
+    def by_version(self) -> list[tuple[pa.Schema | None, tuple[PartView, ...]]]:
+        """`parts` grouped by the schema they were written under (PartView.written_schema; None: the read's own
+        version, first), for an engine that reads each group's files as written (by that schema's names and
+        types) and projects them (projection)."""
+        groups: list[tuple[pa.Schema | None, list[PartView]]] = []
+        for part in self.parts:
+            for written, members in groups:
+                if (written is None and part.written_schema is None) or (
+                        written is not None and part.written_schema is not None
+                        and written.equals(part.written_schema, check_metadata=True)):
+                    members.append(part)
+                    break
+            else:
+                groups.append((part.written_schema, [part]))
+        groups.sort(key=lambda g: g[0] is not None)
+        return [(written, tuple(members)) for written, members in groups]
+
+    def written_table(self, written: pa.Schema | None) -> StoredTable:
+        """The table with the columns a group of by_version was written with (its files read as written)."""
+        return self.stored if written is None else replace(self.stored, schema=written)
+
+    def projection(self, written: pa.Schema) -> list[ColumnSource]:
+        """How rows written as `written` are read as this read's schema (for each of its columns, in order: where
+        its values come from): evolution.column_sources, the rule StoredTable.read_part applies."""
+        return [ColumnSource(f, src, evolution.default_of(f) if src is None else None)
+                for f, src in evolution.column_sources(written, self.stored.schema)]
+
     def to_json(self) -> str:
         return json.dumps({"table": self.stored.to_dict(), "parts": [_part_dict(p) for p in self.parts],
                            "snapshot": self.snapshot, "tid": self.tid, "tag": self.tag})
@@ -320,6 +355,19 @@ class ReadPlan:
         found = _json_object(text, "read plan")
         return cls(StoredTable.from_dict(found["table"], storage_options),
                    tuple(_part_of(p) for p in found["parts"]), int(found["snapshot"]), found["tid"], found["tag"])
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSource:
+    """One column of a read's schema, as rows written under an older version give it (ReadPlan.projection)."""
+
+    field: pa.Field
+    """The column as the read has it (name, type)."""
+    source: str | None
+    """The written column holding its values (cast to `field.type` when its type differs: a widening); None: a
+    column added since, whose value is `default`."""
+    default: pa.Scalar | None
+    """A column added since: the value rows written before it read as (None: null)."""
 
 
 def _by_name(written: pa.Schema, read: pa.Schema) -> bool:
@@ -390,7 +438,7 @@ def _local_view(storage: Storage, info: TableInfo) -> TableView:
 
 def _stored(wh: Warehouse, info: TableInfo) -> StoredTable:
     return StoredTable(info.name.qualified, info.schema, info.partition_by, info.directory, wh.config.root,
-                       dict(wh.config.storage_options), info.id)
+                       dict(wh.config.storage_options), info.id, info.version)
 
 
 def _part(row: PartRow, info: TableInfo | None = None, schemas: Mapping[int, pa.Schema] | None = None) -> PartView:
@@ -423,10 +471,17 @@ def _first_unfit(data: pa.Table, schema: pa.Schema) -> str | None:
     return None
 
 
-def stored_table(wh: Warehouse, table: str) -> StoredTable:
-    """The table `table` for an engine writing through the root's filesystem (TableNotFoundError if none)."""
+def stored_table(wh: Warehouse, table: str, txn: Transaction | None = None) -> StoredTable:
+    """The table `table` for an engine writing through the root's filesystem (TableNotFoundError if none): as of
+    its newest committed version, or (`txn`) the version a statement of that transaction handle sees, its own
+    changes included (a newer attempt of its key: without the older attempts' changes, which it withdraws). Nothing
+    is recorded (a read of `txn`'s view records itself: plan_read)."""
     with wh.runtime.catalog.read() as conn:
-        return _stored(wh, table_registry.get(conn, table))
+        info = table_registry.get(conn, table)
+        if txn is not None:
+            stmt = transaction.statement_of(txn, None)
+            info = versions.table_for_statement(conn, info, stmt.tid, stmt.snapshot, stmt.key, stmt.attempt)
+        return _stored(wh, info)
 
 
 def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
@@ -608,9 +663,7 @@ class WritePlan:
         self.check_written([partition_key(p) for p, _ in written])
         crashpoints.hit(crashpoints.STAGE_AFTER_FILES)
         stmt = staging.Statement(self.tid, self.snapshot, self.key, self.attempt, None, Isolation(self.isolation))
-        table = self.table
-        info = TableInfo(table.table_id, parse_table_name(table.name), table.schema, table.partition_by,
-                         table.directory)
+        info = self.table.info()  # the parts are registered under the version the files were written with
         txn = self._handle(warehouse)
         rt = txn.warehouse.runtime
 
@@ -686,8 +739,9 @@ class CompactionPlan:
 
     def run(self, write: MergeWrite, progress: Progress | None = None) -> CompactionReport:
         """Every merge, `write` writing its part; returns the report Warehouse.compact returns."""
-        def writer(rt: Runtime, job: MergeJob) -> WrittenPart:
-            return write(MergePlan(job.tid, self.table, _part_views(job.group.sources), job, rt))
+        def writer(rt: Runtime, job: MergeJob) -> WrittenPart:  # a merge's parts are of one version: the group's
+            table = replace(self.table, schema=job.group.table.schema, version=job.group.table.version)
+            return write(MergePlan(job.tid, table, _part_views(job.group.sources), job, rt))
 
         return compaction.run(self._rt, self._prepared, writer, progress)
 
@@ -711,6 +765,8 @@ class MergePlan:
     tid: str
     """The merge's own transaction."""
     table: StoredTable
+    """The table as of the version of its schema the sources were written under (a merge never mixes versions):
+    the merged part is written and registered under it."""
     sources: tuple[PartView, ...]
     """The parts the merge replaces, in (CSN, id) order."""
     _job: MergeJob = field(repr=False, compare=False)

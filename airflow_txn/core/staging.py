@@ -85,7 +85,8 @@ def load_table(rt: Runtime, stmt: Statement, table: str, check_transaction: bool
     if cached is not None and not check_transaction and cached.version != table_registry.CACHED:
         return cached  # its schema version is checked when the write registers (register_all)
     with rt.catalog.read() as conn:
-        info = versions.table_at(conn, cached or table_registry.get(conn, table), stmt.tid, stmt.snapshot)
+        info = versions.table_for_statement(conn, cached or table_registry.get(conn, table), stmt.tid, stmt.snapshot,
+                                            stmt.key, stmt.attempt)
         txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
     if cache is not None and info.committed:  # a version the transaction staged itself is not for others
         cache[table] = info

@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 from airflow_txn.catalog import part_records, table_registry, table_versions
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import retries
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SchemaMismatchError, SerializationError, TableNotFoundError
 from airflow_txn.model import evolution
@@ -38,6 +39,21 @@ def table_at(conn: Connection, info: TableInfo, tid: str | None, snapshot: int) 
                                  + ("" if tid is None else f" of transaction {tid}"), table=str(info.name))
     if found.version == info.version and info.committed and found.state.creation_csn is not None:
         return info  # the cached lookup was of this version: its schema already decoded
+    return table_registry.at_version(info, found)
+
+
+def table_for_statement(conn: Connection, info: TableInfo, tid: str, snapshot: int, key: str | None,
+                        attempt: int | None) -> TableInfo:
+    """`info` as of the version a statement of `tid` under (key, attempt) sees: table_at, with the key's earlier
+    attempts (and the keys built on them) withdrawn as its registration will withdraw them, so a retried attempt
+    checks its data against the schema it will be registered under, not one only an older attempt staged."""
+    withdrawn = retries.withdrawn(conn, tid, key, attempt) if table_versions.present(conn) else {}
+    if not withdrawn:
+        return table_at(conn, info, tid, snapshot)
+    found = table_versions.visible_for_statement(conn, info.id, tid, snapshot, withdrawn)
+    if found is None or found.dropped:
+        raise TableNotFoundError(f"table {info.name} does not exist at snapshot {snapshot} of transaction {tid}",
+                                 table=str(info.name))
     return table_registry.at_version(info, found)
 
 

@@ -282,13 +282,7 @@ def projection(written: pa.Schema, read: pa.Schema) -> Callable[[pa.Table], pa.T
     added since are null or their default, dropped ones are left out. The identity when nothing changed."""
     if _same(written, read):
         return lambda rows: rows
-    by_id = {column_id(f): f for f in written if column_id(f) is not None}
-    plan: list[tuple[pa.Field, str | None]] = []  # (the read field, the written column it comes from)
-    for field in read:
-        found = by_id.get(column_id(field)) if column_id(field) is not None else None
-        if found is None and not by_id and field.name in written.names:
-            found = written.field(field.name)
-        plan.append((field, None if found is None else found.name))
+    plan = column_sources(written, read)
 
     def apply(rows: pa.Table) -> pa.Table:
         columns = []
@@ -301,6 +295,20 @@ def projection(written: pa.Schema, read: pa.Schema) -> Callable[[pa.Table], pa.T
         return pa.Table.from_arrays(columns, schema=read)
 
     return apply
+
+
+def column_sources(written: pa.Schema, read: pa.Schema) -> list[tuple[pa.Field, str | None]]:
+    """For each field of `read`, in order: the column of `written` its values come from (matched by column id; by
+    name when `written` has no ids), None for a column added since (null or its default: default_of). The rule every
+    reader applies (projection here; an engine's reader builds the same projection in its own terms)."""
+    by_id = {column_id(f): f for f in written if column_id(f) is not None}
+    plan: list[tuple[pa.Field, str | None]] = []  # (the read field, the written column it comes from)
+    for field in read:
+        found = by_id.get(column_id(field)) if column_id(field) is not None else None
+        if found is None and not by_id and field.name in written.names:
+            found = written.field(field.name)
+        plan.append((field, None if found is None else found.name))
+    return plan
 
 
 def _same(written: pa.Schema, read: pa.Schema) -> bool:

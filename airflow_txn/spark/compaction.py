@@ -53,9 +53,9 @@ from airflow_txn.spark import layout
 from airflow_txn.spark import via as via_module
 from airflow_txn.spark.frames import _literal
 from airflow_txn.spark.settings import temporary_setting
-from airflow_txn.spark.types import same_storage, to_spark_schema, to_spark_type
+from airflow_txn.spark.types import field_id_metadata, same_storage, to_spark_schema, to_spark_type
 from airflow_txn.spark.via import is_connect
-from airflow_txn.spark.writer import spark_path
+from airflow_txn.spark.writer import column_of, spark_path
 
 JOB_DESCRIPTION = "spark.job.description"
 """The local property Spark's UI shows as a job's description (SparkContext.setJobDescription)."""
@@ -126,6 +126,8 @@ def write_group(spark: SparkSession, task: MergePlan, target_file_bytes: int) ->
                 f"{len(task.sources)} parts into {files} file(s), merge {task.tid}")
         with _described(spark, what), _micros(spark):
             frame = spark.read.schema(_stored_schema(info)).parquet(*paths)
+            frame = frame.select(*[column_of(f.name).alias(f.name, metadata=field_id_metadata(f))
+                                   for f in info.schema if f.name not in info.partition_by])  # the ids, as written
             frame.coalesce(files).write.mode("append").parquet(spark_path(write_dir.location))
         written = layout.written_parts(write_dir.location, write_dir.relative, info.schema, (), None)
     except BaseException:

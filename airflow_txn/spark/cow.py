@@ -31,7 +31,7 @@ from airflow_txn.core.transaction import Transaction
 from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model.options import Via, ViaName
 from airflow_txn.spark import via as via_module
-from airflow_txn.spark.frames import parts_frame
+from airflow_txn.spark.frames import plan_frame
 from airflow_txn.spark.types import PART_ID, to_spark_schema, to_spark_type
 from airflow_txn.spark.writer import column_of, conform, stage_frame
 from airflow_txn.telemetry import logs
@@ -102,7 +102,7 @@ class _Run:
         """The rows of exactly `parts`, as the statement's plan lists them (a part a background merge took meanwhile
         still holds its rows: its registration then raises MergedAwayError)."""
         if self.way is via_module.NATIVE:
-            return parts_frame(self.spark, plan.view, parts, with_part_id=with_part_id)
+            return plan_frame(self.spark, plan.read_plan(parts), with_part_id=with_part_id)
         # the statement's view: a newer attempt of its key sees again what older attempts replaced
         return via_module.read_planned(self.spark, self.txn.warehouse, plan.read_plan(parts), part_id=with_part_id)
 

@@ -36,11 +36,12 @@ so a failed statement's files can be found and deleted; default: a fresh one); f
 view), `part_id` ("true": each row read also carries its part's id, column types.PART_ID), `replaces` (JSON list of
 part ids an append replaces: a rewrite, checked to be still visible to the statement and free), `merge` (a merge's
 footer tags as JSON: one task writes ONE plain part file of the merge, which the core swaps in; nothing is registered
-here); and where the warehouse is: `catalog`, `catalog_password`, `root`, `oracle`, `storage.<setting>`
-(endpoint_url, region, access_key_id, secret_access_key, ...); without them the Spark side's own AIRFLOW_TXN_* and
-AWS_* environment applies. Spark's default `spark.redaction.regex` hides options whose names hold "secret",
-"password" or "access key" from its UI and logs; airflow_txn.spark.write/read pass the warehouse's own settings this
-way. """
+here; `merge_table`: the table as of the merge's version, JSON); `mergeSchema` ("true": a write first adds the
+DataFrame's new columns and widenings to the table, in the same statement: evolve.py); and where the warehouse
+is: `catalog`, `catalog_password`, `root`, `oracle`, `storage.<setting>` (endpoint_url, region, access_key_id,
+secret_access_key, ...); without them the Spark side's own AIRFLOW_TXN_* and AWS_* environment applies. Spark's
+default `spark.redaction.regex` hides options whose names hold "secret", "password" or "access key" from its UI and
+logs; airflow_txn.spark.write/read pass the warehouse's own settings this way. """
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError
 from airflow_txn.model.partitioning import parse_partition_key
+from airflow_txn.spark import evolve
 from airflow_txn.spark.types import PART_ID, check_frame_schema, to_arrow_schema, to_spark_schema
 
 NAME = "airflow_txn"
@@ -142,9 +144,10 @@ def _transaction(wh: Warehouse, options: Mapping[str, str]) -> Transaction:
 
 
 def _flag(options: Mapping[str, str], name: str) -> bool:
-    value = str(options.get(name) or "false").lower()
+    given = options.get(name.lower(), options.get(name))  # Spark hands a data source its options' names lowercased
+    value = str(given or "false").lower()
     if value not in ("true", "false"):
-        raise InvalidNameError(f"option {name!r} must be true or false, got {options.get(name)!r}")
+        raise InvalidNameError(f"option {name!r} must be true or false, got {given!r}")
     return value == "true"
 
 
@@ -184,7 +187,10 @@ class AirflowTxnDataSource(DataSource):
         elif self.options.get("csn") or self.options.get("tag"):  # a read: its planning errors come at load()
             self._planned = _plan_read(dict(self.options)).to_json()
             stored = ReadPlan.from_json(self._planned, {}).stored
-        else:  # a transaction's view (planned and recorded once, by reader()) or a write
+        elif self.options.get("tid"):  # a transaction's view (planned and recorded once, by reader()) or a write:
+            wh = _warehouse(self.options)   # the version of the schema it sees, its own changes included
+            stored = stored_table(wh, _table_name(self.options), txn=_transaction(wh, self.options))
+        else:
             stored = stored_table(_warehouse(self.options), _table_name(self.options))
         schema = to_spark_schema(stored.schema)
         if _flag(self.options, "part_id"):
@@ -228,7 +234,7 @@ class _Writer(DataSourceArrowWriter):
             if (plan.mode is OVERWRITE) != overwrite or plan.table.name != _table_name(options):
                 raise InvalidNameError(f"option 'write_plan' is a {plan.mode} of {plan.table.name}, not this write")
         else:
-            plan = _open_write(options, overwrite)
+            plan = _open_write(options, overwrite, schema)
         check_schema(schema, plan.table)
         self.options = options
         self.plan = plan
@@ -279,8 +285,9 @@ class _Writer(DataSourceArrowWriter):
         self.plan.table.delete_statement_files(self.plan.tid, self.plan.statement)
 
 
-def _open_write(options: Mapping[str, str], overwrite: bool) -> WritePlan:
-    """The statement the options describe (no `write_plan`: a write through df.write.format(...) itself)."""
+def _open_write(options: Mapping[str, str], overwrite: bool, schema: StructType) -> WritePlan:
+    """The statement the options describe (no `write_plan`: a write through df.write.format(...) itself); option
+    `mergeSchema` "true": the DataFrame's (`schema`) new columns and widenings first (evolve.py)."""
     if not options.get("tid"):
         raise InvalidNameError('writing needs the transaction: .option("tid", t.tid)')
     wh = _warehouse(options)
@@ -293,6 +300,8 @@ def _open_write(options: Mapping[str, str], overwrite: bool) -> WritePlan:
     if partitions is not None and not overwrite:
         raise InvalidNameError("option 'partitions' only goes with mode('overwrite')")
     mode = OVERWRITE if overwrite else REWRITE if replaces is not None else APPEND
+    if _flag(options, "mergeSchema"):
+        evolve.merge_schema(txn, table, schema, None)
     plan = open_write(txn, table, mode, partitions, replaces, what=f"spark {mode} of {table} (data source)")
     statement = options.get("statement")
     return plan.with_statement(str(statement)) if statement else plan
@@ -304,7 +313,10 @@ class _MergeWriter(DataSourceArrowWriter):
     the client finds it by the statement id and hands it to the core's swap (compaction.py)."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        stored = stored_table(_warehouse(options), _table_name(options))
+        if options.get("merge_table"):  # the table as of the version the merge's sources were written under
+            stored = StoredTable.from_dict(_json_object(str(options["merge_table"]), "merge_table"), _storage(options))
+        else:
+            stored = stored_table(_warehouse(options), _table_name(options))
         check_schema(schema, stored)
         try:
             tags = json.loads(options["merge"])
@@ -326,6 +338,16 @@ class _MergeWriter(DataSourceArrowWriter):
 def check_schema(schema: StructType, table: StoredTable) -> None:
     """SchemaMismatchError listing every difference between the DataFrame's columns and the table's."""
     check_frame_schema(schema, table.schema, table.name)
+
+
+def _json_object(value: str, name: str) -> dict[str, Any]:
+    try:
+        found = json.loads(value)
+    except ValueError as exc:
+        raise InvalidNameError(f"option {name!r} must be a JSON object: {exc}") from None
+    if not isinstance(found, dict):
+        raise InvalidNameError(f"option {name!r} must be a JSON object, got {value[:80]!r}")
+    return found
 
 
 def _json_list(value: str, name: str) -> list[Any]:
@@ -376,6 +398,7 @@ def read_splits(parts: Sequence[PartView], parallelism: int) -> list[tuple[PartV
 class _ReadPlan:
     table: StoredTable
     parts: list[PartView]
+    """Each written under the table's version or under PartView.written_schema (StoredTable.read_part projects it)."""
     part_id: bool = False
     """Each row also carries its part's id (column PART_ID): what a copy-on-write statement counts by."""
     parallelism: int = 2

@@ -36,7 +36,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_txn.core.adapter import PartView, TableView
+from airflow_txn.core.adapter import ColumnSource, PartView, ReadPlan, TableView
 from airflow_txn.model.partitioning import partition_column
 from airflow_txn.spark.discovery import discoverable_parts
 from airflow_txn.spark.settings import temporary_setting
@@ -49,9 +49,48 @@ _URI_PATH = frozenset(string.ascii_letters + string.digits + "-_.!~*'():@&=+$,;/
 _URI_QUOTED_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc"})  # Java's isSpaceChar and isISOControl
 
 
+def plan_frame(spark: SparkSession, plan: ReadPlan, with_part_id: bool = False) -> DataFrame:
+    """The rows of a read plan with the read's columns in order (and the part id, when asked), parts written under
+    an older version of the table's schema read as the plan's version (docs/DESIGN.md, D27).
+
+    Parts are scanned in groups of the version they were written under, each group's files by the names and types
+    of its own version (parts_frame), then projected to the read's columns as the core projects them
+    (ReadPlan.projection: matched by column id, a widened column cast, an added one null or its default, a dropped
+    one left out), and the groups are one unionByName. Why not one scan matching columns by Parquet field id
+    (spark.sql.parquet.fieldId.read.enabled): files written before ids (a Spark write's, or a table's from before
+    versions) have none, and Spark then fails the scan or (fieldId.read.ignoreMissing) reads nulls; a column added
+    with a default must read that default in older parts only and null in newer ones, which one scan cannot tell
+    apart; and Spark's Parquet reader widens only some types. A table under one version is one group: the read
+    it always was, no projection."""
+    groups = plan.by_version()
+    if not groups or (len(groups) == 1 and groups[0][0] is None):
+        return parts_frame(spark, plan.table, plan.parts, with_part_id)
+    frames = []
+    for written, parts in groups:
+        frame = parts_frame(spark, plan.written_table(written).view(), parts, with_part_id)
+        if written is not None:
+            columns = [_projected(c) for c in plan.projection(written)]
+            frame = frame.select(*columns, *([F.col(PART_ID)] if with_part_id else []))
+        frames.append(frame)
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def _projected(source: ColumnSource) -> Column:
+    """One column of the read's schema from a frame of parts written under an older version."""
+    spark_type = to_spark_type(source.field.type)
+    if source.source is None:
+        value = None if source.default is None else spark_value(source.default)
+        return F.lit(value).cast(spark_type).alias(source.field.name)
+    return column_of(source.source).cast(spark_type).alias(source.field.name)
+
+
 def parts_frame(spark: SparkSession, info: TableView, parts: Sequence[PartView],
                 with_part_id: bool = False) -> DataFrame:
-    """The rows of `parts` (of the table `info`) with the table's columns in order (and the part id, when asked).
+    """The rows of `parts` (of the table `info`, all written under its version) with the table's columns in order
+    (and the part id, when asked).
 
     The parts whose partition values Spark's discovery gives back (discovery.py) are one scan that partition
     filters prune; the others, if any, a second scan with the values joined on; the two are one union. So a

@@ -26,7 +26,7 @@ def merge(df: DataFrame, txn: Transaction, table: str, on: Sequence[str] | str,
     same clauses, the same refusals before anything is staged); returns {updated, inserted, deleted}. `df` may hold
     every column of the table, or (deleting, or setting columns from expressions) the key columns and those it
     sets; each column in Spark's type for the table's (docs/TYPES.md), each value checked to fit."""
-    schema = stored_table(txn.warehouse, table).schema
+    schema = stored_table(txn.warehouse, table, txn=txn).schema  # as the transaction sees it, its changes included
     unknown = [f.name for f in df.schema.fields if f.name not in schema.names]
     if unknown:
         raise SchemaMismatchError(f"merge into {table}: the source has column(s) {unknown} the table has not")

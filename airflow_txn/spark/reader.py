@@ -11,7 +11,7 @@ from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.model.options import Via, ViaName
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import via as via_module
-from airflow_txn.spark.frames import parts_frame
+from airflow_txn.spark.frames import plan_frame
 
 
 def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,
@@ -20,7 +20,9 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None,
     snapshot: Warehouse.tag), or to `txn`.
 
     The DataFrame scans exactly the visible parts' files, with the partition columns restored; filters
-    on data columns are pushed into the Parquet reader. `partitions=[{col: value}, ...]` reads only
+    on data columns are pushed into the Parquet reader. The table's schema is the one at that snapshot (time
+    travel reads old schemas); parts written under an older version of it read as that one, by column id
+    (docs/CONCEPTS.md, "Changing tables"). `partitions=[{col: value}, ...]` reads only
     those partitions (pruned on the driver). The files are read when an action runs: keep `csn`
     inside the retention window (the transaction open, the tag tagged) until then. `via`: as for
     airflow_txn.spark.write ("datasource" reads through the "airflow_txn" data source: any root, Spark Connect).
@@ -28,4 +30,4 @@ def read(spark: SparkSession, wh: Warehouse, table: str, csn: int | None = None,
     if via_module.choose(spark, wh, via) is via_module.DATASOURCE:
         return via_module.read(spark, wh, table, csn, txn, partitions, tag=tag)
     plan = plan_read(wh, table, csn, txn, partitions, tag=tag)
-    return parts_frame(spark, plan.table, plan.parts)
+    return plan_frame(spark, plan)

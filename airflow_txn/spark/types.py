@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_txn.errors import SchemaMismatchError, UnsupportedTypeError
+from airflow_txn.model.evolution import column_id
 from airflow_txn.model.types import needs_guard
 
 PART_ID = "__airflow_txn_part"
@@ -115,6 +116,18 @@ def to_arrow_schema(spark_schema: T.StructType) -> pa.Schema:
         except UnsupportedTypeError as exc:
             raise UnsupportedTypeError(f"column {field.name!r}: {exc}") from exc
     return pa.schema(fields)
+
+
+FIELD_ID = "parquet.field.id"
+"""Spark's StructField metadata key its Parquet writer writes as the column's Parquet field id (when
+spark.sql.parquet.fieldId.write.enabled, true by default)."""
+
+
+def field_id_metadata(field: pa.Field) -> dict[str, int]:
+    """The Spark column metadata that makes Spark's Parquet writer store column `field`'s column id as its field id,
+    as the core's files do (docs/DESIGN.md, D27); {} for a column without one."""
+    found = column_id(field)
+    return {} if found is None else {FIELD_ID: found}
 
 
 def is_stored_nanos(field: pa.Field, partition_by: Sequence[str]) -> bool:

@@ -106,7 +106,7 @@ def write_merge(frame: DataFrame, wh: Warehouse, task: MergePlan) -> WrittenPart
     the statement's files are deleted (the core rolls the merge back)."""
     stored, statement = task.table, task.statement
     options = {**datasource.warehouse_options(wh), "merge": json.dumps(task.tags, default=str),
-               "statement": statement}
+               "statement": statement, "merge_table": json.dumps(stored.to_dict())}
     datasource.register(frame.sparkSession)
     try:
         with ours_raised():

@@ -19,7 +19,7 @@ unregistered write dir, which vacuum deletes once the transaction is over (invar
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,19 +28,20 @@ from pyspark.sql import functions as F
 
 from airflow_txn.core.adapter import TableView, WritePlan, open_write
 from airflow_txn.core.transaction import Transaction
-from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.errors import InvalidArgumentError, SchemaMismatchError
 from airflow_txn.model.options import SAVE_MODES, SaveModeName, Via, ViaName, WriteMode
 from airflow_txn.model.results import PartitionSpec
-from airflow_txn.spark import layout
+from airflow_txn.spark import evolve, layout
 from airflow_txn.spark import via as via_module
-from airflow_txn.spark.types import check_frame_schema, write_guards
+from airflow_txn.spark.types import check_frame_schema, field_id_metadata, write_guards
 
 _GUARD = "airflow_txn refused a row: "
 _GUARD_RE = re.compile(re.escape(_GUARD) + r"(null|empty|range|fraction)#(\d+)")
 
 
 def write(df: DataFrame, txn: Transaction, table: str, mode: WriteMode | SaveModeName = WriteMode.APPEND,
-          partitions: PartitionSpec | None = None, key: str | None = None, via: Via | ViaName = Via.AUTO) -> int:
+          partitions: PartitionSpec | None = None, key: str | None = None, via: Via | ViaName = Via.AUTO,
+          merge_schema: bool = False) -> int:
     """Stage `df` in `table` within `txn`; returns the number of rows staged.
 
     mode="append" adds parts (never conflicts); mode="overwrite" replaces the whole table, or only
@@ -49,9 +50,18 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: WriteMode | SaveMod
     (Spark's Parquet writer; the root must be a path every executor reaches), "datasource" (the
     "airflow_txn" data source: any root, Spark Connect) or "auto" (the data source for an object-store
     root or a Spark Connect session; via.py). A bad `mode` or `via` raises InvalidOptionError before anything runs.
+
+    The DataFrame must match the table's schema as the transaction sees it (its own changes included: add a column
+    in one statement, write it in the next). `merge_schema=True` first adds the DataFrame's columns the table lacks
+    (nullable) and widens the columns it holds in a wider type the core allows, in the same statement under the
+    same key (evolve.py); without it a mismatch is SchemaMismatchError, nothing staged.
     """
     save_mode = WriteMode.parse(mode, "mode", SAVE_MODES)
     way = via_module.choose(df.sparkSession, txn.warehouse, via)
+    if not isinstance(merge_schema, bool):
+        raise InvalidArgumentError(f"merge_schema must be True or False, got {merge_schema!r}")
+    if merge_schema:
+        evolve.merge_schema(txn, table, df.schema, key)
     plan = open_write(txn, table, save_mode, partitions, key=key, what=f"spark {save_mode} of {table}")
     if way is via_module.DATASOURCE:
         return via_module.write(df, plan)
@@ -60,14 +70,21 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: WriteMode | SaveMod
 
 def conform(df: DataFrame, info: TableView) -> DataFrame:
     """`df`'s columns in the table's order, checked against the table (SchemaMismatchError listing
-    every difference, before anything is written) and guarded against values the table refuses."""
+    every difference, before anything is written) and guarded against values the table refuses; each stored
+    column carries its column id as Spark's `parquet.field.id` metadata, which Spark's Parquet writer writes as
+    the file's field id (spark.sql.parquet.fieldId.write.enabled, true by default), as the core's files carry it
+    (docs/DESIGN.md, D27; top-level columns: Spark takes nested ids only from a nested schema's own metadata)."""
     check_frame_schema(df.schema, info.schema, str(info.name))
     got = {f.name: f for f in df.schema.fields}
-    names = [f.name for f in df.schema.fields]
     projection = _guarded_projection(info, {name: got[name].nullable for name in info.schema.names})
-    if projection == [quote(n) for n in names]:
-        return df  # already in the table's order, nothing to guard: no extra projection at all
-    return df.selectExpr(*projection)
+    return df.select(*[_with_field_id(F.expr(expr), field, info.partition_by)
+                       for expr, field in zip(projection, info.schema, strict=True)])
+
+
+def _with_field_id(column: Column, field: pa.Field, partition_by: Sequence[str]) -> Column:
+    if field.name in partition_by:  # never stored in part files
+        return column.alias(field.name)
+    return column.alias(field.name, metadata=field_id_metadata(field))
 
 
 def quote(name: str) -> str:
@@ -84,8 +101,7 @@ def _guarded_projection(info: TableView, nullable: Mapping[str, bool]) -> list[s
     """The table's columns as SQL expressions that fail the Spark job on a row the table refuses,
     instead of scanning the data beforehand: a null in a non-nullable column, or an empty string in
     a string partition column (Spark would name its directory like null's: it would come back null).
-    SQL text keeps building the projection to one call into the JVM; the messages name the column
-    by position, `_refused` names it properly."""
+    The messages name the column by position, `_refused` names it properly."""
     projection = []
     for index, field in enumerate(info.schema):
         column = quote(field.name)
@@ -97,7 +113,7 @@ def _guarded_projection(info: TableView, nullable: Mapping[str, bool]) -> list[s
         if field.name in info.partition_by and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
             refused = f"{column} = '' OR {column} = '{layout.HIVE_NULL}'"
             expr = f"CASE WHEN {refused} THEN raise_error('{_GUARD}empty#{index}') ELSE {expr} END"
-        projection.append(column if expr == column else f"{expr} AS {column}")
+        projection.append(expr)
     return projection
 
 

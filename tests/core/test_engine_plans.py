@@ -29,7 +29,7 @@ WRITE_PLAN = frozenset({"open_write", "WritePlan", "WriteDir", "WrittenPart", "A
                         "open_compaction", "CompactionPlan", "MergePlan", "MergeWrite"})
 """The write interface: a statement as the core decided it, and a compaction's (the core plans, runs and swaps
 each merge; the engine writes its part)."""
-READ_PLAN = frozenset({"plan_read", "ReadPlan", "PartView", "TableView", "StoredTable", "stored_table"})
+READ_PLAN = frozenset({"plan_read", "ReadPlan", "PartView", "ColumnSource", "TableView", "StoredTable", "stored_table"})
 """The read interface: exactly the parts a read sees, and the table an engine reads and writes through."""
 VALUES = frozenset({"DEFAULT_TARGET_FILE_BYTES", "Progress", "MergedAwayError"})
 """Values an engine passes on, deciding nothing."""
