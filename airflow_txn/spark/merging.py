@@ -10,8 +10,10 @@ source's distinct partition values, one count per candidate part, one summary of
     scope     adapter.open_write(REWRITE) lists the parts the statement sees; WritePlan.merge_scope narrows them
               to the candidates by the core's rule (the partitions of the source's rows when the key covers the
               partition columns; every part with when_not_matched_by_source="delete") and records what it scans
-    job 1     the candidates' keys (with part ids) joined with the source's keys: per part, its rows and matched
-              rows, and the source rows no candidate matches (the inserts): the counts, and the parts to rewrite
+    job 1     the candidates' keys (with part ids; only those inside the source's key range, a filter Spark's
+              Parquet reader checks against the row groups' statistics) joined with the source's keys: per part,
+              its matched rows (and its rows, when the source's lack deletes them), and the source rows no
+              candidate matches (the inserts): the counts, and the parts to rewrite
     job 2     the parts to rewrite, joined with the source (each target row with its source row as the struct
               column `source`), changed or dropped, plus the inserts: staged as the statement (WritePlan.replacing,
               then the native writer or the data source; WritePlan.commit registers them with what it scanned,
@@ -30,6 +32,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -78,8 +81,8 @@ def merge(df: DataFrame, txn: Transaction, table: str, on: Sequence[str] | str,
     spec = _checked(df, info, on, when_matched, when_not_matched, when_not_matched_by_source)
     source = df.select(*[_as_table_type(df, info, name) for name in spec.source.column_names])
     setters = _setters(df, info, spec)
-    _check_source(source, info, spec)
-    statement = _Statement(_Run(df.sparkSession, txn, way), spec, source, setters, info)
+    bounds = _check_source(source, info, spec)
+    statement = _Statement(_Run(df.sparkSession, txn, way), spec, source, setters, info, bounds)
     partitions = functools.cache(statement.partitions)
     # a background merge may swap out parts this statement chose while its jobs run: the snapshot's rows are the
     # same, now in the merged part, so the statement runs again on a fresh choice
@@ -167,10 +170,12 @@ def _setters(df: DataFrame, info: StoredTable, spec: merging.MergeSpec) -> dict[
     return setters
 
 
-def _check_source(source: DataFrame, info: StoredTable, spec: merging.MergeSpec) -> None:
+def _check_source(source: DataFrame, info: StoredTable, spec: merging.MergeSpec) -> dict[str, tuple[Any, Any]]:
     """One Spark job over the source, one row back: every value fits its column (what Spark's type holds beyond
     the table's: types.write_guards), no NOT NULL column holds a null (when it inserts or updates rows), and no key
-    twice (a null key never matches: it may repeat). The core's typed errors, before anything is staged."""
+    twice (a null key never matches: it may repeat). The core's typed errors, before anything is staged. Returns
+    the source's least and greatest value of each key column a target row's key must lie between to match
+    (_ranged: the core's statistics keys of a type whose values come back exactly), for job 1's filter."""
     whole = spec.when_matched == "update" or spec.when_not_matched == "insert"
     cases = []
     for index, name in enumerate(spec.source.column_names):
@@ -185,10 +190,14 @@ def _check_source(source: DataFrame, info: StoredTable, spec: merging.MergeSpec)
     # the guards are an aggregate every row feeds (a filter before it could be reordered past them)
     counted = source.select(*keys, guard.alias("g"), F.when(null_key, 1).otherwise(0).alias("nk")).groupBy(
         *keys).agg(F.count(F.lit(1)).alias("n"), F.max("g").alias("g"), F.max("nk").alias("nk"))
-    twice = counted.where((F.col("n") > 1) & (F.col("nk") == 0))
+    twice = (F.col("n") > 1) & (F.col("nk") == 0)
+    ranged = _ranged(info, spec)
+    extremes = [e for i, c in enumerate(ranged) for e in (F.min(column_of(c)).alias(f"min{i}"),
+                                                          F.max(column_of(c)).alias(f"max{i}"))]
     try:
-        found = twice.agg(F.count(F.lit(1)).alias("keys"), F.first(F.struct(*keys)).alias("example"),
-                          F.max("g").alias("g")).collect()[0]
+        found = counted.agg(F.count(F.when(twice, 1)).alias("keys"),
+                            F.first(F.when(twice, F.struct(*keys)), ignorenulls=True).alias("example"),
+                            F.max("g").alias("g"), *extremes).collect()[0]
     except Exception as exc:
         refused = _refused(exc, info, spec)
         if refused is None:
@@ -196,6 +205,20 @@ def _check_source(source: DataFrame, info: StoredTable, spec: merging.MergeSpec)
         raise refused from exc
     if found["keys"]:
         raise merging.key_twice(info.name, int(found["keys"]), found["example"].asDict())
+    return {c: (found[f"min{i}"], found[f"max{i}"]) for i, c in enumerate(ranged)}
+
+
+def _ranged(info: StoredTable, spec: merging.MergeSpec) -> list[str]:
+    """The key columns job 1 filters the candidates' rows by (the source's range): the core's statistics keys
+    (merging.statistics_keys: none when it deletes what the source lacks) of a signed integer, decimal, string or
+    date type, whose values come back from Spark to a literal exactly and whose Parquet statistics Spark's reader
+    checks. A target row outside the range matches no source row, so the filter changes no count."""
+    def exact(arrow_type: pa.DataType) -> bool:
+        return bool(pa.types.is_signed_integer(arrow_type) or pa.types.is_decimal(arrow_type)
+                    or pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+                    or arrow_type == pa.date32())
+
+    return [c for c in merging.statistics_keys(spec, info.schema) if exact(info.schema.field(c).type)]
 
 
 def _refused(error: Exception, info: StoredTable, spec: merging.MergeSpec) -> SchemaMismatchError | None:
@@ -222,6 +245,8 @@ class _Statement:
     source: DataFrame
     setters: dict[str, Column] | None
     info: StoredTable
+    bounds: dict[str, tuple[Any, Any]]
+    """{key column: the source's least and greatest key} (_check_source): a target row outside matches nothing."""
 
     def partitions(self) -> pa.Table:
         """The distinct partition values of the source's rows, in the table's types (a small collect)."""
@@ -272,13 +297,16 @@ class _Statement:
         return counts
 
     def _keys_of(self, plan: WritePlan, parts: Sequence[PartView], part_id: bool = False) -> DataFrame:
-        """The key columns (and part ids) of the rows of `parts`."""
+        """The key columns (and part ids) of the rows of `parts` that may match a source row (inside `bounds`)."""
         names = [*self.spec.on, *([PART_ID] if part_id else [])]
         if not parts:
             fields = [T.StructField(k, to_spark_type(self.info.schema.field(k).type), True) for k in self.spec.on]
             fields += [T.StructField(PART_ID, T.LongType(), False)] if part_id else []
             return self.source.sparkSession.createDataFrame([], T.StructType(fields))
-        return self.runner.parts(plan, parts, with_part_id=part_id).select(*[column_of(n) for n in names])
+        rows = self.runner.parts(plan, parts, with_part_id=part_id)
+        for column, (low, high) in self.bounds.items():  # pushed into the Parquet scan: row groups skipped
+            rows = rows.where(column_of(column).between(F.lit(low), F.lit(high)))
+        return rows.select(*[column_of(n) for n in names])
 
     def _matches(self, plan: WritePlan, candidates: Sequence[PartView],
                  inserting: bool) -> tuple[dict[int, tuple[int, int]], int]:
