@@ -125,3 +125,39 @@ def test_spark_columns_and_sql_set_matched_rows_and_arrow_expressions_still_merg
     assert t.state == "active"
     t.commit()
     assert sorted((r["id"], r["qty"]) for r in swh.read("s.dim").to_pylist()) == [(1, 11), (2, 6)]
+
+
+def test_a_compaction_of_a_chosen_part_mid_merge_makes_it_run_again(spark: SparkSession, swh: Warehouse,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merge chooses its parts (day 1's part holding id 3, day 2's part) and runs its jobs; a compaction then
+    merges day 1's two parts before it registers: it runs again on the merged part (MergedAwayError inside), and
+    the transaction commits what it would have without the compaction."""
+    from airflow_txn.core import staging
+    from tests.helpers import events, make_tables
+    from tests.spark.helpers import events_df
+
+    make_tables(swh)
+    with swh.begin() as t:
+        t.append("sales.events", events([1, 2]))
+        t.append("sales.events", events([3]))
+        t.append("sales.events", events([4, 5], day="2024-01-02", value=2.0))
+    original = staging.register_written
+    chosen: list[list[int]] = []
+    compactions: list[dict[str, Any]] = []
+
+    def interleaved(*args: Any, **kwargs: Any) -> None:
+        chosen.append(sorted(args[4]))
+        if not compactions:
+            compactions.append(swh.compact("sales.events"))
+        original(*args, **kwargs)
+
+    monkeypatch.setattr(staging, "register_written", interleaved)
+    source = events_df(spark, [3], value=9.0).unionByName(events_df(spark, [4], day="2024-01-02", value=9.0))
+    with swh.begin() as t:
+        assert txn_spark.merge(source, t, "sales.events", on=["id", "day"], when_not_matched="ignore",
+                               via="native") == {"updated": 2, "inserted": 0, "deleted": 0}
+    assert compactions[0]["merged"] == 1 and len(chosen) == 2
+    assert compactions[0]["merges"][0]["part"] in chosen[1]
+    got = sorted((r["id"], r["value"]) for r in swh.read("sales.events").to_pylist())
+    assert got == [(1, 1.0), (2, 1.0), (3, 9.0), (4, 9.0), (5, 2.0)]
+    assert swh.recover()["orphan_dirs"] == 0  # the first run's write dir was deleted
