@@ -17,7 +17,8 @@ plan_read), tests/spark/test_engine_calls.py each Spark path to at most 3 calls 
                                                     may write, the key's fence); picklable and as JSON, so an
                                                     engine's driver and executors carry it
         .new_write_dir  .discard  .file_tags        where the engine writes,
-        .replacing(ids, writer=)                    a rewrite's choice among .visible (with `writer`, and its
+        .merge_scope(on, every_part, partitions)    a MERGE's candidates among .visible and what it scans,
+        .replacing(ids, writer=, inserts=)          a rewrite's choice among .visible (with `writer`, and its
                                                     write dir: .write_dir), .read_plan(parts) what it rewrites,
         .check_written  .commit(written)            the stray-partition check, then registering the files
                                                     (WrittenPart) with the read set in ONE catalog transaction,
@@ -575,6 +576,11 @@ class WritePlan:
     """A REWRITE not chosen yet: the parts the statement sees (choose with `replacing`); never in to_json."""
     write_dir: WriteDir | None = None
     """The write dir `replacing(ids, writer=...)` made for the engine's files by path; never in to_json."""
+    validated: bool = False
+    """What it scanned is validated at commit whatever the isolation level (a MERGE that inserts, or deletes what
+    its source lacks: merge_scope, then replacing(..., inserts=); docs/DESIGN.md D27)."""
+    every_part: bool | None = None
+    """A MERGE's scope (merge_scope): whether it deletes the rows no source row matches; None: no MERGE."""
     _txn: Transaction | None = field(default=None, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[Any, ...]:  # the handle (a warehouse and its catalog) stays in this process
@@ -584,7 +590,7 @@ class WritePlan:
         return {"tid": self.tid, "snapshot": self.snapshot, "isolation": self.isolation, "key": self.key,
                 "attempt": self.attempt, "mode": self.mode, "what": self.what, "statement": self.statement,
                 "removals": list(self.removals), "scanned": None if self.scanned is None else list(self.scanned),
-                "allowed": None if self.allowed is None else list(self.allowed)}
+                "allowed": None if self.allowed is None else list(self.allowed), "validated": self.validated}
 
     def to_json(self) -> str:
         """The plan as JSON (an engine's option), its storage settings and `visible` left out."""
@@ -606,17 +612,43 @@ class WritePlan:
         """What each part file the engine writes records of itself (StoredTable.write_parts' tags)."""
         return {"tid": self.tid, "key": self.key, "writer": writer, "statement": self.statement}
 
-    def replacing(self, ids: Sequence[int], writer: str | None = None) -> WritePlan:
+    def merge_scope(self, on: Sequence[str], every_part: bool,
+                    source_partitions: Callable[[], pa.Table]) -> WritePlan:
+        """A MERGE on keys `on` (deleting the rows no source row matches: `every_part`) as a REWRITE not chosen yet:
+        the plan with `visible` narrowed to its candidates and `scanned` to what it scans, by the core's rule
+        (staging.merge_scope: the partitions of the source's rows when `on` covers the partition columns, else the
+        whole table). `source_partitions()`, called only when the rule needs it, gives the distinct partition values
+        of the source's rows (a table of at least the partition columns, cast to the table's types)."""
+        if self.mode != REWRITE or self.removals:
+            raise InvalidNameError("only a rewrite not chosen yet has a MERGE's scope")
+        table = self.table
+
+        def values() -> pa.Table:
+            found = source_partitions()
+            check_partition_values(found, table.partition_by, table.name)  # what it may insert: before any write
+            return found
+
+        scanned = staging.merge_scope(table.partition_by, on, every_part, values)
+        return replace(self, visible=tuple(staging.in_scope(self.visible, scanned)), scanned=scanned,
+                       every_part=every_part)
+
+    def replacing(self, ids: Sequence[int], writer: str | None = None, inserts: bool = False) -> WritePlan:
         """A REWRITE that replaces the parts `ids`, chosen among `visible`: SerializationError (a conflict: the
         transaction fails) when another transaction holds one; MergedAwayError for one not visible. With `writer`
         and some `ids`, the plan also carries a new write dir (`write_dir`, as new_write_dir(writer) makes it) for
-        the rewritten parts an engine writes by path: the choice and the place in one step."""
+        the rewritten parts an engine writes by path (or the rows a MERGE inserts: `inserts`): the choice and the
+        place in one step. A MERGE (merge_scope)
+        keeps the scope it scanned, and `inserts` (whether it also appends source rows) decides with its scope
+        whether that is validated at commit whatever the isolation level (staging.merge_validated)."""
         if self.mode != REWRITE:
             raise InvalidNameError(f"only a rewrite chooses the parts it replaces, not {self.mode.value!r}")
         holders = {p.id: p.locked_by for p in self.visible}
         decided = self.run(lambda: staging.replace_parts(self.tid, holders, ids))
         chosen = replace(self, removals=decided.removals, scanned=decided.scanned, visible=())
-        if writer is None or not decided.removals:
+        if self.every_part is not None:
+            chosen = replace(chosen, scanned=self.scanned,
+                             validated=staging.merge_validated(inserts, self.every_part))
+        if writer is None or not (decided.removals or inserts):
             return chosen
         return replace(chosen, write_dir=chosen.new_write_dir(writer))
 
@@ -668,7 +700,7 @@ class WritePlan:
         rt = txn.warehouse.runtime
 
         def body() -> None:
-            staging.register_written(rt, stmt, info, written, self.removals, self.scanned)
+            staging.register_written(rt, stmt, info, written, self.removals, self.scanned, self.validated)
 
         if self.mode != REWRITE:
             transaction.run_statement(txn, self.what, body)
@@ -712,7 +744,7 @@ def _write_plan_of(found: Mapping[str, Any], table: StoredTable) -> WritePlan:
                      found.get("attempt"), WriteMode.parse(found["mode"], "the write plan's mode"), str(found["what"]),
                      str(found["statement"]),
                      tuple(int(i) for i in found["removals"]), None if scanned is None else tuple(scanned),
-                     None if allowed is None else tuple(allowed))
+                     None if allowed is None else tuple(allowed), validated=bool(found.get("validated", False)))
 
 
 def _merged_away_of(fn: Callable[[], T]) -> tuple[MergedAwayError | None, T | None]:

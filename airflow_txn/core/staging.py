@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -373,12 +373,8 @@ def merge(rt: Runtime, stmt: Statement, table: str, source: object, on: object, 
 
 def _merge_once(rt: Runtime, stmt: Statement, info: TableInfo, spec: merging.MergeSpec) -> MergeCounts:
     decided = decide(rt, stmt, info, REWRITE)
-    candidates: Sequence[PartRow] = decided.visible
-    scanned: tuple[str, ...] = (WHOLE_TABLE,)
-    if info.partition_by and not spec.every_part and set(info.partition_by) <= set(spec.on):
-        # a match has the source row's partition values: only the parts of the source's partitions can hold one
-        scanned = tuple(dict.fromkeys(partition_key(p) for p, _ in split_by_partition(spec.source, info.partition_by)))
-        candidates = [p for p in candidates if p.partition_key in scanned]
+    scanned = merge_scope(info.partition_by, spec.on, spec.every_part, lambda: spec.source)
+    candidates = in_scope(decided.visible, scanned)
     removals: list[int] = []
     pieces: list[tuple[Partition, pa.Table]] = []
     matched: list[pa.Array] = []
@@ -398,9 +394,43 @@ def _merge_once(rt: Runtime, stmt: Statement, info: TableInfo, spec: merging.Mer
     chosen = decided.replacing(stmt.tid, removals)
     # what it scanned is what a retry of another key withdraws, and (inserting, or deleting what the source lacks)
     # what a concurrent commit must not have changed: validated at commit whatever the level (D27)
-    chosen = replace(chosen, scanned=scanned, validated=bool(inserted.num_rows) or spec.every_part)
+    chosen = replace(chosen, scanned=scanned, validated=merge_validated(bool(inserted.num_rows), spec.every_part))
     _stage(rt, stmt, info, _with_inserts(pieces, added), chosen)
     return MergeCounts(updated=updated, inserted=int(inserted.num_rows), deleted=deleted)
+
+
+def merge_scope(partition_by: Sequence[str], on: Sequence[str], every_part: bool,
+                source_partitions: Callable[[], pa.Table]) -> tuple[str, ...]:
+    """The partition keys a MERGE scans (its candidates: in_scope): when the key covers the partition columns (and
+    it deletes nothing the source lacks), a match has the source row's partition values, so only the partitions of
+    the source's rows (`source_partitions()`: a table holding at least the partition columns of the source's rows,
+    in the table's types; called only then) can hold one; else the whole table (WHOLE_TABLE)."""
+    if partition_by and not every_part and set(partition_by) <= set(on):
+        return tuple(dict.fromkeys(partition_key(p) for p, _ in split_by_partition(source_partitions(), partition_by)))
+    return (WHOLE_TABLE,)
+
+
+class _InPartition(Protocol):
+    @property
+    def partition_key(self) -> str: ...
+
+
+P = TypeVar("P", bound=_InPartition)
+
+
+def in_scope(parts: Sequence[P], scanned: Sequence[str]) -> list[P]:
+    """The parts (anything with a partition_key) of the partitions `scanned` (merge_scope) holds."""
+    if WHOLE_TABLE in scanned:
+        return list(parts)
+    keys = set(scanned)
+    return [p for p in parts if p.partition_key in keys]
+
+
+def merge_validated(inserts: bool, every_part: bool) -> bool:
+    """Whether what a MERGE scanned is validated at commit whatever the isolation level (D27): when it inserts rows
+    (a concurrent commit into a scanned partition may hold their keys) or deletes the rows no source row matches
+    (a concurrent commit may add such rows)."""
+    return inserts or every_part
 
 
 def _pruned(rt: Runtime, info: TableInfo, spec: merging.MergeSpec,
@@ -512,9 +542,9 @@ class TableWrite:
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
                      written: Sequence[tuple[Partition, WrittenPart]], removals: Sequence[int],
-                     scanned: Sequence[str] | None = None) -> None:
+                     scanned: Sequence[str] | None = None, validated: bool = False) -> None:
     """Step 4 for one table, also used by writers that produce the files themselves (Spark)."""
-    register_all(rt, stmt, [TableWrite(info, written, removals, scanned)])
+    register_all(rt, stmt, [TableWrite(info, written, removals, scanned, validated)])
 
 
 def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> None:

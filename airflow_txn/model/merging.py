@@ -159,9 +159,14 @@ def _no_key_twice(source: pa.Table, keys: Sequence[str], table: str) -> None:
     counts = valid.group_by(list(keys)).aggregate([([], "count_all")])
     twice = counts.filter(pc.greater(counts.column("count_all"), 1))
     if twice.num_rows:
-        example = {k: twice.column(k)[0].as_py() for k in keys}
-        raise SchemaMismatchError(f"merge into {table}: the source holds {twice.num_rows} key(s) more than once, "
-                                  f"e.g. {example}; a target row may match one source row at most")
+        raise key_twice(table, twice.num_rows, {k: twice.column(k)[0].as_py() for k in keys})
+
+
+def key_twice(table: str, count: int, example: Mapping[str, object]) -> SchemaMismatchError:
+    """The refusal of a source holding `count` keys more than once, `example` one of them ({key column: value}):
+    an engine that finds them itself raises the core's words."""
+    return SchemaMismatchError(f"merge into {table}: the source holds {count} key(s) more than once, "
+                               f"e.g. {dict(example)}; a target row may match one source row at most")
 
 
 def merge_part(rows: pa.Table, spec: MergeSpec, sources: pa.Array | None = None) -> PartMerge:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -131,7 +131,7 @@ class _Run:
             plan.discard(plan.write_dir)
 
 
-def _give_up(what: str, cause: MergedAwayError) -> int:
+def _give_up(what: str, cause: MergedAwayError) -> NoReturn:
     raise MergedAwayError(
         f"{what} ran {MERGE_RETRIES} times and each time a background merge combined parts it chose with "
         "others before it could register; nothing was staged and the transaction can only roll back "

@@ -93,12 +93,13 @@ class EnginePath:
               **clauses: Any) -> MergeCounts:
         """MERGE `source` (in the table's own Arrow types: every column, or the keys and the columns it sets) into
         `table` by the key columns `on` through this path (Spark: airflow_txn.spark.merge of a DataFrame in Spark's
-        types), `clauses` as Transaction.merge takes them; {updated, inserted, deleted}."""
+        types, executed by Spark through the path's write path), `clauses` as Transaction.merge takes them (a Spark
+        path: when_matched's values as Spark Columns or Python values); {updated, inserted, deleted}."""
         if spark is None:
             return t.merge(table, source, on, **clauses)
         import airflow_txn.spark as txn_spark
 
-        return txn_spark.merge(spark_frame(spark, source), t, table, on=on, **clauses)
+        return txn_spark.merge(spark_frame(spark, source), t, table, on=on, via=self.via or Via.AUTO, **clauses)
 
     def reads_as(self, schema: pa.Schema) -> pa.Schema:
         """The Arrow form of the types this path reads a table of `schema` in (docs/TYPES.md)."""

@@ -6,14 +6,15 @@ rewriting one part: first committer wins; a merge that inserts against a commit 
 SerializationError at commit, on every isolation level).
 
 Each case is one history written once, its expected values literal: the core path checks them as every other
-path does. A path listed in paths.py runs every case. airflow_txn.spark.merge takes no `via`: the source is
-collected to the driver and the core writes the parts, so the native and data-source paths run the same code on a
-local session, and datasource-connect runs it through Spark Connect.
+path does. A path listed in paths.py runs every case. airflow_txn.spark.merge is executed by Spark through the
+path's write path (Spark's Parquet writer, the data source, the data source through Spark Connect); a
+when_matched expression is written in the path's own language (SPARK_SETTERS: Spark Columns for the core's
+pyarrow Expressions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -91,13 +92,27 @@ CASES: list[tuple[str, pa.Table, dict[str, Any], dict[str, int], list[Row]]] = [
      [(1, None, 10, "null day"), (1, "a", 1, "one"), (2, "a", 2, "two"), (3, "b", 3, "three"), (5, "c", 5, "five")]),
 ]
 
+SPARK_SETTERS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "update selected columns, ignore not matched": lambda F: {"qty": F.col("source.qty")},
+    "expression-guarded update, insert": lambda F: {
+        "qty": F.when(F.col("source.qty") > F.col("qty"), F.col("source.qty")).otherwise(F.col("qty")),
+        "note": F.expr("CASE WHEN source.qty > qty THEN source.note ELSE note END")},
+    "set a constant and an expression": lambda F: {"qty": F.col("qty") + F.col("source.qty"), "note": "bumped"},
+}
+"""The cases' when_matched expressions as a Spark user writes them (F: pyspark.sql.functions, made in the path's
+mode: Connect columns on a Connect path), a Column's target columns by name and the source row's as `source.x`."""
+
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[c[0].replace(" ", "-").replace(",", "") for c in CASES])
 def test_every_merge_clause_gives_the_cores_answer(case: int, engine_path: EnginePath, cwh: Warehouse,
                                                    engine_session: SparkSession | None, loaded: int) -> None:
     """One merge per clause through the path: its counts, the transaction's own view, the committed table (read
     through the path and by the core), and the snapshot before it by CSN (time travel)."""
-    _, source, clauses, counts, expected = CASES[case]
+    name, source, clauses, counts, expected = CASES[case]
+    if engine_session is not None and name in SPARK_SETTERS:
+        from pyspark.sql import functions as F
+
+        clauses = {**clauses, "when_matched": SPARK_SETTERS[name](F)}
     t = cwh.begin()
     assert engine_path.merge(engine_session, t, TABLE, source, ["id", "day"], **clauses) == counts
     assert content(t.read(TABLE)) == expected

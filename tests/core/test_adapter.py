@@ -325,3 +325,41 @@ def test_a_write_plan_naming_another_tables_part_is_refused_not_locked(tmp_path:
     later.commit()
     assert wh.read("sales.accounts").num_rows == 0
     wh.close()
+
+
+@pytest.mark.local_root  # the engine writes by local path (write dirs are local-only)
+def test_a_merges_scope_is_the_cores_and_an_insert_is_validated_whatever_the_level(wh: Warehouse) -> None:
+    """WritePlan.merge_scope narrows the candidates by the core's rule (the source's partitions when the key covers
+    the partition columns, asked of the engine only then; else the whole table); replacing(..., inserts=True)
+    keeps that scope and validates it at commit on a snapshot transaction (in the plan's JSON too): a commit into
+    a scanned partition after its snapshot fails it, one into another partition does not."""
+    make_tables(wh)
+    with wh.begin() as seed:
+        seed.append(EVENTS, events([1], day="2024-01-01"))
+        seed.append(EVENTS, events([2], day="2024-01-02"))
+    asked: list[bool] = []
+
+    def partitions() -> pa.Table:
+        asked.append(True)
+        return pa.table({"day": ["2024-01-02"]})
+
+    for isolation, other_day, fails in (("snapshot", "2024-01-02", True), ("snapshot", "2024-01-01", False)):
+        asked.clear()
+        t = wh.begin(isolation=isolation)
+        every = adapter.open_write(t, EVENTS, adapter.REWRITE)
+        whole = every.merge_scope(["id"], False, partitions)
+        assert whole.visible == every.visible and not asked  # the key does not cover `day`: every part, not asked
+        plan = adapter.open_write(t, EVENTS, adapter.REWRITE).merge_scope(["id", "day"], False, partitions)
+        assert {p.partition["day"] for p in plan.visible} == {"2024-01-02"} and asked
+        chosen = plan.replacing([], inserts=True)
+        assert chosen.validated and adapter.WritePlan.from_json(chosen.to_json(), {}).validated
+        assert not plan.replacing([]).validated  # nothing inserted, nothing deleted by source: not validated
+        assert engine_write(chosen, events([3], day="2024-01-02")) == 1
+        with wh.begin() as other:
+            other.append(EVENTS, events([4], day=other_day))
+        if fails:
+            with pytest.raises(SerializationError, match=r"sales\.events"):
+                t.commit()
+        else:
+            t.commit()
+    assert ids(wh.read(EVENTS)) == [1, 2, 3, 4, 4]

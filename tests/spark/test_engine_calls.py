@@ -118,6 +118,27 @@ def test_copy_on_write(spark: SparkSession, swh: Warehouse, calls: list[str], vi
     assert sorted(swh.read(T)["id"].to_pylist()) == [1, 10, 11]
 
 
+@pytest.mark.parametrize(("via", "expected"), [
+    ("native", ["open_write", "WritePlan.replacing", "WritePlan.commit"]),
+    ("datasource", ["open_write", "WritePlan.replacing"]),  # + the data source's commit
+])
+def test_a_merge(spark: SparkSession, swh: Warehouse, calls: list[str], via: str, expected: list[str]) -> None:
+    """A MERGE that rewrites a part and inserts, then one that only inserts: the same three steps (its scope is the
+    core's rule inside the plan, the write dir comes with the choice)."""
+    _table(swh)
+    with swh.begin() as t:
+        calls.clear()
+        df = frame(spark, EVENTS, [(0, DAYS[0], 5.0), (100, DAYS[0], 1.0)])
+        assert txn_spark.merge(df, t, T, on=["id", "day"], via=via) == {"updated": 1, "inserted": 1, "deleted": 0}
+        assert calls == expected
+        calls.clear()
+        df = frame(spark, EVENTS, [(200, DAYS[1], 1.0)])
+        assert txn_spark.merge(df, t, T, on=["id", "day"], via=via)["inserted"] == 1
+        assert calls == expected
+    assert len(calls) + (via == "datasource") <= MAX_CALLS
+    assert sorted(swh.read(T)["id"].to_pylist()) == [0, 1, 100, 200]
+
+
 @pytest.mark.parametrize(("via", "per_merge"), [
     ("native", "MergePlan.new_write_dir"),
     ("datasource", "StoredTable.statement_parts"),
