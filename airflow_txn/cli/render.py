@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich import box
 from rich.console import Console
@@ -290,6 +290,13 @@ def published(console: Console, rows: Sequence[Mapping[str, object]]) -> None:
     keys = [k for k in ("iceberg_snapshot_id", "delta_version") if any(k in row for row in rows)] or [
         "iceberg_snapshot_id"]
     records(console, rows, ["table", "csn", *keys, "published_csn"], "nothing published")
+
+
+def schema(console: Console, value: Mapping[str, Any]) -> None:
+    """`schema`: the table and its partitioning, then one line per column."""
+    console.print(Text(f"{value['table']} (partitioned by {', '.join(value['partition_by']) or 'nothing'})",
+                       style="bold underline"))
+    records(console, value["columns"], ["name", "type", "nullable", "column_id", "default"], "no columns")
 
 
 def generic(console: Console, value: object) -> None:

@@ -33,7 +33,8 @@ from tests.helpers import events, make_tables, storage_files
 REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE_PG = "postgresql+psycopg://postgres@127.0.0.1:1/airflow_txn_nowhere"
 COMMANDS = ["init", "tables", "list", "show", "rollback", "recover", "vacuum", "read", "watermark", "log",
-            "manifest", "compact", "retention", "doctor", "tag", "tags", "untag", "adopt-root"]
+            "manifest", "compact", "retention", "doctor", "tag", "tags", "untag", "adopt-root", "schema", "add-column",
+            "rename-column", "drop-column", "alter-column", "set-nullable", "drop-table"]
 
 
 @pytest.fixture
@@ -618,3 +619,26 @@ def test_the_package_root_loads_its_names_on_first_use() -> None:
             "print(before, Warehouse.__module__, results.__name__, 'sqlalchemy' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["False", "airflow_txn.core.warehouse", "airflow_txn.model.results", "True"], done
+
+
+def test_table_changes_and_schema(wh: Warehouse, opts: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Each change is a transaction of its own; `schema` shows the columns at a snapshot (time travel)."""
+    commit_events(wh, [1, 2])
+    done = run_json(capsys, [*opts, "add-column", "sales.events", "qty", "int64", "--default", "3", "--not-null"])
+    assert done["change"] == "add-column qty int64" and done["csn"] == 3 and done["table"] == "sales.events"
+    run_json(capsys, [*opts, "rename-column", "sales.events", "value", "amount"])
+    run_json(capsys, [*opts, "alter-column", "sales.events", "qty", "int8"], code=exit_codes.ERROR)  # a narrowing
+    run_json(capsys, [*opts, "set-nullable", "sales.events", "qty", "true"])
+    now = run_json(capsys, [*opts, "schema", "sales.events"])
+    assert [c["name"] for c in now["columns"]] == ["id", "day", "amount", "qty"]
+    assert now["columns"][3] == {"name": "qty", "type": "int64", "nullable": True, "column_id": 4, "default": 3}
+    assert now["partition_by"] == ["day"]
+    before = run_json(capsys, [*opts, "schema", "sales.events", "--csn", "2"])
+    assert [c["name"] for c in before["columns"]] == ["id", "day", "value"]
+    assert "qty" in run(capsys, [*opts, "schema", "sales.events"])[0]
+    assert [r["qty"] for r in run_json(capsys, [*opts, "read", "sales.events"])["rows"]] == [3, 3]
+    run_json(capsys, [*opts, "drop-column", "sales.events", "amount"])
+    assert_error(capsys, [*opts, "add-column", "sales.events", "n", "no-such-type"], exit_codes.USAGE,
+                 "UsageError", "not an Arrow type name")
+    run_json(capsys, [*opts, "drop-table", "sales.accounts", "--yes"])
+    assert [r["table"] for r in run_json(capsys, [*opts, "tables"])] == ["sales.events"]
