@@ -21,7 +21,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import ColumnElement, Connection, Engine, and_, func, insert, inspect, or_, select, true, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    Engine,
+    String,
+    and_,
+    bindparam,
+    func,
+    insert,
+    inspect,
+    or_,
+    select,
+    true,
+    update,
+)
 
 from airflow_txn.catalog import schema
 from airflow_txn.catalog.visibility_sql import version_visible_clause
@@ -156,17 +171,45 @@ def _after_compensation(row: VersionRow, tid: str, withdrawn: Mapping[str, int |
     return v
 
 
+# stage's and stamp_commit's statements, built once (a table change runs them per table: building them per call
+# was a third of a change's CPU, benchmarks/b15_changing_tables.py)
+_TABLE, _TID, _CSN = (bindparam("b_table", type_=BigInteger()), bindparam("b_tid", type_=String()),
+                      bindparam("b_csn", type_=BigInteger()))
+_LOCK = (update(schema.table_versions)
+         .where(_v.table_id == _TABLE, _v.version == bindparam("b_version", type_=BigInteger()),
+                _v.removal_tid.is_(None))
+         .values(removal_tid=_TID, removal_key=bindparam("b_key", type_=String()),
+                 removal_attempt=bindparam("b_attempt", type_=BigInteger())))
+_NEWEST = select(func.max(_v.version)).where(_v.table_id == _TABLE)
+_INSERT = insert(schema.table_versions)
+
+
+def _stamps(by_table: bool) -> tuple[Any, Any, Any]:
+    """stamp_commit's statements (of one table, or of every table): the creation CSN, the removal CSN, the versions
+    the commit made newest."""
+    where = [_v.table_id == _TABLE] if by_table else []
+    created = update(schema.table_versions).where(
+        *where, _v.creation_tid == _TID, _v.creation_csn.is_(None)).values(creation_csn=_CSN)
+    removed = update(schema.table_versions).where(
+        *where, _v.removal_tid == _TID, _v.removal_csn.is_(None)).values(removal_csn=_CSN)
+    newest = select(_v.table_id, _v.schema_ipc, _v.partition_by).where(
+        *where, _v.creation_tid == _TID, _v.creation_csn == _CSN, _v.removal_csn.is_(None))
+    return created, removed, newest
+
+
+_STAMPS = {True: _stamps(True), False: _stamps(False)}
+_CACHE_SCHEMA = (update(schema.tables).where(schema.tables.c.id == _TABLE)
+                 .values(schema_ipc=bindparam("b_schema"), partition_by=bindparam("b_partition_by", type_=String())))
+
+
 def stage(conn: Connection, tid: str, key: str | None, attempt: int | None, before: VersionRow,
           arrow_schema: pa.Schema, change: str, compatible: bool, name: str | None = None,
           dropped: bool = False) -> int:
     """Stage the version after `before` (the one the statement saw): its removal lock taken by compare-and-swap
     (SerializationError naming the table and the change when another transaction holds it), the new row inserted
     with the next free number. Returns that number."""
-    taken = conn.execute(
-        update(schema.table_versions)
-        .where(_v.table_id == before.table_id, _v.version == before.version, _v.removal_tid.is_(None))
-        .values(removal_tid=tid, removal_key=key, removal_attempt=attempt)
-    ).rowcount
+    taken = conn.execute(_LOCK, {"b_table": before.table_id, "b_version": before.version, "b_tid": tid, "b_key": key,
+                                 "b_attempt": attempt}).rowcount
     if taken != 1:
         holder = conn.execute(select(_v.removal_tid).where(_v.table_id == before.table_id,
                                                            _v.version == before.version)).scalar()
@@ -174,12 +217,12 @@ def stage(conn: Connection, tid: str, key: str | None, attempt: int | None, befo
             f"table {before.name}: cannot stage '{change}': transaction {holder} changed the table (or is changing "
             f"it) since version {before.version} this transaction sees; transaction {tid} conflicts and can only "
             "roll back")
-    number = int(conn.execute(select(func.max(_v.version)).where(_v.table_id == before.table_id)).scalar_one()) + 1
-    conn.execute(insert(schema.table_versions).values(
-        table_id=before.table_id, version=number, schema_ipc=encode(arrow_schema),
-        partition_by=json.dumps(list(before.partition_by)), name=name or before.name, dropped=dropped, change=change,
-        compatible=compatible, creation_tid=tid, creation_csn=None, removal_tid=None, removal_csn=None,
-        stage_key=key, stage_attempt=attempt, created_at=time.time()))
+    number = int(conn.execute(_NEWEST, {"b_table": before.table_id}).scalar_one()) + 1
+    conn.execute(_INSERT, {
+        "table_id": before.table_id, "version": number, "schema_ipc": encode(arrow_schema),
+        "partition_by": json.dumps(list(before.partition_by)), "name": name or before.name, "dropped": dropped,
+        "change": change, "compatible": compatible, "creation_tid": tid, "creation_csn": None, "removal_tid": None,
+        "removal_csn": None, "stage_key": key, "stage_attempt": attempt, "created_at": time.time()})
     return number
 
 
@@ -235,18 +278,16 @@ def stamp_commit(conn: Connection, tid: str, table_id: int | None, csn: int) -> 
     created and removed (idempotent), and txn_tables' cache of each table's newest committed version."""
     if not present(conn):
         return
-    where_table = [] if table_id is None else [_v.table_id == table_id]
-    created = conn.execute(update(schema.table_versions).where(
-        *where_table, _v.creation_tid == tid, _v.creation_csn.is_(None)).values(creation_csn=csn)).rowcount
-    conn.execute(update(schema.table_versions).where(
-        *where_table, _v.removal_tid == tid, _v.removal_csn.is_(None)).values(removal_csn=csn))
+    created_stmt, removed_stmt, newest_stmt = _STAMPS[table_id is not None]
+    params = {"b_tid": tid, "b_csn": csn} if table_id is None else {"b_tid": tid, "b_csn": csn, "b_table": table_id}
+    created = conn.execute(created_stmt, params).rowcount
+    conn.execute(removed_stmt, params)
     if not created:
         return
-    newest = conn.execute(select(schema.table_versions).where(
-        *where_table, _v.creation_tid == tid, _v.creation_csn == csn, _v.removal_csn.is_(None)))
-    for r in newest:
-        conn.execute(update(schema.tables).where(schema.tables.c.id == r.table_id).values(
-            schema_ipc=r.schema_ipc, partition_by=r.partition_by))
+    newest = conn.execute(newest_stmt, params).all()
+    if newest:
+        conn.execute(_CACHE_SCHEMA, [{"b_table": r.table_id, "b_schema": r.schema_ipc, "b_partition_by": r.partition_by}
+                                     for r in newest])
 
 
 def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
