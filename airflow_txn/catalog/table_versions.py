@@ -116,6 +116,40 @@ def create_first(conn: Connection, table_id: int, arrow_schema: pa.Schema, parti
         creation_csn=PREHISTORIC_CSN, created_at=time.time()))
 
 
+# the statements of a table change (visible_for_statement, stage) and of its commit (stamp_commit), built once: a
+# change runs them per table, and building them per call was a third of its CPU (benchmarks/b15_changing_tables.py)
+_TABLE, _TID, _CSN = (bindparam("b_table", type_=BigInteger()), bindparam("b_tid", type_=String()),
+                      bindparam("b_csn", type_=BigInteger()))
+_LOCK = (update(schema.table_versions)
+         .where(_v.table_id == _TABLE, _v.version == bindparam("b_version", type_=BigInteger()),
+                _v.removal_tid.is_(None))
+         .values(removal_tid=_TID, removal_key=bindparam("b_key", type_=String()),
+                 removal_attempt=bindparam("b_attempt", type_=BigInteger())))
+_NEWEST = select(func.max(_v.version)).where(_v.table_id == _TABLE)
+_INSERT = insert(schema.table_versions)
+
+
+def _stamps(by_table: bool) -> tuple[Any, Any, Any]:
+    """stamp_commit's statements (of one table, or of every table): the creation CSN, the removal CSN, the versions
+    the commit made newest."""
+    where = [_v.table_id == _TABLE] if by_table else []
+    created = update(schema.table_versions).where(
+        *where, _v.creation_tid == _TID, _v.creation_csn.is_(None)).values(creation_csn=_CSN)
+    removed = update(schema.table_versions).where(
+        *where, _v.removal_tid == _TID, _v.removal_csn.is_(None)).values(removal_csn=_CSN)
+    newest = select(_v.table_id, _v.schema_ipc, _v.partition_by).where(
+        *where, _v.creation_tid == _TID, _v.creation_csn == _CSN, _v.removal_csn.is_(None))
+    return created, removed, newest
+
+
+_STAMPS = {True: _stamps(True), False: _stamps(False)}
+_FOR_STATEMENT = select(schema.table_versions).where(  # visible_for_statement's candidates
+    _v.table_id == _TABLE, or_(_v.creation_tid == _TID, _v.removal_tid == _TID,
+                               version_visible_clause(None, bindparam("b_snapshot", type_=BigInteger()))))
+_CACHE_SCHEMA = (update(schema.tables).where(schema.tables.c.id == _TABLE)
+                 .values(schema_ipc=bindparam("b_schema"), partition_by=bindparam("b_partition_by", type_=String())))
+
+
 def visible(conn: Connection, table_ids: Sequence[int], tid: str | None, snapshot: int) -> dict[int, VersionRow]:
     """{table id: its version visible to (tid, snapshot)}; a table with none there is left out."""
     ids = list(table_ids)
@@ -148,9 +182,7 @@ def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: i
                           withdrawn: Mapping[str, int | None]) -> VersionRow | None:
     """The version a statement of `tid` sees once the keys it withdraws are withdrawn (part_records'
     visible_for_statement, for versions): computed, nothing changed."""
-    rows = [_row(r) for r in conn.execute(select(schema.table_versions).where(
-        _v.table_id == table_id, or_(_v.creation_tid == tid, _v.removal_tid == tid,
-                                     version_visible_clause(None, snapshot))))]
+    rows = [_row(r) for r in conn.execute(_FOR_STATEMENT, {"b_table": table_id, "b_tid": tid, "b_snapshot": snapshot})]
     seen = [r for r in rows if is_visible(_after_compensation(r, tid, withdrawn), tid, snapshot)]
     return max(seen, key=lambda r: r.version) if seen else None
 
@@ -169,37 +201,6 @@ def _after_compensation(row: VersionRow, tid: str, withdrawn: Mapping[str, int |
             and _older(row.removal_attempt, withdrawn[locker])):
         return VersionInfo(v.creation_tid, v.creation_csn, None, v.removal_csn)
     return v
-
-
-# stage's and stamp_commit's statements, built once (a table change runs them per table: building them per call
-# was a third of a change's CPU, benchmarks/b15_changing_tables.py)
-_TABLE, _TID, _CSN = (bindparam("b_table", type_=BigInteger()), bindparam("b_tid", type_=String()),
-                      bindparam("b_csn", type_=BigInteger()))
-_LOCK = (update(schema.table_versions)
-         .where(_v.table_id == _TABLE, _v.version == bindparam("b_version", type_=BigInteger()),
-                _v.removal_tid.is_(None))
-         .values(removal_tid=_TID, removal_key=bindparam("b_key", type_=String()),
-                 removal_attempt=bindparam("b_attempt", type_=BigInteger())))
-_NEWEST = select(func.max(_v.version)).where(_v.table_id == _TABLE)
-_INSERT = insert(schema.table_versions)
-
-
-def _stamps(by_table: bool) -> tuple[Any, Any, Any]:
-    """stamp_commit's statements (of one table, or of every table): the creation CSN, the removal CSN, the versions
-    the commit made newest."""
-    where = [_v.table_id == _TABLE] if by_table else []
-    created = update(schema.table_versions).where(
-        *where, _v.creation_tid == _TID, _v.creation_csn.is_(None)).values(creation_csn=_CSN)
-    removed = update(schema.table_versions).where(
-        *where, _v.removal_tid == _TID, _v.removal_csn.is_(None)).values(removal_csn=_CSN)
-    newest = select(_v.table_id, _v.schema_ipc, _v.partition_by).where(
-        *where, _v.creation_tid == _TID, _v.creation_csn == _CSN, _v.removal_csn.is_(None))
-    return created, removed, newest
-
-
-_STAMPS = {True: _stamps(True), False: _stamps(False)}
-_CACHE_SCHEMA = (update(schema.tables).where(schema.tables.c.id == _TABLE)
-                 .values(schema_ipc=bindparam("b_schema"), partition_by=bindparam("b_partition_by", type_=String())))
 
 
 def stage(conn: Connection, tid: str, key: str | None, attempt: int | None, before: VersionRow,
