@@ -54,6 +54,8 @@ ROWS: list[tuple[str, str, str]] = [
      "transactional vs plain Spark writes"),
     ("B12", "b12_spark_read", "Spark read of a day-partitioned table (2,000,000 rows, 100 parts) vs plain "
      "spark.read.parquet"),
+    ("B15", "b15_changing_tables", "Changing tables: a column added to 3 tables of 1,000 parts; a read across 5 schema "
+     "versions"),
 ]
 RESULTS = REPO / "docs" / "benchmarks" / "results.json"
 PAGE = REPO / "docs" / "BENCHMARKS.md"
