@@ -42,6 +42,7 @@ from airflow_txn.catalog import schema
 from airflow_txn.catalog.visibility_sql import version_visible_clause
 from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.errors import SerializationError
+from airflow_txn.model import evolution
 from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
 
 _v = schema.table_versions.c
@@ -417,3 +418,32 @@ def dropped(conn: Connection, table_id: int) -> bool:
         _v.table_id == table_id,
         or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).all()
     return bool(rows) and all(bool(r.dropped) and r.creation_csn is not None for r in rows)
+
+
+def last_column_id(conn: Connection, table_id: int) -> int:
+    """The highest column id any version of the table ever gave, withdrawn and rolled-back ones included: a new
+    column's id is above it, so rows a withdrawn version's writer staged never read as another column."""
+    rows = conn.execute(select(_v.schema_ipc).where(_v.table_id == table_id))
+    return max((evolution.last_id(decode(r.schema_ipc)) for r in rows), default=0)
+
+
+def built_on(conn: Connection, tid: str, key: str, attempt: int | None) -> set[str | None]:
+    """The keys (None: a write with no key) whose work in `tid` built on a version of a table's schema `key` staged
+    by attempts before `attempt` (None: by every attempt): they staged parts under it, or changed the table again
+    after it (retries.py withdraws them with it: invariant 7)."""
+    if not present(conn):
+        return set()
+    mine = conn.execute(select(_v.table_id, _v.version).where(
+        _v.creation_tid == tid, _v.stage_key == key, _v.creation_csn.is_(None),
+        _older_clause(_v.stage_attempt, attempt))).all()
+    found: set[str | None] = set()
+    for table_id, version in mine:
+        parts = conn.execute(select(_p.stage_key).where(
+            _p.table_id == table_id, _p.creation_tid == tid, _p.creation_csn.is_(None),
+            _p.schema_version == version).distinct())
+        found |= {r.stage_key for r in parts}
+        locker = conn.execute(select(_v.removal_key).where(
+            _v.table_id == table_id, _v.version == version, _v.removal_tid == tid)).first()
+        if locker is not None:
+            found.add(locker.removal_key)
+    return found

@@ -63,6 +63,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError, StorageError
+from airflow_txn.model import evolution
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.names import TableName, parse_table_name
 from airflow_txn.model.options import WriteMode, WriteModeName
@@ -155,6 +156,9 @@ class PartView:
     size_bytes: int
     locked_by: str | None
     """The transaction holding the part's removal lock (replacing it, or having removed it); None: none."""
+    written_schema: pa.Schema | None = None
+    """The schema the part was written under when it is another version of the table's schema than the one read
+    (docs/DESIGN.md, D27): StoredTable.read_part reads it as that and projects it by column id; None: the same."""
 
     @property
     def partition(self) -> Partition:
@@ -234,12 +238,15 @@ class StoredTable:
                                                                      {**tags, "table": self.name})
 
     def read_part(self, part: PartView) -> pa.Table:
-        """A part's rows as exactly the table's schema, partition columns restored."""
+        """A part's rows as exactly the table's schema, partition columns restored (a part written under another
+        version of the schema read as written, then projected by column id: evolution.projection)."""
         path, files = part.path, part.files
         if len(files) == 1 and is_plain_part(files[0]):
             path = f"{path}/{files[0]}" if path else files[0]
-        return open_root(self.root, self.storage_options).read_part(self.directory, path, files, self.schema,
-                                                                      part.partition)
+        written = part.written_schema or self.schema
+        rows = open_root(self.root, self.storage_options).read_part(self.directory, path, files, written,
+                                                                    part.partition)
+        return rows if part.written_schema is None else evolution.projection(written, self.schema)(rows)
 
     def delete_parts(self, paths: Sequence[str]) -> None:
         """Delete parts written for a statement that will not register them (a failed or aborted write)."""
@@ -291,7 +298,16 @@ class ReadPlan:
     @property
     def table(self) -> TableView:
         """The table with its local directory, for an engine that opens files by path (StorageError on an
-        object-store root: read `stored` through the root's filesystem instead)."""
+        object-store root: read `stored` through the root's filesystem instead). SchemaMismatchError when some part
+        was written under a version of the table's schema that reading its files by column name would misread (a
+        renamed column, a default, a widened type: docs/DESIGN.md, D27): read through `stored` (read_part
+        projects by column id)."""
+        for part in self.parts:
+            if part.written_schema is not None and not _by_name(part.written_schema, self.stored.schema):
+                raise SchemaMismatchError(
+                    f"table {self.stored.name} has parts written under an older version of its schema that a reader "
+                    "of its files by column name would misread (a renamed or widened column, or a default): read it "
+                    "through the airflow_txn data source (airflow_txn.spark.read(..., via='datasource'))")
         return self.stored.view()
 
     def to_json(self) -> str:
@@ -306,14 +322,34 @@ class ReadPlan:
                    tuple(_part_of(p) for p in found["parts"]), int(found["snapshot"]), found["tid"], found["tag"])
 
 
+def _by_name(written: pa.Schema, read: pa.Schema) -> bool:
+    """Whether reading files written as `written` by column name, a missing column as null, gives what
+    evolution.projection gives: every column is the written one of that name and type, or new with no default."""
+    ids = {evolution.column_id(f): f for f in written}
+    for column in read:
+        found = ids.get(evolution.column_id(column))
+        if found is None:
+            if column.name in written.names or evolution.default_of(column) is not None:
+                return False
+        elif found.name != column.name or found.type != column.type:
+            return False
+    return True
+
+
 def _part_dict(part: PartView) -> dict[str, Any]:
-    return {"id": part.id, "partition_key": part.partition_key, "path": part.path, "files": list(part.files),
-            "row_count": part.row_count, "size_bytes": part.size_bytes, "locked_by": part.locked_by}
+    found: dict[str, Any] = {"id": part.id, "partition_key": part.partition_key, "path": part.path,
+                             "files": list(part.files), "row_count": part.row_count, "size_bytes": part.size_bytes,
+                             "locked_by": part.locked_by}
+    if part.written_schema is not None:
+        found["written_schema"] = base64.b64encode(table_registry.encode_schema(part.written_schema)).decode()
+    return found
 
 
 def _part_of(found: Mapping[str, Any]) -> PartView:
+    written = found.get("written_schema")
     return PartView(int(found["id"]), str(found["partition_key"]), str(found["path"]), tuple(found["files"]),
-                    int(found["row_count"]), int(found["size_bytes"]), found["locked_by"])
+                    int(found["row_count"]), int(found["size_bytes"]), found["locked_by"],
+                    None if written is None else table_registry.decode_schema(base64.b64decode(written)))
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -357,13 +393,17 @@ def _stored(wh: Warehouse, info: TableInfo) -> StoredTable:
                        dict(wh.config.storage_options), info.id)
 
 
-def _part(row: PartRow) -> PartView:
+def _part(row: PartRow, info: TableInfo | None = None, schemas: Mapping[int, pa.Schema] | None = None) -> PartView:
+    """The part as an engine sees it; with `info` (the version of the table read) and `schemas` (the other versions
+    its parts were written under), the schema it was written under when that is another version."""
     directory, files = row.path, row.files
     if is_plain_part(row.path):  # one plain file (D8): an engine reads `path / name` alike for both layouts
         directory, _, name = row.path.rpartition("/")
         files = (name,)
+    written = (schemas or {}).get(row.schema_version) if info is not None and row.schema_version != info.version \
+        else None
     return PartView(row.id, row.partition_key, directory, files, row.row_count, row.size_bytes,
-                    row.version.removal_tid)
+                    row.version.removal_tid, written)
 
 
 # -- reading ------------------------------------------------------------------------------------------------------
@@ -403,7 +443,7 @@ def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transactio
     rt = wh.runtime
     view = None if txn is None else transaction.statement_of(txn, None)
     planned = reading.plan(rt, table, csn=csn, view=view, tag=tag, partitions=partitions)
-    found = tuple(_part(r) for r in planned.parts)
+    found = tuple(_part(r, planned.info, planned.schemas) for r in planned.parts)
     if parts is not None:  # exactly the parts a statement or a merge chose
         seen = {p.id: p for p in found}
         gone = [i for i in parts if i not in seen]
@@ -446,9 +486,10 @@ def open_write(txn: Transaction, table: str, mode: WriteMode | WriteModeName = A
         raise merged_away
     assert found is not None
     info, decided = found
+    schemas = staging.written_schemas(rt, info, decided.visible)
     return WritePlan(_stored(txn.warehouse, info), stmt.tid, stmt.snapshot, txn.isolation.value, stmt.key,
                      stmt.attempt, mode, described, new_statement_id(), decided.removals, decided.scanned,
-                     decided.allowed, tuple(_part(r) for r in decided.visible), _txn=txn)
+                     decided.allowed, tuple(_part(r, info, schemas) for r in decided.visible), _txn=txn)
 
 
 @dataclass(frozen=True)

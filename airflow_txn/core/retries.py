@@ -67,8 +67,8 @@ def dependents(conn: Connection, tid: str, key: str, attempt: int | None) -> fro
 def _built_on(conn: Connection, tid: str, source: str, before: int | None) -> set[str | None]:
     """Keys whose statements built on what `source` did before attempt `before`: they rewrote a part it
     staged, read a partition it staged into, or scanned a partition where it holds removal locks, after
-    its first statement there."""
-    keys = part_records.consumers(conn, tid, source, before)
+    its first statement there, or wrote under (or changed again) a version of a table's schema it staged."""
+    keys = part_records.consumers(conn, tid, source, before) | table_versions.built_on(conn, tid, source, before)
     since = key_records.first_statements(conn, tid, source, before)
     if since:
         held = part_records.held_by(conn, tid, source, before)

@@ -122,6 +122,14 @@ def visible(rt: Runtime, stmt: Statement, info: TableInfo,
         return part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn, partition_keys)
 
 
+def written_schemas(rt: Runtime, info: TableInfo, parts: Sequence[PartRow]) -> dict[int, pa.Schema]:
+    """The schemas of the other versions of the table `parts` were written under (none: no catalog read)."""
+    if all(p.schema_version == info.version for p in parts):
+        return {}
+    with rt.catalog.read() as conn:
+        return versions.written_schemas(conn, info, parts)
+
+
 def read_part(rt: Runtime, info: TableInfo, part: PartRow) -> pa.Table:
     """The part's rows as the statement's version of the table reads them (a part written under another version
     of its schema is projected: versions.py)."""

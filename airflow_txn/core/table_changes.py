@@ -51,10 +51,13 @@ def change(rt: Runtime, stmt: Statement, table: object, make: Make) -> evolution
         info = table_registry.get(conn, table)
         withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
         before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
+        given = table_versions.last_column_id(conn, info.id)
     if before is None or before.dropped:
         raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
     seen = table_registry.at_version(info, before)
-    evolved, what = make(seen.schema, seen.name.qualified, seen.partition_by)
+    # a column id is never given twice, not even one a withdrawn or rolled-back version gave (D27)
+    numbered = seen.schema.with_metadata({**(seen.schema.metadata or {}), evolution.LAST_ID: str(given).encode()})
+    evolved, what = make(numbered, seen.name.qualified, seen.partition_by)
     if what.kind == "set_nullable" and not what.compatible:
         _check_no_nulls(rt, stmt, seen, what.column)
 

@@ -4,9 +4,10 @@ concurrent writers, and the projection that reads a part written under one versi
 
 - **Column ids.** Every field of a table's schema, nested ones included, carries an id in its Arrow metadata
   under `PARQUET:field_id`, the key pyarrow writes as the Parquet field id (what Iceberg and Spark's
-  `spark.sql.parquet.fieldId.read.enabled` match columns by). Ids are given in schema order when a table is
-  created (`with_ids`), a new column takes the next one, and the schema's metadata keeps the highest id ever
-  given (`airflow_txn.last_column_id`), so a dropped column's id is never given again.
+  `spark.sql.parquet.fieldId.read.enabled` match columns by). Ids are given when a table is created
+  (`with_ids`), in Iceberg's order of fresh ids (a struct's fields, then their children in turn), a new column
+  takes the next one, and the schema's metadata keeps the highest id ever given (`airflow_txn.last_column_id`),
+  so a dropped column's id is never given again.
 - **Changes** (`add_column`, `rename_column`, `drop_column`, `alter_column`, `set_nullable`) each return the new
   schema and a `Change` saying whether it is *compatible*: a part written under the old schema reads under the
   new one with the same meaning, so concurrent writers of the old schema may still commit (an added nullable or
@@ -75,15 +76,30 @@ def with_ids(schema: pa.Schema, fresh: bool = False) -> pa.Schema:
     if fresh:
         schema = pa.schema([_strip_ids(f) for f in schema], metadata=_without(schema.metadata, LAST_ID))
     counter = [last_id(schema)]
-    fields = [_give_ids(f, counter) for f in schema]
+    fields = _give_ids(list(schema), counter)
     return pa.schema(fields, metadata={**(schema.metadata or {}), LAST_ID: str(counter[0]).encode()})
 
 
-def _give_ids(field: pa.Field, counter: list[int]) -> pa.Field:
-    if column_id(field) is None:
-        counter[0] += 1
-        field = field.with_metadata({**(field.metadata or {}), COLUMN_ID: str(counter[0]).encode()})
-    return field.with_type(_nested(field.type, lambda child: _give_ids(child, counter)))
+def _give_ids(fields: list[pa.Field], counter: list[int]) -> list[pa.Field]:
+    """Ids for `fields` (one struct's, or the schema's) in Iceberg's order of fresh ids: every field of the struct
+    first, then the children of each in turn (a list's element, a map's key and value, a struct's fields), so a
+    table's ids are those Iceberg gives its published table (publish/iceberg.py: assign_fresh_schema_ids), and an
+    Iceberg reader, which matches a file's columns by field id, reads them as named."""
+    numbered = []
+    for field in fields:
+        if column_id(field) is None:
+            counter[0] += 1
+            field = field.with_metadata({**(field.metadata or {}), COLUMN_ID: str(counter[0]).encode()})
+        numbered.append(field)
+    return [field.with_type(_with_children(field.type, counter)) for field in numbered]
+
+
+def _with_children(type_: pa.DataType, counter: list[int]) -> pa.DataType:
+    children = _children(type_)
+    if not children:
+        return type_
+    done = iter(_give_ids(children, counter))
+    return _nested(type_, lambda _child: next(done))
 
 
 def _strip_ids(field: pa.Field) -> pa.Field:

@@ -25,8 +25,8 @@ def ids_of(schema: pa.Schema) -> dict[str, int | None]:
 
 def test_ids_are_given_in_order_to_every_field_nested_ones_too_and_never_twice() -> None:
     schema = ev.with_ids(BASE)
-    assert ids_of(schema) == {"id": 1, "day": 2, "amount": 3, "tags": 4, "who": 6}
-    assert ev.column_id(schema.field("tags").type.value_field) == 5
+    assert ids_of(schema) == {"id": 1, "day": 2, "amount": 3, "tags": 4, "who": 5}  # a struct's fields first
+    assert ev.column_id(schema.field("tags").type.value_field) == 6  # then their children, in turn
     who = schema.field("who").type
     assert [ev.column_id(who.field(i)) for i in range(2)] == [7, 8]
     assert ev.last_id(schema) == 8 and ev.with_ids(schema) == schema  # idempotent
@@ -34,6 +34,32 @@ def test_ids_are_given_in_order_to_every_field_nested_ones_too_and_never_twice()
     assert ev.last_id(dropped) == 8  # the dropped column's ids are never given again
     added, _ = ev.add_column(dropped, pa.field("note", pa.string()), table=T)
     assert ev.column_id(added.field("note")) == 9
+
+
+def test_ids_are_those_iceberg_gives_the_published_table() -> None:
+    """Iceberg readers match a file's columns by field id: a table's ids must be the fresh ids its published Iceberg
+    table gets (publish/iceberg.py), nested ones included, or they would read one column as another."""
+    pytest.importorskip("pyiceberg")
+    from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
+    from pyiceberg.schema import assign_fresh_schema_ids
+
+    nested = pa.schema([("a", pa.int64()), ("s", pa.struct([("x", pa.int32()), ("t", pa.struct([("p", pa.string())])),
+                                                            ("l", pa.list_(pa.struct([("q", pa.int8())])))])),
+                        ("m", pa.map_(pa.string(), pa.struct([("v", pa.float64())]))), ("b", pa.string()), *BASE])
+
+    def ids(field: pa.Field, path: str = "") -> dict[str, int | None]:
+        name = path + field.name
+        found = {name: ev.column_id(field)}
+        for child in ev._children(field.type):
+            found |= ids(child, name + ".")
+        return found
+
+    ours = {k: v for f in ev.with_ids(nested, fresh=True) for k, v in ids(f).items()}
+    iceberg = assign_fresh_schema_ids(_pyarrow_to_schema_without_ids(nested))
+    arrow_names = {"s.l.element": "s.l.item", "s.l.element.q": "s.l.item.q", "tags.element": "tags.item"}
+    for name in ("a", "s", "m", "b", "s.x", "s.t", "s.l", "s.t.p", "s.l.element", "s.l.element.q", "m.key",
+                 "m.value", "m.value.v", "id", "day", "amount", "tags", "tags.element", "who", "who.name", "who.age"):
+        assert ours[arrow_names.get(name, name)] == iceberg.find_field(name).field_id, name
 
 
 def test_ids_a_users_schema_carries_are_replaced_for_a_new_table() -> None:

@@ -449,3 +449,35 @@ def test_a_rolled_back_drop_leaves_the_table(wh: Warehouse, table: int) -> None:
     with wh.begin() as t:
         t.append(TABLE, orders([3]))
     assert ids_of(wh.read(TABLE)) == [1, 2, 3]
+
+
+def test_a_column_id_is_never_given_twice_not_even_after_a_withdrawn_change(wh: Warehouse, table: int) -> None:
+    """Key `a` adds a column; `a`'s retry adds another: its id is a new one, as after a rolled-back change."""
+    t = wh.begin()
+    t.add_column(TABLE, pa.field("discount", pa.float64()), key="a")
+    t.add_column(TABLE, pa.field("rebate", pa.float64()), key="a")  # the retry of `a`
+    t.commit()
+    assert [column_id(f) for f in wh.schema(TABLE)] == [1, 2, 3, 5]
+    rolled = wh.begin()
+    rolled.add_column(TABLE, pa.field("x", pa.int64()))
+    rolled.rollback()
+    with wh.begin() as t:
+        t.add_column(TABLE, pa.field("y", pa.int64()))
+    assert column_id(wh.schema(TABLE).field("y")) == 7
+
+
+def test_a_retried_change_withdraws_the_writes_built_on_it(wh: Warehouse, table: int) -> None:
+    """Invariant 7: key `b` loaded rows under the column key `a` added; `a`'s retry withdraws `b`'s rows too, and `b`
+    must run again before the commit."""
+    from airflow_txn.errors import InvalidatedKeysError
+
+    t = wh.begin()
+    t.add_column(TABLE, pa.field("discount", pa.float64()), key="a")
+    t.append(TABLE, orders([3], discount=[0.5]), key="b")
+    t.add_column(TABLE, pa.field("discount", pa.float64()), key="a")  # the retry of `a`
+    assert ids_of(t.read(TABLE)) == [1, 2]  # `b`'s rows were withdrawn with it
+    with pytest.raises(InvalidatedKeysError, match="'b'"):
+        t.commit()
+    t.append(TABLE, orders([3], discount=[0.25]), key="b")  # `b` runs again
+    t.commit()
+    assert [r["discount"] for r in rows(wh.read(TABLE))] == [None, None, 0.25]
