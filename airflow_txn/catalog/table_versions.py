@@ -13,6 +13,7 @@ so, and a table's only schema there is the one txn_tables holds, its version 1.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import weakref
@@ -424,7 +425,14 @@ def last_column_id(conn: Connection, table_id: int) -> int:
     """The highest column id any version of the table ever gave, withdrawn and rolled-back ones included: a new
     column's id is above it, so rows a withdrawn version's writer staged never read as another column."""
     rows = conn.execute(select(_v.schema_ipc).where(_v.table_id == table_id))
-    return max((evolution.last_id(decode(r.schema_ipc)) for r in rows), default=0)
+    return max((_last_id(r.schema_ipc) for r in rows), default=0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _last_id(blob: bytes) -> int:
+    """evolution.last_id of a stored schema, remembered by its bytes (a version's schema never changes): a change
+    reads every version of its table, and decoding them all each time grew with the table's history (B15)."""
+    return evolution.last_id(decode(blob))
 
 
 def built_on(conn: Connection, tid: str, key: str, attempt: int | None) -> set[str | None]:
