@@ -175,11 +175,6 @@ def of_table(conn: Connection, table_id: int, versions: Sequence[int] | None = N
     return {int(r.version): _row(r) for r in conn.execute(stmt)}
 
 
-def count(conn: Connection, table_id: int) -> int:
-    """How many versions the table has (rolled-back ones included)."""
-    return int(conn.execute(select(func.count()).where(_v.table_id == table_id)).scalar_one())
-
-
 def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: int,
                           withdrawn: Mapping[str, int | None]) -> VersionRow | None:
     """The version a statement of `tid` sees once the keys it withdraws are withdrawn (part_records'
@@ -342,14 +337,6 @@ def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int
                 f"{theirs.creation_csn}) after this transaction's snapshot {snapshot}, and this transaction wrote the "
                 f"table under the version before: transaction {tid} conflicts and can only roll back")
     return None
-
-
-def first_version(conn: Connection, table_id: int) -> VersionRow | None:
-    """The table's version 1 (what create_table made), None on a catalog without versions."""
-    if not present(conn):
-        return None
-    row = conn.execute(select(schema.table_versions).where(_v.table_id == table_id, _v.version == 1)).first()
-    return None if row is None else _row(row)
 
 
 def stage_first(conn: Connection, tid: str, key: str | None, attempt: int | None, table_id: int,

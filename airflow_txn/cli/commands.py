@@ -327,15 +327,16 @@ def schema(settings: Settings, table: str, csn: int | None, tag: str | None) -> 
     if tag is not None and csn is not None:
         raise click.UsageError("read at --csn or at --tag, not both")
     from airflow_txn.model.evolution import column_id, default_of
+    from airflow_txn.model.results import ColumnInfo, SchemaInfo
 
     wh = settings.open()
     found = wh.schema(table, csn=csn, tag=tag)
-    columns = []
+    columns: list[ColumnInfo] = []
     for field in found:
         default = default_of(field)
-        columns.append({"name": field.name, "type": str(field.type), "nullable": field.nullable,
-                        "column_id": column_id(field), "default": None if default is None else default.as_py()})
-    return settings.emit({"table": table, "partition_by": list(wh.partition_by(table)), "columns": columns},
+        columns.append(ColumnInfo(name=field.name, type=str(field.type), nullable=field.nullable,
+                                  column_id=column_id(field), default=None if default is None else default.as_py()))
+    return settings.emit(SchemaInfo(table=table, partition_by=list(wh.partition_by(table)), columns=columns),
                          render.schema)
 
 

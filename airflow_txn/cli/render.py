@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from rich import box
 from rich.console import Console
@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # only annotations: the result types load pyarrow, which prin
         DoctorReport,
         PartInfo,
         ReadResult,
+        SchemaInfo,
         TableStats,
         TagInfo,
         TransactionInfo,
@@ -292,11 +293,12 @@ def published(console: Console, rows: Sequence[Mapping[str, object]]) -> None:
     records(console, rows, ["table", "csn", *keys, "published_csn"], "nothing published")
 
 
-def schema(console: Console, value: Mapping[str, Any]) -> None:
+def schema(console: Console, value: SchemaInfo) -> None:
     """`schema`: the table and its partitioning, then one line per column."""
     console.print(Text(f"{value['table']} (partitioned by {', '.join(value['partition_by']) or 'nothing'})",
                        style="bold underline"))
-    records(console, value["columns"], ["name", "type", "nullable", "column_id", "default"], "no columns")
+    records(console, cast("list[Mapping[str, object]]", value["columns"]),
+            ["name", "type", "nullable", "column_id", "default"], "no columns")
 
 
 def generic(console: Console, value: object) -> None:

@@ -17,7 +17,7 @@ import pyarrow as pa
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import compaction_records, part_records, schema, table_registry, table_versions, txn_records
-from airflow_txn.core import retries, staging, versions
+from airflow_txn.core import retries, staging
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.staging import Statement
 from airflow_txn.errors import CatalogUpgradeRequiredError, InvalidNameError, SchemaMismatchError, TableNotFoundError
@@ -167,9 +167,3 @@ def _column(name: object) -> str:
     if not isinstance(name, str):
         raise InvalidNameError(f"a column name must be a str, got {type(name).__name__}")
     return name
-
-
-def schema_at(rt: Runtime, table: str, snapshot: int) -> pa.Schema:
-    """The table's schema at `snapshot` (a committed one): its version visible there."""
-    with rt.catalog.read() as conn:
-        return versions.table_at(conn, table_registry.get(conn, table), None, snapshot).schema

@@ -350,6 +350,25 @@ class InitResult(TypedDict):
     tables: int
 
 
+class ColumnInfo(TypedDict):
+    """One column of `airflow-txn schema`: its id is its Parquet field id in every part file (docs/DESIGN.md, D27)."""
+
+    name: str
+    type: str
+    nullable: bool
+    column_id: int | None
+    default: object
+    """What rows written before the column was added read (None: null)."""
+
+
+class SchemaInfo(TypedDict):
+    """`airflow-txn schema TABLE`: the table's columns at a snapshot."""
+
+    table: str
+    partition_by: list[str]
+    columns: list[ColumnInfo]
+
+
 class ReadResult(TypedDict):
     table: str
     csn: int
