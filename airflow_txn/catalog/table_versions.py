@@ -13,6 +13,7 @@ so, and a table's only schema there is the one txn_tables holds, its version 1.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import weakref
@@ -21,7 +22,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import ColumnElement, Connection, Engine, and_, func, insert, inspect, or_, select, true, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    Engine,
+    String,
+    and_,
+    bindparam,
+    func,
+    insert,
+    inspect,
+    or_,
+    select,
+    true,
+    update,
+)
 
 from airflow_txn.catalog import schema
 from airflow_txn.catalog.visibility_sql import version_visible_clause
@@ -102,6 +118,40 @@ def create_first(conn: Connection, table_id: int, arrow_schema: pa.Schema, parti
         creation_csn=PREHISTORIC_CSN, created_at=time.time()))
 
 
+# the statements of a table change (visible_for_statement, stage) and of its commit (stamp_commit), built once: a
+# change runs them per table, and building them per call was a third of its CPU (benchmarks/b15_changing_tables.py)
+_TABLE, _TID, _CSN = (bindparam("b_table", type_=BigInteger()), bindparam("b_tid", type_=String()),
+                      bindparam("b_csn", type_=BigInteger()))
+_LOCK = (update(schema.table_versions)
+         .where(_v.table_id == _TABLE, _v.version == bindparam("b_version", type_=BigInteger()),
+                _v.removal_tid.is_(None))
+         .values(removal_tid=_TID, removal_key=bindparam("b_key", type_=String()),
+                 removal_attempt=bindparam("b_attempt", type_=BigInteger())))
+_NEWEST = select(func.max(_v.version)).where(_v.table_id == _TABLE)
+_INSERT = insert(schema.table_versions)
+
+
+def _stamps(by_table: bool) -> tuple[Any, Any, Any]:
+    """stamp_commit's statements (of one table, or of every table): the creation CSN, the removal CSN, the versions
+    the commit made newest."""
+    where = [_v.table_id == _TABLE] if by_table else []
+    created = update(schema.table_versions).where(
+        *where, _v.creation_tid == _TID, _v.creation_csn.is_(None)).values(creation_csn=_CSN)
+    removed = update(schema.table_versions).where(
+        *where, _v.removal_tid == _TID, _v.removal_csn.is_(None)).values(removal_csn=_CSN)
+    newest = select(_v.table_id, _v.schema_ipc, _v.partition_by).where(
+        *where, _v.creation_tid == _TID, _v.creation_csn == _CSN, _v.removal_csn.is_(None))
+    return created, removed, newest
+
+
+_STAMPS = {True: _stamps(True), False: _stamps(False)}
+_FOR_STATEMENT = select(schema.table_versions).where(  # visible_for_statement's candidates
+    _v.table_id == _TABLE, or_(_v.creation_tid == _TID, _v.removal_tid == _TID,
+                               version_visible_clause(None, bindparam("b_snapshot", type_=BigInteger()))))
+_CACHE_SCHEMA = (update(schema.tables).where(schema.tables.c.id == _TABLE)
+                 .values(schema_ipc=bindparam("b_schema"), partition_by=bindparam("b_partition_by", type_=String())))
+
+
 def visible(conn: Connection, table_ids: Sequence[int], tid: str | None, snapshot: int) -> dict[int, VersionRow]:
     """{table id: its version visible to (tid, snapshot)}; a table with none there is left out."""
     ids = list(table_ids)
@@ -129,9 +179,7 @@ def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: i
                           withdrawn: Mapping[str, int | None]) -> VersionRow | None:
     """The version a statement of `tid` sees once the keys it withdraws are withdrawn (part_records'
     visible_for_statement, for versions): computed, nothing changed."""
-    rows = [_row(r) for r in conn.execute(select(schema.table_versions).where(
-        _v.table_id == table_id, or_(_v.creation_tid == tid, _v.removal_tid == tid,
-                                     version_visible_clause(None, snapshot))))]
+    rows = [_row(r) for r in conn.execute(_FOR_STATEMENT, {"b_table": table_id, "b_tid": tid, "b_snapshot": snapshot})]
     seen = [r for r in rows if is_visible(_after_compensation(r, tid, withdrawn), tid, snapshot)]
     return max(seen, key=lambda r: r.version) if seen else None
 
@@ -158,11 +206,8 @@ def stage(conn: Connection, tid: str, key: str | None, attempt: int | None, befo
     """Stage the version after `before` (the one the statement saw): its removal lock taken by compare-and-swap
     (SerializationError naming the table and the change when another transaction holds it), the new row inserted
     with the next free number. Returns that number."""
-    taken = conn.execute(
-        update(schema.table_versions)
-        .where(_v.table_id == before.table_id, _v.version == before.version, _v.removal_tid.is_(None))
-        .values(removal_tid=tid, removal_key=key, removal_attempt=attempt)
-    ).rowcount
+    taken = conn.execute(_LOCK, {"b_table": before.table_id, "b_version": before.version, "b_tid": tid, "b_key": key,
+                                 "b_attempt": attempt}).rowcount
     if taken != 1:
         holder = conn.execute(select(_v.removal_tid).where(_v.table_id == before.table_id,
                                                            _v.version == before.version)).scalar()
@@ -170,12 +215,12 @@ def stage(conn: Connection, tid: str, key: str | None, attempt: int | None, befo
             f"table {before.name}: cannot stage '{change}': transaction {holder} changed the table (or is changing "
             f"it) since version {before.version} this transaction sees; transaction {tid} conflicts and can only "
             "roll back")
-    number = int(conn.execute(select(func.max(_v.version)).where(_v.table_id == before.table_id)).scalar_one()) + 1
-    conn.execute(insert(schema.table_versions).values(
-        table_id=before.table_id, version=number, schema_ipc=encode(arrow_schema),
-        partition_by=json.dumps(list(before.partition_by)), name=name or before.name, dropped=dropped, change=change,
-        compatible=compatible, creation_tid=tid, creation_csn=None, removal_tid=None, removal_csn=None,
-        stage_key=key, stage_attempt=attempt, created_at=time.time()))
+    number = int(conn.execute(_NEWEST, {"b_table": before.table_id}).scalar_one()) + 1
+    conn.execute(_INSERT, {
+        "table_id": before.table_id, "version": number, "schema_ipc": encode(arrow_schema),
+        "partition_by": json.dumps(list(before.partition_by)), "name": name or before.name, "dropped": dropped,
+        "change": change, "compatible": compatible, "creation_tid": tid, "creation_csn": None, "removal_tid": None,
+        "removal_csn": None, "stage_key": key, "stage_attempt": attempt, "created_at": time.time()})
     return number
 
 
@@ -231,18 +276,16 @@ def stamp_commit(conn: Connection, tid: str, table_id: int | None, csn: int) -> 
     created and removed (idempotent), and txn_tables' cache of each table's newest committed version."""
     if not present(conn):
         return
-    where_table = [] if table_id is None else [_v.table_id == table_id]
-    created = conn.execute(update(schema.table_versions).where(
-        *where_table, _v.creation_tid == tid, _v.creation_csn.is_(None)).values(creation_csn=csn)).rowcount
-    conn.execute(update(schema.table_versions).where(
-        *where_table, _v.removal_tid == tid, _v.removal_csn.is_(None)).values(removal_csn=csn))
+    created_stmt, removed_stmt, newest_stmt = _STAMPS[table_id is not None]
+    params = {"b_tid": tid, "b_csn": csn} if table_id is None else {"b_tid": tid, "b_csn": csn, "b_table": table_id}
+    created = conn.execute(created_stmt, params).rowcount
+    conn.execute(removed_stmt, params)
     if not created:
         return
-    newest = conn.execute(select(schema.table_versions).where(
-        *where_table, _v.creation_tid == tid, _v.creation_csn == csn, _v.removal_csn.is_(None)))
-    for r in newest:
-        conn.execute(update(schema.tables).where(schema.tables.c.id == r.table_id).values(
-            schema_ipc=r.schema_ipc, partition_by=r.partition_by))
+    newest = conn.execute(newest_stmt, params).all()
+    if newest:
+        conn.execute(_CACHE_SCHEMA, [{"b_table": r.table_id, "b_schema": r.schema_ipc, "b_partition_by": r.partition_by}
+                                     for r in newest])
 
 
 def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
@@ -277,10 +320,13 @@ def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int
             return (f"table {name}: this transaction {change}, which does not keep the meaning of rows written "
                     f"before it, and transaction {writer} committed writes to the table after this transaction's "
                     f"snapshot {snapshot}; transaction {tid} conflicts and can only roll back")
+    # the tables among `ids` that tid wrote, found from tid's own parts (the tid indexes) and filtered here: with
+    # `table_id IN ids` in the query SQLite walked every part of those tables (B15: O(parts) in a commit of DDL)
     written = conn.execute(select(_p.table_id).where(
-        _p.table_id.in_(ids), or_(_p.creation_tid == tid, _p.removal_tid == tid),
+        or_(_p.creation_tid == tid, _p.removal_tid == tid),
         or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN)).distinct())
-    wrote = [int(r.table_id) for r in written]
+    wanted = set(ids)
+    wrote = [int(r.table_id) for r in written if int(r.table_id) in wanted]
     if not wrote:
         return None
     theirs = conn.execute(select(_v.name, _v.change, _v.creation_tid, _v.creation_csn).where(
@@ -369,7 +415,14 @@ def last_column_id(conn: Connection, table_id: int) -> int:
     """The highest column id any version of the table ever gave, withdrawn and rolled-back ones included: a new
     column's id is above it, so rows a withdrawn version's writer staged never read as another column."""
     rows = conn.execute(select(_v.schema_ipc).where(_v.table_id == table_id))
-    return max((evolution.last_id(decode(r.schema_ipc)) for r in rows), default=0)
+    return max((_last_id(r.schema_ipc) for r in rows), default=0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _last_id(blob: bytes) -> int:
+    """evolution.last_id of a stored schema, remembered by its bytes (a version's schema never changes): a change
+    reads every version of its table, and decoding them all each time grew with the table's history (B15)."""
+    return evolution.last_id(decode(blob))
 
 
 def built_on(conn: Connection, tid: str, key: str, attempt: int | None) -> set[str | None]:

@@ -24,9 +24,10 @@ def visible_clause(tid: str | ColumnElement[str] | None, snapshot: int | ColumnE
     return _rule(schema.parts, tid, snapshot)
 
 
-def version_visible_clause(tid: str | None, snapshot: int) -> ColumnElement[bool]:
+def version_visible_clause(tid: str | ColumnElement[str] | None,
+                           snapshot: int | ColumnElement[int]) -> ColumnElement[bool]:
     """The same rule over txn_table_versions: a table's schema at a snapshot is its one version visible there
-    (docs/DESIGN.md, D27), by the parts' rule and no other."""
+    (docs/DESIGN.md, D27), by the parts' rule and no other (`tid` and `snapshot` may be bindparams)."""
     return _rule(schema.table_versions, tid, snapshot)
 
 
