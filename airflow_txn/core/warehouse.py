@@ -261,14 +261,16 @@ class Warehouse:
         table_name, arrow_schema = table_registry.validate_new_table(name, schema, partition_by)
         self.init()
         with self.runtime.catalog.read() as conn:
-            existing = table_registry.find(conn, name)
-            again = existing is not None and table_versions.dropped(conn, existing.id)
-        if again:  # a dropped table's name: created again at a CSN of its own (older snapshots see the old table)
+            existing = table_registry.find(conn, name, historical=False)
+            again = (table_versions.dropped(conn, existing.id) if existing is not None
+                     else table_versions.named(conn, table_name.qualified) is not None)
+        if again:  # a dropped (or renamed) table's name: created again at a CSN of its own (older snapshots see the
+            # old table)
             with self.begin(label=f"create_table {table_name}") as t:
                 t.create_table(table_name.qualified, arrow_schema, list(partition_by))
             return
         with self.runtime.catalog.write() as conn:
-            existing = table_registry.find(conn, name)
+            existing = table_registry.find(conn, name, historical=False)
             if existing is not None and table_versions.revive(conn, existing.id, arrow_schema, list(partition_by),
                                                               table_name.qualified):
                 return  # its only creation was rolled back: the name was free
