@@ -455,3 +455,14 @@ def creator(conn: Connection, table_id: int) -> str | None:
     row = conn.execute(select(_v.creation_tid).where(_v.table_id == table_id, _v.creation_csn.is_(None)).limit(1))
     found = row.first()
     return None if found is None else str(found.creation_tid)
+
+
+def committed_schemas(conn: Connection, table_id: int) -> list[tuple[pa.Schema, tuple[str, ...]]]:
+    """(schema, partition columns) of every committed version of the table, tombstones left out, oldest first
+    (empty on a catalog without versions)."""
+    if not present(conn):
+        return []
+    rows = conn.execute(select(schema.table_versions).where(
+        _v.table_id == table_id, _v.creation_csn.is_not(None), _v.creation_csn != ROLLBACK_CSN,
+        _v.dropped.is_(False)).order_by(_v.version))
+    return [(row.schema, row.partition_by) for row in map(_row, rows)]

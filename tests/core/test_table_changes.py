@@ -616,3 +616,26 @@ def test_a_bad_rename_is_refused_before_anything_is_staged(wh: Warehouse, table:
         t.rename_table(old, new)
     t.rollback()
     assert TABLE in wh.tables() and RENAMED not in wh.tables()
+
+
+def test_create_table_exist_ok_accepts_the_schema_the_table_had_at_any_committed_version(wh: Warehouse,
+                                                                                         table: int) -> None:
+    """A DAG creating its table idempotently (exist_ok=True) with the schema it was created with keeps working after
+    the table was changed, as one updated to the newest schema does; another schema or partitioning is refused."""
+    with wh.begin() as t:
+        t.add_column(TABLE, pa.field("note", pa.string()))
+    wh.create_table(TABLE, SCHEMA, ["day"], exist_ok=True)  # as created
+    wh.create_table(TABLE, pa.schema([*SCHEMA, pa.field("note", pa.string())]), ["day"], exist_ok=True)  # newest
+    with pytest.raises(TableExistsError, match="different schema"):
+        wh.create_table(TABLE, pa.schema([("id", pa.int64())]), exist_ok=True)
+    with pytest.raises(TableExistsError, match="different schema"):
+        wh.create_table(TABLE, SCHEMA, [], exist_ok=True)
+    with pytest.raises(TableExistsError, match="exists already"):
+        wh.create_table(TABLE, SCHEMA, ["day"])
+    t = wh.begin()
+    t.add_column(TABLE, pa.field("extra", pa.int64()))  # staged, not committed: not a schema the table had
+    with pytest.raises(TableExistsError, match="different schema"):
+        wh.create_table(TABLE, pa.schema([*SCHEMA, pa.field("note", pa.string()), pa.field("extra", pa.int64())]),
+                        ["day"], exist_ok=True)
+    t.rollback()
+    assert wh.schema(TABLE).names == ["id", "item", "day", "note"]
