@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_txn.catalog import schema, table_versions
@@ -119,7 +119,8 @@ def create_row(conn: Connection, name: TableName, arrow_schema: pa.Schema, parti
 
 def at_version(info: TableInfo, row: table_versions.VersionRow) -> TableInfo:
     """`info` as of one version of its schema."""
-    return TableInfo(info.id, info.name, evolution.with_ids(row.schema), row.partition_by, info.directory,
+    return TableInfo(info.id, parse_table_name(row.name), evolution.with_ids(row.schema), row.partition_by,
+                     info.directory,
                      row.version, row.state.creation_csn is not None)
 
 
@@ -134,10 +135,19 @@ def _from_row(row: object) -> TableInfo:
     )
 
 
-def find(conn: Connection, name: str) -> TableInfo | None:
+def find(conn: Connection, name: str, historical: bool = True) -> TableInfo | None:
+    """The table `name` names: the one txn_tables names so (its newest name, a rename staged by a transaction
+    included: `reserve`), else the one whose live version is named so (being renamed: readers still find it by its
+    old name), else, with `historical`, the one a version ever named so (time travel; a renamed table's old name).
+    The name at a given snapshot is checked by versions.table_at (docs/DESIGN.md, D27)."""
     table_name = parse_table_name(name)
     row = conn.execute(select(schema.tables).where(schema.tables.c.name == table_name.qualified)).first()
-    return None if row is None else _from_row(row)
+    if row is not None:
+        return _from_row(row)
+    table_id = table_versions.named(conn, table_name.qualified, historical)
+    if table_id is None:
+        return None
+    return replace(by_id(conn, table_id), name=table_name)
 
 
 def get(conn: Connection, name: str) -> TableInfo:
@@ -171,8 +181,11 @@ def all_tables(conn: Connection) -> list[TableInfo]:
 def listed_tables(conn: Connection) -> list[TableInfo]:
     """The tables readers list (Warehouse.tables, manifests, tags of every table): those with a committed version
     (docs/DESIGN.md, D27), not one created inside a transaction not committed yet (or rolled back)."""
-    committed = table_versions.committed_table_ids(conn)
-    return [t for t in all_tables(conn) if committed is None or t.id in committed]
+    committed = table_versions.committed_names(conn)
+    if committed is None:
+        return all_tables(conn)
+    listed = [replace(t, name=parse_table_name(committed[t.id])) for t in all_tables(conn) if t.id in committed]
+    return sorted(listed, key=lambda t: t.name.qualified)
 
 
 def create_staged(conn: Connection, tid: str, key: str | None, attempt: int | None, name: TableName,
@@ -180,7 +193,7 @@ def create_staged(conn: Connection, tid: str, key: str | None, attempt: int | No
     """Transaction.create_table's catalog step: the table's row (a new one, or that of a name whose table was never
     committed) and its first version, staged by `tid`. TableExistsError when the name has a committed table;
     SerializationError when another transaction is creating it. Returns the table id."""
-    found = find(conn, name.qualified)
+    found = find(conn, name.qualified, historical=False)
     if found is None:
         try:
             table_id = create_row(conn, name, arrow_schema, partition_by)
@@ -188,9 +201,39 @@ def create_staged(conn: Connection, tid: str, key: str | None, attempt: int | No
             raise SerializationError(f"table {name} was created by another transaction meanwhile; transaction "
                                      f"{tid} conflicts and can only roll back") from exc
     else:
-        committed = table_versions.committed_table_ids(conn)
+        committed = table_versions.committed_names(conn)
+        if committed is not None and found.id in committed and committed[found.id] != name.qualified:
+            raise SerializationError(f"table {name}: another transaction is renaming table {committed[found.id]} "
+                                     f"to it; transaction {tid} conflicts and can only roll back")
         if committed is None or found.id in committed:
             raise TableExistsError(f"table {name} exists already")
         table_id = found.id
     table_versions.stage_first(conn, tid, key, attempt, table_id, arrow_schema, partition_by, name.qualified)
     return table_id
+
+
+def reserve(conn: Connection, tid: str, table_id: int, old: str, new: TableName) -> None:
+    """Transaction.rename_table's catalog step before its version is staged: txn_tables.name of `table_id` becomes
+    `new` at once (its unique index keeps two tables from taking one name, concurrent renames and creations
+    included; readers still find the table by its old name through its live version until the rename commits,
+    and rollback or a keyed retry gives the name back: table_versions.sync_names). TableExistsError when a table
+    holds the name (committed, a dropped table's included: its row keeps it), SerializationError when another
+    transaction is creating or renaming a table to it."""
+    found = find(conn, new.qualified, historical=False)
+    if found is not None and found.id != table_id:
+        committed = table_versions.committed_names(conn)
+        if committed is not None and found.id in committed and committed[found.id] != new.qualified:
+            raise SerializationError(f"cannot rename table {old} to {new}: another transaction is renaming table "
+                                     f"{committed[found.id]} to {new}; transaction {tid} conflicts and can only roll "
+                                     "back")
+        creator = table_versions.creator(conn, found.id)
+        if committed is not None and found.id not in committed and creator not in (None, tid):
+            raise SerializationError(f"cannot rename table {old} to {new}: transaction {creator} is creating table "
+                                     f"{new}; transaction {tid} conflicts and can only roll back")
+        raise TableExistsError(f"cannot rename table {old} to {new}: table {new} exists already (or was dropped, or "
+                               "its creation rolled back: a rename cannot take such a name yet)")
+    try:
+        conn.execute(update(schema.tables).where(schema.tables.c.id == table_id).values(name=new.qualified))
+    except IntegrityError as exc:  # taken by another transaction meanwhile (this catalog transaction fails)
+        raise SerializationError(f"cannot rename table {old} to {new}: another transaction took the name meanwhile; "
+                                 f"transaction {tid} conflicts and can only roll back") from exc

@@ -235,12 +235,13 @@ def compensate_key(conn: Connection, tid: str, key: str, attempt: int | None = N
     get RollbackCSN (and removal_tid = tid, so tid stops seeing them), the removal locks it took are released."""
     if not present(conn):
         return 0
+    withdrawing = and_(_v.creation_tid == tid, _v.stage_key == key, _v.creation_csn.is_(None),
+                       _older_clause(_v.stage_attempt, attempt))
+    renamed = [int(r.table_id) for r in conn.execute(select(_v.table_id).where(withdrawing).distinct())]
     created = conn.execute(
-        update(schema.table_versions)
-        .where(_v.creation_tid == tid, _v.stage_key == key, _v.creation_csn.is_(None),
-               _older_clause(_v.stage_attempt, attempt))
-        .values(creation_csn=ROLLBACK_CSN, removal_tid=tid)
+        update(schema.table_versions).where(withdrawing).values(creation_csn=ROLLBACK_CSN, removal_tid=tid)
     ).rowcount
+    sync_names(conn, renamed)
     released = conn.execute(
         update(schema.table_versions)
         .where(_v.removal_tid == tid, _v.removal_key == key, _v.removal_csn.is_(None),
@@ -297,6 +298,59 @@ def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
     conn.execute(update(schema.table_versions).where(
         _v.table_id == table_id, _v.removal_tid == tid, _v.removal_csn.is_(None)).values(
         removal_tid=None, removal_key=None, removal_attempt=None))
+    sync_names(conn, [table_id])
+
+
+def sync_names(conn: Connection, table_ids: Sequence[int]) -> None:
+    """txn_tables.name of each table back to the name of its newest version not rolled back (a rename withdrawn by
+    rollback or a keyed retry gives the name it reserved back: `reserve`)."""
+    for table_id in table_ids:
+        newest = conn.execute(select(_v.name).where(
+            _v.table_id == table_id, or_(_v.creation_csn.is_(None), _v.creation_csn != ROLLBACK_CSN))
+            .order_by(_v.version.desc()).limit(1)).first()
+        if newest is not None:
+            conn.execute(update(schema.tables).where(schema.tables.c.id == table_id,
+                                                     schema.tables.c.name != newest.name).values(name=newest.name))
+
+
+def _live() -> ColumnElement[bool]:
+    """A committed version not yet replaced by a committed one (the one readers at the newest snapshot see)."""
+    return and_(_v.creation_csn.is_not(None), _v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))
+
+
+def named(conn: Connection, name: str, historical: bool = True) -> int | None:
+    """The table whose live version is named `name` (a table being renamed keeps its old name until the rename
+    commits); with `historical`, else the table with the newest committed version ever named so (time travel to a
+    name a rename gave up: versions.table_at checks the name at the snapshot read). None: no such table."""
+    if not present(conn):
+        return None
+    live = conn.execute(select(_v.table_id).where(_v.name == name, _live(), _v.dropped.is_(False)).limit(1)).first()
+    if live is not None or not historical:
+        return None if live is None else int(live.table_id)
+    old = conn.execute(select(_v.table_id).where(
+        _v.name == name, _v.creation_csn.is_not(None), _v.creation_csn != ROLLBACK_CSN)
+        .order_by(_v.creation_csn.desc()).limit(1)).first()
+    return None if old is None else int(old.table_id)
+
+
+def visible_named(conn: Connection, name: str, tid: str | None, snapshot: int) -> VersionRow | None:
+    """The version named `name` that is its table's visible version to (tid, snapshot), not a tombstone: the table
+    the name meant there (docs/DESIGN.md, D27: a rename is a version). None: no table had the name there."""
+    rows = [_row(r) for r in conn.execute(select(schema.table_versions).where(
+        _v.name == name, version_visible_clause(tid, snapshot)))]
+    for row in sorted(rows, key=lambda r: -r.table_id):
+        seen = visible(conn, [row.table_id], tid, snapshot).get(row.table_id)
+        if seen is not None and seen.version == row.version and not seen.dropped:
+            return seen
+    return None
+
+
+def committed_names(conn: Connection) -> dict[int, str] | None:
+    """{table id: the name of its live committed version} of the tables readers list (committed_table_ids)."""
+    if not present(conn):
+        return None
+    rows = conn.execute(select(_v.table_id, _v.name).where(_live(), _v.dropped.is_(False)))
+    return {int(r.table_id): str(r.name) for r in rows}
 
 
 def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int]) -> str | None:
@@ -445,3 +499,23 @@ def built_on(conn: Connection, tid: str, key: str, attempt: int | None) -> set[s
         if locker is not None:
             found.add(locker.removal_key)
     return found
+
+
+def creator(conn: Connection, table_id: int) -> str | None:
+    """The transaction staging a version of the table not committed yet (None: none)."""
+    if not present(conn):
+        return None
+    row = conn.execute(select(_v.creation_tid).where(_v.table_id == table_id, _v.creation_csn.is_(None)).limit(1))
+    found = row.first()
+    return None if found is None else str(found.creation_tid)
+
+
+def committed_schemas(conn: Connection, table_id: int) -> list[tuple[pa.Schema, tuple[str, ...]]]:
+    """(schema, partition columns) of every committed version of the table, tombstones left out, oldest first
+    (empty on a catalog without versions)."""
+    if not present(conn):
+        return []
+    rows = conn.execute(select(schema.table_versions).where(
+        _v.table_id == table_id, _v.creation_csn.is_not(None), _v.creation_csn != ROLLBACK_CSN,
+        _v.dropped.is_(False)).order_by(_v.version))
+    return [(row.schema, row.partition_by) for row in map(_row, rows)]

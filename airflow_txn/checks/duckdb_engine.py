@@ -79,9 +79,10 @@ class DuckDBEngine:
             con.close()
 
     def _create_view(self, con: Any, txn: Transaction, table: str, view: str, manifest: TableManifest) -> None:
-        schema: pa.Schema = txn.warehouse.schema(table)
+        schema: pa.Schema = txn.schema(table)
         on_object_store = any("://" in f["path"] for p in manifest["parts"] for f in p["files"])
-        if on_object_store:
+        projected = any("columns" in p for p in manifest["parts"])  # files it would misread by name: the core reads
+        if on_object_store or projected:
             con.register(view, txn.read(table))
             return
         types = dict(zip(schema.names, con.from_arrow(schema.empty_table()).types, strict=True))

@@ -70,7 +70,7 @@ def check_against_schemas(txn: Transaction, checks: Sequence[Check]) -> None:
         for table, columns in check.columns_read().items():
             if table not in schemas:
                 try:
-                    schemas[table] = txn.warehouse.schema(table)
+                    schemas[table] = txn.schema(table)
                 except TableNotFoundError as exc:
                     raise TableNotFoundError(f"check {check.label}: {exc}") from exc
             missing = [c for c in columns if c not in schemas[table].names]

@@ -458,6 +458,18 @@ def drop_table(settings: Settings, table: str, yes: bool, key: str | None) -> in
     return _change(settings, table, f"drop-table {table}", lambda t: t.drop_table(table, key=key))
 
 
+@cli.command("rename-table")
+@click.argument("table")
+@click.argument("new")
+@_KEY
+@global_options
+@click.pass_obj
+def rename_table(settings: Settings, table: str, new: str, key: str | None) -> int:
+    """Rename TABLE to NEW in a transaction of its own: NEW from its CSN on (older snapshots read TABLE); no file
+    moves."""
+    return _change(settings, table, f"rename-table {table} {new}", lambda t: t.rename_table(table, new, key=key))
+
+
 @cli.command()
 @click.argument("name")
 @click.option("--csn", type=_int64(PREHISTORIC_CSN), help="The snapshot to name [default: the watermark].")

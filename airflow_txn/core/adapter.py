@@ -312,7 +312,7 @@ class ReadPlan:
         renamed column, a default, a widened type: docs/DESIGN.md, D27): read through `stored` (read_part
         projects by column id)."""
         for part in self.parts:
-            if part.written_schema is not None and not _by_name(part.written_schema, self.stored.schema):
+            if part.written_schema is not None and not evolution.reads_by_name(part.written_schema, self.stored.schema):
                 raise SchemaMismatchError(
                     f"table {self.stored.name} has parts written under an older version of its schema that a reader "
                     "of its files by column name would misread (a renamed or widened column, or a default): read it "
@@ -369,20 +369,6 @@ class ColumnSource:
     column added since, whose value is `default`."""
     default: pa.Scalar | None
     """A column added since: the value rows written before it read as (None: null)."""
-
-
-def _by_name(written: pa.Schema, read: pa.Schema) -> bool:
-    """Whether reading files written as `written` by column name, a missing column as null, gives what
-    evolution.projection gives: every column is the written one of that name and type, or new with no default."""
-    ids = {evolution.column_id(f): f for f in written}
-    for column in read:
-        found = ids.get(evolution.column_id(column))
-        if found is None:
-            if column.name in written.names or evolution.default_of(column) is not None:
-                return False
-        elif found.name != column.name or found.type != column.type:
-            return False
-    return True
 
 
 def _part_dict(part: PartView) -> dict[str, Any]:

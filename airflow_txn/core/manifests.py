@@ -13,10 +13,11 @@ from collections.abc import Sequence
 
 from airflow_txn.catalog import commit_log, part_records, table_registry
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import identity, reading, tags
+from airflow_txn.core import identity, reading, tags, versions
 from airflow_txn.core.reading import Planned
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SnapshotTooOldError, StorageError
+from airflow_txn.model import evolution
 from airflow_txn.model.names import parse_table_name
 from airflow_txn.model.results import (
     ManifestColumn,
@@ -51,6 +52,8 @@ def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.Pa
     """The manifest of one table at `csn` from its visible parts (no timestamps: same CSN, same content)."""
     entries: list[ManifestPart] = []
     file_count = 0
+    with rt.catalog.read() as conn:
+        written = versions.written_schemas(conn, info, parts)
     for part in parts:
         try:
             found = rt.storage.part_uris(info.directory, part.path, part.files)
@@ -63,6 +66,9 @@ def table_manifest(rt: Runtime, info: TableInfo, parts: Sequence[part_records.Pa
             size_bytes=part.size_bytes, creation_tid=part.version.creation_tid,
             creation_csn=part.version.creation_csn, files=files,
         ))
+        older = written.get(part.schema_version) if part.schema_version != info.version else None
+        if older is not None and not evolution.reads_by_name(older, info.schema):
+            entries[-1]["columns"] = evolution.file_columns(older, info.schema)
     return TableManifest(
         format=FORMAT, version=VERSION, table=info.name.qualified, csn=csn,
         schema=str(info.schema),

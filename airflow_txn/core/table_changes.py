@@ -22,6 +22,7 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.staging import Statement
 from airflow_txn.errors import CatalogUpgradeRequiredError, InvalidNameError, SchemaMismatchError, TableNotFoundError
 from airflow_txn.model import evolution
+from airflow_txn.model.names import parse_table_name
 from airflow_txn.model.partitioning import WHOLE_TABLE
 
 Make = Callable[[pa.Schema, str, tuple[str, ...]], tuple[pa.Schema, evolution.Change]]
@@ -52,7 +53,7 @@ def change(rt: Runtime, stmt: Statement, table: object, make: Make) -> evolution
         withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
         before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
         given = table_versions.last_column_id(conn, info.id)
-    if before is None or before.dropped:
+    if before is None or before.dropped or before.name != info.name.qualified:
         raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
     seen = table_registry.at_version(info, before)
     # a column id is never given twice, not even one a withdrawn or rolled-back version gave (D27)
@@ -107,7 +108,7 @@ def drop_table(rt: Runtime, stmt: Statement, table: object) -> None:
         info = table_registry.get(conn, table)
         withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
         before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
-        if before is None or before.dropped:
+        if before is None or before.dropped or before.name != info.name.qualified:
             raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
         parts = part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
     staging.check_free(stmt.tid, {p.id: p.version.removal_tid for p in parts})
@@ -126,6 +127,40 @@ def drop_table(rt: Runtime, stmt: Statement, table: object) -> None:
                              f"dropped table {seen.name}", compatible=False, dropped=True)
 
     rt.catalog.write_retrying(body, f"dropping table {seen.name}")
+
+
+def rename_table(rt: Runtime, stmt: Statement, table: object, new: object) -> None:
+    """Rename `table` inside the transaction (docs/DESIGN.md, D27): version n+1 carries the new name, the
+    directory stays (no file moves). Readers find the table by its old name before the commit's CSN and by the new
+    one from it (time travel keeps the old name); the transaction itself sees the new name at once. The new name
+    is taken at once (TableExistsError when a table holds it, SerializationError when another transaction is
+    creating or renaming a table to it); rollback or a keyed retry gives it back. Not compatible: it conflicts
+    with concurrent writers of the table, first committer wins."""
+    if not isinstance(table, str):
+        raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
+    old_name, new_name = parse_table_name(table), parse_table_name(new)
+    if new_name == old_name:
+        raise InvalidNameError(f"cannot rename table {old_name} to its own name")
+    with rt.catalog.read() as conn:
+        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
+        info = table_registry.get(conn, table)
+        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
+        before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
+    if before is None or before.dropped or before.name != old_name.qualified:
+        raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
+    seen = table_registry.at_version(info, before)
+
+    def body(conn: Connection) -> None:
+        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        if stmt.key is not None:
+            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
+            retries.ran_again(conn, stmt.tid, stmt.key)
+        table_registry.reserve(conn, stmt.tid, info.id, old_name.qualified, new_name)
+        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, before, seen.schema,
+                             f"renamed table {old_name} to {new_name}", compatible=False, name=new_name.qualified)
+
+    rt.catalog.write_retrying(body, f"renaming table {old_name}")
 
 
 def _check_no_nulls(rt: Runtime, stmt: Statement, info: table_registry.TableInfo, column: str) -> None:

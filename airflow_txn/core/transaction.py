@@ -30,6 +30,7 @@ from airflow_txn.core import (
     staging,
     table_changes,
     tags,
+    versions,
 )
 from airflow_txn.core.bounds import catalog_int
 from airflow_txn.core.isolation import Isolation
@@ -227,6 +228,26 @@ class Transaction:
         table_changes.require_versions(self._rt)
         stmt = statement_of(self, key)
         run_statement(self, f"drop_table {table}", lambda: table_changes.drop_table(self._rt, stmt, table))
+
+    def schema(self, table: str) -> pa.Schema:
+        """The table's schema as this transaction sees it: its snapshot's version, or the one its own changes
+        staged (docs/DESIGN.md, D27). Nothing is recorded as read."""
+        if not isinstance(table, str):
+            raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
+        with self._rt.catalog.read() as conn:
+            txn_records.require_usable(txn_records.fetch(conn, self._tid))
+            return versions.table_at(conn, table_registry.get(conn, table), self._tid, self._snapshot).schema
+
+    def rename_table(self, old: str, new: str, key: str | None = None) -> None:
+        """Rename table `old` to `new` inside this transaction: readers find it by `old` before the commit's CSN
+        (time travel included) and by `new` from it on; this transaction sees `new` at once. No file moves. The
+        new name is taken at once: TableExistsError when a table holds it, SerializationError when another
+        transaction is creating or renaming a table to it; a rollback gives it back. Conflicts with concurrent
+        writers of the table (first committer wins)."""
+        table_changes.require_versions(self._rt)
+        stmt = statement_of(self, key)
+        run_statement(self, f"rename_table {old} {new}",
+                      lambda: table_changes.rename_table(self._rt, stmt, old, new))
 
     def _change(self, table: str, what: str, make: table_changes.Make, key: str | None) -> None:
         table_changes.require_versions(self._rt)  # a catalog too old for it: nothing staged, still usable

@@ -34,6 +34,12 @@ def table_at(conn: Connection, info: TableInfo, tid: str | None, snapshot: int) 
     if not table_versions.present(conn):
         return info if info.version == 1 else replace(info, version=1)
     found = table_versions.visible(conn, [info.id], tid, snapshot).get(info.id)
+    if found is None or found.dropped or found.name != info.name.qualified:
+        # renamed (docs/DESIGN.md, D27): the name means, at this snapshot, the table whose version there has it
+        named = table_versions.visible_named(conn, info.name.qualified, tid, snapshot)
+        if named is not None:
+            return table_registry.at_version(table_registry.by_id(conn, named.table_id), named)
+        found = None
     if found is None or found.dropped:
         raise TableNotFoundError(f"table {info.name} does not exist at snapshot {snapshot}"
                                  + ("" if tid is None else f" of transaction {tid}"), table=str(info.name))

@@ -257,23 +257,31 @@ class Warehouse:
     # -- tables -------------------------------------------------------------------------------------
     def create_table(self, name: str, schema: pa.Schema, partition_by: Sequence[str] = (),
                      exist_ok: bool = False) -> None:
-        """Create `namespace.table`; with exist_ok an identical existing table is fine."""
+        """Create `namespace.table`. With exist_ok an existing table is fine when `schema` and `partition_by` are
+        those of a committed version of it (docs/DESIGN.md, D27): the ones it was created with (a DAG creating its
+        table idempotently keeps working after the table was changed), its newest, or any in between; another
+        schema or partitioning raises TableExistsError ("different schema"). Column ids and defaults (field
+        metadata) are not compared."""
         table_name, arrow_schema = table_registry.validate_new_table(name, schema, partition_by)
         self.init()
         with self.runtime.catalog.read() as conn:
-            existing = table_registry.find(conn, name)
-            again = existing is not None and table_versions.dropped(conn, existing.id)
-        if again:  # a dropped table's name: created again at a CSN of its own (older snapshots see the old table)
+            existing = table_registry.find(conn, name, historical=False)
+            again = (table_versions.dropped(conn, existing.id) if existing is not None
+                     else table_versions.named(conn, table_name.qualified) is not None)
+        if again:  # a dropped (or renamed) table's name: created again at a CSN of its own (older snapshots see the
+            # old table)
             with self.begin(label=f"create_table {table_name}") as t:
                 t.create_table(table_name.qualified, arrow_schema, list(partition_by))
             return
         with self.runtime.catalog.write() as conn:
-            existing = table_registry.find(conn, name)
+            existing = table_registry.find(conn, name, historical=False)
             if existing is not None and table_versions.revive(conn, existing.id, arrow_schema, list(partition_by),
                                                               table_name.qualified):
                 return  # its only creation was rolled back: the name was free
             if existing is not None:
-                if exist_ok and existing.schema.equals(arrow_schema) and existing.partition_by == tuple(partition_by):
+                if exist_ok and any(had.equals(arrow_schema) and by == tuple(partition_by)
+                                    for had, by in table_versions.committed_schemas(conn, existing.id)
+                                    or [(existing.schema, existing.partition_by)]):
                     return
                 if exist_ok:
                     raise TableExistsError(f"table {name} exists with a different schema or partitioning")

@@ -336,3 +336,25 @@ def _encode_default(value: pa.Scalar) -> bytes:
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
     return base64.b64encode(sink.getvalue().to_pybytes())
+
+
+def reads_by_name(written: pa.Schema, read: pa.Schema) -> bool:
+    """Whether reading files written as `written` by column name, a missing column as null, gives what `projection`
+    gives: every column is the written one of that name and type, or new with no default (an engine that reads
+    files by name, a manifest's reader, reads such a part right)."""
+    ids = {column_id(f): f for f in written}
+    for column in read:
+        found = ids.get(column_id(column))
+        if found is None:
+            if column.name in written.names or default_of(column) is not None:
+                return False
+        elif found.name != column.name or found.type != column.type:
+            return False
+    return True
+
+
+def file_columns(written: pa.Schema, read: pa.Schema) -> dict[str, str | None]:
+    """{each column of `read`: the name of the column of `written` holding it (matched by id), None when the files
+    lack it (added since: its default, or null)}."""
+    ids = {column_id(f): f.name for f in written}
+    return {column.name: ids.get(column_id(column)) for column in read}

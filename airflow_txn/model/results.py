@@ -289,6 +289,11 @@ class ManifestPart(TypedDict):
     creation_tid: str | None
     creation_csn: int | None
     files: list[ManifestFile]
+    columns: NotRequired[dict[str, str | None]]
+    """Only for a part written under an older version of the table's schema that reading its files by column name
+    would misread (a renamed or widened column, a default: docs/DESIGN.md, D27): {each column of the manifest: the
+    name of the files' column holding it (cast it to the column's type), or None: not in the files (its default,
+    `Warehouse.schema`'s field metadata, else null)}."""
 
 
 class ManifestColumn(TypedDict):

@@ -132,3 +132,16 @@ def test_a_check_the_catalog_cannot_answer_is_refused(wh: Warehouse, check: Chec
     with pytest.raises(error, match=message):
         run_checks(txn, [RowCountCheck("sales.events", min=0), check])
     assert txn.state == "active"  # a refused check changes nothing
+
+
+def test_checks_read_parts_written_under_an_older_schema_by_column_id(wh: Warehouse) -> None:
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([1, 2], value=5.0))
+    txn = wh.begin()
+    txn.rename_column("sales.events", "value", "amount")
+    txn.add_column("sales.events", pa.field("qty", pa.int64()), default=3)
+    report = run_checks(txn, [NullCheck("sales.events", "amount"), PredicateCheck("sales.events", "qty = 3"),
+                              PredicateCheck("sales.events", "amount = 5")])
+    assert report["passed"], report
+    txn.rollback()

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE_PG = "postgresql+psycopg://postgres@127.0.0.1:1/airflow_txn_nowhere"
 COMMANDS = ["init", "tables", "list", "show", "rollback", "recover", "vacuum", "read", "watermark", "log",
             "manifest", "compact", "retention", "doctor", "tag", "tags", "untag", "adopt-root", "schema", "add-column",
-            "rename-column", "drop-column", "alter-column", "set-nullable", "drop-table"]
+            "rename-column", "drop-column", "alter-column", "set-nullable", "drop-table", "rename-table"]
 
 
 @pytest.fixture
@@ -642,3 +642,7 @@ def test_table_changes_and_schema(wh: Warehouse, opts: list[str], capsys: pytest
                  "UsageError", "not an Arrow type name")
     run_json(capsys, [*opts, "drop-table", "sales.accounts", "--yes"])
     assert [r["table"] for r in run_json(capsys, [*opts, "tables"])] == ["sales.events"]
+    done = run_json(capsys, [*opts, "rename-table", "sales.events", "sales.happenings"])
+    assert done["change"] == "rename-table sales.events sales.happenings"
+    assert [r["table"] for r in run_json(capsys, [*opts, "tables"])] == ["sales.happenings"]
+    assert len(run_json(capsys, [*opts, "read", "sales.happenings"])["rows"]) == 2

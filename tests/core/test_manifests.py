@@ -245,3 +245,26 @@ def test_every_manifest_lists_what_the_read_planner_plans(wh: Warehouse, monkeyp
     assert planned == [("sales.events", "view")]
     assert manifest["sales.events"]["row_count"] == 2 and manifest["sales.events"]["tid"] == t.tid
     t.rollback()
+
+
+def test_a_part_written_under_an_older_schema_names_the_file_column_of_each_column(wh: Warehouse) -> None:
+    """A manifest reader reads files by column name: a part whose files name a column otherwise (renamed), store
+    another type (widened) or lack a defaulted column carries `columns`, {column: its name in the files, or null};
+    parts read right by name carry none (docs/MANIFESTS.md)."""
+    make_tables(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([1, 2]))
+    with wh.begin() as t:
+        t.rename_column("sales.events", "value", "amount")
+        t.add_column("sales.events", pa.field("qty", pa.int64()), default=3)
+        t.add_column("sales.events", pa.field("note", pa.string()))
+        t.append("sales.events", pa.table({"id": [3], "day": ["2024-01-02"], "amount": [2.0], "qty": [4],
+                                           "note": ["n"]}))
+    with wh.begin() as t:
+        t.add_column("sales.accounts", pa.field("owner", pa.string()))  # read right by name: no `columns`
+    body = manifest(wh.write_manifest(), "sales.events")
+    by_day = {p["partition"]["day"]: p for p in body["parts"]}
+    assert by_day["2024-01-01"]["columns"] == {"id": "id", "day": "day", "amount": "value", "qty": None,
+                                               "note": None}
+    assert "columns" not in by_day["2024-01-02"]
+    assert all("columns" not in p for p in manifest(wh.write_manifest(), "sales.accounts")["parts"])

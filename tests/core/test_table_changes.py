@@ -500,3 +500,142 @@ def test_a_retried_change_withdraws_the_writes_built_on_it(wh: Warehouse, table:
     t.append(TABLE, orders([3], discount=[0.25]), key="b")  # `b` runs again
     t.commit()
     assert [r["discount"] for r in rows(wh.read(TABLE))] == [None, None, 0.25]
+
+
+RENAMED = "sales.orders"
+
+
+def test_a_renamed_table_has_its_new_name_from_the_commit_older_snapshots_read_the_old(wh: Warehouse, table: int,
+                                                                                      root: Path) -> None:
+    t = wh.begin()
+    t.rename_table(TABLE, RENAMED)
+    assert ids_of(t.read(RENAMED)) == [1, 2]
+    with pytest.raises(TableNotFoundError):
+        t.read(TABLE)
+    t.append(RENAMED, orders([3]))
+    assert ids_of(wh.read(TABLE)) == [1, 2]  # others still see the old name
+    with pytest.raises(TableNotFoundError):
+        wh.read(RENAMED)
+    assert TABLE in wh.tables() and RENAMED not in wh.tables()
+    other = wh.begin()
+    assert ids_of(other.read(TABLE)) == [1, 2]
+    with pytest.raises(TableNotFoundError):
+        other.read(RENAMED)
+    other.rollback()
+    csn = t.commit()
+    assert RENAMED in wh.tables() and TABLE not in wh.tables()
+    assert ids_of(wh.read(RENAMED)) == [1, 2, 3] and wh.partition_by(RENAMED) == ("day",)
+    with pytest.raises(TableNotFoundError):
+        wh.read(TABLE)
+    assert ids_of(wh.read(TABLE, csn=csn - 1)) == [1, 2]  # time travel: the old name
+    assert wh.schema(TABLE, csn=csn - 1).names == ["id", "item", "day"]
+    with pytest.raises(TableNotFoundError):
+        wh.read(RENAMED, csn=csn - 1)
+    if isinstance(root, Path):
+        assert (root / "shop" / "orders").is_dir() and not (root / "sales").exists()  # no file moved
+    with wh.begin() as t2:
+        t2.append(RENAMED, orders([4]))
+    assert ids_of(wh.read(RENAMED)) == [1, 2, 3, 4]
+    wh.create_table(TABLE, SCHEMA, ["day"])  # the old name is free again: a new, empty table
+    assert wh.read(TABLE).num_rows == 0 and ids_of(wh.read(RENAMED)) == [1, 2, 3, 4]
+    assert ids_of(wh.read(TABLE, csn=csn - 1)) == [1, 2]
+
+
+def test_renaming_conflicts_with_a_concurrent_writer_first_committer_wins(wh: Warehouse, table: int) -> None:
+    rename, load = wh.begin(), wh.begin()
+    rename.rename_table(TABLE, RENAMED)
+    load.append(TABLE, orders([3]))
+    rename.commit()
+    with pytest.raises(SerializationError, match=r"renamed table shop\.orders to sales\.orders"):
+        load.commit()
+    assert ids_of(wh.read(RENAMED)) == [1, 2]
+    rename, load = wh.begin(), wh.begin()
+    rename.rename_table(RENAMED, TABLE)
+    load.append(RENAMED, orders([3]))
+    load.commit()
+    with pytest.raises(SerializationError, match="renamed table"):
+        rename.commit()
+    assert ids_of(wh.read(RENAMED)) == [1, 2, 3]
+
+
+def test_the_new_name_must_be_free(wh: Warehouse, table: int) -> None:
+    wh.create_table(NEW, RETURNS)
+    with pytest.raises(TableExistsError, match=r"shop\.returns"):
+        wh.begin().rename_table(TABLE, NEW)
+    first, second = wh.begin(), wh.begin()
+    first.rename_table(TABLE, RENAMED)
+    with pytest.raises(SerializationError, match=r"sales\.orders"):  # a concurrent rename to the same name
+        second.rename_table(NEW, RENAMED)
+    creator = wh.begin()
+    with pytest.raises(SerializationError, match=r"sales\.orders"):  # a concurrent creation of the name
+        creator.create_table(RENAMED, RETURNS)
+    with pytest.raises(TableExistsError):  # nor may it take the old name, still the table's
+        wh.begin().rename_table(NEW, TABLE)
+    first.commit()
+    second.rollback()
+    creator.rollback()
+    t = wh.begin()
+    t.create_table("shop.made", RETURNS)
+    t.rename_table(NEW, "shop.other")
+    with pytest.raises(TableExistsError):  # a name created in the same transaction
+        t.rename_table("shop.other", "shop.made")
+    t.rollback()
+    with wh.begin() as t:
+        t.create_table("shop.made", RETURNS)
+        t.rename_table(NEW, "shop.other")
+        t.rename_table("shop.other", "shop.last")  # renamed twice: one commit
+    assert set(wh.tables()) >= {RENAMED, "shop.made", "shop.last"} and not {NEW, "shop.other"} & set(wh.tables())
+
+
+def test_a_rolled_back_or_retried_rename_is_withdrawn(wh: Warehouse, table: int) -> None:
+    t = wh.begin()
+    t.rename_table(TABLE, RENAMED)
+    t.rollback()
+    assert TABLE in wh.tables() and RENAMED not in wh.tables() and ids_of(wh.read(TABLE)) == [1, 2]
+    with wh.begin() as t:  # the new name was freed
+        t.create_table(RENAMED, RETURNS)
+    t = wh.begin()
+    t.rename_table(TABLE, "shop.first", key="rename")
+    t.rename_table(TABLE, "shop.second", key="rename")  # the retry replaces the first attempt
+    t.commit()
+    assert ids_of(wh.read("shop.second")) == [1, 2]
+    assert "shop.first" not in wh.tables() and TABLE not in wh.tables()
+    wh.create_table("shop.first", RETURNS)  # never taken
+
+
+@pytest.mark.parametrize(("old", "new", "error"), [
+    (TABLE, TABLE, InvalidNameError),
+    (TABLE, "no_namespace", InvalidNameError),
+    (TABLE, 7, InvalidNameError),
+    ("shop.missing", RENAMED, TableNotFoundError),
+])
+def test_a_bad_rename_is_refused_before_anything_is_staged(wh: Warehouse, table: int, old: str, new: Any,
+                                                          error: type[Exception]) -> None:
+    t = wh.begin()
+    with pytest.raises(error):
+        t.rename_table(old, new)
+    t.rollback()
+    assert TABLE in wh.tables() and RENAMED not in wh.tables()
+
+
+def test_create_table_exist_ok_accepts_the_schema_the_table_had_at_any_committed_version(wh: Warehouse,
+                                                                                         table: int) -> None:
+    """A DAG creating its table idempotently (exist_ok=True) with the schema it was created with keeps working after
+    the table was changed, as one updated to the newest schema does; another schema or partitioning is refused."""
+    with wh.begin() as t:
+        t.add_column(TABLE, pa.field("note", pa.string()))
+    wh.create_table(TABLE, SCHEMA, ["day"], exist_ok=True)  # as created
+    wh.create_table(TABLE, pa.schema([*SCHEMA, pa.field("note", pa.string())]), ["day"], exist_ok=True)  # newest
+    with pytest.raises(TableExistsError, match="different schema"):
+        wh.create_table(TABLE, pa.schema([("id", pa.int64())]), exist_ok=True)
+    with pytest.raises(TableExistsError, match="different schema"):
+        wh.create_table(TABLE, SCHEMA, [], exist_ok=True)
+    with pytest.raises(TableExistsError, match="exists already"):
+        wh.create_table(TABLE, SCHEMA, ["day"])
+    t = wh.begin()
+    t.add_column(TABLE, pa.field("extra", pa.int64()))  # staged, not committed: not a schema the table had
+    with pytest.raises(TableExistsError, match="different schema"):
+        wh.create_table(TABLE, pa.schema([*SCHEMA, pa.field("note", pa.string()), pa.field("extra", pa.int64())]),
+                        ["day"], exist_ok=True)
+    t.rollback()
+    assert wh.schema(TABLE).names == ["id", "item", "day", "note"]
