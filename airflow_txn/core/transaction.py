@@ -283,8 +283,8 @@ class Transaction:
         rt = self._rt
         with rt.catalog.read() as conn:  # every table checked before any read is recorded
             txn_records.require_usable(txn_records.fetch(conn, self._tid))
-            infos = table_registry.listed_tables(conn) if tables is None else [table_registry.get(conn, t)
-                                                                                for t in tables]
+            infos = versions.tables_seen(conn, self._tid, self._snapshot) if tables is None else \
+                [table_registry.get(conn, t) for t in tables]
         chosen = sorted({i.id: i.name.qualified for i in infos}.values())
         view = statement_of(self, None)  # each table planned (and its read recorded) as `read` plans it
         return {name: manifests.view_manifest(rt, reading.plan(rt, name, view=view)) for name in chosen}

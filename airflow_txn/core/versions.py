@@ -63,6 +63,18 @@ def table_for_statement(conn: Connection, info: TableInfo, tid: str, snapshot: i
     return table_registry.at_version(info, found)
 
 
+def tables_seen(conn: Connection, tid: str, snapshot: int) -> list[TableInfo]:
+    """Every table transaction `tid` sees at its snapshot, as it sees it: those it created included, those it
+    dropped left out, one it renamed under its new name (a transaction's own view of `Warehouse.tables`)."""
+    seen = []
+    for info in table_registry.all_tables(conn):
+        try:
+            seen.append(table_at(conn, info, tid, snapshot))
+        except TableNotFoundError:
+            continue
+    return sorted(seen, key=lambda t: t.name.qualified)
+
+
 def written_schemas(conn: Connection, info: TableInfo, parts: Iterable[PartRow]) -> dict[int, pa.Schema]:
     """The schemas of the other versions `parts` were written under (one catalog read; none when all are the
     reader's)."""

@@ -639,3 +639,17 @@ def test_create_table_exist_ok_accepts_the_schema_the_table_had_at_any_committed
                         ["day"], exist_ok=True)
     t.rollback()
     assert wh.schema(TABLE).names == ["id", "item", "day", "note"]
+
+
+def test_a_transactions_manifest_lists_its_tables_as_it_sees_them(wh: Warehouse, table: int) -> None:
+    """t.manifest() of every table: a table the transaction renamed under its new name, one it created, not one it
+    dropped (its own view, as its reads have it)."""
+    wh.create_table("shop.gone", SCHEMA, ["day"])
+    t = wh.begin()
+    t.rename_table(TABLE, "shop.sales")
+    t.create_table("shop.fresh", SCHEMA, ["day"])
+    t.append("shop.fresh", orders([5]))
+    t.drop_table("shop.gone")
+    seen = t.manifest()
+    assert sorted(seen) == ["shop.fresh", "shop.sales"], sorted(seen)
+    t.rollback()
