@@ -336,7 +336,8 @@ def schema(settings: Settings, table: str, csn: int | None, tag: str | None) -> 
         default = default_of(field)
         columns.append(ColumnInfo(name=field.name, type=str(field.type), nullable=field.nullable,
                                   column_id=column_id(field), default=None if default is None else default.as_py()))
-    return settings.emit(SchemaInfo(table=table, partition_by=list(wh.partition_by(table)), columns=columns),
+    at = wh.tag_info(tag)["csn"] if tag is not None else csn
+    return settings.emit(SchemaInfo(table=table, partition_by=list(wh.partition_by(table, csn=at)), columns=columns),
                          render.schema)
 
 

@@ -46,6 +46,7 @@ from airflow_txn.core import (
     retention,
     tags,
     vacuum,
+    versions,
 )
 from airflow_txn.core.config import (
     DEFAULT_LEASE_SECONDS,
@@ -297,9 +298,12 @@ class Warehouse:
         travel keeps old schemas: docs/DESIGN.md, D27). Each field carries its column id (`PARQUET:field_id`)."""
         return reading.plan_schema(self.runtime, name, csn, tag)
 
-    def partition_by(self, name: str) -> tuple[str, ...]:
+    def partition_by(self, name: str, csn: int | None = None) -> tuple[str, ...]:
+        """The table's partition columns, as of its newest committed version or of the one visible at snapshot
+        `csn` (a renamed table's old name names nothing now, only at older snapshots: TableNotFoundError)."""
+        snapshot = self.readable_csn() if csn is None else reading.snapshot_for(self.runtime, csn, [name])
         with self.runtime.catalog.read() as conn:
-            return table_registry.get(conn, name).partition_by
+            return versions.table_at(conn, table_registry.get(conn, name), None, snapshot).partition_by
 
     # -- transactions -------------------------------------------------------------------------------
     def begin(self, label: str | None = None, isolation: Isolation | IsolationName = Isolation.SNAPSHOT,

@@ -653,3 +653,17 @@ def test_a_transactions_manifest_lists_its_tables_as_it_sees_them(wh: Warehouse,
     seen = t.manifest()
     assert sorted(seen) == ["shop.fresh", "shop.sales"], sorted(seen)
     t.rollback()
+
+
+def test_a_renamed_tables_old_name_names_nothing_now(wh: Warehouse, table: int) -> None:
+    """After a committed rename the old name is for time travel only: today's questions about it (its partitioning,
+    its schema) raise TableNotFoundError; the new name answers them."""
+    with wh.begin() as t:
+        t.rename_table(TABLE, "shop.sales")
+    with pytest.raises(TableNotFoundError):
+        wh.partition_by(TABLE)
+    with pytest.raises(TableNotFoundError):
+        wh.schema(TABLE)
+    assert wh.partition_by("shop.sales") == ("day",)
+    assert wh.schema(TABLE, csn=table).names == SCHEMA.names
+    assert wh.partition_by(TABLE, csn=table) == ("day",)  # at an older snapshot the old name still names it
