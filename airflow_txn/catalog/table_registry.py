@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_txn.catalog import schema, table_versions
@@ -99,8 +99,11 @@ def create(conn: Connection, name: TableName, arrow_schema: pa.Schema, partition
 
 
 def create_row(conn: Connection, name: TableName, arrow_schema: pa.Schema, partition_by: Sequence[str]) -> int:
-    """The table's row in txn_tables (TableExistsError when the name has one); returns its id."""
-    directory = f"{name.namespace}/{name.table}"
+    """The table's row in txn_tables (TableExistsError when the name has one); returns its id. Its directory is
+    `namespace/table`, or, when another table has that one (a table renamed away from the name, or dropped and its
+    name taken), `namespace/table-2`, `-3`, ...: no table name holds a '-', and two tables never share a directory
+    (vacuum lists each table's directory for its orphans: it would take the other table's files for its own)."""
+    directory = _free_directory(conn, f"{name.namespace}/{name.table}")
     try:
         result = conn.execute(
             insert(schema.tables).values(
@@ -117,6 +120,15 @@ def create_row(conn: Connection, name: TableName, arrow_schema: pa.Schema, parti
     return int(result.inserted_primary_key[0])
 
 
+def _free_directory(conn: Connection, base: str) -> str:
+    taken = select(schema.tables.c.id).where(schema.tables.c.directory == bindparam("b_directory")).limit(1)
+    directory, n = base, 1
+    while conn.execute(taken, {"b_directory": directory}).first() is not None:
+        n += 1
+        directory = f"{base}-{n}"
+    return directory
+
+
 def at_version(info: TableInfo, row: table_versions.VersionRow) -> TableInfo:
     """`info` as of one version of its schema."""
     return TableInfo(info.id, parse_table_name(row.name), evolution.with_ids(row.schema), row.partition_by,
@@ -124,10 +136,16 @@ def at_version(info: TableInfo, row: table_versions.VersionRow) -> TableInfo:
                      row.version, row.state.creation_csn is not None)
 
 
-def _from_row(row: object) -> TableInfo:
+RELEASED = table_versions.RELEASED
+
+
+def _from_row(conn: Connection, row: object) -> TableInfo:
+    name = str(row.name)  # type: ignore[attr-defined]
+    if name.startswith(RELEASED):  # its name was taken by a rename (`release`): the name its last version had
+        name = table_versions.last_name(conn, int(row.id)) or name  # type: ignore[attr-defined]
     return TableInfo(
         id=int(row.id),  # type: ignore[attr-defined]
-        name=parse_table_name(row.name),  # type: ignore[attr-defined]
+        name=parse_table_name(name),
         schema=decode_schema(row.schema_ipc),  # type: ignore[attr-defined]
         partition_by=tuple(json.loads(row.partition_by)),  # type: ignore[attr-defined]
         directory=row.directory,  # type: ignore[attr-defined]
@@ -143,7 +161,7 @@ def find(conn: Connection, name: str, historical: bool = True) -> TableInfo | No
     table_name = parse_table_name(name)
     row = conn.execute(select(schema.tables).where(schema.tables.c.name == table_name.qualified)).first()
     if row is not None:
-        return _from_row(row)
+        return _from_row(conn, row)
     table_id = table_versions.named(conn, table_name.qualified, historical)
     if table_id is None:
         return None
@@ -159,7 +177,7 @@ def get(conn: Connection, name: str) -> TableInfo:
 
 def by_id(conn: Connection, table_id: int) -> TableInfo:
     row = conn.execute(select(schema.tables).where(schema.tables.c.id == table_id)).one()
-    return _from_row(row)
+    return _from_row(conn, row)
 
 
 def names_and_directories(conn: Connection, table_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
@@ -175,7 +193,7 @@ def names_and_directories(conn: Connection, table_ids: Sequence[int]) -> dict[in
 
 def all_tables(conn: Connection) -> list[TableInfo]:
     """Every table row (one created inside a transaction not committed yet, or rolled back, too: vacuum, recovery)."""
-    return [_from_row(r) for r in conn.execute(select(schema.tables).order_by(schema.tables.c.name))]
+    return [_from_row(conn, r) for r in conn.execute(select(schema.tables).order_by(schema.tables.c.name)).all()]
 
 
 def listed_tables(conn: Connection) -> list[TableInfo]:
@@ -208,6 +226,7 @@ def create_staged(conn: Connection, tid: str, key: str | None, attempt: int | No
         if committed is None or found.id in committed:
             raise TableExistsError(f"table {name} exists already")
         table_id = found.id
+        _claim(conn, tid, table_id, name.qualified, f"table {name}")
     table_versions.stage_first(conn, tid, key, attempt, table_id, arrow_schema, partition_by, name.qualified)
     return table_id
 
@@ -217,8 +236,8 @@ def reserve(conn: Connection, tid: str, table_id: int, old: str, new: TableName)
     `new` at once (its unique index keeps two tables from taking one name, concurrent renames and creations
     included; readers still find the table by its old name through its live version until the rename commits,
     and rollback or a keyed retry gives the name back: table_versions.sync_names). TableExistsError when a table
-    holds the name (committed, a dropped table's included: its row keeps it), SerializationError when another
-    transaction is creating or renaming a table to it."""
+    holds the name, SerializationError when another transaction is creating or renaming a table to it. The name of
+    a dropped table (committed) or of one whose creation rolled back is free: that row gives it up (`release`)."""
     found = find(conn, new.qualified, historical=False)
     if found is not None and found.id != table_id:
         committed = table_versions.committed_names(conn)
@@ -230,10 +249,34 @@ def reserve(conn: Connection, tid: str, table_id: int, old: str, new: TableName)
         if committed is not None and found.id not in committed and creator not in (None, tid):
             raise SerializationError(f"cannot rename table {old} to {new}: transaction {creator} is creating table "
                                      f"{new}; transaction {tid} conflicts and can only roll back")
-        raise TableExistsError(f"cannot rename table {old} to {new}: table {new} exists already (or was dropped, or "
-                               "its creation rolled back: a rename cannot take such a name yet)")
+        if committed is None or found.id in committed or creator is not None:
+            raise TableExistsError(f"cannot rename table {old} to {new}: table {new} exists already")
+        release(conn, tid, found.id, new.qualified, f"cannot rename table {old} to {new}")
     try:
         conn.execute(update(schema.tables).where(schema.tables.c.id == table_id).values(name=new.qualified))
     except IntegrityError as exc:  # taken by another transaction meanwhile (this catalog transaction fails)
         raise SerializationError(f"cannot rename table {old} to {new}: another transaction took the name meanwhile; "
                                  f"transaction {tid} conflicts and can only roll back") from exc
+
+
+def release(conn: Connection, tid: str, table_id: int, name: str, what: str) -> None:
+    """A table whose name is free (dropped, committed, or its creation rolled back; nothing staged) gives it up for a
+    rename: its txn_tables.name becomes `~<id>` for good (its versions keep their names, so time travel still finds
+    it by the name: versions.table_at; nothing can be staged on it any more, and table_versions.sync_names leaves it
+    so). Checked again once its row is locked, so a transaction creating the name again meanwhile (`_claim`,
+    table_versions.revive) and this one never both win: SerializationError."""
+    released = conn.execute(update(schema.tables).where(schema.tables.c.id == table_id, schema.tables.c.name == name)
+                            .values(name=f"{RELEASED}{table_id}")).rowcount
+    if released != 1 or not table_versions.free(conn, table_id):
+        raise SerializationError(f"{what}: another transaction took the name meanwhile; transaction {tid} conflicts "
+                                 "and can only roll back")
+
+
+def _claim(conn: Connection, tid: str, table_id: int, name: str, what: str) -> None:
+    """Creating a table again in the row that has the name: the row locked by a no-op update that still finds it
+    named so (a rename that took the name meanwhile released it: `release`), else SerializationError."""
+    kept = conn.execute(update(schema.tables).where(schema.tables.c.id == table_id, schema.tables.c.name == name)
+                        .values(name=name)).rowcount
+    if kept != 1:
+        raise SerializationError(f"{what}: another transaction took the name meanwhile; transaction {tid} conflicts "
+                                 "and can only roll back")

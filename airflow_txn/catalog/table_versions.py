@@ -49,6 +49,9 @@ from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
 _v = schema.table_versions.c
 _p = schema.parts.c
 
+RELEASED = "~"
+"""How txn_tables.name of a table that gave its name up starts (table_registry.release): never a table name."""
+
 NO_TRANSACTION = "-"
 """The creation_tid of a version made outside any transaction (Warehouse.create_table, the schema_v7 backfill)."""
 
@@ -308,9 +311,10 @@ def sync_names(conn: Connection, table_ids: Sequence[int]) -> None:
         newest = conn.execute(select(_v.name).where(
             _v.table_id == table_id, or_(_v.creation_csn.is_(None), _v.creation_csn != ROLLBACK_CSN))
             .order_by(_v.version.desc()).limit(1)).first()
-        if newest is not None:
-            conn.execute(update(schema.tables).where(schema.tables.c.id == table_id,
-                                                     schema.tables.c.name != newest.name).values(name=newest.name))
+        if newest is not None:  # a table that gave its name up keeps it given up (table_registry.release)
+            conn.execute(update(schema.tables).where(
+                schema.tables.c.id == table_id, schema.tables.c.name != newest.name,
+                ~schema.tables.c.name.startswith(RELEASED, autoescape=True)).values(name=newest.name))
 
 
 def _live() -> ColumnElement[bool]:
@@ -445,13 +449,15 @@ def revive(conn: Connection, table_id: int, arrow_schema: pa.Schema, partition_b
         or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).first()
     if live is not None:  # a committed table (or a tombstone: recreated in a transaction), or one being created
         return False
+    claimed = conn.execute(update(schema.tables).where(schema.tables.c.id == table_id, schema.tables.c.name == name)
+                           .values(schema_ipc=encode(arrow_schema), partition_by=json.dumps(list(partition_by))))
+    if claimed.rowcount != 1:  # a rename took the name meanwhile (table_registry.release)
+        raise SerializationError(f"table {name}: another transaction took the name meanwhile; create it again")
     top = int(conn.execute(select(func.max(_v.version)).where(_v.table_id == table_id)).scalar() or 0)
     conn.execute(insert(schema.table_versions).values(
         table_id=table_id, version=top + 1, schema_ipc=encode(arrow_schema),
         partition_by=json.dumps(list(partition_by)), name=name, dropped=False, change=None, compatible=True,
         creation_tid=NO_TRANSACTION, creation_csn=PREHISTORIC_CSN, created_at=time.time()))
-    conn.execute(update(schema.tables).where(schema.tables.c.id == table_id).values(
-        schema_ipc=encode(arrow_schema), partition_by=json.dumps(list(partition_by))))
     return True
 
 
@@ -463,6 +469,23 @@ def dropped(conn: Connection, table_id: int) -> bool:
         _v.table_id == table_id,
         or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).all()
     return bool(rows) and all(bool(r.dropped) and r.creation_csn is not None for r in rows)
+
+
+def free(conn: Connection, table_id: int) -> bool:
+    """Whether the table's name is free (a rename may take it: table_registry.release): it was dropped (its newest
+    committed version a tombstone) or never committed (every version rolled back), and nothing is staged."""
+    rows = conn.execute(select(_v.dropped, _v.creation_csn).where(
+        _v.table_id == table_id,
+        or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).all()
+    return all(bool(r.dropped) and r.creation_csn is not None for r in rows)
+
+
+def last_name(conn: Connection, table_id: int) -> str | None:
+    """The name of the table's newest version not rolled back, else of its newest (None: it has none)."""
+    rows = conn.execute(select(_v.name, _v.creation_csn).where(_v.table_id == table_id)
+                        .order_by(_v.version.desc())).all()
+    kept = [r for r in rows if r.creation_csn is None or r.creation_csn != ROLLBACK_CSN] or rows
+    return str(kept[0].name) if kept else None
 
 
 def last_column_id(conn: Connection, table_id: int) -> int:

@@ -52,7 +52,9 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from airflow_txn.catalog import table_registry
+from sqlalchemy import Connection
+
+from airflow_txn.catalog import commit_log, table_registry
 from airflow_txn.catalog.database import safe_url
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
@@ -445,7 +447,7 @@ def _part(row: PartRow, info: TableInfo | None = None, schemas: Mapping[int, pa.
 def table_view(wh: Warehouse, table: str) -> TableView:
     """The table `table` (TableNotFoundError if there is none)."""
     with wh.runtime.catalog.read() as conn:
-        return _view(wh.runtime, table_registry.get(conn, table))
+        return _view(wh.runtime, _named_now(conn, wh, table))
 
 
 def _first_unfit(data: pa.Table, schema: pa.Schema) -> str | None:
@@ -464,11 +466,18 @@ def stored_table(wh: Warehouse, table: str, txn: Transaction | None = None) -> S
     changes included (a newer attempt of its key: without the older attempts' changes, which it withdraws). Nothing
     is recorded (a read of `txn`'s view records itself: plan_read)."""
     with wh.runtime.catalog.read() as conn:
+        if txn is None:
+            return _stored(wh, _named_now(conn, wh, table))
+        stmt = transaction.statement_of(txn, None)
         info = table_registry.get(conn, table)
-        if txn is not None:
-            stmt = transaction.statement_of(txn, None)
-            info = versions.table_for_statement(conn, info, stmt.tid, stmt.snapshot, stmt.key, stmt.attempt)
-        return _stored(wh, info)
+        return _stored(wh, versions.table_for_statement(conn, info, stmt.tid, stmt.snapshot, stmt.key, stmt.attempt))
+
+
+def _named_now(conn: Connection, wh: Warehouse, table: str) -> TableInfo:
+    """The table `table` names at the readable watermark, as a read there resolves it (versions.table_at: a renamed
+    table's old name names nothing now, docs/DESIGN.md D27), as of its version there."""
+    watermark = commit_log.readable_csn(conn, wh.runtime.oracle)
+    return versions.table_at(conn, table_registry.get(conn, table), None, watermark)
 
 
 def plan_read(wh: Warehouse, table: str, csn: int | None = None, txn: Transaction | None = None,

@@ -124,9 +124,9 @@ def plan(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
     """Step 1 (module doc): the groups to merge; validates everything first and changes nothing."""
     check_options(target_file_bytes, min_parts)
     with rt.catalog.read() as conn:
-        info = table_registry.get(conn, table)
-        keys = _partition_keys(conn, rt, info, partitions)
         bound = commit_log.readable_csn(conn, rt.oracle)
+        info = versions.table_at(conn, table_registry.get(conn, table), None, bound)  # a renamed table's new name
+        keys = _partition_keys(conn, rt, info, partitions)
         oldest = txn_records.oldest_active_snapshot(conn)
         if oldest is not None:
             bound = min(bound, oldest)
@@ -355,7 +355,8 @@ def compact(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
 
 def _table(rt: Runtime, table: str) -> TableInfo:
     with rt.catalog.read() as conn:
-        return table_registry.get(conn, table)
+        watermark = commit_log.readable_csn(conn, rt.oracle)
+        return versions.table_at(conn, table_registry.get(conn, table), None, watermark)
 
 
 def _visible_totals(rt: Runtime, info: TableInfo, keys: list[str] | None) -> tuple[int, int]:

@@ -7,15 +7,17 @@ Nothing here writes to the catalog or to storage; every figure is one aggregate 
 from __future__ import annotations
 
 from airflow_txn.catalog import commit_log, part_records, table_registry, txn_records
+from airflow_txn.core import versions
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError
 from airflow_txn.model.results import TableStats, WatermarkInfo
 
 
 def table_summary(rt: Runtime, name: str, snapshot: int) -> TableStats:
-    """Partitioning, last commit, and the visible parts, rows and bytes of table `name` at `snapshot`."""
+    """Partitioning, last commit, and the visible parts, rows and bytes of table `name` at `snapshot` (the table the
+    name meant there, as a read resolves it: a renamed table's old name only before the rename)."""
     with rt.catalog.read() as conn:
-        info = table_registry.get(conn, name)
+        info = versions.table_at(conn, table_registry.get(conn, name), None, snapshot)
         parts, rows, size = part_records.visible_totals(conn, info.id, snapshot)
         last = commit_log.last_commit_csn(conn, info.id, snapshot)
     return TableStats(table=info.name.qualified, partition_by=list(info.partition_by), last_commit_csn=last,

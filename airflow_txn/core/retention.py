@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import Catalog, commit_log, counters, retention_records, table_registry, txn_records
+from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.core import versions
 from airflow_txn.core.bounds import catalog_int, retention_seconds
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import SnapshotTooOldError
@@ -53,7 +55,7 @@ def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object
     """Set (or, with both None, clear) the table's own policy; returns `describe`."""
     policy = validate(seconds, versions)
     with rt.catalog.write() as conn:
-        info = table_registry.get(conn, table)
+        info = _named_now(conn, rt.oracle, table)
         global_horizon = counters.vacuum_horizon(conn, rt.catalog)  # locked: policies and vacuum serialize on it
         # a table new to the rows followed the global horizon so far: files up to it may be gone already
         retention_records.save_policy(conn, info.id, global_horizon, seconds=policy.seconds,
@@ -64,7 +66,7 @@ def set_policy(rt: Runtime, table: str, seconds: object = None, versions: object
 def describe(rt: Runtime, table: str) -> RetentionInfo:
     """The table's policy and its stored horizon (the oldest CSN a read of it may ask for)."""
     with rt.catalog.read() as conn:
-        info = table_registry.get(conn, table)
+        info = _named_now(conn, rt.oracle, table)
         row = retention_records.of_table(conn, info.id)
         horizon = table_horizon(conn, info.id)
     return RetentionInfo(
@@ -73,6 +75,12 @@ def describe(rt: Runtime, table: str) -> RetentionInfo:
         versions=None if row is None or row.versions is None else int(row.versions),
         horizon=horizon,
     )
+
+
+def _named_now(conn: Connection, oracle: CsnOracle, table: str) -> TableInfo:
+    """The table `table` names at the readable watermark, as a read there resolves it (versions.table_at): a
+    renamed table's old name names nothing now (TableNotFoundError), only at older snapshots (docs/DESIGN.md, D27)."""
+    return versions.table_at(conn, table_registry.get(conn, table), None, commit_log.readable_csn(conn, oracle))
 
 
 def table_horizon(conn: Connection, table_id: int) -> int:
@@ -99,7 +107,7 @@ def check_readable(rt: Runtime, csn: int, tables: Sequence[str] | None = None) -
                 )
             return
         for name in tables:
-            info = table_registry.get(conn, name)
+            info = versions.table_at(conn, table_registry.get(conn, name), None, csn)  # the table `name` meant at csn
             check_table_readable(str(info.name), csn, table_horizon(conn, info.id))
 
 
@@ -113,6 +121,8 @@ def check_table_readable(table: str, csn: int, horizon: int) -> None:
 
 
 def horizon_of(rt: Runtime, table: str) -> int:
+    """The stored horizon of the table `table` names, a name it had at an older snapshot included (a planned read's
+    table names it as of its snapshot)."""
     with rt.catalog.read() as conn:
         return table_horizon(conn, table_registry.get(conn, table).id)
 

@@ -32,7 +32,7 @@ from sqlalchemy import Connection
 from airflow_txn.catalog import commit_log, counters, table_registry, tag_records, txn_records
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.tag_records import TagRow
-from airflow_txn.core import apply, bounds, retention
+from airflow_txn.core import apply, bounds, retention, versions
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import (
     InvalidArgumentError,
@@ -101,7 +101,7 @@ def _insert(rt: Runtime, name: str, snapshot: int, names: list[str] | None, note
     """`create`'s catalog transaction."""
     with rt.catalog.write() as conn:
         counters.vacuum_horizon(conn, rt.catalog)  # locked: vacuum stores its horizons under this lock too
-        infos = table_registry.listed_tables(conn) if names is None else [table_registry.get(conn, n) for n in names]
+        infos = table_registry.listed_tables(conn) if names is None else _named_at(conn, names, snapshot)
         if not infos:
             raise InvalidArgumentError("there is no table to tag: create a table first")
         for info in infos:
@@ -248,11 +248,15 @@ def resolve(rt: Runtime, name: str, table: str) -> tuple[TagRow, TableInfo]:
     TableNotInTagError when the tag does not hold `table`."""
     check_tag_name(name)
     with rt.catalog.read() as conn:
-        info = table_registry.get(conn, table)
+        named = table_registry.get(conn, table)
         row = _found(tag_records.find(conn, name), name)
         watermark = commit_log.readable_csn(conn, rt.oracle) if rt.oracle.external_log is not None else row.csn
-    if row.csn > watermark:  # made by its commit's mirror, not applied yet (log_mirror._tag): apply it, as a read would
+        # the table the name meant at the tag's CSN (a renamed table's old name there), as a read there resolves it
+        info = versions.table_at(conn, named, None, row.csn) if row.csn <= watermark else None
+    if info is None:  # made by its commit's mirror, not applied yet (log_mirror._tag): apply it, as a read would
         apply.apply_pending(rt, up_to=row.csn)
+        with rt.catalog.read() as conn:
+            info = versions.table_at(conn, named, None, row.csn)
     if info.id not in row.table_ids:
         raise TableNotInTagError(f"tag {name!r} (CSN {row.csn}) does not hold table {info.name}; it holds "
                                  f"{', '.join(row.tables)}", table=info.name.qualified, tag=name)
@@ -279,7 +283,7 @@ def holding(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[TagRow]
     """The tags at exactly `csn` holding the tables of `tables` (None: every table) that `csn` is below the
     retention horizon of; SnapshotTooOldError naming the tables below it that no such tag holds."""
     with rt.catalog.read() as conn:
-        infos = table_registry.listed_tables(conn) if tables is None else [table_registry.get(conn, t) for t in tables]
+        infos = table_registry.listed_tables(conn) if tables is None else _named_at(conn, tables, csn)
         below = [i for i in infos if csn < retention.table_horizon(conn, i.id)]
         rows = [r for r in tag_records.all_tags(conn) if r.csn == csn]
     missing = sorted({i.name.qualified for i in below if not any(i.id in r.table_ids for r in rows)})
@@ -287,6 +291,12 @@ def holding(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[TagRow]
         raise SnapshotTooOldError(f"CSN {csn} is older than the retention horizon of {', '.join(missing)} and no tag "
                                   "holds them at that CSN: vacuum may have removed their files; use a newer CSN")
     return [r for r in rows if any(i.id in r.table_ids for i in below)]
+
+
+def _named_at(conn: Connection, names: Sequence[str], csn: int) -> list[TableInfo]:
+    """The tables `names` name at snapshot `csn`, as a read there resolves them (versions.table_at: a renamed table's
+    old name names it only before the rename, docs/DESIGN.md D27); TableNotFoundError for a name with none there."""
+    return [versions.table_at(conn, table_registry.get(conn, n), None, csn) for n in names]
 
 
 def _check_note(note: object) -> None:

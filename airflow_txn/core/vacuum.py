@@ -122,7 +122,10 @@ def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: boo
 def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) -> VacuumReport:
     h = horizons(rt, window, store=not dry_run)
     with rt.catalog.read() as conn:
-        tables = table_registry.all_tables(conn)
+        listed = {t.id for t in table_registry.listed_tables(conn)}
+        # every table row; where a dropped table's name was taken by a rename, the live table last, so that a
+        # name's entry (the report's horizons, the manifests' tables) is the live table's
+        tables = sorted(table_registry.all_tables(conn), key=lambda t: t.id in listed)
     manifests_removed, manifests_refreshed, foreign_manifests = _tidy_manifests(rt, h, tables, dry_run, tick)
     removed, freed, kept, tagged = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
     orphans, orphan_bytes, foreign = _remove_orphans(rt, tables, window, dry_run, tick)
