@@ -25,5 +25,8 @@ class Purge:
         return int(conn.execute(select(func.count()).select_from(self.candidates.subquery())).scalar_one())
 
     def take(self, conn: Connection, batch: int) -> list[Any]:
-        """Up to `batch` candidate keys."""
-        return list(conn.execute(self.candidates.limit(batch)).scalars())
+        """Up to `batch` candidate keys (tuples where the SELECT has several columns: a composite key)."""
+        found = conn.execute(self.candidates.limit(batch))
+        if len(self.candidates.selected_columns) > 1:
+            return [tuple(row) for row in found]
+        return list(found.scalars())

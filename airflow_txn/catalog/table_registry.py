@@ -141,11 +141,15 @@ RELEASED = table_versions.RELEASED
 
 def _from_row(conn: Connection, row: object) -> TableInfo:
     name = str(row.name)  # type: ignore[attr-defined]
-    if name.startswith(RELEASED):  # its name was taken by a rename (`release`): the name its last version had
-        name = table_versions.last_name(conn, int(row.id)) or name  # type: ignore[attr-defined]
+    if name.startswith(RELEASED):  # its name was taken by a rename (`release`): the name its last version had (none
+        # left, every one rolled back and purged by vacuum: `~.<id>`, which names nothing)
+        had = table_versions.last_name(conn, int(row.id))  # type: ignore[attr-defined]
+        table_name = parse_table_name(had) if had is not None else TableName(RELEASED, name[len(RELEASED):])
+    else:
+        table_name = parse_table_name(name)
     return TableInfo(
         id=int(row.id),  # type: ignore[attr-defined]
-        name=parse_table_name(name),
+        name=table_name,
         schema=decode_schema(row.schema_ipc),  # type: ignore[attr-defined]
         partition_by=tuple(json.loads(row.partition_by)),  # type: ignore[attr-defined]
         directory=row.directory,  # type: ignore[attr-defined]

@@ -27,15 +27,19 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    Select,
     String,
     and_,
     bindparam,
+    delete,
+    exists,
     func,
     insert,
     inspect,
     or_,
     select,
     true,
+    tuple_,
     update,
 )
 
@@ -48,6 +52,7 @@ from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
 
 _v = schema.table_versions.c
 _p = schema.parts.c
+_t = schema.transactions.c
 
 RELEASED = "~"
 """How txn_tables.name of a table that gave its name up starts (table_registry.release): never a table name."""
@@ -420,6 +425,8 @@ def stage_first(conn: Connection, tid: str, key: str | None, attempt: int | None
                                      f"{tid} conflicts and can only roll back")
     top = conn.execute(select(func.max(_v.version)).where(_v.table_id == table_id)).scalar()
     number = 1 if top is None else int(top) + 1
+    if top is not None:  # the row's next life: its column ids continue (never reused within the table, D27)
+        arrow_schema = evolution.continued(arrow_schema, last_column_id(conn, table_id))
     conn.execute(insert(schema.table_versions).values(
         table_id=table_id, version=number, schema_ipc=encode(arrow_schema), partition_by=json.dumps(list(partition_by)),
         name=name, dropped=False, change=f"created table {name}", compatible=True, creation_tid=tid,
@@ -449,6 +456,7 @@ def revive(conn: Connection, table_id: int, arrow_schema: pa.Schema, partition_b
         or_(_v.creation_csn.is_(None), and_(_v.creation_csn != ROLLBACK_CSN, _v.removal_csn.is_(None))))).first()
     if live is not None:  # a committed table (or a tombstone: recreated in a transaction), or one being created
         return False
+    arrow_schema = evolution.continued(arrow_schema, last_column_id(conn, table_id))  # never reused (D27)
     claimed = conn.execute(update(schema.tables).where(schema.tables.c.id == table_id, schema.tables.c.name == name)
                            .values(schema_ipc=encode(arrow_schema), partition_by=json.dumps(list(partition_by))))
     if claimed.rowcount != 1:  # a rename took the name meanwhile (table_registry.release)
@@ -542,3 +550,25 @@ def committed_schemas(conn: Connection, table_id: int) -> list[tuple[pa.Schema, 
         _v.table_id == table_id, _v.creation_csn.is_not(None), _v.creation_csn != ROLLBACK_CSN,
         _v.dropped.is_(False)).order_by(_v.version))
     return [(row.schema, row.partition_by) for row in map(_row, rows)]
+
+
+def purgeable_rolled_back() -> Select[Any]:
+    """The (table id, version) of rolled-back versions vacuum may delete (catalog/purges.py): stamped RollbackCSN
+    (rollback, or a keyed retry that withdrew them) by a transaction that ended (or whose row is gone), and no part
+    row written under them left (rolled-back parts go first, vacuum's parts step). Nothing reads them: no snapshot
+    sees them and a running transaction's retries look only at unstamped versions. A column id only they gave may
+    be given again then: nothing stored carries it any more (their parts are gone, and they were never published)."""
+    from airflow_txn.catalog.txn_records import ENDED_STATES  # txn_records' import of this module comes first
+
+    running = select(_t.tid).where(_t.tid == _v.creation_tid, _t.state.not_in(ENDED_STATES))
+    parts = select(_p.id).where(_p.table_id == _v.table_id, func.coalesce(_p.schema_version, 1) == _v.version)
+    return select(_v.table_id, _v.version).where(_v.creation_csn == ROLLBACK_CSN, ~exists(running), ~exists(parts))
+
+
+def forget_rolled_back(conn: Connection, keys: list[Any]) -> int:
+    """Delete these rolled-back versions ((table id, version) pairs from `purgeable_rolled_back`); returns how many."""
+    if not keys:
+        return 0
+    pairs = [(int(t), int(v)) for t, v in keys]
+    return int(conn.execute(delete(schema.table_versions).where(
+        _v.creation_csn == ROLLBACK_CSN, tuple_(_v.table_id, _v.version).in_(pairs))).rowcount)

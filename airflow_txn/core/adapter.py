@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
-
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import commit_log, table_registry

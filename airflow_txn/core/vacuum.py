@@ -41,7 +41,9 @@ from airflow_txn.catalog import (
     locks,
     part_records,
     read_sets,
+    schema,
     table_registry,
+    table_versions,
     txn_records,
 )
 from airflow_txn.catalog.purges import Purge
@@ -260,17 +262,21 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
         Purge("commit_log", commit_log.purgeable_records(keep, before), commit_log.purge_records),
         *[Purge("table_commits", commit_log.purgeable_table_commits(t.id, keep),
                 functools.partial(_purge_table_commits, table_id=t.id)) for t in tables],
+        *([Purge("table_versions", table_versions.purgeable_rolled_back(), table_versions.forget_rolled_back)]
+          if rt.catalog.at_least(schema.VERSIONED_SINCE) else []),  # an older catalog this package uses has none
         Purge("transactions", txn_records.purgeable(keep, before), txn_records.purge),
         *([Purge("check_reports", check_reports.of_purged_transactions(), check_reports.forget)]  # after their rows
           if rt.catalog.at_least(STORED_REPORTS) else []),  # an older catalog this package uses has none (D23)
     ]
-    purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "transactions", "check_reports"), 0)
+    purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "table_versions", "transactions",
+                            "check_reports"), 0)
     for index, step in enumerate(steps):
         tick("purge", index, len(steps))
         purged[step.kind] += _purge(rt, step, batch, dry_run)
     tick("purge", len(steps), len(steps))
     return PurgedRows(read_set=purged["read_set"], keys=purged["keys"], commit_log=purged["commit_log"],
-                      table_commits=purged["table_commits"], transactions=purged["transactions"],
+                      table_commits=purged["table_commits"], table_versions=purged["table_versions"],
+                      transactions=purged["transactions"],
                       check_reports=purged["check_reports"])
 
 

@@ -80,6 +80,15 @@ def with_ids(schema: pa.Schema, fresh: bool = False) -> pa.Schema:
     return pa.schema(fields, metadata={**(schema.metadata or {}), LAST_ID: str(counter[0]).encode()})
 
 
+def continued(schema: pa.Schema, after: int) -> pa.Schema:
+    """`schema` numbered afresh after id `after`, in the order `with_ids` gives: a table created again in its row (a
+    dropped table's name, or one whose creation rolled back) continues its ids, never reusing one (docs/DESIGN.md,
+    D27)."""
+    stripped = pa.schema([_strip_ids(f) for f in schema],
+                         metadata={**_without(schema.metadata, LAST_ID), LAST_ID: str(after).encode()})
+    return with_ids(stripped)
+
+
 def _give_ids(fields: list[pa.Field], counter: list[int]) -> list[pa.Field]:
     """Ids for `fields` (one struct's, or the schema's) in Iceberg's order of fresh ids: every field of the struct
     first, then the children of each in turn (a list's element, a map's key and value, a struct's fields), so a

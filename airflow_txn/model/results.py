@@ -169,6 +169,8 @@ class PurgedRows(TypedDict):
     keys: int
     commit_log: int
     table_commits: int
+    table_versions: int
+    """Rolled-back versions of tables' schemas (docs/DESIGN.md, D27; catalog schema version 7)."""
     transactions: int
     check_reports: int
     """Write-audit-publish check reports of purged transactions (catalog schema version 6)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -16,8 +15,9 @@ import sqlalchemy as sa
 
 from airflow_txn import Warehouse
 from airflow_txn.cli import exit_codes, main
-from airflow_txn.core import adapter
+from airflow_txn.core import adapter, vacuum
 from airflow_txn.errors import SerializationError, TableExistsError, TableNotFoundError
+from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.evolution import column_id
 
 TABLE = "shop.orders"
@@ -223,3 +223,63 @@ def test_a_table_created_under_a_name_a_rename_gave_up_has_a_directory_of_its_ow
     with wh.runtime.catalog.read() as conn:
         directories = conn.execute(sa.text("SELECT directory FROM txn_tables")).scalars().all()
     assert len(set(directories)) == len(directories), directories
+
+
+# -- column ids are never reused within a table (docs/DESIGN.md, D27 point 2) ---------------------------------------
+def test_a_table_created_again_continues_its_column_ids(wh: Warehouse, renamed: tuple[int, int]) -> None:
+    with wh.begin() as t:
+        t.add_column(NEW, pa.field("note", pa.string()))  # id 4
+    with wh.begin() as t:
+        t.drop_table(NEW)
+    with wh.begin() as t:  # the same table row, its next life: ids above every id it ever gave
+        t.create_table(NEW, pa.schema([("label", pa.string()), ("day", pa.string())]), ["day"])
+        t.append(NEW, pa.table({"label": ["a"], "day": ["d1"]}))
+    assert [column_id(f) for f in wh.schema(NEW)] == [5, 6]
+    assert wh.read(NEW).to_pylist() == [{"label": "a", "day": "d1"}]
+    with wh.begin() as t:
+        t.drop_table(NEW)
+    wh.create_table(NEW, SCHEMA, ["day"])  # outside a transaction (a transaction of its own): the same
+    assert [column_id(f) for f in wh.schema(NEW)] == [7, 8, 9]
+    t = wh.begin()
+    t.create_table(GONE, SCHEMA, ["day"])
+    t.rollback()
+    wh.create_table(GONE, SCHEMA, ["day"])  # a row whose creation rolled back: its ids were given, too
+    assert [column_id(f) for f in wh.schema(GONE)] == [4, 5, 6]
+    wh.create_table("shop.fresh", SCHEMA, ["day"])  # a new table numbers from 1
+    assert [column_id(f) for f in wh.schema("shop.fresh")] == [1, 2, 3]
+
+
+# -- vacuum purges rolled-back versions ------------------------------------------------------------------------------
+def _rolled_back_versions(wh: Warehouse) -> int:
+    with wh.runtime.catalog.read() as conn:
+        return int(conn.execute(sa.text("SELECT count(*) FROM txn_table_versions WHERE creation_csn = :r"),
+                                {"r": ROLLBACK_CSN}).scalar_one())
+
+
+def test_vacuum_purges_rolled_back_versions_in_batches(wh: Warehouse, renamed: tuple[int, int]) -> None:
+    t = wh.begin()
+    t.create_table(GONE, SCHEMA, ["day"])
+    t.append(GONE, orders([5]))
+    t.add_column(NEW, pa.field("note", pa.string()))
+    t.rollback()
+    keyed = wh.begin()
+    keyed.add_column(NEW, pa.field("first", pa.string()), key="k")
+    keyed.add_column(NEW, pa.field("second", pa.string()), key="k")  # the retry withdraws the first attempt's
+    wh.create_table("shop.other", SCHEMA, ["day"])
+    running = wh.begin()
+    running.add_column("shop.other", pa.field("third", pa.string()), key="r")
+    running.add_column("shop.other", pa.field("third", pa.string()), key="r")  # withdrawn, its transaction runs
+    assert _rolled_back_versions(wh) == 4
+    dry = wh.vacuum(retention_seconds=0, dry_run=True)  # the rolled-back table's version still has its part then
+    assert dry["rows_purged"]["table_versions"] == 1 and _rolled_back_versions(wh) == 4
+    report = vacuum.vacuum(wh.runtime, 0, batch=1)  # parts first, then the versions, one per catalog transaction
+    assert report["rows_purged"]["table_versions"] == 2
+    assert _rolled_back_versions(wh) == 2  # those of running transactions stay until they end
+    keyed.commit()
+    running.rollback()
+    assert vacuum.vacuum(wh.runtime, 0, batch=2)["rows_purged"]["table_versions"] == 3
+    assert _rolled_back_versions(wh) == 0
+    assert wh.schema(NEW).names == [*SCHEMA.names, "second"] and ids_of(wh.read(NEW)) == [1, 2]
+    assert [column_id(f) for f in wh.schema(NEW)][-1] == 6  # ids given by purged versions are not given again
+    wh.create_table(GONE, SCHEMA, ["day"])  # the name whose creation rolled back is free
+    assert GONE in wh.tables() and wh.read(GONE).num_rows == 0

@@ -82,7 +82,7 @@ def commit_every_kind_of_schema_change(wh: Warehouse) -> None:
     (one then written, one never), a rename, a dropped column, a name reused by another
     column after a rename (`note -> memo`, then `qty -> note`), widenings Iceberg allows (int32 -> int64, float32 ->
     float64, decimal precision up), a delete rewriting a part written under an older schema, and the table dropped
-    and created again under the same name with other columns (ids given again from 1) and another partitioning."""
+    and created again under the same name with other columns (its ids continuing, 9-11) and another partitioning."""
     wh.create_table("shop.items", ITEMS, partition_by=["day"])
     base = {"qty": lambda i: i, "price": lambda i: i / 2, "note": lambda i: f"n{i}", "size": lambda i: None}
     with wh.begin() as t:
@@ -112,7 +112,7 @@ def commit_every_kind_of_schema_change(wh: Warehouse) -> None:
         t.delete("shop.items", pc.field("id") == 1)  # rewrites a part written under the first schema
     with wh.begin() as t:
         t.drop_table("shop.items")
-    with wh.begin() as t:  # the name again: other columns, ids from 1, other partitioning
+    with wh.begin() as t:  # the name again: other columns, ids continuing (9-11), other partitioning
         t.create_table("shop.items", pa.schema([("label", pa.string()), ("id", pa.int32()), ("n", pa.int64())]),
                        partition_by=["n"])
         t.append("shop.items", pa.table({"label": ["a", "b"], "id": [7, 8], "n": [1, 2]},
