@@ -382,11 +382,9 @@ class Checker:
                 continue  # a failed statement changes nothing (statements are atomic)
             table = step["table"]
             rows = view[table]
-            if "schema" in step and step["ev"] != "op":  # a read's (or t.schema's) schema, before any change
-                if step["schema"] != _shape(cols[table]):
-                    problems.append((step, f"{table}'s schema is {step['schema']}, the model has "
-                                           f"{_shape(cols[table])}"))
-            if step["ev"] == "schema":
+            if step["ev"] != "op" and step.get("schema", _shape(cols[table])) != _shape(cols[table]):
+                problems.append((step, f"{table}'s schema is {step['schema']}, the model has {_shape(cols[table])}"))
+            if step["ev"] == "schema":  # t.schema's: checked above
                 continue
             if step["ev"] == "read":
                 expected = sorted(project(r, cols[table]) for r in rows.values()
@@ -396,15 +394,7 @@ class Checker:
                     problems.append((step, f"read of {table}{_grp(step)} saw {_diff(got, expected)}"))
                 continue
             if step["op"] in CHANGES:
-                before, steps, incompatible = changed.get(table, (cols[table], [], False))
-                new, problem = changed_schema(step, cols[table])
-                if problem:
-                    problems.append((step, f"{step['op']} of {table}: {problem}"))
-                changed[table] = (before, [*steps, step], incompatible or not compatible(step, cols[table]))
-                cols[table] = new
-                if step["schema"] != _shape(new):
-                    problems.append((step, f"after {step['op']} {table}'s schema is {step['schema']}, the model has "
-                                           f"{_shape(new)}"))
+                problems += [(step, problem) for problem in replay_change(step, cols, changed)]
                 continue
             n = merged(step, rows, touched[table]) if step["op"] == "merge" else \
                 self.replay_op(step, rows, touched[table], cols[table])
@@ -601,8 +591,9 @@ class Checker:
             if written <= {r[:4] for r in rows}:
                 self.violate("future_read", f"{where}: saw {author}, committed after the snapshot")
             else:
-                self.violate("torn_read", f"{where}: saw {len({r[:4] for r in rows} & written)} of the {len(written)} rows of "
-                             f"{author}, committed after the snapshot")
+                seen = len({r[:4] for r in rows} & written)
+                self.violate("torn_read", f"{where}: saw {seen} of the {len(written)} rows of {author}, committed "
+                             "after the snapshot")
 
     # -- the commit log and real time ------------------------------------------------------------------
     def check_commit_log(self) -> None:
@@ -680,13 +671,10 @@ class Checker:
             if txn.iso != "snapshot" or end is None or end["outcome"] != "aborted" \
                     or end.get("err") != "SerializationError":
                 continue
-            done = [s for s in txn.steps if s["ev"] != "op_error"]
-            failed = [s for s in txn.steps if s["ev"] == "op_error"]
-            if any(s["ev"] not in ("op", "schema") or s["op"] not in ("append", *CHANGES) for s in done) or any(
-                    s["op"] != "append" for s in failed) or any(inc for _, _, inc in txn.changed.values()):
+            if not _appends_only(txn):
                 continue  # it read, rewrote, or changed a table incompatibly: it may conflict
             tables = {s["table"] for s in txn.steps} & changed_tables
-            if tables and not any(table in tables and d.csn is not None and d.csn > txn.snap for d, table in incompatible):
+            if tables and not any(table in tables and (d.csn or 0) > txn.snap for d, table in incompatible):
                 self.violate("spurious_conflict", f"{txn} appended (and changed tables compatibly) only, yet failed: "
                              f"{end.get('msg', '')[:200]}")
 
@@ -788,6 +776,31 @@ def _cols(raw: list[list[Any]]) -> Cols:
 def _shape(cols: Cols) -> list[list[Any]]:
     """The schema as recorded: [[id, name, type, nullable], ...]."""
     return [[c[0], c[1], c[2], c[3]] for c in cols]
+
+
+def replay_change(step: dict[str, Any], cols: dict[str, Cols],
+                  changed: dict[str, tuple[Cols, list[dict[str, Any]], bool]]) -> list[str]:
+    """Apply a recorded table change to the transaction's view of the schemas (`cols`) and note it in `changed`
+    (Txn.changed); what differs from the model."""
+    table = step["table"]
+    before, steps, incompatible = changed.get(table, (cols[table], [], False))
+    new, problem = changed_schema(step, cols[table])
+    changed[table] = (before, [*steps, step], incompatible or not compatible(step, cols[table]))
+    cols[table] = new
+    problems = [f"{step['op']} of {table}: {problem}"] if problem else []
+    if step["schema"] != _shape(new):
+        problems.append(f"after {step['op']} {table}'s schema is {step['schema']}, the model has {_shape(new)}")
+    return problems
+
+
+def _appends_only(txn: Txn) -> bool:
+    """Whether the transaction ran appends and compatible changes only (a failed statement: an append)."""
+    for step in txn.steps:
+        kind, op = step["ev"], step.get("op")
+        if kind == "schema" or (kind == "op" and op in ("append", *CHANGES)) or (kind == "op_error" and op == "append"):
+            continue
+        return False
+    return not any(inc for _, _, inc in txn.changed.values())
 
 
 def compatible(step: dict[str, Any], cols: Cols) -> bool:

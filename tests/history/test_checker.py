@@ -411,7 +411,8 @@ def ddl_history(bad: str | None = None) -> list[Event]:
                     change("alter_column", WIDE, y, name="y", type="int64")], csn=8)
     h.read(8, {**LATEST, WIDE: at7}, latest=8)
     h.events[-1]["schemas"] = {WIDE: with_x if bad == "wrong_schema" else y}
-    h.read(6, {**LATEST, WIDE: [["d1.1", "D1", 2, "g0", {"5": 3}], ["w1.1", "W1", 1, "g0", {"5": 7}]]}, how="random", latest=8)
+    at6 = [["d1.1", "D1", 2, "g0", {"5": 3}], ["w1.1", "W1", 1, "g0", {"5": 7}]]
+    h.read(6, {**LATEST, WIDE: at6}, how="random", latest=8)
     h.events[-1]["schemas"] = {WIDE: with_x}  # time travel: the schema of CSN 6
     h.txn("R", 8, [change("add_column", WIDE, [*y, [6, "q", "int32", True]], column=[6, "q", "int32", True],
                           default=None)], outcome="rolled_back")
@@ -467,5 +468,6 @@ def test_table_changes_are_modelled() -> None:
                                   "reused_column_id"])
 def test_a_bad_table_change_history_is_reported(kind: str) -> None:
     report = checker.check(ddl_history(kind))
-    expected = {"two_changes": {"ddl_conflict"}, "wrong_row": {"wrong_row", "missing_commit", "inconsistent_txn_read"}}.get(kind, {kind})
+    expected = {"two_changes": {"ddl_conflict"},
+                "wrong_row": {"wrong_row", "missing_commit", "inconsistent_txn_read"}}.get(kind, {kind})
     assert report.kinds() == expected, f"{kind} not reported as such:\n{report.summary()}"
