@@ -1,5 +1,6 @@
 """Running one randomized history: set up the tables, start writer and reader processes, SIGKILL some
-at random moments (starting replacements), keep recovery, vacuum and compaction running, then stop everything,
+at random moments (starting replacements), keep recovery, vacuum, compaction and a compatible change of hist.wide
+(the writers change it too, but a slow machine may commit none of theirs) running, then stop everything,
 recover, resolve every transaction whose end was not recorded, and record a final read and the
 commit log. Everything goes into history files in one directory, which checker.py judges.
 """
@@ -34,11 +35,13 @@ from tests.history.recorder import (
     expected,
     snapshot_read,
 )
+from tests.history.workload import Writer
 
 REPO = Path(__file__).resolve().parents[2]
 RECOVER_EVERY = 1.5
 VACUUM_EVERY = 5.0
 COMPACT_EVERY = 3.0
+CHANGE_EVERY = 4.0
 STOP_TIMEOUT = 60.0
 START_TIMEOUT = 120.0  # a loaded machine can take this long to start the first workers (imports)
 
@@ -196,13 +199,15 @@ class Driver:
 
     def churn(self, wh: Warehouse) -> None:
         """For the configured time (longer until min_commits, up to 3x): kill at random moments; run
-        recovery, vacuum and compaction now and then."""
+        recovery, vacuum, compaction and a change of hist.wide now and then."""
         begun = time.monotonic()
         deadline, limit = begun + self.config.seconds, begun + 3 * self.config.seconds
         next_kill = begun + self.rng.uniform(*self.config.kill_every)
         next_recover = begun + RECOVER_EVERY
         next_vacuum = begun + VACUUM_EVERY
         next_compact = begun + COMPACT_EVERY
+        next_change = begun + CHANGE_EVERY
+        changer = Writer(wh, self.rec, "driver", self.rng)
         while (now := time.monotonic()) < limit and (now < deadline or self.result.commits < self.config.min_commits):
             self.result.commits += sum(w.scan() for w in self.workers)
             if now >= next_kill:
@@ -216,19 +221,40 @@ class Driver:
             if now >= next_vacuum:
                 self.rec.emit("vacuum", result=_summary(wh.vacuum(retention_seconds=3600)))
                 next_vacuum = now + VACUUM_EVERY
-            if now >= next_compact:  # merges no snapshot may notice, racing the writers and the kills
-                table = self.rng.choice([ITEMS, EVENTS, WIDE])  # accounts keep one row per part (write skew)
-                try:  # hist.wide's parts may be under several versions of its schema
-                    self.rec.emit("compact", table=table, result=_summary(wh.compact(table)))
-                except Exception as exc:
-                    if not expected(exc):
-                        raise
-                    self.rec.emit("compact", table=table, error=type(exc).__name__, msg=str(exc)[:300])
+            if now >= next_compact:
+                self.compact(wh)
                 next_compact = now + COMPACT_EVERY
+            if now >= next_change:
+                self.change(changer)
+                next_change = now + CHANGE_EVERY
             for w in self.workers:
                 if w.proc.poll() not in (None, 0) and not w.killed and w.name not in self.result.crashed:
                     self.result.crashed.append(w.name)
             time.sleep(0.05)
+
+    def compact(self, wh: Warehouse) -> None:
+        """Merges no snapshot may notice, racing the writers and the kills (hist.wide's parts may be under several
+        versions of its schema)."""
+        table = self.rng.choice([ITEMS, EVENTS, WIDE])  # accounts keep one row per part (write skew)
+        try:
+            self.rec.emit("compact", table=table, result=_summary(wh.compact(table)))
+        except Exception as exc:
+            if not expected(exc):
+                raise
+            self.rec.emit("compact", table=table, error=type(exc).__name__, msg=str(exc)[:300])
+
+    def change(self, changer: Writer) -> None:
+        """A recorded transaction of one compatible change of hist.wide, racing the writers (their changes of it
+        included: the second of two fails at once)."""
+        tx = RecordedTxn(self.rec, changer.wh, changer.token(), "snapshot")
+        try:
+            changer.compatible_change(tx)
+        except Exception as exc:
+            if not expected(exc):
+                raise
+            tx.abort(exc)
+            return
+        tx.commit()
 
     def stop(self) -> None:
         self.stop_file.touch()

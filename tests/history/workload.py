@@ -246,6 +246,21 @@ class Writer:
             return tx.set_nullable(WIDE, col[1], False)
         return schema
 
+    def compatible_change(self, tx: RecordedTxn) -> pa.Schema:
+        """A change of hist.wide that keeps concurrent appends (the driver runs one now and then, so every history
+        commits some): add a column while there is room, else widen one, else allow nulls in one, else drop one."""
+        schema = tx.schema(WIDE)
+        cols = extras(cols_of(schema))
+        narrow = [c for c in cols if c[2] == "int32"]
+        not_null = [c for c in cols if not c[3]]
+        if len(cols) < MAX_EXTRAS:
+            return self.add_extra(tx)
+        if narrow:
+            return tx.alter_column(WIDE, self.rng.choice(narrow)[1], pa.int64())
+        if not_null:
+            return tx.set_nullable(WIDE, self.rng.choice(not_null)[1], True)
+        return tx.drop_column(WIDE, self.rng.choice(cols)[1])
+
     def add_extra(self, tx: RecordedTxn) -> pa.Schema:
         """Add an int32 column: nullable (with or without a default) or NOT NULL with a default."""
         nullable = self.rng.random() < 0.6
