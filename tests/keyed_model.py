@@ -7,7 +7,10 @@ tests/conformance/test_histories.py (the same kind of history, each statement th
 
 A statement is an `Op` on a table: append, overwrite (a partition), delete, update (rows by id), merge (a source of
 rows (id, day, MERGE_VALUE) by the key (id, day), with one of the clauses of MERGES), or derive (append, to its
-table, the rows the key just read of `source`, each id + 10: a keyed read feeding a write). `Latest` keeps each
+table, the rows the key just read of `source`, each id + 10: a keyed read feeding a write), or add_column (a table
+change, issue 32: a nullable int64 column named by the key and its first id, `Op.column`; rows keep (id, day, value)
+and the data statements fill the columns the table has beyond those with nulls, so a key's change and the writes
+built on it are retried as the key's statements are: `Latest.columns`). `Latest` keeps each
 key's latest statement and replays them from a starting state. A new kind of statement is a kind here with how it
 runs through the core (`Op.run`) and what it does to a table's rows (`Op.apply`).
 """
@@ -30,7 +33,7 @@ Row = tuple[int, str, float]
 State = dict[str, list[Row]]
 """A table's rows by table name."""
 
-KINDS = ("append", "delete", "update", "overwrite", "merge", "derive")
+KINDS = ("append", "delete", "update", "overwrite", "merge", "derive", "add_column")
 DERIVED_OFFSET = 10
 MERGE_ON = ["id", "day"]
 MERGE_VALUE = 5.0
@@ -64,18 +67,26 @@ class Op:
             return [(i, self.day, MERGE_VALUE) for i in sorted(set(self.ids))]
         return [(i, self.day, 1.0 if self.kind == "append" else 2.0) for i in self.ids]
 
+    def column(self, key: str) -> str:
+        """The column an add_column by `key` adds."""
+        return f"{key.lower()}_{self.ids[0] if self.ids else 0}"
+
     def run(self, t: Transaction, table: str, key: str) -> None:
-        """Run it through the core with an explicit key (a derive: not here, it needs a keyed read)."""
-        if self.kind == "append":
-            t.append(table, rows_table(self.rows()), key=key)
+        """Run it through the core with an explicit key (a derive: not here, it needs a keyed read). Data carries the
+        table's columns beyond (id, day, value), as the transaction sees them, as nulls."""
+        if self.kind == "add_column":
+            t.add_column(table, pa.field(self.column(key), pa.int64()), key=key)
+        elif self.kind == "append":
+            t.append(table, rows_table(self.rows(), t.schema(table)), key=key)
         elif self.kind == "overwrite":
-            t.overwrite(table, rows_table(self.rows()), partitions=[{"day": self.day}], key=key)
+            t.overwrite(table, rows_table(self.rows(), t.schema(table)), partitions=[{"day": self.day}], key=key)
         elif self.kind == "update":
             t.update(table, pc.field("id").isin(list(self.ids)), {"value": pc.field("value") + 1}, key=key)
         elif self.kind == "delete":
             t.delete(table, pc.field("id").isin(list(self.ids)), key=key)
         elif self.kind == "merge":
-            t.merge(table, rows_table(self.rows()), MERGE_ON, key=key, **self.merge_clauses())  # type: ignore[arg-type]
+            t.merge(table, rows_table(self.rows(), t.schema(table)), MERGE_ON, key=key,
+                    **self.merge_clauses())  # type: ignore[arg-type]
         else:
             raise ValueError(f"a {self.kind} runs through a keyed handle (tests/conformance/test_histories.py)")
 
@@ -91,6 +102,8 @@ class Op:
             return [r for r in rows if r[0] not in self.ids]
         if self.kind == "merge":
             return self._merged(rows)
+        if self.kind == "add_column":
+            return rows
         return rows + derived(seen or [])
 
     def merge_clauses(self) -> dict[str, object]:
@@ -122,6 +135,8 @@ class Op:
     def __str__(self) -> str:
         if self.kind == "derive":
             return f"derive from {self.source}"
+        if self.kind == "add_column":
+            return f"add_column ids={self.ids}"
         ids = ",".join(map(str, self.ids))
         if self.kind == "merge":
             return f"merge ({self.clause}) {self.day} ids={ids}"
@@ -133,9 +148,13 @@ def derived(seen: list[Row]) -> list[Row]:
     return [(r[0] + DERIVED_OFFSET, r[1], r[2]) for r in seen]
 
 
-def rows_table(rows: list[Row]) -> pa.Table:
-    return pa.table({"id": [r[0] for r in rows], "day": [r[1] for r in rows], "value": [r[2] for r in rows]},
+def rows_table(rows: list[Row], schema: pa.Schema | None = None) -> pa.Table:
+    """The rows as a table of EVENTS, with `schema`'s further columns (added by add_column) as nulls."""
+    data = pa.table({"id": [r[0] for r in rows], "day": [r[1] for r in rows], "value": [r[2] for r in rows]},
                     schema=EVENTS)
+    for field in [] if schema is None else list(schema)[len(EVENTS):]:
+        data = data.append_column(field.remove_metadata(), pa.nulls(len(rows), field.type))
+    return data
 
 
 def sorted_rows(table: pa.Table) -> list[Row]:
@@ -170,6 +189,12 @@ class Latest:
                 seen = None if ran.op.source is None else (ran.seen if as_staged else state[ran.op.source])
                 state[ran.table] = sorted(ran.op.apply(state[ran.table], seen))
         return state
+
+    def columns(self, table: str) -> list[str]:
+        """`table`'s columns after every key's latest statement: EVENTS's, then each column the latest statement of
+        a key added, in the order they last ran (a retried change replaces its earlier attempt's)."""
+        ran = sorted((item for item in self.of.items() if item[1].table == table), key=lambda item: item[1].order)
+        return [*EVENTS.names, *(r.op.column(key) for key, r in ran if r.op.kind == "add_column")]
 
     def stale_readers(self, start: State) -> list[str]:
         """The derive keys whose read differs from what re-running every latest statement from `start` reads at

@@ -321,8 +321,11 @@ def column_sources(written: pa.Schema, read: pa.Schema) -> list[tuple[pa.Field, 
 
 
 def _same(written: pa.Schema, read: pa.Schema) -> bool:
+    """Whether rows written under `written` read as they are: a column's nullability counts too (set_nullable
+    changes only it, and a part must carry the reader's field to concatenate with the parts written since)."""
     return written.names == read.names and all(
-        a.type == b.type and column_id(a) == column_id(b) for a, b in zip(written, read, strict=True))
+        a.type == b.type and a.nullable == b.nullable and column_id(a) == column_id(b)
+        for a, b in zip(written, read, strict=True))
 
 
 def default_of(field: pa.Field) -> pa.Scalar | None:

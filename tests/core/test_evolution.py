@@ -174,3 +174,16 @@ def test_a_schema_from_before_ids_is_matched_by_name() -> None:
     rows = pa.Table.from_pylist([{"id": 1, "day": "d", "amount": 2.0, "tags": [], "who": None}], old)
     assert ev.projection(old, new)(rows).column("note").to_pylist() == [None]
     assert ev.projection(old, new)(rows).column("amount").to_pylist() == [2.0]
+
+
+def test_a_part_written_before_nulls_were_allowed_or_forbidden_reads_under_the_new_nullability() -> None:
+    """Issue 32 (found by the random histories, tests/history): a part written while a column was nullable, read
+    after set_nullable(False) (and the other way round), has the reader's field, so it concatenates with the parts
+    written since (pa.concat_tables refused 'int32' beside 'int32 not null')."""
+    nullable = ev.with_ids(pa.schema([("id", pa.int64()), ("x", pa.int32())]))
+    not_null, _ = ev.set_nullable(nullable, "x", False, table=T)
+    for written, read in [(nullable, not_null), (not_null, nullable)]:
+        rows = pa.Table.from_pylist([{"id": 1, "x": 5}], written)
+        got = ev.projection(written, read)(rows)
+        assert got.schema == read and got.to_pylist() == [{"id": 1, "x": 5}]
+        pa.concat_tables([got, pa.Table.from_pylist([{"id": 2, "x": 6}], read)])

@@ -256,11 +256,15 @@ def test_vacuum_drops_the_key_rows_of_ended_transactions_only(wh: Warehouse) -> 
 # (few ids, two days). Commit is retried after running again every key it names. The committed table must
 # then equal the reference (tests/keyed_model.py): the snapshot's rows with every key's latest statement re-run
 # from scratch, in the order those statements last ran. tests/conformance/test_histories.py runs such histories
-# with keyed reads, each statement through an engine path of its own.
+# with keyed reads, each statement through an engine path of its own. Key D changes the table (add_column, issue
+# 32): its retry replaces its earlier attempt's column and withdraws the writes built on it (they run again), and the
+# committed schema holds the column of its latest attempt only.
 OPS = st.builds(Op, st.sampled_from(["append", "append", "delete", "update", "overwrite", "merge"]),
                 st.lists(st.integers(0, 3), min_size=1, max_size=3).map(tuple),
                 st.sampled_from(DAYS), clause=st.sampled_from(sorted(MERGES)))
-HISTORY = st.lists(st.tuples(st.sampled_from("ABC"), OPS), min_size=2, max_size=9)
+CHANGES = st.builds(Op, st.just("add_column"), st.tuples(st.integers(0, 2)))
+HISTORY = st.lists(st.one_of(st.tuples(st.sampled_from("ABC"), OPS), st.tuples(st.just("D"), CHANGES)),
+                   min_size=2, max_size=9)
 SEED_ROWS = st.lists(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(DAYS)), max_size=3), max_size=2)
 EXAMPLES = itertools.count()
 
@@ -293,3 +297,4 @@ def test_keyed_histories_match_rerunning_the_keys_from_scratch(wh: Warehouse, se
     commit_running_again(t, latest, run_again)
     assert t.state == "committed"
     assert sorted_rows(wh.read(table)) == latest.replay(start)[table]
+    assert wh.schema(table).names == latest.columns(table)

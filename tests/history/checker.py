@@ -1,12 +1,13 @@
 """Judging a recorded history without the engine: this module imports only the standard library.
 
 Input: the JSON lines of tests/history (recorder.py writes them): `setup` (tables, constraints),
-per transaction `begin` (tok, tid, snapshot, isolation), `op` / `read` / `op_error` statements with
-their results, `commit_start`, `end` (committed with a CSN | aborted with an error class |
+per transaction `begin` (tok, tid, snapshot, isolation), `op` / `read` / `schema` / `op_error` statements
+with their results, `commit_start`, `end` (committed with a CSN | aborted with an error class |
 rolled_back); readers' `snapread` (every table at one CSN); the driver's `kill`, `resolve` (the state
 of every transaction whose end was not recorded, asked after recovery), the `final` snapread and the
-`commit_log`. Rows are [rid, tok, val, grp]; rids are unique per insert, tok names the transaction
-that last set the row, so rows can be attributed to transactions without the engine.
+`commit_log`. Rows are [rid, tok, val, grp] (a table with columns beyond those, hist.wide: [rid, tok, val, grp,
+{column id: value}]); rids are unique per insert, tok names the transaction that last set the row, so rows can be
+attributed to transactions without the engine.
 
 The checker rebuilds the database as a model: committed transactions in CSN order, each one's
 effect computed by replaying its recorded statements on the model at its snapshot. Then:
@@ -27,6 +28,23 @@ effect computed by replaying its recorded statements on the model at its snapsho
   level: it gives the same result at its transaction's commit point as at its snapshot (else two merges could
   both insert one key).
 
+Table changes (issue 32, docs/DESIGN.md D27): `add_column`, `rename_column`, `drop_column`, `alter_column`,
+`set_nullable` statements, each recorded with its arguments and the schema the transaction sees after it
+([[column id, name, type, nullable], ...]); reads of a table with extra columns carry the schema they were read
+under (`schema`, `schemas`). The model keeps each table's schema as of every CSN, columns by id, and a row as the
+values it was written with, by column id; a read projects it onto the reader's schema (a column the row was
+written without reads its default, or null). Then:
+- every read's schema is the model's at its snapshot (the transaction's own changes included), and its rows are the
+  model's projected onto it (`wrong_schema`, and the row checks above);
+- a committed change was made to the schema its commit point has (two changes of one table from one snapshot
+  never both commit), and an incompatible one (drop or rename a column, forbid nulls) never commits beside a
+  concurrent committed writer of its table: first committer wins (`ddl_conflict`);
+- a compatible change (add a column, widen one, allow nulls) never fails a concurrent append: a snapshot
+  transaction of appends and compatible changes only, to tables some transaction changed, may fail with
+  SerializationError only if an incompatible change of one of them committed after its snapshot
+  (`spurious_conflict`);
+- a column id is never given twice in a table, not even by a change that rolled back (`reused_column_id`).
+
 A MERGE statement is recorded with its source rows, its key columns and its clause by name (recorder.MERGES);
 `merged` below computes what it does to a table. A new kind of statement is a branch of `replay_op`.
 
@@ -44,7 +62,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-Row = tuple[str, str, int, str]  # rid, tok, val, grp
+Extras = tuple[tuple[int, Any], ...]
+"""The values of a row's columns beyond (rid, tok, val, grp), by column id, as written (sorted by id)."""
+Row = tuple[str, str, int, str, Extras]  # rid, tok, val, grp, extras
+Col = tuple[int, str, str, bool, Any]
+"""A column of the model's schema: id, name, type, nullable, default (what rows written without it read)."""
+Cols = tuple[Col, ...]
 State = dict[str, dict[str, Row]]  # table -> rid -> row
 Effects = dict[str, dict[str, Row | None]]  # table -> rid -> row written (None: deleted)
 
@@ -72,8 +95,17 @@ KINDS: dict[str, str] = {
     "write_skew": "an enforced constraint was broken",
     "not_serializable": "a serializable transaction's reads changed between its snapshot and its commit",
     "unvalidated_merge": "a merge that inserted committed though what it merged changed after its snapshot",
+    "wrong_schema": "a read's schema is not the table's schema at its snapshot",
+    "ddl_conflict": "a committed table change and a concurrent committed writer (or change) of the table",
+    "spurious_conflict": "appends (and compatible changes) failed though no incompatible change was concurrent",
+    "reused_column_id": "a table change gave a column an id given before",
 }
 FIELDS = ("rid", "tok", "val", "grp")
+BASE_COLS: Cols = tuple((i + 1, name, typ, True, None) for i, (name, typ) in
+                        enumerate(zip(FIELDS, ("string", "string", "int64", "string"), strict=True)))
+"""Every table's schema unless the setup records one."""
+CHANGES = ("add_column", "rename_column", "drop_column", "alter_column", "set_nullable")
+"""The table changes a history holds (statements recorded as `op`)."""
 EXPECTED_ABORTS = {"SerializationError", "LeaseExpiredError", "TransactionClosedError"}
 MAX_MESSAGES = 8  # per kind; every violation is counted
 
@@ -100,6 +132,10 @@ class Txn:
     acked: bool = False
     csn: int | None = None
     effects: Effects | None = None
+    changed: dict[str, tuple[Cols, list[dict[str, Any]], bool]] = field(default_factory=dict)
+    """Table -> (the schema it saw at its snapshot, its changes of it, whether one was incompatible)."""
+    snap_schemas: dict[str, Cols] = field(default_factory=dict)
+    """The schemas of its snapshot (its reads are checked under them at its commit point too)."""
     wrong_at_snapshot: set[int] = field(default_factory=set)
     """The steps (by id) whose recorded result the model did not give at the snapshot."""
 
@@ -173,6 +209,9 @@ class Checker:
         self.constraints: list[dict[str, Any]] = []
         self.commit_log: list[list[Any]] | None = None
         self.state: State = {}
+        self.schemas: dict[str, Cols] = {}
+        self.initial_schemas: dict[str, Cols] = {}
+        self.column_ids: dict[str, dict[int, str]] = defaultdict(dict)
         self.last_writer: dict[str, dict[str, Txn]] = {}
         self.counts: Counter[str] = Counter()
         self.new_rids: set[str] = set()
@@ -186,6 +225,7 @@ class Checker:
         self.sweep()
         self.check_commit_log()
         self.check_real_time()
+        self.check_ddl_conflicts()
         self.report.stats = self.stats()
         return self.report
 
@@ -195,7 +235,7 @@ class Checker:
                     "commit_log": self.parse_log, "error": self.parse_error, "garbage": self.parse_garbage}
         for ev in self.events:
             kind = str(ev.get("ev"))
-            if kind in ("op", "read", "op_error", "commit_start", "end", "resolve"):
+            if kind in ("op", "read", "schema", "op_error", "commit_start", "end", "resolve"):
                 self.parse_txn_event(kind, ev)
             elif kind in handlers:
                 handlers[kind](ev)
@@ -211,6 +251,7 @@ class Checker:
     def parse_setup(self, ev: dict[str, Any]) -> None:
         self.tables = {t: list(p) for t, p in ev["tables"].items()}
         self.constraints = list(ev.get("constraints", []))
+        self.initial_schemas = {t: _cols(c) for t, c in ev.get("schemas", {}).items()}
 
     def parse_begin(self, ev: dict[str, Any]) -> None:
         if ev["tok"] in self.txns:
@@ -232,8 +273,15 @@ class Checker:
         if txn is None:
             self.violate("malformed", f"{kind} of transaction {ev['tok']} that never began")
             return
-        if kind in ("op", "read", "op_error"):
+        if kind in ("op", "read", "schema", "op_error"):
             txn.steps.append(ev)
+            if kind == "op" and ev["op"] == "add_column":  # ids are never given twice, rolled back or not
+                given = self.column_ids[ev["table"]]
+                cid = int(ev["column"][0])
+                if cid in given or cid <= len(FIELDS):
+                    self.violate("reused_column_id", f"{txn.tok} added column {ev['column'][1]!r} of {ev['table']} "
+                                 f"with id {cid}, given before (to {given.get(cid, 'a column it had from the start')})")
+                given[cid] = f"{ev['column'][1]!r} by {txn.tok}"
             for row in ev.get("rows", []) if kind == "op" else []:
                 if row[1] == txn.tok:  # a row this transaction inserts: its id must be new
                     if row[0] in self.new_rids:
@@ -273,6 +321,7 @@ class Checker:
         """Walk the CSNs upwards, applying commits, replaying transactions at their snapshots,
         re-checking serializable ones at their commit points and comparing reads with the model."""
         self.state = {t: {} for t in self.tables}
+        self.schemas = {t: self.initial_schemas.get(t, BASE_COLS) for t in self.tables}
         self.last_writer = {t: {} for t in self.tables}
         pending = self.commits_in_order()
         at_snapshot: dict[int, list[Txn]] = defaultdict(list)
@@ -313,16 +362,19 @@ class Checker:
             pending.append(txn)
         return pending
 
-    def replay(self, txn: Txn, state: State) -> tuple[Effects, list[str]]:
-        """Run the transaction's recorded statements on `state`: its effects, and every recorded result
-        that differs from what the model gives."""
-        effects, problems = self.replay_steps(txn, state)
+    def replay(self, txn: Txn, state: State, schemas: dict[str, Cols]) -> tuple[Effects, list[str]]:
+        """Run the transaction's recorded statements on `state` (under `schemas`): its effects, and every recorded
+        result that differs from what the model gives."""
+        effects, problems, _ = self.replay_steps(txn, state, schemas)
         return effects, [problem for _, problem in problems]
 
-    def replay_steps(self, txn: Txn, state: State) -> tuple[Effects, list[tuple[dict[str, Any], str]]]:
-        """`replay`, each problem with the step it is about."""
+    def replay_steps(self, txn: Txn, state: State, schemas: dict[str, Cols]) -> tuple[
+            Effects, list[tuple[dict[str, Any], str]], dict[str, tuple[Cols, list[dict[str, Any]], bool]]]:
+        """`replay`, each problem with the step it is about, and the tables it changed (Txn.changed)."""
         tables = {s["table"] for s in txn.steps}
         view = {t: dict(state.get(t, {})) for t in tables}
+        cols = {t: schemas.get(t, BASE_COLS) for t in tables}
+        changed: dict[str, tuple[Cols, list[dict[str, Any]], bool]] = {}
         touched: dict[str, set[str]] = defaultdict(set)
         problems: list[tuple[dict[str, Any], str]] = []
         for step in txn.steps:
@@ -330,34 +382,43 @@ class Checker:
                 continue  # a failed statement changes nothing (statements are atomic)
             table = step["table"]
             rows = view[table]
+            if step["ev"] != "op" and step.get("schema", _shape(cols[table])) != _shape(cols[table]):
+                problems.append((step, f"{table}'s schema is {step['schema']}, the model has {_shape(cols[table])}"))
+            if step["ev"] == "schema":  # t.schema's: checked above
+                continue
             if step["ev"] == "read":
-                expected = sorted(r for r in rows.values() if step.get("grp") is None or r[3] == step["grp"])
+                expected = sorted(project(r, cols[table]) for r in rows.values()
+                                  if step.get("grp") is None or r[3] == step["grp"])
                 got = sorted(_row(r) for r in step["rows"])
                 if got != expected:
                     problems.append((step, f"read of {table}{_grp(step)} saw {_diff(got, expected)}"))
                 continue
+            if step["op"] in CHANGES:
+                problems += [(step, problem) for problem in replay_change(step, cols, changed)]
+                continue
             n = merged(step, rows, touched[table]) if step["op"] == "merge" else \
-                self.replay_op(step, rows, touched[table])
+                self.replay_op(step, rows, touched[table], cols[table])
             if n != step["n"]:
                 problems.append((step, f"{step['op']} on {table}{_grp(step)} reported {step['n']} rows, "
                                        f"the model gives {n}"))
         effects = {t: {rid: view[t].get(rid) for rid in rids} for t, rids in touched.items() if rids}
-        return effects, problems
+        return effects, problems, changed
 
     @staticmethod
-    def replay_op(step: dict[str, Any], rows: dict[str, Row], touched: set[str]) -> int:
+    def replay_op(step: dict[str, Any], rows: dict[str, Row], touched: set[str], cols: Cols = BASE_COLS) -> int:
         op = step["op"]
         if op == "append":
             for r in map(_row, step["rows"]):
                 rows[r[0]] = r
                 touched.add(r[0])
             return len(step["rows"])
-        if op == "update":
+        if op == "update":  # the row is rewritten under the transaction's schema: a default read becomes a value
             rid = step["rid"]
             if rid not in rows:
                 return 0
             old = rows[rid]
-            rows[rid] = (rid, step["set"].get("tok", old[1]), int(step["set"].get("val", old[2])), old[3])
+            rows[rid] = (rid, step["set"].get("tok", old[1]), int(step["set"].get("val", old[2])), old[3],
+                         project(old, cols)[4])
             touched.add(rid)
             return 1
         if op == "delete":
@@ -377,17 +438,18 @@ class Checker:
         raise ValueError(f"unknown op {op!r}")
 
     def replay_at_snapshot(self, txn: Txn) -> None:
-        effects, steps = self.replay_steps(txn, self.state)
-        txn.effects = effects
+        txn.snap_schemas = dict(self.schemas)
+        effects, steps, changed = self.replay_steps(txn, self.state, self.schemas)
+        txn.effects, txn.changed = effects, changed
         txn.wrong_at_snapshot = {id(step) for step, _ in steps}
         for _, problem in steps:
             self.violate("inconsistent_txn_read", f"{txn}: {problem}")
-        if txn.committed and txn.csn == txn.snap and effects:
+        if txn.committed and txn.csn == txn.snap and (effects or changed):
             self.violate("bad_csn", f"{txn} wrote {sorted(effects)} but committed without a new CSN")
 
     def check_serializable(self, txn: Txn) -> None:
         """At CSN - 1 (every earlier commit applied) the transaction must read what it read at its snapshot."""
-        effects, problems = self.replay(txn, self.state)
+        effects, problems = self.replay(txn, self.state, txn.snap_schemas)
         if not problems and effects == txn.effects:
             return
         read_tables = {s["table"] for s in txn.steps}
@@ -408,7 +470,7 @@ class Checker:
     def check_merges_validated(self, txn: Txn) -> None:
         """At CSN - 1 a merge that inserted (or deleted what its source lacked) must give what it gave at the
         snapshot, whatever the isolation level (the engine validates what it scanned at commit)."""
-        _, problems = self.replay_steps(txn, self.state)
+        _, problems, _ = self.replay_steps(txn, self.state, txn.snap_schemas)
         for step, problem in problems:
             if validated(step) and id(step) not in txn.wrong_at_snapshot:  # else reported as inconsistent
                 culprits = sorted(str(t) for t in self.txns.values()
@@ -421,6 +483,16 @@ class Checker:
         if txn.effects is None:  # its snapshot was never reached: cannot happen for a parsed history
             self.violate("malformed", f"{txn} committed but was never replayed")
             return
+        for table, (before, changes, _) in txn.changed.items():
+            now = self.schemas.get(table, BASE_COLS)
+            if now != before:
+                others = sorted(str(t) for t in self.txns.values() if t.writer and table in t.changed
+                                and txn.snap < (t.csn or 0) < (txn.csn or 0))
+                self.violate("ddl_conflict", f"{txn} changed {table} from the schema of its snapshot, which "
+                             f"{others or 'nobody it can name'} changed before it committed")
+            for step in changes:
+                now = changed_schema(step, now)[0]
+            self.schemas[table] = now
         for table, rows in txn.effects.items():
             writers = self.last_writer.setdefault(table, {})
             state = self.state.setdefault(table, {})
@@ -462,6 +534,14 @@ class Checker:
             if snapshot < last:
                 self.violate("lost_commit", f"the final read is at CSN {snapshot}, below the last commit {last}")
         found = Differences()
+        for table, shape in read.get("schemas", {}).items():
+            model = _shape(self.schemas.get(table, BASE_COLS))
+            if shape != model:
+                self.violate("wrong_schema", f"{where}: {table}'s schema is {shape}, the model has {model}")
+        for table, names in read.get("columns", {}).items():
+            model = [[c[1], c[2]] for c in self.schemas.get(table, BASE_COLS)]
+            if names != model:
+                self.violate("wrong_schema", f"{where}: {table} was read as columns {names}, its schema has {model}")
         for table, raw in read["tables"].items():
             self.compare_table(where, snapshot, table, [_row(r) for r in raw], found)
         self.classify(where, final, snapshot, found)
@@ -470,7 +550,8 @@ class Checker:
         self.counts["reads"] += 1
 
     def compare_table(self, where: str, snapshot: int, table: str, rows: list[Row], found: Differences) -> None:
-        expected = self.state.get(table, {})
+        cols = self.schemas.get(table, BASE_COLS)
+        expected = {rid: project(r, cols) for rid, r in self.state.get(table, {}).items()}
         writers = self.last_writer.get(table, {})
         for rid, count in Counter(r[0] for r in rows).items():
             if count > 1:
@@ -506,12 +587,13 @@ class Checker:
             author = self.txns.get(tok)
             if author is None or not author.committed or (author.csn or 0) <= snapshot:
                 continue  # dirty reads and wrong rows are reported where they are found
-            written = {r for rows_ in (author.effects or {}).values() for r in rows_.values() if r is not None}
-            if written <= set(rows):
+            written = {r[:4] for rows_ in (author.effects or {}).values() for r in rows_.values() if r is not None}
+            if written <= {r[:4] for r in rows}:
                 self.violate("future_read", f"{where}: saw {author}, committed after the snapshot")
             else:
-                self.violate("torn_read", f"{where}: saw {len(set(rows) & written)} of the {len(written)} rows of "
-                             f"{author}, committed after the snapshot")
+                seen = len({r[:4] for r in rows} & written)
+                self.violate("torn_read", f"{where}: saw {seen} of the {len(written)} rows of {author}, committed "
+                             "after the snapshot")
 
     # -- the commit log and real time ------------------------------------------------------------------
     def check_commit_log(self) -> None:
@@ -572,6 +654,30 @@ class Checker:
                              f"{seen} ({what} {label})")
             last_seen[worker] = (seen, f"{what} {label}")
 
+    def check_ddl_conflicts(self) -> None:
+        """D27 point 4: an incompatible change and a concurrent writer of its table never both commit (first
+        committer wins); appends and compatible changes fail only beside an incompatible change."""
+        writers = [t for t in self.txns.values() if t.writer]
+        incompatible = [(d, table) for d in writers for table, (_, _, inc) in d.changed.items() if inc]
+        for d, table in incompatible:
+            for w in writers:
+                wrote = any(r is not None for r in (w.effects or {}).get(table, {}).values())
+                if w is not d and wrote and d.snap < (w.csn or 0) and w.snap < (d.csn or 0):
+                    self.violate("ddl_conflict", f"{d} changed {table} incompatibly and {w}, concurrent with it, "
+                                 "wrote rows of it: both committed")
+        changed_tables = {table for t in self.txns.values() for table in t.changed}  # where D27 is at stake
+        for txn in self.txns.values():
+            end = txn.end
+            if txn.iso != "snapshot" or end is None or end["outcome"] != "aborted" \
+                    or end.get("err") != "SerializationError":
+                continue
+            if not _appends_only(txn):
+                continue  # it read, rewrote, or changed a table incompatibly: it may conflict
+            tables = {s["table"] for s in txn.steps} & changed_tables
+            if tables and not any(table in tables and (d.csn or 0) > txn.snap for d, table in incompatible):
+                self.violate("spurious_conflict", f"{txn} appended (and changed tables compatibly) only, yet failed: "
+                             f"{end.get('msg', '')[:200]}")
+
     def stats(self) -> dict[str, Any]:
         txns = list(self.txns.values())
         aborts = Counter(str(t.end.get("err")) for t in txns if t.end and t.end["outcome"] == "aborted")
@@ -592,6 +698,10 @@ class Checker:
             "committed_merges": sum(1 for t in txns if t.committed for s in t.steps
                                     if s["ev"] == "op" and s["op"] == "merge"),
             "committed_validated_merges": sum(1 for t in txns if t.committed for s in t.steps if validated(s)),
+            "committed_changes": sum(1 for t in txns if t.writer and t.changed),
+            "committed_incompatible_changes": sum(1 for t in txns if t.writer and any(
+                inc for _, _, inc in t.changed.values())),
+            "rolled_back_changes": sum(1 for t in txns if not t.committed and t.changed),
             "killed": self.counts["kills"],
             "allowed_constraint_breaks": self.counts["allowed_constraint_breaks"],
             "last_csn": max((t.csn or 0 for t in txns if t.writer), default=0),
@@ -629,9 +739,9 @@ def merged(step: dict[str, Any], rows: dict[str, Row], touched: set[str]) -> lis
         updated += 1
         touched.add(rid)
         if clause == "add":
-            rows[rid] = (rid, new[1], row[2] + new[2], row[3])
+            rows[rid] = (rid, new[1], row[2] + new[2], row[3], row[4])
         elif clause == "guarded":
-            rows[rid] = (rid, new[1], new[2], row[3]) if new[2] > row[2] else row
+            rows[rid] = (rid, new[1], new[2], row[3], row[4]) if new[2] > row[2] else row
         else:  # upsert, sync: every column from the source
             rows[rid] = new
     if clause not in ("add", "delete"):
@@ -644,8 +754,86 @@ def merged(step: dict[str, Any], rows: dict[str, Row], touched: set[str]) -> lis
 
 
 def _row(raw: list[Any] | tuple[Any, ...]) -> Row:
-    rid, tok, val, grp = raw
-    return (str(rid), str(tok), int(val), "" if grp is None else str(grp))
+    rid, tok, val, grp = raw[:4]
+    extras = tuple(sorted((int(k), v) for k, v in raw[4].items())) if len(raw) > 4 else ()
+    return (str(rid), str(tok), int(val), "" if grp is None else str(grp), extras)
+
+
+def project(row: Row, cols: Cols) -> Row:
+    """`row` as a reader under `cols` reads it: each column beyond the first four by id, a column the row was
+    written without read as that column's default (null without one); a dropped column not read."""
+    if len(cols) == len(FIELDS) and not row[4]:
+        return row
+    written = dict(row[4])
+    extras = tuple(sorted((c[0], written[c[0]] if c[0] in written else c[4]) for c in cols if c[0] > len(FIELDS)))
+    return (row[0], row[1], row[2], row[3], extras)
+
+
+def _cols(raw: list[list[Any]]) -> Cols:
+    return tuple((int(c[0]), str(c[1]), str(c[2]), bool(c[3]), None) for c in raw)
+
+
+def _shape(cols: Cols) -> list[list[Any]]:
+    """The schema as recorded: [[id, name, type, nullable], ...]."""
+    return [[c[0], c[1], c[2], c[3]] for c in cols]
+
+
+def replay_change(step: dict[str, Any], cols: dict[str, Cols],
+                  changed: dict[str, tuple[Cols, list[dict[str, Any]], bool]]) -> list[str]:
+    """Apply a recorded table change to the transaction's view of the schemas (`cols`) and note it in `changed`
+    (Txn.changed); what differs from the model."""
+    table = step["table"]
+    before, steps, incompatible = changed.get(table, (cols[table], [], False))
+    new, problem = changed_schema(step, cols[table])
+    changed[table] = (before, [*steps, step], incompatible or not compatible(step, cols[table]))
+    cols[table] = new
+    problems = [f"{step['op']} of {table}: {problem}"] if problem else []
+    if step["schema"] != _shape(new):
+        problems.append(f"after {step['op']} {table}'s schema is {step['schema']}, the model has {_shape(new)}")
+    return problems
+
+
+def _appends_only(txn: Txn) -> bool:
+    """Whether the transaction ran appends and compatible changes only (a failed statement: an append)."""
+    for step in txn.steps:
+        kind, op = step["ev"], step.get("op")
+        if kind == "schema" or (kind == "op" and op in ("append", *CHANGES)) or (kind == "op_error" and op == "append"):
+            continue
+        return False
+    return not any(inc for _, _, inc in txn.changed.values())
+
+
+def compatible(step: dict[str, Any], cols: Cols) -> bool:
+    """Whether a change keeps the meaning of rows written before it (D27: add a column, widen one, allow nulls)."""
+    op = step["op"]
+    if op == "set_nullable":
+        return bool(step["nullable"]) or not any(c[1] == step["name"] and c[3] for c in cols)
+    return op in ("add_column", "alter_column")
+
+
+def changed_schema(step: dict[str, Any], cols: Cols) -> tuple[Cols, str]:
+    """`cols` after a recorded change, and what is wrong with the change there ("" if nothing)."""
+    op = step["op"]
+    if op == "add_column":
+        cid, name, typ, nullable = step["column"]
+        if any(c[1] == name for c in cols):
+            return cols, f"column {name!r} exists"
+        return (*cols, (int(cid), str(name), str(typ), bool(nullable), step.get("default"))), ""
+    name = step["old"] if op == "rename_column" else step["name"]
+    if not any(c[1] == name for c in cols):
+        return cols, f"no column {name!r}"
+    out: list[Col] = []
+    for c in cols:
+        if c[1] != name:
+            out.append(c)
+        elif op == "rename_column":
+            out.append((c[0], str(step["new"]), c[2], c[3], c[4]))
+        elif op == "alter_column":
+            out.append((c[0], c[1], str(step["type"]), c[3], c[4]))
+        elif op == "set_nullable":
+            out.append((c[0], c[1], c[2], bool(step["nullable"]), c[4]))
+        # drop_column: left out
+    return tuple(out), ""
 
 
 def _grp(step: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """Running one randomized history: set up the tables, start writer and reader processes, SIGKILL some
-at random moments (starting replacements), keep recovery, vacuum and compaction running, then stop everything,
+at random moments (starting replacements), keep recovery, vacuum, compaction and a compatible change of hist.wide
+(the writers change it too, but a slow machine may commit none of theirs) running, then stop everything,
 recover, resolve every transaction whose end was not recorded, and record a final read and the
 commit log. Everything goes into history files in one directory, which checker.py judges.
 """
@@ -27,15 +28,20 @@ from tests.history.recorder import (
     SCHEMA,
     START_BALANCE,
     TABLES,
+    WIDE,
     RecordedTxn,
     Recorder,
-    rows_of,
+    cols_of,
+    expected,
+    snapshot_read,
 )
+from tests.history.workload import Writer
 
 REPO = Path(__file__).resolve().parents[2]
 RECOVER_EVERY = 1.5
 VACUUM_EVERY = 5.0
 COMPACT_EVERY = 3.0
+CHANGE_EVERY = 4.0
 STOP_TIMEOUT = 60.0
 START_TIMEOUT = 120.0  # a loaded machine can take this long to start the first workers (imports)
 
@@ -147,13 +153,15 @@ class Driver:
         for table in TABLES:
             wh.create_table(table, SCHEMA, partition_by=PARTITION_BY[table])
         self.rec.emit("setup", seed=self.seed, config=vars(self.config) | {"lease_seconds": LEASE_SECONDS},
-                      tables=PARTITION_BY, constraints=CONSTRAINTS)
+                      tables=PARTITION_BY, constraints=CONSTRAINTS,
+                      schemas={table: cols_of(wh.schema(table)) for table in TABLES})
         tx = RecordedTxn(self.rec, wh, "setup.1", "snapshot")
         for rid in sorted({r for c in CONSTRAINTS for r in c["rids"]}):  # one part per account
             tx.append(ACCOUNTS, [[rid, tx.tok, START_BALANCE, ""]])
         tx.append(ITEMS, [[f"setup.1.i{k}", tx.tok, k, ""] for k in range(20)])
         for grp in GROUPS:
             tx.append(EVENTS, [[f"setup.1.{grp}.{k}", tx.tok, k, grp] for k in range(3)])
+        tx.append(WIDE, [[f"setup.1.w{k}", tx.tok, k, GROUPS[k % 2], {}] for k in range(4)])
         assert tx.commit() is not None, "the setup transaction did not commit"
 
     def run(self) -> RunResult:
@@ -191,13 +199,15 @@ class Driver:
 
     def churn(self, wh: Warehouse) -> None:
         """For the configured time (longer until min_commits, up to 3x): kill at random moments; run
-        recovery, vacuum and compaction now and then."""
+        recovery, vacuum, compaction and a change of hist.wide now and then."""
         begun = time.monotonic()
         deadline, limit = begun + self.config.seconds, begun + 3 * self.config.seconds
         next_kill = begun + self.rng.uniform(*self.config.kill_every)
         next_recover = begun + RECOVER_EVERY
         next_vacuum = begun + VACUUM_EVERY
         next_compact = begun + COMPACT_EVERY
+        next_change = begun + CHANGE_EVERY
+        changer = Writer(wh, self.rec, "driver", self.rng)
         while (now := time.monotonic()) < limit and (now < deadline or self.result.commits < self.config.min_commits):
             self.result.commits += sum(w.scan() for w in self.workers)
             if now >= next_kill:
@@ -211,14 +221,40 @@ class Driver:
             if now >= next_vacuum:
                 self.rec.emit("vacuum", result=_summary(wh.vacuum(retention_seconds=3600)))
                 next_vacuum = now + VACUUM_EVERY
-            if now >= next_compact:  # merges no snapshot may notice, racing the writers and the kills
-                table = self.rng.choice([ITEMS, EVENTS])  # accounts keep one row per part (write skew)
-                self.rec.emit("compact", table=table, result=_summary(wh.compact(table)))
+            if now >= next_compact:
+                self.compact(wh)
                 next_compact = now + COMPACT_EVERY
+            if now >= next_change:
+                self.change(changer)
+                next_change = now + CHANGE_EVERY
             for w in self.workers:
                 if w.proc.poll() not in (None, 0) and not w.killed and w.name not in self.result.crashed:
                     self.result.crashed.append(w.name)
             time.sleep(0.05)
+
+    def compact(self, wh: Warehouse) -> None:
+        """Merges no snapshot may notice, racing the writers and the kills (hist.wide's parts may be under several
+        versions of its schema)."""
+        table = self.rng.choice([ITEMS, EVENTS, WIDE])  # accounts keep one row per part (write skew)
+        try:
+            self.rec.emit("compact", table=table, result=_summary(wh.compact(table)))
+        except Exception as exc:
+            if not expected(exc):
+                raise
+            self.rec.emit("compact", table=table, error=type(exc).__name__, msg=str(exc)[:300])
+
+    def change(self, changer: Writer) -> None:
+        """A recorded transaction of one compatible change of hist.wide, racing the writers (their changes of it
+        included: the second of two fails at once)."""
+        tx = RecordedTxn(self.rec, changer.wh, changer.token(), "snapshot")
+        try:
+            changer.compatible_change(tx)
+        except Exception as exc:
+            if not expected(exc):
+                raise
+            tx.abort(exc)
+            return
+        tx.commit()
 
     def stop(self) -> None:
         self.stop_file.touch()
@@ -249,8 +285,7 @@ class Driver:
             self.rec.emit("resolve", tok=tok, tid=open_tids[tok], state=info["state"], csn=info.get("commit_csn"))
         t0 = time.monotonic()
         csn = wh.readable_csn()
-        self.rec.emit("snapread", how="final", csn=csn, latest=csn, t0=t0,
-                      tables={name: rows_of(wh.read(name, csn=csn)) for name in TABLES})
+        self.rec.emit("snapread", how="final", csn=csn, latest=csn, t0=t0, **snapshot_read(wh, csn))
         log = wh.commit_log(limit=1_000_000)
         self.rec.emit("commit_log", records=sorted([r["csn"], r["tid"]] for r in log))
 

@@ -7,6 +7,12 @@ system-wide monotonic clock (`t`, seconds), so events of different processes can
 time. Rows are recorded as [rid, tok, val, grp]: the row id, the token of the transaction that last
 wrote the row, a value and a group (the partition of hist.events). A merge is recorded with its source rows,
 its key columns and its clause by name (MERGES); checker.py computes what it does from those.
+
+hist.wide (issue 32) also changes: its columns beyond (rid, tok, val, grp), the extras, are added, renamed,
+widened, made nullable or not, and dropped by transactions (the table changes of the public API), while others
+write it. Its rows are recorded as [rid, tok, val, grp, {column id: value}], every read of it with the schema it
+was read under ([[column id, name, type, nullable], ...]: t.schema, wh.schema(table, csn=...)), and every change
+with its arguments and the schema after it.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ SCHEMA = pa.schema([("rid", pa.string()), ("tok", pa.string()), ("val", pa.int64
 ITEMS = "hist.items"  # unpartitioned: appends, updates, deletes, whole-table compaction
 EVENTS = "hist.events"  # partitioned by grp: appends and partition rewrites (overwrite)
 ACCOUNTS = "hist.accounts"  # four one-row parts: withdrawals and deposits (the write-skew pattern)
-PARTITION_BY = {ITEMS: [], EVENTS: ["grp"], ACCOUNTS: []}
+WIDE = "hist.wide"  # partitioned by grp: appends, updates and deletes beside changes of its extra columns
+PARTITION_BY = {ITEMS: [], EVENTS: ["grp"], ACCOUNTS: [], WIDE: ["grp"]}
 TABLES = list(PARTITION_BY)
 GROUPS = ["g0", "g1", "g2", "g3"]
 # Two pairs of accounts whose sum must stay >= 0: only serializable transactions touch the "ser"
@@ -79,12 +86,47 @@ def merge_clauses(clause: str, tok: str) -> dict[str, object]:
     }[clause]
 
 
-def rows_of(table: pa.Table) -> list[Row]:
-    return sorted([[r["rid"], r["tok"], r["val"], r["grp"]] for r in table.to_pylist()], key=lambda r: r[0])
+Cols = list[list[Any]]
+"""A schema as recorded: [[column id, name, type, nullable], ...]."""
 
 
-def arrow(rows: list[Row]) -> pa.Table:
-    return pa.table({name: [r[i] for r in rows] for i, name in enumerate(SCHEMA.names)}, schema=SCHEMA)
+def cols_of(schema: pa.Schema) -> Cols:
+    return [[int((f.metadata or {})[b"PARQUET:field_id"]), f.name, str(f.type), f.nullable] for f in schema]
+
+
+def extras(cols: Cols) -> Cols:
+    """The columns beyond (rid, tok, val, grp)."""
+    return [c for c in cols if c[1] not in SCHEMA.names]
+
+
+def rows_of(table: pa.Table, cols: Cols | None = None) -> list[Row]:
+    """Rows as recorded; with the schema `cols` they were read under, each with {column id: value} of its extras."""
+    more = [] if cols is None else [(c[0], c[1]) for c in extras(cols)]
+    tail: Any = (lambda r: [{cid: r.get(name) for cid, name in more}]) if cols is not None else (lambda r: [])
+    return sorted([[r["rid"], r["tok"], r["val"], r["grp"], *tail(r)] for r in table.to_pylist()], key=lambda r: r[0])
+
+
+def arrow(rows: list[Row], schema: pa.Schema = SCHEMA) -> pa.Table:
+    """Rows as a table of `schema` (a row's extras by column id: `schema`'s fields carry the ids)."""
+    ids = {f.name: int((f.metadata or {}).get(b"PARQUET:field_id", -1)) for f in schema}
+    data = {name: [r[i] for r in rows] for i, name in enumerate(SCHEMA.names)}
+    for name in schema.names[len(SCHEMA.names):]:
+        data[name] = [r[4].get(ids[name]) for r in rows]
+    return pa.table(data, schema=pa.schema([f.remove_metadata() for f in schema]))
+
+
+def snapshot_read(wh: Warehouse, csn: int) -> dict[str, Any]:
+    """Every table at `csn`: its rows, and for hist.wide the schema of `csn` and the columns the read gave."""
+    tables, schemas, columns = {}, {}, {}
+    for name in TABLES:
+        table = wh.read(name, csn=csn)
+        if name == WIDE:
+            schemas[name] = cols_of(wh.schema(name, csn=csn))
+            columns[name] = [[f.name, str(f.type)] for f in table.schema]
+            tables[name] = rows_of(table, schemas[name])
+        else:
+            tables[name] = rows_of(table)
+    return {"tables": tables, "schemas": schemas, "columns": columns}
 
 
 class Recorder:
@@ -126,8 +168,50 @@ class RecordedTxn:
         self.rec.emit("op", tok=self.tok, op=op, table=table, n=n, **fields)
         return n
 
-    def append(self, table: str, rows: list[Row]) -> int:
-        return self._op("append", table, lambda: self.t.append(table, arrow(rows)), rows=rows)
+    def append(self, table: str, rows: list[Row], schema: pa.Schema = SCHEMA) -> int:
+        """Append rows (hist.wide's with their extras by column id, as a table of `schema`: the one it sees)."""
+        return self._op("append", table, lambda: self.t.append(table, arrow(rows, schema)), rows=rows)
+
+    def schema(self, table: str) -> pa.Schema:
+        """The table's schema as this transaction sees it (recorded: the checker compares it with its model)."""
+        got = self.t.schema(table)
+        self.rec.emit("schema", tok=self.tok, table=table, schema=cols_of(got))
+        return got
+
+    def _change(self, op: str, table: str, call: Any, **fields: Any) -> pa.Schema:
+        """A table change, recorded with its arguments and the schema the transaction sees after it."""
+        try:
+            call()
+            after = self.t.schema(table)
+        except Exception as exc:
+            self.rec.emit("op_error", tok=self.tok, op=op, table=table, err=error_name(exc), cls=type(exc).__name__,
+                          msg=str(exc)[:300])
+            raise
+        cols = cols_of(after)
+        if op == "add_column":
+            added = fields.pop("name")
+            fields["column"] = next(c for c in cols if c[1] == added)
+        self.rec.emit("op", tok=self.tok, op=op, table=table, n=0, schema=cols, **fields)
+        return after
+
+    def add_column(self, table: str, name: str, type_: pa.DataType, nullable: bool, default: int | None) -> pa.Schema:
+        field = pa.field(name, type_, nullable=nullable)
+        return self._change("add_column", table, lambda: self.t.add_column(table, field, default=default),
+                            name=name, default=default)
+
+    def rename_column(self, table: str, old: str, new: str) -> pa.Schema:
+        return self._change("rename_column", table, lambda: self.t.rename_column(table, old, new), old=old, new=new)
+
+    def drop_column(self, table: str, name: str) -> pa.Schema:
+        return self._change("drop_column", table, lambda: self.t.drop_column(table, name), name=name)
+
+    def alter_column(self, table: str, name: str, type_: pa.DataType) -> pa.Schema:
+        return self._change("alter_column", table, lambda: self.t.alter_column(table, name, type_), name=name,
+                            type=str(type_))
+
+    def set_nullable(self, table: str, name: str, nullable: bool) -> pa.Schema:
+        return self._change("set_nullable", table, lambda: self.t.set_nullable(table, name, nullable), name=name,
+                            nullable=nullable)
 
     def update(self, table: str, rid: str, val: int) -> int:
         """Set row `rid` to `val` (and tok to this transaction's token) if this transaction sees it."""
@@ -160,13 +244,18 @@ class RecordedTxn:
         return n
 
     def read(self, table: str, grp: str | None = None) -> list[Row]:
+        """The rows this transaction sees (hist.wide's with their extras, and the schema they were read under)."""
+        extra: dict[str, Any] = {}
         try:
-            got = rows_of(self.t.read(table, filter=None if grp is None else pc.field("grp") == grp))
+            if table == WIDE:
+                extra["schema"] = cols_of(self.t.schema(table))
+            got = rows_of(self.t.read(table, filter=None if grp is None else pc.field("grp") == grp),
+                          extra.get("schema"))
         except Exception as exc:
             self.rec.emit("op_error", tok=self.tok, op="read", table=table, err=error_name(exc),
                           cls=type(exc).__name__, msg=str(exc)[:300])
             raise
-        self.rec.emit("read", tok=self.tok, table=table, grp=grp, rows=got)
+        self.rec.emit("read", tok=self.tok, table=table, grp=grp, rows=got, **extra)
         return got
 
     def commit(self) -> int | None:

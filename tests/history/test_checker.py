@@ -361,3 +361,113 @@ def test_importing_the_checker_loads_no_engine_code() -> None:
              "print(bad); sys.exit(1 if bad else 0)")
     run = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, f"importing the checker loaded {run.stdout} {run.stderr}"
+
+
+# -- table changes (issue 32, D27): the schema as of every CSN, read by column id ------------------------------
+WIDE = "hist.wide"
+BASE_COLS = [[1, "rid", "string", True], [2, "tok", "string", True], [3, "val", "int64", True],
+             [4, "grp", "string", True]]
+X = [5, "x", "int32", True]
+
+
+def schema_step(table: str, cols: list[list[Any]]) -> Event:
+    return {"ev": "schema", "table": table, "schema": cols}
+
+
+def change(op: str, table: str, after: list[list[Any]], **fields: Any) -> Event:
+    """A recorded table change (recorder.RecordedTxn's add_column, ...): its arguments and the schema after it."""
+    return {"ev": "op", "op": op, "table": table, "n": 0, "schema": after, **fields}
+
+
+def wide_read(table: str, cols: list[list[Any]], *rows: list[Any]) -> Event:
+    return {"ev": "read", "table": table, "grp": None, "rows": list(rows), "schema": cols}
+
+
+def ddl_history(bad: str | None = None) -> list[Event]:
+    """After base(): W1 appends to hist.wide (CSN 5); D1 adds column x (nullable, default 7) and loads a row with
+    it (6) while A2, from the snapshot before, appends (7: a compatible change keeps it); D2 renames x to y and
+    widens it (8); R adds a column and rolls back; D3 drops y and adds z (NOT NULL, default 1) (9). Every read
+    carries the schema of its CSN; rows written before a column read its default. `bad` corrupts it."""
+    h = History()
+    h.events[0]["tables"][WIDE] = ["grp"]
+    h.events[0]["schemas"] = {WIDE: BASE_COLS}
+    base(h)
+    w1 = ["w1.1", "W1", 1, "g0", {}]
+    h.txn("W1", 4, [append(WIDE, w1)], csn=5)
+    with_x = [*BASE_COLS, X]
+    d1 = ["d1.1", "D1", 2, "g0", {"5": 3}]
+    a2 = ["a2.1", "A2", 0, "g1", {}]
+    concurrent(h, 5, "snapshot", [
+        ("D1", [schema_step(WIDE, BASE_COLS), change("add_column", WIDE, with_x, column=X, default=7),
+                append(WIDE, d1)], 6),
+        ("A2", [append(WIDE, a2)], 7)])
+    at7 = [["a2.1", "A2", 0, "g1", {"5": None if bad == "wrong_row" else 7}], ["d1.1", "D1", 2, "g0", {"5": 3}],
+           ["w1.1", "W1", 1, "g0", {"5": 7}]]
+    h.read(7, {**LATEST, WIDE: at7}, latest=7)
+    h.events[-1]["schemas"] = {WIDE: with_x}
+    y = [*BASE_COLS, [5, "y", "int64", True]]
+    h.txn("D2", 7, [wide_read(WIDE, with_x, *at7), change("rename_column", WIDE, [*BASE_COLS, [5, "y", "int32", True]],
+                                                          old="x", new="y"),
+                    change("alter_column", WIDE, y, name="y", type="int64")], csn=8)
+    h.read(8, {**LATEST, WIDE: at7}, latest=8)
+    h.events[-1]["schemas"] = {WIDE: with_x if bad == "wrong_schema" else y}
+    at6 = [["d1.1", "D1", 2, "g0", {"5": 3}], ["w1.1", "W1", 1, "g0", {"5": 7}]]
+    h.read(6, {**LATEST, WIDE: at6}, how="random", latest=8)
+    h.events[-1]["schemas"] = {WIDE: with_x}  # time travel: the schema of CSN 6
+    h.txn("R", 8, [change("add_column", WIDE, [*y, [6, "q", "int32", True]], column=[6, "q", "int32", True],
+                          default=None)], outcome="rolled_back")
+    z = [*BASE_COLS, [7, "z", "int32", False]]
+    h.txn("D3", 8, [change("drop_column", WIDE, BASE_COLS, name="y"),
+                    change("add_column", WIDE, z, column=z[-1], default=1)], csn=9)
+    final_wide = [[r[0], r[1], r[2], r[3], {"7": 1}] for r in at7]
+    log = [*BASE_LOG, [5, "tid-W1"], [6, "tid-D1"], [7, "tid-A2"], [8, "tid-D2"], [9, "tid-D3"]]
+    last = 9
+    if bad == "ddl_conflict":  # a rename and an append to the table from one snapshot both commit
+        zz = [*BASE_COLS, [7, "zz", "int32", False]]
+        concurrent(h, 9, "snapshot", [
+            ("D4", [change("rename_column", WIDE, zz, old="z", new="zz")], 10),
+            ("A5", [append(WIDE, ["a5.1", "A5", 0, "g0", {"7": 4}])], 11)])
+        final_wide.append(["a5.1", "A5", 0, "g0", {"7": 4}])
+        log += [[10, "tid-D4"], [11, "tid-A5"]]
+        last = 11
+    if bad == "two_changes":  # two compatible changes of one table from one snapshot both commit
+        concurrent(h, 9, "snapshot", [
+            ("D4", [change("set_nullable", WIDE, [*BASE_COLS, [7, "z", "int32", True]], name="z", nullable=True)],
+             10),
+            ("D5", [change("alter_column", WIDE, [*BASE_COLS, [7, "z", "int64", False]], name="z", type="int64")],
+             11)])
+        log += [[10, "tid-D4"], [11, "tid-D5"]]
+        last = 11
+    if bad == "spurious_conflict":  # an append refused though only compatible changes committed since its snapshot
+        h.txn("A6", 9, [append(WIDE, ["a6.1", "A6", 0, "g0", {"7": 2}])], outcome="aborted", err="SerializationError")
+    if bad == "reused_column_id":
+        h.txn("R2", 9, [change("add_column", WIDE, [*z, [6, "q2", "int32", True]], column=[6, "q2", "int32", True],
+                               default=None)], outcome="rolled_back")
+    final = {**LATEST, WIDE: final_wide}
+    events = h.finish(last, final, log)
+    _final_schema = {WIDE: z}
+    for ev in events:
+        if ev["ev"] == "snapread" and ev["how"] == "final":
+            ev["schemas"] = _final_schema
+    if bad == "ddl_conflict":
+        _final_schema[WIDE] = [*BASE_COLS, [7, "zz", "int32", False]]
+    if bad == "two_changes":
+        _final_schema[WIDE] = [*BASE_COLS, [7, "z", "int64", True]]
+    return events
+
+
+def test_table_changes_are_modelled() -> None:
+    """Added (null or default for older rows), renamed, widened and dropped columns, a rolled-back change, time
+    travel under the schema of then, and a compatible change beside a concurrent append: all as the model says."""
+    report = checker.check(ddl_history())
+    assert report.ok, report.summary()
+    assert report.stats["committed_changes"] == 3 and report.stats["committed_incompatible_changes"] == 2
+
+
+@pytest.mark.parametrize("kind", ["wrong_schema", "wrong_row", "ddl_conflict", "two_changes", "spurious_conflict",
+                                  "reused_column_id"])
+def test_a_bad_table_change_history_is_reported(kind: str) -> None:
+    report = checker.check(ddl_history(kind))
+    expected = {"two_changes": {"ddl_conflict"},
+                "wrong_row": {"wrong_row", "missing_commit", "inconsistent_txn_read"}}.get(kind, {kind})
+    assert report.kinds() == expected, f"{kind} not reported as such:\n{report.summary()}"

@@ -1,7 +1,7 @@
 """Randomized concurrent histories (issue 6) on every catalog (SQLite, PostgreSQL, PostgreSQL + ZooKeeper).
 
-Writer and reader processes run random transactions (MERGE among them) against one warehouse for a bounded time while
-the driver SIGKILLs some of them; the recorded history is then judged by tests/history/checker.py,
+Writer and reader processes run random transactions (MERGE and table changes among them) against one warehouse for
+a bounded time while the driver SIGKILLs some of them; the recorded history is then judged by tests/history/checker.py,
 which shares no code with the engine. Then the same history, corrupted in a few known ways, must be
 rejected, so a checker that stopped looking would fail here too.
 
@@ -114,6 +114,16 @@ def miscount_a_merge(events: list[Event], rng: random.Random) -> bool:
     return True
 
 
+def misname_a_column(events: list[Event], rng: random.Random) -> bool:
+    """A read of hist.wide reports one of its columns under another name (a rename seen at the wrong CSN)."""
+    reads = [e for e in events if e["ev"] == "snapread" for cols in e.get("schemas", {}).values() if len(cols) > 4]
+    if not reads:
+        return False
+    cols = rng.choice([c for c in rng.choice(reads)["schemas"].values() if len(c) > 4])
+    rng.choice(cols[4:])[1] += "_renamed"
+    return True
+
+
 MUTATIONS: list[tuple[Callable[[list[Event], random.Random], bool], set[str]]] = [
     (miscount_a_merge, {"inconsistent_txn_read", "not_serializable", "unvalidated_merge"}),
     (drop_a_committed_row, {"lost_commit", "torn_read"}),
@@ -121,6 +131,7 @@ MUTATIONS: list[tuple[Callable[[list[Event], random.Random], bool], set[str]]] =
     (show_an_aborted_row, {"dirty_read"}),
     (report_a_commit_as_aborted, {"phantom_commit"}),
     (swap_two_csns, {"csn_order"}),
+    (misname_a_column, {"wrong_schema"}),
 ]
 
 
@@ -168,6 +179,7 @@ def test_random_concurrent_histories(catalog_url: str, root: Path, tmp_path: Pat
     details = {k: stats[k] for k in ("txns", "committed", "committed_writes", "committed_serializable", "aborted",
                                      "rolled_back", "unknown", "unknown_committed", "abandoned", "reads",
                                      "txn_reads", "statements", "committed_merges", "committed_validated_merges",
+                                     "committed_changes", "committed_incompatible_changes", "rolled_back_changes",
                                      "killed", "allowed_constraint_breaks")}
     details.update(seed=seed, backend=backend, seconds=round(result.seconds, 1), processes=cfg.writers + cfg.readers,
                    violations=sorted(report.kinds()))
@@ -179,6 +191,7 @@ def test_random_concurrent_histories(catalog_url: str, root: Path, tmp_path: Pat
         assert stats["committed_writes"] >= 20, f"too little work to judge: {stats}"
         assert stats["killed"] >= 1 and stats["reads"] >= 10, stats
         assert stats["committed_validated_merges"] >= 1, f"no merge that inserted committed: {stats}"
+        assert stats["committed_changes"] >= 1, f"no table change committed: {stats}"
         details["mutations_caught"] = _check_mutations(events, seed)
         assert details["mutations_caught"] >= 4, "the history gave too few chances to corrupt it"
     except AssertionError:

@@ -5,8 +5,11 @@ read-modify-write updates and deletes (some serializable), partition rewrites, w
 MERGEs (upserts, guarded and additive updates, deletes, a sync deleting what the source lacks) of rows it saw and
 of keys from a small pool every writer shares (so two merges may insert one key: one of them must fail),
 withdrawals and deposits on two pairs of accounts (the write-skew pattern), read-only transactions,
-and a few voluntary rollbacks. A reader reads every table at the latest readable CSN or at a random
-older one. Both use only the public API and record everything through tests/history/recorder.py;
+table changes of hist.wide (issue 32: columns added, nullable or NOT NULL with a default, renamed, widened, made
+nullable or not, dropped; now and then loaded in the same transaction) beside writers appending, updating and
+deleting its rows with the columns they see, and a few voluntary rollbacks (more of the changes). A reader reads
+every table at the latest readable CSN or at a random older one (hist.wide with the schema of that CSN). Both use
+only the public API and record everything through tests/history/recorder.py;
 an error outside recorder.EXPECTED_ERRORS (by family) is recorded as `error` and ends the worker with exit code 1.
 """
 
@@ -19,6 +22,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+
 from airflow_txn import Warehouse
 from tests.history.recorder import (
     ACCOUNTS,
@@ -27,11 +32,14 @@ from tests.history.recorder import (
     GROUPS,
     ITEMS,
     TABLES,
+    WIDE,
     RecordedTxn,
     Recorder,
     Row,
+    cols_of,
     expected,
-    rows_of,
+    extras,
+    snapshot_read,
 )
 
 MERGE_WEIGHTS = {"upsert": 3.0, "add": 2.0, "guarded": 2.0, "delete": 1.0, "sync": 0.3}
@@ -42,12 +50,21 @@ POOL = 6
 
 ITEMS_LOW, ITEMS_HIGH = 12, 40  # keep hist.items small: reads stay cheap, conflicts stay likely
 GROUP_KEEP = 6  # a partition rewrite keeps at most this many rows of its group
+WIDE_LOW, WIDE_HIGH = 6, 30  # keep hist.wide small too
+MAX_EXTRAS = 4  # hist.wide's columns beyond (rid, tok, val, grp), at most
+CHANGE_ROLLBACK = 0.15  # how often a transaction that changed hist.wide rolls back by choice
 
 
 class Writer:
     def __init__(self, wh: Warehouse, rec: Recorder, worker: str, rng: random.Random) -> None:
         self.wh, self.rec, self.worker, self.rng = wh, rec, worker, rng
         self.count = 0
+        self.columns = 0
+
+    def column_name(self) -> str:
+        """A column name no writer used before (a replacement worker has a new name)."""
+        self.columns += 1
+        return f"x{self.worker.lower()}_{self.columns}"
 
     def token(self) -> str:
         self.count += 1
@@ -73,6 +90,8 @@ class Writer:
             (2, self.move_money, "serializable"),
             (2, self.move_money, "snapshot"),
             (1, self.read_only, None),
+            (1.5, self.write_wide, "snapshot"),
+            (0.8, self.change_wide, "snapshot"),
         ]
         weights = [w for w, _, _ in programs]
         _, program, isolation = self.rng.choices(programs, weights=weights)[0]
@@ -86,7 +105,7 @@ class Writer:
                 raise
             tx.abort(exc)
             return
-        if self.rng.random() < 0.05:
+        if self.rng.random() < (CHANGE_ROLLBACK if program == self.change_wide else 0.05):
             tx.abort()  # a voluntary rollback: none of it may ever be seen
         else:
             tx.commit()
@@ -169,6 +188,86 @@ class Writer:
         else:
             tx.update(ACCOUNTS, rid, balances[rid] + self.rng.randint(1, 60))
 
+    def wide_rows(self, tx: RecordedTxn, n: int, schema: pa.Schema) -> list[Row]:
+        """New rows of hist.wide with a value for each extra column of `schema` (null now and then where allowed)."""
+        cols = extras(cols_of(schema))
+        return [[tx.new_rid(), tx.tok, self.rng.randint(0, 1000), self.rng.choice(GROUPS),
+                 {c[0]: None if c[3] and self.rng.random() < 0.2 else self.rng.randint(-99, 99) for c in cols}]
+                for _ in range(n)]
+
+    def write_wide(self, tx: RecordedTxn) -> None:
+        """Append rows of hist.wide with the columns this transaction sees; or read it and update or delete a row
+        (a rewrite under the version it sees: a default it read is written as a value)."""
+        schema = tx.schema(WIDE)
+        if self.rng.random() < 0.6:
+            tx.append(WIDE, self.wide_rows(tx, self.rng.randint(1, 3), schema), schema)
+            return
+        rows = tx.read(WIDE)
+        self.pause()
+        if len(rows) < WIDE_LOW:
+            tx.append(WIDE, self.wide_rows(tx, 2, schema), schema)
+        elif len(rows) > WIDE_HIGH or self.rng.random() < 0.3:
+            tx.delete(WIDE, [self.rng.choice(rows)[0]])
+        else:
+            row = self.rng.choice(rows)
+            tx.update(WIDE, row[0], row[2] + 1)
+
+    def change_wide(self, tx: RecordedTxn) -> None:
+        """One or two changes of hist.wide's extra columns, chosen from the schema this transaction sees; now and
+        then rows loaded under the new schema in the same transaction."""
+        schema = tx.schema(WIDE)
+        for _ in range(self.rng.randint(1, 2)):
+            schema = self.one_change(tx, schema)
+            self.pause()
+        if self.rng.random() < 0.4:
+            tx.append(WIDE, self.wide_rows(tx, self.rng.randint(1, 2), schema), schema)
+
+    def one_change(self, tx: RecordedTxn, schema: pa.Schema) -> pa.Schema:
+        """A change of hist.wide's extra columns that `schema` (what the transaction sees) allows; the schema after."""
+        cols = extras(cols_of(schema))
+        if not cols:
+            return self.add_extra(tx)
+        col = self.rng.choice(cols)
+        narrow = [c for c in cols if c[2] == "int32"]
+        name = self.column_name()
+        what = self.rng.choice(["add"] * 3 * (len(cols) < MAX_EXTRAS) + ["rename", "drop", "nullable"]
+                               + ["widen"] * bool(narrow))
+        if what == "add":
+            return self.add_extra(tx)
+        if what == "rename":
+            return tx.rename_column(WIDE, col[1], name)
+        if what == "drop":
+            return tx.drop_column(WIDE, col[1])
+        if what == "widen":
+            return tx.alter_column(WIDE, self.rng.choice(narrow)[1], pa.int64())
+        if not col[3]:
+            return tx.set_nullable(WIDE, col[1], True)
+        if all(r[4].get(col[0]) is not None for r in tx.read(WIDE)):  # forbid nulls only where it sees none
+            return tx.set_nullable(WIDE, col[1], False)
+        return schema
+
+    def compatible_change(self, tx: RecordedTxn) -> pa.Schema:
+        """A change of hist.wide that keeps concurrent appends (the driver runs one now and then, so every history
+        commits some): add a column while there is room, else widen one, else allow nulls in one, else drop one."""
+        schema = tx.schema(WIDE)
+        cols = extras(cols_of(schema))
+        narrow = [c for c in cols if c[2] == "int32"]
+        not_null = [c for c in cols if not c[3]]
+        if len(cols) < MAX_EXTRAS:
+            return self.add_extra(tx)
+        if narrow:
+            return tx.alter_column(WIDE, self.rng.choice(narrow)[1], pa.int64())
+        if not_null:
+            return tx.set_nullable(WIDE, self.rng.choice(not_null)[1], True)
+        return tx.drop_column(WIDE, self.rng.choice(cols)[1])
+
+    def add_extra(self, tx: RecordedTxn) -> pa.Schema:
+        """Add an int32 column: nullable (with or without a default) or NOT NULL with a default."""
+        nullable = self.rng.random() < 0.6
+        default = None if nullable and self.rng.random() < 0.5 else self.rng.randint(-9, 9)
+        name = self.column_name()
+        return tx.add_column(WIDE, name, pa.int32(), nullable, default)
+
     @staticmethod
     def current_isolation(tx: RecordedTxn) -> str:
         return tx.t.isolation
@@ -184,8 +283,7 @@ def reader(wh: Warehouse, rec: Recorder, rng: random.Random, stop: Path) -> None
         t0 = time.monotonic()
         latest = wh.readable_csn()
         how, csn = ("latest", latest) if rng.random() < 0.5 else ("random", rng.randint(1, latest))
-        tables = {name: rows_of(wh.read(name, csn=csn)) for name in TABLES}
-        rec.emit("snapread", how=how, csn=csn, latest=latest, t0=t0, tables=tables)
+        rec.emit("snapread", how=how, csn=csn, latest=latest, t0=t0, **snapshot_read(wh, csn))
         time.sleep(rng.uniform(0.02, 0.1))
 
 
