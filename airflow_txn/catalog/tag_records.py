@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, delete, exists, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from airflow_txn.catalog import schema
+from airflow_txn.catalog import schema, table_versions
 from airflow_txn.errors import TagExistsError
 
 _g = schema.tags.c
@@ -49,9 +49,27 @@ def _rows(conn: Connection, name: str | None) -> list[TagRow]:
     by_name: dict[str, list[Any]] = {}
     for row in conn.execute(stmt.order_by(_g.csn.desc(), _g.name, _t.name)):
         by_name.setdefault(str(row.name), []).append(row)
-    return [TagRow(name=tag, csn=int(rows[0].csn), created_at=float(rows[0].created_at), note=rows[0].note,
-                   tables=tuple(str(r.table) for r in rows), table_ids=tuple(int(r.id) for r in rows))
-            for tag, rows in by_name.items()]
+    named = _names_at_csns(conn, {(int(r.csn), int(r.id)) for rows in by_name.values() for r in rows})
+    found = []
+    for tag, rows in by_name.items():
+        csn = int(rows[0].csn)
+        held = sorted((named.get((csn, int(r.id)), str(r.table)), int(r.id)) for r in rows)
+        found.append(TagRow(name=tag, csn=csn, created_at=float(rows[0].created_at), note=rows[0].note,
+                            tables=tuple(n for n, _ in held), table_ids=tuple(i for _, i in held)))
+    return found
+
+
+def _names_at_csns(conn: Connection, held: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """{(CSN, table id): the name of the table's version visible at that CSN}: a tag lists its tables by the names
+    they had at its CSN (docs/DESIGN.md D27: txn_tables.name is the newest name, a renamed table's, or `~<id>` for
+    a table that gave its name up). One query per distinct CSN; none on a catalog without versions (no renames)."""
+    if not held or not table_versions.present(conn):
+        return {}
+    by_csn: dict[int, list[int]] = {}
+    for csn, table_id in held:
+        by_csn.setdefault(csn, []).append(table_id)
+    return {(csn, table_id): row.name for csn, ids in by_csn.items()
+            for table_id, row in table_versions.visible(conn, sorted(ids), None, csn).items()}
 
 
 def find(conn: Connection, name: str) -> TagRow | None:

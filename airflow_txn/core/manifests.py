@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from airflow_txn.catalog import commit_log, part_records, table_registry
+from airflow_txn.catalog import commit_log, part_records
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import identity, reading, tags, versions
 from airflow_txn.core.reading import Planned
@@ -110,9 +110,9 @@ def planned_at(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[Plan
     """Every table of `tables` (None: all) as a read at snapshot `csn` sees it (reading.plan); a table `csn` is
     below the retention horizon of, as a read at a tag at exactly `csn` holding it sees it (tags.holding:
     SnapshotTooOldError naming the tables no such tag holds)."""
-    if tables is None:
+    if tables is None:  # the tables there, by the names they had there (a table renamed since: its old name)
         with rt.catalog.read() as conn:
-            tables = [i.name.qualified for i in table_registry.listed_tables(conn)]
+            tables = [i.name.qualified for i in versions.tables_seen(conn, None, csn)]
     planned: list[Planned] = []
     below: list[str] = []
     for table in tables:
@@ -124,7 +124,7 @@ def planned_at(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[Plan
         rows = tags.holding(rt, csn, below)
         for table in below:
             name = parse_table_name(table).qualified
-            holder = next(r for r in rows if name in r.tables)
+            holder = next(r for r in rows if name in r.tables)  # the names the tables had at the tag's CSN
             planned.append(reading.plan(rt, table, tag=holder.name))
     return planned
 

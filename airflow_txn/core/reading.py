@@ -149,21 +149,33 @@ def plan(rt: Runtime, table: str, csn: int | None = None, view: Statement | None
         csn = bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
     with rt.catalog.read() as conn:
         watermark = commit_log.readable_csn(conn, rt.oracle)
-        info = table_registry.get(conn, table)
-        horizon = retention.table_horizon(conn, info.id)
-    keys = info.partition_keys(partitions)
-    if csn is None:
-        snapshot = watermark
-    else:
+        named = table_registry.get(conn, table)
+        pending = csn is not None and csn > watermark
+        if not pending:
+            snapshot = watermark if csn is None else csn
+            info, horizon = _named_at(conn, named, snapshot)
+    if pending:
+        assert csn is not None
+        apply.apply_pending(rt, up_to=csn)
+        watermark = apply.readable_csn(rt)
         if csn > watermark:
-            apply.apply_pending(rt, up_to=csn)
-            watermark = apply.readable_csn(rt)
-            if csn > watermark:
-                raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
-        retention.check_table_readable(str(info.name), csn, horizon)
+            raise TxnError(f"CSN {csn} is not readable yet (watermark {watermark}); use wait_for_csn")
         snapshot = csn
+        with rt.catalog.read() as conn:
+            info, horizon = _named_at(conn, named, snapshot)
+    if csn is not None:
+        retention.check_table_readable(str(info.name), csn, horizon)
+    keys = info.partition_keys(partitions)
     info, parts, schemas = _visible(rt, info, None, snapshot, keys)
     return Planned(info, parts, snapshot, None, None, schemas)
+
+
+def _named_at(conn: Any, named: TableInfo, snapshot: int) -> tuple[TableInfo, int]:
+    """The table a name (`named`, as table_registry finds it) means at `snapshot`, as a read there resolves it (a
+    name another table holds today means the table that had it there: docs/DESIGN.md D27), and that table's stored
+    retention horizon."""
+    info = versions.table_at(conn, named, None, snapshot)
+    return info, retention.table_horizon(conn, info.id)
 
 
 def _plan_view(rt: Runtime, table: str, view: Statement,
@@ -232,7 +244,7 @@ def read_planned(rt: Runtime, planned: Planned, filter: object = None) -> pa.Tab
     except StorageError as exc:
         planned.confirm(rt)  # the tag went away meanwhile: say so rather than name a missing file
         if planned.tid is None and planned.tag is None:
-            horizon = retention.horizon_of(rt, info.name.qualified)
+            horizon = retention.horizon_of(rt, info.id)
             if planned.snapshot < horizon:
                 raise SnapshotTooOldError(f"table {info.name}: CSN {planned.snapshot} is past its retention horizon "
                                           f"{horizon}; read a newer one") from exc

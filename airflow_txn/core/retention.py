@@ -120,11 +120,11 @@ def check_table_readable(table: str, csn: int, horizon: int) -> None:
         )
 
 
-def horizon_of(rt: Runtime, table: str) -> int:
-    """The stored horizon of the table `table` names, a name it had at an older snapshot included (a planned read's
-    table names it as of its snapshot)."""
+def horizon_of(rt: Runtime, table_id: int) -> int:
+    """The stored horizon of table `table_id` (by id: a planned read's table is the one its name meant at its
+    snapshot, which another table may have the name of today, docs/DESIGN.md D27)."""
     with rt.catalog.read() as conn:
-        return table_horizon(conn, table_registry.get(conn, table).id)
+        return table_horizon(conn, table_id)
 
 
 @dataclass(frozen=True, slots=True)

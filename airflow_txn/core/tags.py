@@ -101,7 +101,7 @@ def _insert(rt: Runtime, name: str, snapshot: int, names: list[str] | None, note
     """`create`'s catalog transaction."""
     with rt.catalog.write() as conn:
         counters.vacuum_horizon(conn, rt.catalog)  # locked: vacuum stores its horizons under this lock too
-        infos = table_registry.listed_tables(conn) if names is None else _named_at(conn, names, snapshot)
+        infos = versions.tables_seen(conn, None, snapshot) if names is None else _named_at(conn, names, snapshot)
         if not infos:
             raise InvalidArgumentError("there is no table to tag: create a table first")
         for info in infos:
@@ -283,7 +283,7 @@ def holding(rt: Runtime, csn: int, tables: Sequence[str] | None) -> list[TagRow]
     """The tags at exactly `csn` holding the tables of `tables` (None: every table) that `csn` is below the
     retention horizon of; SnapshotTooOldError naming the tables below it that no such tag holds."""
     with rt.catalog.read() as conn:
-        infos = table_registry.listed_tables(conn) if tables is None else _named_at(conn, tables, csn)
+        infos = versions.tables_seen(conn, None, csn) if tables is None else _named_at(conn, tables, csn)
         below = [i for i in infos if csn < retention.table_horizon(conn, i.id)]
         rows = [r for r in tag_records.all_tags(conn) if r.csn == csn]
     missing = sorted({i.name.qualified for i in below if not any(i.id in r.table_ids for r in rows)})

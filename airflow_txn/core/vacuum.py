@@ -48,11 +48,17 @@ from airflow_txn.catalog import (
 )
 from airflow_txn.catalog.purges import Purge
 from airflow_txn.catalog.table_registry import TableInfo
-from airflow_txn.core import bounds, crashpoints, identity, manifests, ownership, recovery, retention, tags
+from airflow_txn.core import bounds, crashpoints, identity, manifests, ownership, recovery, retention, tags, versions
 from airflow_txn.core.check_reports import STORED_SINCE as STORED_REPORTS
 from airflow_txn.core.retention import Horizons
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import OracleUnavailableError, SnapshotTooOldError, TagNotFoundError
+from airflow_txn.errors import (
+    InvalidNameError,
+    OracleUnavailableError,
+    SnapshotTooOldError,
+    TableNotFoundError,
+    TagNotFoundError,
+)
 from airflow_txn.model.csn import PREHISTORIC_CSN
 from airflow_txn.model.results import PurgedRows, VacuumReport
 from airflow_txn.telemetry import logs
@@ -126,9 +132,9 @@ def _run(rt: Runtime, window: float, batch: int, dry_run: bool, tick: Progress) 
     with rt.catalog.read() as conn:
         listed = {t.id for t in table_registry.listed_tables(conn)}
         # every table row; where a dropped table's name was taken by a rename, the live table last, so that a
-        # name's entry (the report's horizons, the manifests' tables) is the live table's
+        # name's entry in the report's horizons is the live table's
         tables = sorted(table_registry.all_tables(conn), key=lambda t: t.id in listed)
-    manifests_removed, manifests_refreshed, foreign_manifests = _tidy_manifests(rt, h, tables, dry_run, tick)
+    manifests_removed, manifests_refreshed, foreign_manifests = _tidy_manifests(rt, h, dry_run, tick)
     removed, freed, kept, tagged = _remove_garbage_parts(rt, h, tables, batch, dry_run, tick)
     orphans, orphan_bytes, foreign = _remove_orphans(rt, tables, window, dry_run, tick)
     purged = _purge_history(rt, h, tables, batch, dry_run, tick)
@@ -320,8 +326,7 @@ def _purge(rt: Runtime, step: Purge, batch: int, dry_run: bool) -> int:
 
 
 # -- manifests --------------------------------------------------------------------------------------
-def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: bool,
-                    tick: Progress) -> tuple[int, int, int]:
+def _tidy_manifests(rt: Runtime, h: Horizons, dry_run: bool, tick: Progress) -> tuple[int, int, int]:
     """Remove manifest dirs of a CSN below the horizon of a table they list (its files may go now);
     rewrite kept ones whose part list no longer matches the catalog (a merge swapped parts out). Only this
     warehouse's: a dir whose index names another writer (or none) is kept and counted (invariant 11).
@@ -330,7 +335,6 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
     if not entries:
         return 0, 0, 0
     owner = identity.warehouse_id(rt.catalog)
-    by_name = {t.name.qualified: t for t in tables}
     with rt.catalog.read() as conn:  # only merges rewrite what a snapshot's manifest lists
         last_merge = compaction_records.last_merge_times(conn)
     tagged = tags.held(rt)  # tags made from now on name CSNs at or above this run's stored horizons
@@ -340,7 +344,7 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
     foreign: list[str] = []
     for index, directory in enumerate(dirs):
         tick("manifests", index, len(dirs))
-        verdict = _manifest_verdict(rt, h, by_name, last_merge, tagged, directory, owner)
+        verdict = _manifest_verdict(rt, h, last_merge, tagged, directory, owner)
         if verdict is None:
             continue
         if verdict == "foreign":
@@ -362,12 +366,13 @@ def _tidy_manifests(rt: Runtime, h: Horizons, tables: list[TableInfo], dry_run: 
     return removed, refreshed, len(foreign)
 
 
-def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], last_merge: dict[int, float],
-                      tagged: set[tuple[int, int]], directory: str, owner: str) -> str | None:
+def _manifest_verdict(rt: Runtime, h: Horizons, last_merge: dict[int, float], tagged: set[tuple[int, int]],
+                      directory: str, owner: str) -> str | None:
     """"remove", "refresh", "foreign" (written by another warehouse than `owner`, or by code before indexes
-    named their writer: kept) or None (keep as it is). Removed when a table it lists is gone, or its CSN is
-    below that table's horizon and no tag at that CSN holds it (`tagged`: D18). A table's manifest written
-    after its last merge (by more than the clock margin) is current; others are compared with the catalog."""
+    named their writer: kept) or None (keep as it is). Removed when a table it lists is gone (no table had the
+    name at its CSN), or its CSN is below that table's horizon and no tag at that CSN holds it (`tagged`: D18). A
+    table's manifest written after its last merge (by more than the clock margin) is current; others are compared
+    with the catalog."""
     csn = _csn_of(directory)
     if csn is None:
         return None
@@ -379,7 +384,7 @@ def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], l
     listed, writer = indexed
     if writer != owner:
         return "foreign"
-    infos = [by_name.get(name) for name in listed]
+    infos = _tables_at(rt, listed, csn)
     if any(info is None or (csn < h.of(info.id) and (csn, info.id) not in tagged) for info in infos):
         return "remove"
     for info in infos:
@@ -395,6 +400,19 @@ def _manifest_verdict(rt: Runtime, h: Horizons, by_name: dict[str, TableInfo], l
         if current != manifests.listed_part_ids(rt, directory, info):
             return "refresh"
     return None
+
+
+def _tables_at(rt: Runtime, names: list[str], csn: int) -> list[TableInfo | None]:
+    """The tables a manifest of `csn` lists, by the names they had there, as a read there resolves them (a table
+    renamed since, a name another table has today: docs/DESIGN.md D27); None for a name no table had there."""
+    found: list[TableInfo | None] = []
+    with rt.catalog.read() as conn:
+        for name in names:
+            try:
+                found.append(versions.table_at(conn, table_registry.get(conn, name), None, csn))
+            except (TableNotFoundError, InvalidNameError):
+                found.append(None)
+    return found
 
 
 def _refresh(rt: Runtime, directory: str) -> None:

@@ -63,15 +63,16 @@ def table_for_statement(conn: Connection, info: TableInfo, tid: str, snapshot: i
     return table_registry.at_version(info, found)
 
 
-def tables_seen(conn: Connection, tid: str, snapshot: int) -> list[TableInfo]:
-    """Every table transaction `tid` sees at its snapshot, as it sees it: those it created included, those it
-    dropped left out, one it renamed under its new name (a transaction's own view of `Warehouse.tables`)."""
-    seen = []
-    for info in table_registry.all_tables(conn):
-        try:
-            seen.append(table_at(conn, info, tid, snapshot))
-        except TableNotFoundError:
-            continue
+def tables_seen(conn: Connection, tid: str | None, snapshot: int) -> list[TableInfo]:
+    """Every table transaction `tid` (None: a read of committed snapshot `snapshot`) sees at its snapshot, as it sees
+    it, by the names they have there: those it created included, those it dropped left out, one it renamed under its
+    new name, one renamed after `snapshot` under its old name (a transaction's own view of `Warehouse.tables`; the
+    tables a tag or a manifest of an older CSN holds). One query besides the table rows."""
+    infos = table_registry.all_tables(conn)
+    if not table_versions.present(conn):
+        return [table_at(conn, i, tid, snapshot) for i in infos]  # version 1 of every table, sorted by name
+    found = table_versions.visible(conn, [i.id for i in infos], tid, snapshot)
+    seen = [table_registry.at_version(i, found[i.id]) for i in infos if i.id in found and not found[i.id].dropped]
     return sorted(seen, key=lambda t: t.name.qualified)
 
 

@@ -64,6 +64,7 @@ from airflow_txn.errors import (
     SnapshotTooOldError,
     StorageError,
     TableExistsError,
+    TableNotFoundError,
     TransactionNotFoundError,
     WaitTimeoutError,
 )
@@ -437,13 +438,24 @@ class Warehouse:
     def last_commit_csn(self, table: str, at: int | None = None) -> int | None:
         """The CSN of the latest readable commit that touched `table` (None if none); with `at`, the latest at
         or below `at`: the commit whose version of the table a read at snapshot `at` sees (None also where
-        vacuum purged the history that would tell: below the retention horizon, at no tag holding `table`)."""
+        vacuum purged the history that would tell: below the retention horizon, at no tag holding `table`).
+        The name is resolved as a read resolves it (docs/DESIGN.md D27): a renamed table's old name names nothing
+        today (TableNotFoundError) and, with `at`, the table that had it at `at`; a name no table had at `at`
+        names the table it names today (a transaction's lineage: a table it renamed, or created: None)."""
+        wanted = None if at is None else bounds.catalog_int(at, "at")
         with self.runtime.catalog.read() as conn:
-            info = table_registry.get(conn, table)
             watermark = commit_log.readable_csn(conn, self.runtime.oracle)
-            if at is None:
+            snapshot = watermark if wanted is None else min(watermark, wanted)
+            named = table_registry.get(conn, table)
+            try:
+                info = versions.table_at(conn, named, None, snapshot)
+            except TableNotFoundError:
+                if snapshot == watermark:
+                    raise
+                info = versions.table_at(conn, named, None, watermark)
+            if wanted is None:
                 return commit_log.last_commit_csn(conn, info.id, watermark)
-            return commit_log.version_at(conn, info.id, min(watermark, bounds.catalog_int(at, "at")))
+            return commit_log.version_at(conn, info.id, snapshot)
 
     def tables_read(self, tid: str, key: str | None = None, attempt: int | None = None) -> list[str]:
         """The tables transaction `tid` read through keyed handles (an Airflow task's `txn`, Spark reads through
@@ -602,8 +614,12 @@ class Warehouse:
             names = list(tables) if tables is not None else list(held["tables"])
             suffix = f"tag_{held['csn']}"
         else:
-            names = list(tables) if tables is not None else self.tables()
-            csn = self._snapshot_for(csn, names)
+            csn = self._snapshot_for(csn, [] if tables is None else list(tables))
+            if tables is None:  # the tables there, by the names they had there (docs/DESIGN.md D27)
+                with rt.catalog.read() as conn:
+                    names = [i.name.qualified for i in versions.tables_seen(conn, None, csn)]
+            else:
+                names = list(tables)
             suffix = str(csn)
         found = {}
         for name in names:

@@ -10,13 +10,14 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import sqlalchemy as sa
 
 from airflow_txn import Warehouse
 from airflow_txn.cli import exit_codes, main
-from airflow_txn.core import adapter, vacuum
-from airflow_txn.errors import SerializationError, TableExistsError, TableNotFoundError
+from airflow_txn.core import adapter, reading, vacuum
+from airflow_txn.errors import SerializationError, SnapshotTooOldError, TableExistsError, TableNotFoundError
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.evolution import column_id
 
@@ -283,3 +284,104 @@ def test_vacuum_purges_rolled_back_versions_in_batches(wh: Warehouse, renamed: t
     assert [column_id(f) for f in wh.schema(NEW)][-1] == 6  # ids given by purged versions are not given again
     wh.create_table(GONE, SCHEMA, ["day"])  # the name whose creation rolled back is free
     assert GONE in wh.tables() and wh.read(GONE).num_rows == 0
+
+
+# -- a name another table holds today, looked up at an older CSN -----------------------------------------------------
+@pytest.fixture
+def reused(wh: Warehouse, renamed: tuple[int, int]) -> int:
+    """shop.orders renamed to shop.sales (rows 1, 2), then a new shop.orders (row 4): the CSN of its commit."""
+    wh.create_table(TABLE, SCHEMA, ["day"])  # the name shop.sales gave up: a new table
+    with wh.begin() as t:
+        t.append(TABLE, orders([4]))
+    return wh.readable_csn()
+
+
+def test_a_read_at_an_older_csn_checks_the_horizon_of_the_table_the_name_meant_there(
+        wh: Warehouse, renamed: tuple[int, int], reused: int) -> None:
+    before, _ = renamed
+    wh.set_retention(NEW, versions=100)  # shop.sales keeps its history; the new shop.orders follows the global one
+    wh.vacuum(retention_seconds=0)
+    assert wh.retention(TABLE)["horizon"] > before >= wh.retention(NEW)["horizon"]
+    assert ids_of(wh.read(TABLE, csn=before)) == [1, 2]  # the name meant shop.sales there: its horizon
+    assert wh.last_commit_csn(TABLE, at=before) == before
+
+
+def test_a_read_below_the_horizon_of_the_table_the_name_meant_is_refused(wh: Warehouse, renamed: tuple[int, int],
+                                                                         reused: int) -> None:
+    before, _ = renamed
+    wh.set_retention(TABLE, versions=100)  # the new shop.orders keeps its history; shop.sales follows the global one
+    with wh.begin() as t:
+        t.delete(NEW, pc.field("id") >= 0)  # every part shop.sales had at `before` removed
+    planned = reading.plan(wh.runtime, TABLE, csn=before)  # planned, then vacuum removes its files
+    wh.vacuum(retention_seconds=0)
+    with pytest.raises(SnapshotTooOldError):
+        reading.read_planned(wh.runtime, planned)  # not the missing file: shop.sales' horizon is past it
+    with pytest.raises(SnapshotTooOldError):
+        wh.read(TABLE, csn=before)
+
+
+def test_last_commit_csn_resolves_the_name_at_its_snapshot(wh: Warehouse, renamed: tuple[int, int]) -> None:
+    before, rename = renamed
+    with pytest.raises(TableNotFoundError):
+        wh.last_commit_csn(TABLE)
+    assert wh.last_commit_csn(NEW) == rename
+    assert wh.last_commit_csn(TABLE, at=before) == before
+    assert wh.last_commit_csn(NEW, at=before) == before  # no table had the name there: the one it names today
+    wh.create_table(TABLE, SCHEMA, ["day"])  # the name shop.sales gave up: a new table
+    with wh.begin() as t:
+        t.append(TABLE, orders([4]))
+    assert wh.last_commit_csn(TABLE) == wh.readable_csn()
+    assert wh.last_commit_csn(TABLE, at=before) == before  # shop.sales' commit, as a read there sees it
+
+
+def test_a_tag_lists_the_names_its_tables_had_at_its_csn(wh: Warehouse, renamed: tuple[int, int],
+                                                         dropped: int) -> None:
+    before, _ = renamed
+    wh.tag("then", csn=before, tables=[TABLE])
+    wh.tag("every", csn=before)  # every table there by its name there: shop.sales as shop.orders
+    wh.tag("gone", csn=dropped, tables=[GONE, NEW])
+    with wh.begin() as t:
+        t.rename_table(NEW, GONE)  # the dropped shop.gone gives its name up (its row's name becomes ~<id>)
+    assert wh.tag_info("then")["tables"] == [TABLE]
+    assert wh.tag_info("every")["tables"] == [GONE, TABLE]  # shop.gone: made by create_table, at CSN 1
+    assert wh.tag_info("gone")["tables"] == [GONE, NEW]
+    assert {t["name"]: t["tables"] for t in wh.tags()} == {"then": [TABLE], "every": [GONE, TABLE],
+                                                           "gone": [GONE, NEW]}
+    assert ids_of(wh.read(GONE, tag="gone")) == [7] and ids_of(wh.read(NEW, tag="gone")) == [1, 2]
+    report = wh.write_manifest(tag="gone")  # every table the tag holds, by the names they had there
+    assert sorted(report["tables"]) == [GONE, NEW]
+    assert sorted(wh.write_manifest(csn=before)["tables"]) == [GONE, TABLE]  # every table at that CSN
+
+
+def _manifest_dirs(wh: Warehouse) -> list[str]:
+    return sorted(name for name, is_file, _ in wh.runtime.storage.root_entries(".manifests") if not is_file)
+
+
+def test_vacuum_keeps_a_manifest_that_lists_a_renamed_tables_old_name(wh: Warehouse,
+                                                                      renamed: tuple[int, int]) -> None:
+    before, _ = renamed
+    wh.write_manifest(csn=before)
+    with wh.begin() as t:
+        t.append(NEW, orders([3]))
+    assert wh.vacuum(retention_seconds=3600)["manifests_removed"] == 0  # shop.sales' horizon is below `before`
+    assert _manifest_dirs(wh) == [f"csn-{before}"]
+    wh.create_table(TABLE, SCHEMA, ["day"])  # the name shop.sales gave up: a new table, with a horizon of its own
+    with wh.begin() as t:
+        t.append(TABLE, orders([4]))
+    wh.set_retention(NEW, versions=100)  # shop.sales keeps its history; the new shop.orders' horizon passes `before`
+    report = wh.vacuum(retention_seconds=0)
+    assert report["manifests_removed"] == 0 and _manifest_dirs(wh) == [f"csn-{before}"]
+    assert wh.retention(TABLE)["horizon"] > before
+    wh.set_retention(NEW)  # cleared: now shop.sales' horizon passes `before` too, and its manifest goes
+    assert wh.vacuum(retention_seconds=0)["manifests_removed"] == 1 and _manifest_dirs(wh) == []
+
+
+def test_duckdb_views_of_an_older_csn_or_tag_take_the_names_there(wh: Warehouse, renamed: tuple[int, int]) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    before, _ = renamed
+    con = duckdb.connect()
+    assert wh.duckdb(con, csn=before) == [TABLE]  # every table at that CSN, by its name there
+    assert sorted(con.execute(f"SELECT id FROM {TABLE}").fetchall()) == [(1,), (2,)]
+    wh.tag("then", csn=before)
+    assert wh.duckdb(duckdb.connect(), tag="then") == [TABLE]
+    assert wh.duckdb(duckdb.connect()) == [NEW]
