@@ -202,6 +202,12 @@ def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: in
     return _part_rows(conn.execute(stmt, params))
 
 
+def visible_parts_statement(conn: Connection, table_id: int, tid: str | None,
+                            snapshot: int) -> Select[Any] | CompoundSelect[Any]:
+    """The statement visible_parts runs, with its values in it (to show its plan: benchmarks/b3_part_lookup.py)."""
+    return _by_id(_visible(table_id, tid, snapshot, None, table_versions.present(conn), _lookup_dialect(conn)))
+
+
 def visible_totals(conn: Connection, table_id: int, snapshot: int) -> tuple[int, int, int]:
     """(parts, rows, bytes) of the table's parts visible at `snapshot` to a reader outside any transaction."""
     visible = union_all(*_visible(table_id, None, snapshot, None, False, _lookup_dialect(conn),

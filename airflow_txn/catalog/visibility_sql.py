@@ -95,8 +95,10 @@ def _levels() -> CTE:
     """(k, w): each span level and the width of the creation_csn window its visible parts lie in, (S - w, S]. The top
     level holds every longer life: its window is every CSN (S - INT64_MAX < 1 for every snapshot S >= 0)."""
     rows = [(k, 2 ** (k + 1)) for k in range(schema.SPAN_LEVELS)] + [(schema.SPAN_LEVELS, INT64_MAX)]
-    # as text: SQLAlchemy caches a statement holding it compiled (a VALUES construct made every lookup compile anew)
-    rows_sql = " UNION ALL ".join(f"SELECT {k} AS k, {w} AS w" for k, w in rows)
+    # as text: SQLAlchemy caches a statement holding it compiled (its VALUES construct made every lookup compile
+    # anew); one VALUES list (both databases name its columns column1, column2) plans faster than a UNION ALL
+    listed = ", ".join(f"({k}, {w})" for k, w in rows)  # integers of this module
+    rows_sql = f"SELECT column1 AS k, column2 AS w FROM (VALUES {listed}) AS span_level_rows"  # noqa: S608
     return text(rows_sql).columns(column("k", Integer()), column("w", BigInteger())).cte("span_levels")
 
 
