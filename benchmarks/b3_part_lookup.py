@@ -1,13 +1,18 @@
 """B3: visible-part lookup for one table at a latest / mid / early snapshot, 1,000,000 parts in 100 tables.
 
-    .venv/bin/python benchmarks/b3_part_lookup.py [--quick] [--parts N] [--pg URL] [--no-pg]
+    .venv/bin/python benchmarks/b3_part_lookup.py [--quick] [--parts N] [--pg URL]
+    .venv/bin/python benchmarks/run.py --only B3 --b3-parts 10000000     # the same row at another size
+
+The size is the number of part rows (default 1,000,000; --quick 100,000; `--parts` here, `--b3-parts` through
+run.py, or AIRFLOW_TXN_B3_PARTS). At 10,000,000 filling the catalogs takes about 5 minutes on SQLite and 8 on
+PostgreSQL (2 busy cores), 3 GB of disk each.
 
 Builds a benchmark-only catalog (a SQLite file in a temp dir, and a dedicated PostgreSQL database
 created and dropped here) with the project's own schema (`Catalog.initialize`), then bulk-loads the
 part rows of a synthetic history straight into `txn_parts` (executemany on SQLite, COPY on
 PostgreSQL): commits touch one random table each; most append 1-3 parts, one in twenty replaces
 every visible part of its table (a compaction: removal CSN stamped on the old parts), 2 % of the
-transactions roll back (RollbackCSN). So each table holds ~10,000 parts of history of which a few
+transactions roll back (RollbackCSN). So each table holds ~10,000 parts of history (1,000,000 in all) of which a few
 dozen are visible at any snapshot, and the latest, mid (50 % of the CSNs) and early (10 %) snapshots
 see different sets. Nothing is vacuumed: the history stays in the catalog, as within a long
 retention window.
@@ -15,9 +20,12 @@ retention window.
 Timed: the engine's lookup, `part_records.visible_parts(conn, table_id, None, snapshot)` in a
 `catalog.read()` transaction, exactly as `wh.read()` calls it, for one table at a time (rotating
 over 10 tables). Peer: the same call on a copy of the catalog whose `txn_parts` indexes were
-dropped (primary key kept). Each repetition runs a burst of lookups on our catalog and one on the
-copy, interleaved. PostgreSQL tables are ANALYZEd after loading (autovacuum would do it); SQLite is
-not (the engine never runs ANALYZE, so its planner works from the schema alone, as in production).
+dropped (primary key kept; its index version set to 2, so the engine runs the statement that needs no span
+index: one scan of the table). Each repetition runs a burst of lookups on our catalog and one on the
+copy, interleaved. Above 2,000,000 parts the peer is not run (each of its lookups reads every part:
+seconds at 10,000,000, and a second copy of the catalog); its ratio is measured at the default size.
+PostgreSQL tables are ANALYZEd after loading (autovacuum would do it); SQLite is not (the engine never
+runs ANALYZE, so its planner works from the schema alone, as in production).
 """
 
 from __future__ import annotations
@@ -43,10 +51,29 @@ from benchmarks import _bench
 
 ID = "B3"
 NOTES = """\
-**Before / after (engine fixes of this row).** 1,000,000 parts, the same catalogs, the engine at
-commit 556bf63 (old index, old query) against the one with these changes, in alternating processes, 300
-lookups each, median (p95) in ms; load average about 6 (a first run at load 8 gave 1.5-2.5 times
-these "before" numbers and the same "after" ones):
+**Lookups that stay flat as history grows (docs/DESIGN.md, D31).** At 10,000,000 parts (100,000 a table, a few
+dozen visible) the lookup of index version 2 scanned the `removal_csn > S` range of
+`(table_id, removal_csn, creation_csn)`: every part removed after the snapshot, half the table's history at
+the mid snapshot and 90 % at the early one. Index version 3 adds `ix_txn_parts_span` on
+`(table_id, span level, creation_csn, removal_csn)`, the span level being floor(log2(removal_csn - creation_csn))
+computed by the database from the row (an expression index: no column, no writer sets it). A part of level k
+visible at S was created in (S - 2^(k+1), S], so the lookup is one index range per level (41 of them: a nested
+loop over a constant list, LATERAL on PostgreSQL); the entries such a range holds for parts that ended by S
+were all visible at S - 2^k, so the cost follows the parts visible at the snapshot, not the history.
+The same 10,000,000-part catalogs, the old and the new statement interleaved in one process, 200 lookups each,
+median (p95) in ms, load average about 8 (2 cores shared with four other jobs; at load 10-12 both
+statements took up to twice as long):
+
+| lookup | SQLite before | SQLite after | PostgreSQL before | PostgreSQL after |
+|---|---|---|---|---|
+| latest snapshot | 0.32 (0.99) | 0.37 (1.10) | 0.72 (1.34) | 0.73 (2.52) |
+| mid snapshot | 5.16 (8.37) | 0.45 (1.15) | 9.79 (14.67) | 1.06 (2.38) |
+| early snapshot | 8.44 (10.18) | 0.52 (1.20) | 2.56 (4.25) | 1.00 (1.77) |
+
+Building the index on an existing catalog (`airflow-txn upgrade`, revision indexes_v3): 52 s on the SQLite file,
+21 s on PostgreSQL, at 10,000,000 parts.
+
+**Earlier fixes of this row** (1,000,000 parts, engine at commit 556bf63 against the one after):
 
 | lookup | SQLite before | SQLite after | PostgreSQL before | PostgreSQL after |
 |---|---|---|---|---|
@@ -54,32 +81,26 @@ these "before" numbers and the same "after" ones):
 | mid snapshot | 5.78 (13.9) | 0.57 (4.8) | 24.80 (58.1) | 0.66 (3.0) |
 | early snapshot | 2.77 (8.1) | 0.84 (4.9) | 2.26 (8.4) | 0.79 (3.3) |
 
-In a transaction (a tid given: `t.read`, and every overwrite/delete/update statement) SQLite went
-from 15-21 ms to 0.2-1.5 ms per lookup at this size.
-
-What the profiles and plans showed, and the fixes:
-1. Index `(table_id, creation_csn)`: at the latest snapshot `creation_csn <= S` matches every part
-   the table ever had (10,000 here), each fetched from the table to test `removal_csn`. Replaced by
-   `(table_id, removal_csn, creation_csn)`: live parts are the `removal_csn IS NULL` range, parts
-   removed after the snapshot the `removal_csn > S` range, and `creation_csn <= S` is tested inside
-   the index. Existing catalogs get it from `Catalog.initialize` (schema.INDEX_VERSION, a txn_meta
-   row; the old index is dropped); 0.6 s on a 1,000,000-part catalog.
+1. Index `(table_id, creation_csn)`: at the latest snapshot `creation_csn <= S` matched every part
+   the table ever had, each fetched from the table to test `removal_csn`. Replaced by
+   `(table_id, removal_csn, creation_csn)` (index version 2): live parts are the `removal_csn IS NULL`
+   range, with `creation_csn <= S` tested inside the index; it still serves the live parts.
 2. In a transaction, `creation_tid = T OR committed(S)` made SQLite read every part of the table;
-   the rule now runs as a UNION ALL of two disjoint branches (`visibility.visible_branches`, each with
-   its own index; a property test checks they make exactly the rule).
+   the rule runs as a UNION ALL of disjoint branches (`visibility_sql.visible_selects`: the reader's own
+   parts, the live parts, the ended ones; a property test checks they make exactly the rule).
 3. Rows were built attribute by attribute (about 11 us a row) and the statement was rebuilt on
    every call: positional rows, file lists decoded once per distinct list, the statement built once
-   with bound parameters (2-3 times less Python per lookup).
+   with bound parameters, its constant list of span levels as text so SQLAlchemy caches the compiled
+   statement (a VALUES construct made every lookup compile anew: 8 ms).
 4. SQLite opened a new connection (and a cold page cache) per lookup: fixed by the connection pool
-   (B1's change), which is most of the 37 ms "before" at the latest snapshot.
+   (B1's change).
 
-**Physical limit.** The lookup scans the index entries of the parts removed after the snapshot
-(latest: none; mid: half the table's history; early: 90 %), about 9,000 entries per table at the
-early snapshot here: 0.5-0.9 ms on SQLite, which has no statistics to choose another index.
-PostgreSQL's planner combines both ranges (bitmap OR). On PostgreSQL a lookup costs two round
-trips (the pool's pre-ping and the query; reads run in autocommit, no BEGIN/COMMIT): on this
-shared 2-CPU machine each round trip waits for a CPU, which is the spread between the median and
-the p95.
+**What is left.** A lookup is now mostly its fixed costs: 41 index probes (most levels are empty), the
+round trip (on PostgreSQL two: the pool's pre-ping and the query; reads run in autocommit), and
+building a few dozen rows in Python. PostgreSQL plans the statement once per connection and then
+reuses a generic plan (psycopg prepares it on its fifth run); the first runs plan it each time (about
+2 ms: matching the span level's expression to the index). On this shared 2-CPU machine each round trip
+waits for a CPU, which is the spread between the median and the p95.
 """
 TABLES = 100
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -87,6 +108,10 @@ TARGET_MS = 1.0
 MEASURE = "visible-part lookup of one table"
 GATE = 0.5  # --quick fails if a lookup costs half a scan of the catalog: an index no longer used
 PEER = "same lookup, project indexes dropped"
+PEER_MAX_PARTS = 2_000_000
+"""Above this size the peer (a scan of every part per lookup) is not run."""
+PARTS_ENV = "AIRFLOW_TXN_B3_PARTS"
+"""The size run.py passes on (its --b3-parts)."""
 COLUMNS = ("table_id", "partition_key", "path", "files", "row_count", "size_bytes", "creation_tid", "creation_csn",
            "removal_tid", "removal_csn", "stage_key", "stage_attempt", "removal_key", "removal_attempt", "created_at")
 
@@ -178,12 +203,18 @@ def _load_sqlite(path: Path, history: History) -> list[int]:
     return table_ids
 
 
+_NO_SPAN_INDEX = "UPDATE txn_meta SET value = '2' WHERE key = 'index_version'"
+"""The peer's catalog says index version 2, so the engine runs its one-range statement there (the span levels'
+statement without its index would scan the table once per level)."""
+
+
 def _drop_sqlite_indexes(path: Path) -> list[str]:
     db = sqlite3.connect(path, isolation_level=None)
     names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'txn_parts' "
                                       "AND sql IS NOT NULL")]
     for name in names:
         db.execute(f'DROP INDEX "{name}"')
+    db.execute(_NO_SPAN_INDEX)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
     return names
@@ -227,6 +258,7 @@ def _drop_pg_indexes(url: str) -> list[str]:
             "SELECT indexname FROM pg_indexes WHERE tablename = 'txn_parts' AND indexname NOT LIKE '%pkey'"))]
         for name in names:
             conn.execute(text(f'DROP INDEX "{name}"'))
+        conn.execute(text(_NO_SPAN_INDEX))
         conn.execute(text("ANALYZE txn_parts"))
     engine.dispose()
     return names
@@ -234,16 +266,10 @@ def _drop_pg_indexes(url: str) -> list[str]:
 
 def explain(catalog: Catalog, table_id: int, snapshot: int) -> str:
     """The plan of the engine's lookup, as the catalog's database shows it."""
-    from sqlalchemy import select
-
-    from airflow_txn.catalog import schema
-    from airflow_txn.catalog.visibility_sql import visible_clause
-
-    p = schema.parts.c
-    stmt = select(schema.parts).where(p.table_id == table_id, visible_clause(None, snapshot)).order_by(p.id)
-    sql = str(stmt.compile(catalog.engine, compile_kwargs={"literal_binds": True}))
     prefix = "EXPLAIN QUERY PLAN " if catalog.dialect == "sqlite" else "EXPLAIN (ANALYZE, BUFFERS) "
     with catalog.read() as conn:
+        stmt = part_records.visible_parts_statement(conn, table_id, None, snapshot)
+        sql = str(stmt.compile(conn, compile_kwargs={"literal_binds": True}))
         return "\n".join(" | ".join(str(c) for c in r) for r in conn.execute(text(prefix + sql)))
 
 
@@ -254,15 +280,16 @@ def lookup(catalog: Catalog, table_id: int, snapshot: int) -> int:
         return len(part_records.visible_parts(conn, table_id, None, snapshot))
 
 
-def measure(ours: Catalog, peer: Catalog, table_ids: list[int], snapshots: dict[str, int], reps: int,
+def measure(ours: Catalog, peer: Catalog | None, table_ids: list[int], snapshots: dict[str, int], reps: int,
             burst: int) -> dict[str, dict[str, Any]]:
     """Per snapshot, `reps` repetitions of: `burst` lookups on our catalog and one on the peer (who goes
-    first alternates), each lookup on the next of 10 tables."""
+    first alternates; None: no peer), each lookup on the next of 10 tables."""
     probe = table_ids[:: max(1, len(table_ids) // 10)][:10]
     out: dict[str, dict[str, Any]] = {}
     for name, snapshot in snapshots.items():
-        for catalog in (ours, peer):  # warm-up: connections, caches, compiled statements
-            lookup(catalog, probe[0], snapshot)
+        for catalog in (ours, peer) if peer is not None else (ours,):  # warm-up: connections, caches, statements
+            for _ in range(6):  # PostgreSQL: psycopg prepares on the fifth run, the server then plans once
+                lookup(catalog, probe[0], snapshot)
         mine: list[float] = []
         theirs: list[float] = []
         counts: list[int] = []
@@ -271,6 +298,8 @@ def measure(ours: Catalog, peer: Catalog, table_ids: list[int], snapshots: dict[
             with _bench.quiet_gc():
                 for side in ("ours", "peer") if rep % 2 == 0 else ("peer", "ours"):
                     if side == "peer":
+                        if peer is None:
+                            continue
                         theirs.append(_bench.timed(lambda: lookup(peer, probe[rep % len(probe)], snapshot)))  # noqa: B023
                         continue
                     for _ in range(burst):
@@ -293,7 +322,11 @@ def _rows(backend: str, results: dict[str, dict[str, Any]], parts: int, load_s: 
             ID, measure, _bench.OURS, r["ours"], target=TARGET_MS, target_on="median_ms",
             note=f"{parts:,} parts in {TABLES} tables, CSN {r['snapshot']:,}, {r['visible']:.0f} parts visible "
                  f"(median over 10 tables); load average {load:.1f}; catalog filled in {load_s:.0f} s"
-                 + (f"; plan: {plan}" if name == "latest" else "")))
+                 + (f"; plan at the mid snapshot: {plan}" if name == "mid" else "")))
+        if not r["peer"]:
+            rows.append(_bench.not_run(ID, measure, PEER, f"not run above {PEER_MAX_PARTS:,} parts (each lookup reads "
+                                       "every part); its ratio is measured at the default size"))
+            continue
         rows.append(_bench.result(
             ID, measure, PEER, r["peer"], ratio=_bench.ratio(r["ours"], r["peer"]), ratio_of="airflow_txn / this",
             gate=GATE, note=f"dropped {', '.join(dropped)} (primary key kept)"))
@@ -301,7 +334,10 @@ def _rows(backend: str, results: dict[str, dict[str, Any]], parts: int, load_s: 
 
 
 def _plan_summary(plan: str) -> str:
-    keep = [line.strip() for line in plan.splitlines() if "SEARCH" in line or "SCAN" in line or "Index" in line]
+    """The plan's steps on txn_parts' indexes (not the constant list of span levels)."""
+    keep = [line.strip() for line in plan.splitlines()
+            if ("SEARCH" in line or "SCAN" in line or "Index" in line) and "CONSTANT" not in line
+            and "span_level" not in line]
     return "; ".join(keep[:3])
 
 
@@ -310,15 +346,18 @@ def bench_sqlite(history: History, work: Path, reps: int, burst: int) -> list[di
     path = work / "b3.db"
     table_ids = _load_sqlite(path, history)
     load_s = time.perf_counter() - start
-    shutil.copy(path, work / "b3_noidx.db")
-    dropped = _drop_sqlite_indexes(work / "b3_noidx.db")
-    ours, peer = Catalog(f"sqlite:///{path}"), Catalog(f"sqlite:///{work / 'b3_noidx.db'}")
+    ours, peer, dropped = Catalog(f"sqlite:///{path}"), None, []
+    if len(history) <= PEER_MAX_PARTS:
+        shutil.copy(path, work / "b3_noidx.db")
+        dropped = _drop_sqlite_indexes(work / "b3_noidx.db")
+        peer = Catalog(f"sqlite:///{work / 'b3_noidx.db'}")
     try:
-        plan = explain(ours, table_ids[0], history.snapshots["latest"])
+        plan = explain(ours, table_ids[0], history.snapshots["mid"])
         results = measure(ours, peer, table_ids, history.snapshots, reps, burst)
     finally:
         ours.dispose()
-        peer.dispose()
+        if peer is not None:
+            peer.dispose()
     return _rows("SQLite", results, len(history), load_s, dropped, _plan_summary(plan))
 
 
@@ -330,10 +369,13 @@ def bench_pg(history: History, admin_url: str, reps: int, burst: int) -> list[di
         start = time.perf_counter()
         table_ids = _load_pg(_pg_url(admin_url, db), history)
         load_s = time.perf_counter() - start
-        _pg_admin(admin_url, f"CREATE DATABASE {copy} TEMPLATE {db}")
-        dropped = _drop_pg_indexes(_pg_url(admin_url, copy))
-        ours, peer = Catalog(_pg_url(admin_url, db)), Catalog(_pg_url(admin_url, copy))
-        plan = explain(ours, table_ids[0], history.snapshots["latest"])
+        dropped: list[str] = []
+        if len(history) <= PEER_MAX_PARTS:
+            _pg_admin(admin_url, f"CREATE DATABASE {copy} TEMPLATE {db}")
+            dropped = _drop_pg_indexes(_pg_url(admin_url, copy))
+            peer = Catalog(_pg_url(admin_url, copy))
+        ours = Catalog(_pg_url(admin_url, db))
+        plan = explain(ours, table_ids[0], history.snapshots["mid"])
         results = measure(ours, peer, table_ids, history.snapshots, reps, burst)
     finally:
         for catalog in (ours, peer):
@@ -352,7 +394,7 @@ def _pg_reachable(admin_url: str) -> str | None:
 
 
 def run(quick: bool, parts: int | None = None, pg_url: str | None = None) -> list[dict[str, Any]]:
-    parts = parts or (100_000 if quick else 1_000_000)
+    parts = parts or int(os.environ.get(PARTS_ENV) or 0) or (100_000 if quick else 1_000_000)
     reps, burst = (6, 10) if quick else (20, 25)
     admin = pg_url or os.environ.get("AIRFLOW_TXN_BENCH_PG", PG_ADMIN)
     history = History(parts)

@@ -11,6 +11,7 @@ The revisions form one chain, one step of the schema's history each (REVISIONS):
     schema_v5   txn_tags and txn_tag_tables (named snapshots)
     schema_v6   txn_check_reports (write-audit-publish check reports, one row each)
     schema_v7   txn_table_versions and txn_parts.schema_version (a table's schema versioned like a part, D27)
+    indexes_v3  the span-level index of index version 3 (visible-part lookups independent of history, D31)
 
 Alembic records the catalog's revision in txn_alembic_version (not Alembic's default alembic_version:
 a catalog may share a PostgreSQL database with Airflow's own, which has that table). The revisions
@@ -54,12 +55,14 @@ if TYPE_CHECKING:
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "txn_alembic_version"
 REVISIONS = ("schema_v1", "schema_v2", "schema_v3", "indexes_v2", "schema_v4", "schema_v5", "schema_v6",
-             "schema_v7")
+             "schema_v7", "indexes_v3")
 """The chain, oldest first (a test checks it against the script directory)."""
 HEAD = REVISIONS[-1]
 _BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3", 4: "schema_v4", 5: "schema_v5",
                       6: "schema_v6", 7: "schema_v7"}
 """The revision a pre-Alembic catalog is at, by its txn_meta schema_version (index version below 2)."""
+_BY_INDEX_VERSION = {2: "indexes_v2", 3: "indexes_v3"}
+"""The revision that brings each index version (it follows the schema revision before it in the chain)."""
 SCHEMA_VERSION_OF = {revision: version for version, revision in _BY_SCHEMA_VERSION.items()}
 """The schema version each revision that raises it brings the catalog to."""
 MIN_CLIENT_VERSION = 7
@@ -147,10 +150,14 @@ class Versions:
     def start(self) -> str | None:
         """The revision to upgrade from: the older of Alembic's record and the one txn_meta names."""
         named = _BY_SCHEMA_VERSION.get(self.schema_version or 0)
-        if named == "schema_v3" and self.index_version >= schema.INDEX_VERSION:
-            named = "indexes_v2"
-        elif named is not None and self.index_version < schema.INDEX_VERSION:  # the index revision must run
-            named = min(named, "schema_v3", key=REVISIONS.index)
+        for index_version, revision in _BY_INDEX_VERSION.items():
+            before = REVISIONS[REVISIONS.index(revision) - 1]
+            if named is None:
+                break
+            if self.index_version < index_version:  # the index revision must run
+                named = min(named, before, key=REVISIONS.index)
+            elif named == before:  # at the schema revision before it, with its index: past it
+                named = revision
         found = [r for r in (self.revision, named) if r is not None]
         return min(found, key=REVISIONS.index) if found else None
 

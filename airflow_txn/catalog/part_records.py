@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from sqlalchemy import (
     ColumnElement,
     CompoundSelect,
     Connection,
+    Engine,
     Result,
     Select,
     String,
@@ -35,7 +37,7 @@ from sqlalchemy import (
 )
 
 from airflow_txn.catalog import schema, table_versions
-from airflow_txn.catalog.visibility_sql import visible_branches, visible_clause
+from airflow_txn.catalog.visibility_sql import visible_branches, visible_selects
 from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.errors import InvalidArgumentError, RetryConflictError, SerializationError
 from airflow_txn.model.csn import ROLLBACK_CSN
@@ -117,34 +119,75 @@ def _part_rows(result: Result[Any]) -> list[PartRow]:
     return out
 
 
+def _filters(table_id: int | ColumnElement[int],
+             partition_keys: Sequence[str] | BindParameter[Any] | None) -> list[ColumnElement[bool]]:
+    """The table's parts, of the given partitions (None: all)."""
+    where = [_p.table_id == table_id]
+    if partition_keys is not None:
+        keys = partition_keys if isinstance(partition_keys, BindParameter) else list(partition_keys)
+        where.append(_p.partition_key.in_(keys))
+    return where
+
+
+def _wanted(versioned: bool) -> tuple[Any, ...]:
+    """The part columns a SELECT names; `versioned`: the catalog has txn_parts.schema_version (schema version 7)."""
+    return tuple(schema.parts.c) if versioned else _COLUMNS_BEFORE_VERSIONS
+
+
 def _select_parts(table_id: int | ColumnElement[int], clauses: Sequence[ColumnElement[bool]],
                   partition_keys: Sequence[str] | BindParameter[Any] | None,
-                  versioned: bool = True) -> Select[Any] | CompoundSelect[Any]:
-    """The parts of one table matching any of `clauses`, ordered by id: one SELECT per clause, under
-    UNION ALL when there are several (each branch then has its own index plan). `versioned`: the catalog has
-    txn_parts.schema_version (schema version 7)."""
-    branches = []
-    wanted = tuple(schema.parts.c) if versioned else _COLUMNS_BEFORE_VERSIONS
-    for clause in clauses:
-        stmt = select(*wanted).where(_p.table_id == table_id, clause)
-        if partition_keys is not None:
-            keys = partition_keys if isinstance(partition_keys, BindParameter) else list(partition_keys)
-            stmt = stmt.where(_p.partition_key.in_(keys))
-        branches.append(stmt)
+                  versioned: bool = True) -> list[Select[Any]]:
+    """The parts of one table matching each of `clauses`: one SELECT per clause."""
+    where = _filters(table_id, partition_keys)
+    return [select(*_wanted(versioned)).where(*where, clause) for clause in clauses]
+
+
+def _by_id(branches: Sequence[Select[Any]]) -> Select[Any] | CompoundSelect[Any]:
+    """The branches ordered by id, under UNION ALL when there are several (each branch has its own index plan)."""
     if len(branches) == 1:
         return branches[0].order_by(_p.id)
     union = union_all(*branches)
     return union.order_by(union.selected_columns.id)
 
 
+_SPAN_INDEX: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+
+
+def span_index(conn: Connection) -> bool:
+    """Whether the catalog has ix_txn_parts_span (index version 3: docs/DESIGN.md, D31), looked up once per engine.
+    An older catalog (used as it is, D23) is read by the removal_csn ranges alone: as correct, slower with history."""
+    found = _SPAN_INDEX.get(conn.engine)
+    if found is None:
+        version = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "index_version")).scalar()
+        found = _SPAN_INDEX[conn.engine] = int(version or 0) >= schema.SPAN_INDEX_SINCE
+    return found
+
+
+def _visible(table_id: int | ColumnElement[int], tid: str | ColumnElement[str] | None,
+             snapshot: int | ColumnElement[int], partition_keys: Sequence[str] | BindParameter[Any] | None,
+             versioned: bool, dialect: str | None, wanted: Sequence[Any] | None = None) -> list[Select[Any]]:
+    """SELECTs whose UNION ALL is the table's parts visible to `tid` at `snapshot`: by span level (`dialect` the
+    catalog's database), or, for a catalog without that index (`dialect` None), by visible_branches."""
+    columns_wanted = _wanted(versioned) if wanted is None else wanted
+    where = _filters(table_id, partition_keys)
+    if dialect is None:
+        return [select(*columns_wanted).where(*where, clause) for clause in visible_branches(tid, snapshot)]
+    return visible_selects(columns_wanted, where, tid, snapshot, dialect)
+
+
+def _lookup_dialect(conn: Connection) -> str | None:
+    return conn.dialect.name if span_index(conn) else None
+
+
 @functools.cache
-def _visible_stmt(in_transaction: bool, by_partition: bool, versioned: bool) -> Select[Any] | CompoundSelect[Any]:
+def _visible_stmt(in_transaction: bool, by_partition: bool, versioned: bool,
+                  dialect: str | None) -> Select[Any] | CompoundSelect[Any]:
     """visible_parts' statement, built once per shape with its values bound at execution (building it
     per call cost a quarter of a lookup)."""
     reader = bindparam("reader", type_=String()) if in_transaction else None
     keys: BindParameter[Any] | None = bindparam("partition_keys", expanding=True) if by_partition else None
     snapshot = bindparam("snapshot", type_=BigInteger())
-    return _select_parts(bindparam("table_id", type_=BigInteger()), visible_branches(reader, snapshot), keys, versioned)
+    return _by_id(_visible(bindparam("table_id", type_=BigInteger()), reader, snapshot, keys, versioned, dialect))
 
 
 def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: int,
@@ -154,15 +197,24 @@ def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: in
         params["reader"] = tid
     if partition_keys is not None:
         params["partition_keys"] = list(partition_keys)
-    stmt = _visible_stmt(tid is not None, partition_keys is not None, table_versions.present(conn))
+    stmt = _visible_stmt(tid is not None, partition_keys is not None, table_versions.present(conn),
+                         _lookup_dialect(conn))
     return _part_rows(conn.execute(stmt, params))
+
+
+def visible_parts_statement(conn: Connection, table_id: int, tid: str | None,
+                            snapshot: int) -> Select[Any] | CompoundSelect[Any]:
+    """The statement visible_parts runs, with its values in it (to show its plan: benchmarks/b3_part_lookup.py)."""
+    return _by_id(_visible(table_id, tid, snapshot, None, table_versions.present(conn), _lookup_dialect(conn)))
 
 
 def visible_totals(conn: Connection, table_id: int, snapshot: int) -> tuple[int, int, int]:
     """(parts, rows, bytes) of the table's parts visible at `snapshot` to a reader outside any transaction."""
+    visible = union_all(*_visible(table_id, None, snapshot, None, False, _lookup_dialect(conn),
+                                  (_p.row_count, _p.size_bytes))).subquery()
     parts, rows, size = conn.execute(
-        select(func.count(), func.coalesce(func.sum(_p.row_count), 0), func.coalesce(func.sum(_p.size_bytes), 0))
-        .where(_p.table_id == table_id, visible_clause(None, snapshot))
+        select(func.count(), func.coalesce(func.sum(visible.c.row_count), 0),
+               func.coalesce(func.sum(visible.c.size_bytes), 0))
     ).one()
     return int(parts), int(rows), int(size)
 
@@ -253,11 +305,12 @@ def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: i
     key's earlier attempts, and the keys that built on them), computed without changing anything (the
     statement withdraws and registers in one catalog transaction at its end, so a rejected statement
     changes nothing)."""
-    candidates = visible_branches(tid, snapshot)
+    versioned = table_versions.present(conn)
+    candidates = _visible(table_id, tid, snapshot, partition_keys, versioned, _lookup_dialect(conn))
     if withdrawn:  # parts the withdrawn keys locked: visible again once they are withdrawn
-        candidates.append(and_(_p.removal_tid == tid, _p.removal_key.in_(list(withdrawn))))
-    stmt = _select_parts(table_id, candidates, partition_keys, table_versions.present(conn))
-    parts = {p.id: p for p in _part_rows(conn.execute(stmt))}
+        candidates += _select_parts(table_id, [and_(_p.removal_tid == tid, _p.removal_key.in_(list(withdrawn)))],
+                                    partition_keys, versioned)
+    parts = {p.id: p for p in _part_rows(conn.execute(_by_id(candidates)))}
     return [p for p in parts.values() if is_visible(after_compensation(p, tid, withdrawn), tid, snapshot)]
 
 

@@ -39,6 +39,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 SCHEMA_VERSION = 7
@@ -56,6 +57,23 @@ and writes as usual, shows the check reports kept in transactions' metadata, and
 (add_column, ...) raises CatalogUpgradeRequiredError before anything is staged."""
 VERSIONED_SINCE = 7
 """The schema version that brought txn_table_versions and txn_parts.schema_version (table changes, D27)."""
+
+SPAN_LEVELS = 40
+"""A part that ended (removal_csn set) lived d = removal_csn - creation_csn CSNs; its span level is floor(log2(d)) for
+1 <= d < 2**SPAN_LEVELS (and 0 for d < 1: never visible), SPAN_LEVELS for longer lives (2**40 commits: 35 years at 1,000
+commits a second), NULL while it lives (docs/DESIGN.md, D31)."""
+
+
+def _span_level_sql() -> str:
+    d = "removal_csn - creation_csn"
+    whens = " ".join(f"WHEN {d} < {2 ** (k + 1)} THEN {k}" for k in range(SPAN_LEVELS))
+    return f"(CASE {whens} WHEN {d} >= {2 ** SPAN_LEVELS} THEN {SPAN_LEVELS} END)"
+
+
+SPAN_LEVEL_SQL = _span_level_sql()
+"""The span level as SQL over txn_parts' own columns, the expression of index ix_txn_parts_span: a lookup names it
+in this very text (unqualified, constants inline) so that SQLite and PostgreSQL match it to the index. The
+database computes it on every write of the row: no writer sets it, older airflow_txn included."""
 
 metadata = MetaData()
 
@@ -126,9 +144,12 @@ parts = Table(
     Column("removal_attempt", BigInteger),
     Column("created_at", Float, nullable=False),
     Column("schema_version", BigInteger),  # the table version the part was written under; NULL: 1 (schema 7)
-    # Visible-part lookups (visibility_sql.visible_clause): live parts are the removal_csn IS NULL range,
-    # parts removed after the snapshot the removal_csn > S range, creation_csn <= S checked in the index.
+    # Visible-part lookups (visibility_sql): live parts are the removal_csn IS NULL range of the first index (with
+    # creation_csn <= S checked in it); parts that ended after the snapshot are found by their span level in the
+    # second, one creation_csn range per level (docs/DESIGN.md, D31). The first also serves vacuum's removal_csn
+    # ranges.
     Index("ix_txn_parts_table_removal", "table_id", "removal_csn", "creation_csn"),
+    Index("ix_txn_parts_span", "table_id", text(SPAN_LEVEL_SQL), "creation_csn", "removal_csn"),
     Index("ix_txn_parts_creation_tid", "creation_tid"),
     Index("ix_txn_parts_removal_tid", "removal_tid"),
     Index("ix_txn_parts_removal_csn", "removal_csn"),
@@ -261,9 +282,12 @@ table_versions = Table(
     Index("ix_txn_table_versions_removal_tid", "removal_tid"),
 )
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 """Bumped when indexes change (index changes need no schema version: older code works with them); the
-revision indexes_v2 created ix_txn_parts_table_removal and dropped (table_id, creation_csn)'s index."""
+revision indexes_v2 created ix_txn_parts_table_removal and dropped (table_id, creation_csn)'s index, indexes_v3
+created ix_txn_parts_span (docs/DESIGN.md, D31)."""
+SPAN_INDEX_SINCE = 3
+"""The index version that brought ix_txn_parts_span: below it, lookups use the removal_csn ranges alone."""
 
 COUNTER_LAST_CSN = "last_csn"
 COUNTER_VACUUM_HORIZON = "vacuum_horizon"

@@ -145,7 +145,7 @@ def test_a_schema_version_5_catalog_keeps_the_reports_its_metadata_holds(catalog
     catalog.dispose()
     with Warehouse.open(catalog=catalog_url, root=str(tmp_path / "root"), upgrade=True) as wh:
         with wh.runtime.catalog.read() as conn:
-            assert migrate.read_versions(conn).revision == migrate.HEAD == "schema_v7"
+            assert migrate.read_versions(conn).revision == migrate.HEAD == "indexes_v3"
         txn = wh.attach(TID)
         record(txn, {"passed": False, "checks": []}, "recheck")  # type: ignore[typeddict-item]
         assert wh.transaction_info(TID)["metadata"] == {

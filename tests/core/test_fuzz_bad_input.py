@@ -447,6 +447,14 @@ ALLOWED: dict[tuple[str, str], str] = {
         "it is a checked table name's namespace, quoted",
     ("core/datasets.py", "f'CREATE OR REPLACE VIEW {view} AS SELECT * FROM {_quote(hidden)}'"):
         "DuckDB DDL in the user's own connection (Warehouse.duckdb): identifiers of a checked table name, quoted",
+    ("catalog/schema.py", "SPAN_LEVEL_SQL"):
+        "the span level's expression (D31), an index's SQL: made once from the module's integers, no input",
+    ("catalog/migrations/versions/indexes_v3_span_levels.py", "SPAN_LEVEL_SQL"):
+        "the same expression of schema.py, the index the revision creates",
+    ("catalog/visibility_sql.py", "schema.SPAN_LEVEL_SQL"):
+        "the same expression in a lookup: its very text is what makes the database match it to the index",
+    ("catalog/visibility_sql.py", "rows_sql"):
+        "the constant list of span levels (integers of the module), as text so the statement's compiled form is cached",
 }
 SQL_CALLS = {"text", "exec_driver_sql", "execute", "executemany", "literal_column"}
 

@@ -211,7 +211,7 @@ def test_upgrade_says_from_and_to_and_doctor_then_agrees(catalog_url: str, cli: 
     assert (done["from_schema_version"], done["to_schema_version"], done["from_revision"], done["to_revision"]) == (
         5, schema.SCHEMA_VERSION, "schema_v5", migrate.HEAD)
     assert done["min_client_version"] == migrate.MIN_CLIENT_VERSION
-    assert done["applied"] == ["schema_v6", "schema_v7"]
+    assert done["applied"] == ["schema_v6", "schema_v7", "indexes_v3"]
     check = versions_check(cli("doctor"))
     assert check["status"] == "ok"
     assert f"min_client_version {migrate.MIN_CLIENT_VERSION}" in check["detail"]
