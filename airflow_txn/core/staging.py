@@ -33,13 +33,19 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import compaction_records, part_records, read_sets, table_registry, txn_records
+from airflow_txn.catalog import compaction_records, part_records, read_sets, table_registry, table_versions, txn_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import crashpoints, retries, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
+from airflow_txn.errors import (
+    InvalidArgumentError,
+    InvalidNameError,
+    MergedAwayError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 from airflow_txn.model import evolution, merging
 from airflow_txn.model.options import WriteMode
 from airflow_txn.model.partitioning import (
@@ -113,6 +119,46 @@ def start_attempt(rt: Runtime, tid: str, key: str, attempt: int) -> None:
     with rt.catalog.write() as conn:
         txn_records.fetch(conn, tid, rt.catalog)  # the row lock: key rows change under it only
         retries.fence(conn, tid, key, attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A table as a statement that changes it sees it (its key's earlier attempts withdrawn): table_seen."""
+
+    info: TableInfo
+    """The table as of `version`."""
+    version: table_versions.VersionRow
+    """The version of its schema the statement sees: a change takes its removal lock (table_versions.stage)."""
+    last_column_id: int
+    """The highest column id the table ever gave, withdrawn and rolled-back versions included (a new column's id is
+    above it: docs/DESIGN.md, D27)."""
+    parts: tuple[PartRow, ...] = ()
+    """The parts the statement sees (with_parts=True)."""
+
+    def numbered(self) -> pa.Schema:
+        """The schema the statement sees, carrying `last_column_id` as the highest id ever given (evolution.LAST_ID):
+        what a change's new column is numbered after."""
+        schema = self.info.schema
+        return schema.with_metadata({**(schema.metadata or {}), evolution.LAST_ID: str(self.last_column_id).encode()})
+
+
+def table_seen(rt: Runtime, stmt: Statement, table: object, with_parts: bool = False) -> Seen:
+    """The table `table` names as the statement sees it, in one catalog read (the lookup of every statement that
+    stages a version of a table's schema): InvalidNameError for a table that is not a name, TableNotFoundError when
+    the statement sees no such table (dropped, renamed away); the transaction checked usable."""
+    if not isinstance(table, str):
+        raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
+    with rt.catalog.read() as conn:
+        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
+        info = table_registry.get(conn, table)
+        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
+        before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
+        if before is None or before.dropped or before.name != info.name.qualified:
+            raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
+        parts = part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn) \
+            if with_parts else []
+        given = table_versions.last_column_id(conn, info.id)
+    return Seen(table_registry.at_version(info, before), before, given, tuple(parts))
 
 
 def visible(rt: Runtime, stmt: Statement, info: TableInfo,
@@ -547,15 +593,23 @@ def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
     register_all(rt, stmt, [TableWrite(info, written, removals, scanned, validated)])
 
 
+def lock_statement(conn: Connection, rt: Runtime, stmt: Statement) -> None:
+    """How every statement's catalog transaction begins (step 4; a table change's too): the transaction row locked
+    and checked usable; under a key, older attempts fenced off (StaleAttemptError), what the key's earlier attempts
+    staged withdrawn with the work of keys built on it, and the key marked as run again (retries.py, invariant 7)."""
+    txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+    if stmt.key is not None:
+        retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
+        retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
+        retries.ran_again(conn, stmt.tid, stmt.key)
+
+
 def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> None:
     """Step 4 for a statement writing one table or several (append_many), in ONE catalog transaction: the
     key's earlier attempts are withdrawn once, before any of the statement's own parts is registered."""
     def body(conn: Connection) -> None:
-        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        lock_statement(conn, rt, stmt)
         if stmt.key is not None:
-            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.ran_again(conn, stmt.tid, stmt.key)
             crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
         for write in writes:
             if write.check_version:
