@@ -203,45 +203,83 @@ def _cached(stmt: Statement, tables: object) -> bool:
                                      for n in names)
 
 
-def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
-    cached = _cached(stmt, table)
+@dataclass(frozen=True, slots=True)
+class Evolve:
+    """The version of a table's schema a write stages with its rows, in its registration (merge_schema: the data's
+    new columns added, the columns it holds wider widened; evolution.merge_schema decides them)."""
+
+    before: table_versions.VersionRow
+    """The version the statement saw: its removal lock is taken (table_versions.stage), as a table change takes it."""
+    schema: pa.Schema
+    detail: str
+
+
+def _rows(rt: Runtime, stmt: Statement, table: str, data: object, cached: bool,
+          merge: bool) -> tuple[TableInfo, pa.Table, Evolve | None]:
+    """The table as the statement writes it and `data` conformed to it (nothing written yet). `merge`
+    (merge_schema=True): the table as it will be once the changes the data needs are staged with the rows
+    (evolution.merge_schema: refused before anything is staged when the data cannot be merged), the data's
+    columns taken by name in the table's order."""
+    if not merge:
+        info = load_table(rt, stmt, table, check_transaction=not cached)
+        return info, _conformed(data, info), None
+    seen = table_seen(rt, stmt, table)
+    info = seen.info
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if not isinstance(data, pa.Table):
+        raise SchemaMismatchError(f"data for {info.name} must be a pyarrow.Table, got {type(data).__name__}")
+    merged = evolution.merge_schema(seen.numbered(), data.schema, table=info.name.qualified,
+                                    partition_by=info.partition_by)
+    evolve = None
+    if merged.changes:
+        info = replace(info, schema=merged.schema, committed=False)
+        evolve = Evolve(seen.version, merged.schema, merged.detail)
+    if sorted(data.column_names) == sorted(info.schema.names):
+        data = data.select(info.schema.names)
+    return info, _conformed(data, info), evolve
+
+
+def append(rt: Runtime, stmt: Statement, table: str, data: object, merge: bool = False) -> int:
+    """Stage `data` as new parts of `table`; `merge`: merge_schema=True (_rows)."""
+    cached = not merge and _cached(stmt, table)
     try:
-        return _append(rt, stmt, table, data, cached)
+        return _append(rt, stmt, table, data, cached, merge)
     except SchemaMismatchError:
         if not cached:
             raise
-    return _append(rt, stmt, table, data, False)  # the table changed since it was cached: look it up again
+    return _append(rt, stmt, table, data, False, merge)  # the table changed since it was cached: look it up again
 
 
-def _append(rt: Runtime, stmt: Statement, table: str, data: object, cached: bool) -> int:
-    info = load_table(rt, stmt, table, check_transaction=not cached)
-    rows = _conformed(data, info)
+def _append(rt: Runtime, stmt: Statement, table: str, data: object, cached: bool, merge: bool) -> int:
+    info, rows, evolve = _rows(rt, stmt, table, data, cached, merge)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
-    return _stage_all(rt, stmt, [_Planned(info, pieces, check_version=cached)])[0]
+    return _stage_all(rt, stmt, [_Planned(info, pieces, check_version=cached, evolve=evolve)])[0]
 
 
-def append_many(rt: Runtime, stmt: Statement, tables: object) -> dict[str, int]:
+def append_many(rt: Runtime, stmt: Statement, tables: object, merge: bool = False) -> dict[str, int]:
     """Append to several tables in one statement: {table: data} -> {table: rows staged}. Every table's data is
-    checked before any file is written; the files are written side by side and registered at once."""
+    checked before any file is written; the files are written side by side and registered at once. `merge`:
+    merge_schema=True, each table's changes staged in the same registration."""
     if not isinstance(tables, Mapping) or not tables:
         raise InvalidArgumentError("append_many takes a non-empty dict {table name: pyarrow.Table}, "
                                    f"got {type(tables).__name__}{' (empty)' if isinstance(tables, Mapping) else ''}")
-    cached = _cached(stmt, tables)
+    cached = not merge and _cached(stmt, tables)
     try:
-        return _append_many(rt, stmt, tables, cached)
+        return _append_many(rt, stmt, tables, cached, merge)
     except SchemaMismatchError:
         if not cached:
             raise
-    return _append_many(rt, stmt, tables, False)  # a table changed since it was cached: look them up again
+    return _append_many(rt, stmt, tables, False, merge)  # a table changed since it was cached: look them up again
 
 
-def _append_many(rt: Runtime, stmt: Statement, tables: Mapping[str, object], cached: bool) -> dict[str, int]:
+def _append_many(rt: Runtime, stmt: Statement, tables: Mapping[str, object], cached: bool,
+                 merge: bool) -> dict[str, int]:
     plans: list[_Planned] = []
     for table, data in tables.items():
-        info = load_table(rt, stmt, table, check_transaction=not cached)
-        rows = _conformed(data, info)
+        info, rows, evolve = _rows(rt, stmt, table, data, cached, merge)
         plans.append(_Planned(info, [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows],
-                              check_version=cached))
+                              check_version=cached, evolve=evolve))
     return dict(zip(tables, _stage_all(rt, stmt, plans), strict=True))
 
 
@@ -339,13 +377,13 @@ def check_stray(table: str, allowed: Sequence[str] | None, written: Sequence[str
 
 
 def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
-              partitions: Sequence[Mapping[str, Any]] | None) -> int:
-    info = load_table(rt, stmt, table)
-    rows = _conformed(data, info)
+              partitions: Sequence[Mapping[str, Any]] | None, merge: bool = False) -> int:
+    """Replace the whole table or the listed partitions with `data`; `merge`: merge_schema=True (_rows)."""
+    info, rows, evolve = _rows(rt, stmt, table, data, False, merge)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
     listed = info.partition_keys(partitions)  # a bad list or stray rows are refused before the conflict check
     check_stray(info.name.qualified, listed, [partition_key(p) for p, _ in pieces])
-    return _stage(rt, stmt, info, pieces, decide(rt, stmt, info, OVERWRITE, partitions))
+    return _stage(rt, stmt, info, pieces, decide(rt, stmt, info, OVERWRITE, partitions), evolve)
 
 
 def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
@@ -584,6 +622,9 @@ class TableWrite:
     check_version: bool = False
     """The table was looked up from the cache: the version of its schema the rows were written under is checked to
     be the one the transaction sees (SchemaMismatchError, nothing registered, when it changed)."""
+    evolve: Evolve | None = None
+    """A version of the table's schema staged first, in the same catalog transaction: the rows are registered
+    under it (merge_schema)."""
 
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
@@ -611,9 +652,14 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
         lock_statement(conn, rt, stmt)
         if stmt.key is not None:
             crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
+        under: dict[int, int] = {}  # {table id: the version of its schema the rows are registered under}
         for write in writes:
             if write.check_version:
                 versions.check_current(conn, write.info, stmt.tid, stmt.snapshot)
+            under[write.info.id] = write.info.version
+            if write.evolve is not None:  # the changes first, the rows under them: one statement (merge_schema)
+                under[write.info.id] = table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, write.evolve.before,
+                                                            write.evolve.schema, write.evolve.detail, compatible=True)
             # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
             locked = compaction_records.follow_merges(conn, write.removals, rt.catalog)
             part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt, write.info.id)
@@ -626,7 +672,7 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
                 if recorded:
                     read_sets.add_reads(conn, stmt.tid, write.info.id, recorded)
         part_records.register(conn, stmt.tid, stmt.key, [(w.info.id, w.written) for w in writes], stmt.attempt,
-                              {w.info.id: w.info.version for w in writes})
+                              under)
 
     names = ", ".join(dict.fromkeys(write.info.name.qualified for write in writes))
     rt.catalog.write_retrying(body, f"registering a write to {names}")
@@ -642,12 +688,14 @@ class _Planned:
     scanned: Sequence[str] | None = None
     validated: bool = False
     check_version: bool = False
+    evolve: Evolve | None = None
 
 
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
-           decided: Decided | None = None) -> int:
+           decided: Decided | None = None, evolve: Evolve | None = None) -> int:
     decided = decided or Decided(APPEND)
-    return _stage_all(rt, stmt, [_Planned(info, pieces, decided.removals, decided.scanned, decided.validated)])[0]
+    return _stage_all(rt, stmt, [_Planned(info, pieces, decided.removals, decided.scanned, decided.validated,
+                                          evolve=evolve)])[0]
 
 
 def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[int]:
@@ -666,7 +714,8 @@ def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[
             crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)
         done = iter(files)
         writes = [TableWrite(plan.info, [(partition, next(done)) for partition, _ in plan.pieces],
-                             plan.removals, plan.scanned, plan.validated, plan.check_version) for plan in plans]
+                             plan.removals, plan.scanned, plan.validated, plan.check_version, plan.evolve)
+                  for plan in plans]
         register_all(rt, stmt, writes)
     except BaseException:
         for (directory, *_), part in zip(jobs, files, strict=True):
