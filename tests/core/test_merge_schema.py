@@ -25,10 +25,12 @@ from airflow_txn.errors import (
 )
 from airflow_txn.model import evolution
 from airflow_txn.model.evolution import column_id
+from tests.core import test_table_changes
 
-TABLE = "shop.orders"
+TABLE, SCHEMA = test_table_changes.TABLE, test_table_changes.SCHEMA
+table = test_table_changes.table
+"""The fixture: shop.orders partitioned by day, rows 1 and 2 committed; its value is that commit's CSN."""
 OTHER = "shop.stock"
-SCHEMA = pa.schema([("id", pa.int32()), ("item", pa.string()), ("day", pa.string())])
 STOCK = pa.schema([("sku", pa.string()), ("qty", pa.int64())])
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,15 +45,6 @@ def orders(ids: list[int], day: str = "d1", id_type: pa.DataType | None = None, 
 
 def rows(table: pa.Table) -> list[dict[str, object]]:
     return sorted(table.to_pylist(), key=lambda r: int(r["id"]))
-
-
-@pytest.fixture
-def table(wh: Warehouse) -> int:
-    """shop.orders partitioned by day, with rows 1 and 2 committed; returns that commit's CSN."""
-    wh.create_table(TABLE, SCHEMA, ["day"])
-    t = wh.begin()
-    t.append(TABLE, orders([1, 2]))
-    return t.commit()
 
 
 def files_under(root: Path | str) -> list[Path]:
