@@ -10,7 +10,8 @@ Every statement follows the same steps:
   4. ONE catalog transaction: check the transaction (an append to a table seen before checks it
      only here), fence off stale attempts, withdraw what earlier attempts staged under the key and
      what other keys built on it (invariant 7, retries.py), take removal locks (invariant 6),
-     register the new parts.
+     stage the version of the table's schema a merge_schema write brings (evolution.merge_schema
+     decided it in step 1), register the new parts.
 So a statement is atomic: rejected or failed before step 4, it changed nothing in the catalog. If
 step 4 fails the new files are deleted at once; if the process dies they are orphans vacuum removes.
 
