@@ -10,7 +10,8 @@ Every statement follows the same steps:
   4. ONE catalog transaction: check the transaction (an append to a table seen before checks it
      only here), fence off stale attempts, withdraw what earlier attempts staged under the key and
      what other keys built on it (invariant 7, retries.py), take removal locks (invariant 6),
-     register the new parts.
+     stage the version of the table's schema a merge_schema write brings (evolution.merge_schema
+     decided it in step 1), register the new parts.
 So a statement is atomic: rejected or failed before step 4, it changed nothing in the catalog. If
 step 4 fails the new files are deleted at once; if the process dies they are orphans vacuum removes.
 
@@ -33,13 +34,19 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import compaction_records, part_records, read_sets, table_registry, txn_records
+from airflow_txn.catalog import compaction_records, part_records, read_sets, table_registry, table_versions, txn_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import crashpoints, retries, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.errors import InvalidArgumentError, InvalidNameError, MergedAwayError, SchemaMismatchError
+from airflow_txn.errors import (
+    InvalidArgumentError,
+    InvalidNameError,
+    MergedAwayError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 from airflow_txn.model import evolution, merging
 from airflow_txn.model.options import WriteMode
 from airflow_txn.model.partitioning import (
@@ -115,6 +122,46 @@ def start_attempt(rt: Runtime, tid: str, key: str, attempt: int) -> None:
         retries.fence(conn, tid, key, attempt)
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A table as a statement that changes it sees it (its key's earlier attempts withdrawn): table_seen."""
+
+    info: TableInfo
+    """The table as of `version`."""
+    version: table_versions.VersionRow
+    """The version of its schema the statement sees: a change takes its removal lock (table_versions.stage)."""
+    last_column_id: int
+    """The highest column id the table ever gave, withdrawn and rolled-back versions included (a new column's id is
+    above it: docs/DESIGN.md, D27)."""
+    parts: tuple[PartRow, ...] = ()
+    """The parts the statement sees (with_parts=True)."""
+
+    def numbered(self) -> pa.Schema:
+        """The schema the statement sees, carrying `last_column_id` as the highest id ever given (evolution.LAST_ID):
+        what a change's new column is numbered after."""
+        schema = self.info.schema
+        return schema.with_metadata({**(schema.metadata or {}), evolution.LAST_ID: str(self.last_column_id).encode()})
+
+
+def table_seen(rt: Runtime, stmt: Statement, table: object, with_parts: bool = False) -> Seen:
+    """The table `table` names as the statement sees it, in one catalog read (the lookup of every statement that
+    stages a version of a table's schema): InvalidNameError for a table that is not a name, TableNotFoundError when
+    the statement sees no such table (dropped, renamed away); the transaction checked usable."""
+    if not isinstance(table, str):
+        raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
+    with rt.catalog.read() as conn:
+        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
+        info = table_registry.get(conn, table)
+        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
+        before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
+        if before is None or before.dropped or before.name != info.name.qualified:
+            raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
+        parts = part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn) \
+            if with_parts else []
+        given = table_versions.last_column_id(conn, info.id)
+    return Seen(table_registry.at_version(info, before), before, given, tuple(parts))
+
+
 def visible(rt: Runtime, stmt: Statement, info: TableInfo,
             partition_keys: Sequence[str] | None = None) -> list[PartRow]:
     """The parts this statement sees: what its key's earlier attempts staged, and what other keys built
@@ -157,45 +204,83 @@ def _cached(stmt: Statement, tables: object) -> bool:
                                      for n in names)
 
 
-def append(rt: Runtime, stmt: Statement, table: str, data: object) -> int:
-    cached = _cached(stmt, table)
+@dataclass(frozen=True, slots=True)
+class Evolve:
+    """The version of a table's schema a write stages with its rows, in its registration (merge_schema: the data's
+    new columns added, the columns it holds wider widened; evolution.merge_schema decides them)."""
+
+    before: table_versions.VersionRow
+    """The version the statement saw: its removal lock is taken (table_versions.stage), as a table change takes it."""
+    schema: pa.Schema
+    detail: str
+
+
+def _rows(rt: Runtime, stmt: Statement, table: str, data: object, cached: bool,
+          merge: bool) -> tuple[TableInfo, pa.Table, Evolve | None]:
+    """The table as the statement writes it and `data` conformed to it (nothing written yet). `merge`
+    (merge_schema=True): the table as it will be once the changes the data needs are staged with the rows
+    (evolution.merge_schema: refused before anything is staged when the data cannot be merged), the data's
+    columns taken by name in the table's order."""
+    if not merge:
+        info = load_table(rt, stmt, table, check_transaction=not cached)
+        return info, _conformed(data, info), None
+    seen = table_seen(rt, stmt, table)
+    info = seen.info
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if not isinstance(data, pa.Table):
+        raise SchemaMismatchError(f"data for {info.name} must be a pyarrow.Table, got {type(data).__name__}")
+    merged = evolution.merge_schema(seen.numbered(), data.schema, table=info.name.qualified,
+                                    partition_by=info.partition_by)
+    evolve = None
+    if merged.changes:
+        info = replace(info, schema=merged.schema, committed=False)
+        evolve = Evolve(seen.version, merged.schema, merged.detail)
+    if sorted(data.column_names) == sorted(info.schema.names):
+        data = data.select(info.schema.names)
+    return info, _conformed(data, info), evolve
+
+
+def append(rt: Runtime, stmt: Statement, table: str, data: object, merge: bool = False) -> int:
+    """Stage `data` as new parts of `table`; `merge`: merge_schema=True (_rows)."""
+    cached = not merge and _cached(stmt, table)
     try:
-        return _append(rt, stmt, table, data, cached)
+        return _append(rt, stmt, table, data, cached, merge)
     except SchemaMismatchError:
         if not cached:
             raise
-    return _append(rt, stmt, table, data, False)  # the table changed since it was cached: look it up again
+    return _append(rt, stmt, table, data, False, merge)  # the table changed since it was cached: look it up again
 
 
-def _append(rt: Runtime, stmt: Statement, table: str, data: object, cached: bool) -> int:
-    info = load_table(rt, stmt, table, check_transaction=not cached)
-    rows = _conformed(data, info)
+def _append(rt: Runtime, stmt: Statement, table: str, data: object, cached: bool, merge: bool) -> int:
+    info, rows, evolve = _rows(rt, stmt, table, data, cached, merge)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
-    return _stage_all(rt, stmt, [_Planned(info, pieces, check_version=cached)])[0]
+    return _stage_all(rt, stmt, [_Planned(info, pieces, check_version=cached, evolve=evolve)])[0]
 
 
-def append_many(rt: Runtime, stmt: Statement, tables: object) -> dict[str, int]:
+def append_many(rt: Runtime, stmt: Statement, tables: object, merge: bool = False) -> dict[str, int]:
     """Append to several tables in one statement: {table: data} -> {table: rows staged}. Every table's data is
-    checked before any file is written; the files are written side by side and registered at once."""
+    checked before any file is written; the files are written side by side and registered at once. `merge`:
+    merge_schema=True, each table's changes staged in the same registration."""
     if not isinstance(tables, Mapping) or not tables:
         raise InvalidArgumentError("append_many takes a non-empty dict {table name: pyarrow.Table}, "
                                    f"got {type(tables).__name__}{' (empty)' if isinstance(tables, Mapping) else ''}")
-    cached = _cached(stmt, tables)
+    cached = not merge and _cached(stmt, tables)
     try:
-        return _append_many(rt, stmt, tables, cached)
+        return _append_many(rt, stmt, tables, cached, merge)
     except SchemaMismatchError:
         if not cached:
             raise
-    return _append_many(rt, stmt, tables, False)  # a table changed since it was cached: look them up again
+    return _append_many(rt, stmt, tables, False, merge)  # a table changed since it was cached: look them up again
 
 
-def _append_many(rt: Runtime, stmt: Statement, tables: Mapping[str, object], cached: bool) -> dict[str, int]:
+def _append_many(rt: Runtime, stmt: Statement, tables: Mapping[str, object], cached: bool,
+                 merge: bool) -> dict[str, int]:
     plans: list[_Planned] = []
     for table, data in tables.items():
-        info = load_table(rt, stmt, table, check_transaction=not cached)
-        rows = _conformed(data, info)
+        info, rows, evolve = _rows(rt, stmt, table, data, cached, merge)
         plans.append(_Planned(info, [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows],
-                              check_version=cached))
+                              check_version=cached, evolve=evolve))
     return dict(zip(tables, _stage_all(rt, stmt, plans), strict=True))
 
 
@@ -293,13 +378,13 @@ def check_stray(table: str, allowed: Sequence[str] | None, written: Sequence[str
 
 
 def overwrite(rt: Runtime, stmt: Statement, table: str, data: object,
-              partitions: Sequence[Mapping[str, Any]] | None) -> int:
-    info = load_table(rt, stmt, table)
-    rows = _conformed(data, info)
+              partitions: Sequence[Mapping[str, Any]] | None, merge: bool = False) -> int:
+    """Replace the whole table or the listed partitions with `data`; `merge`: merge_schema=True (_rows)."""
+    info, rows, evolve = _rows(rt, stmt, table, data, False, merge)
     pieces = [(p, t) for p, t in split_by_partition(rows, info.partition_by) if t.num_rows]
     listed = info.partition_keys(partitions)  # a bad list or stray rows are refused before the conflict check
     check_stray(info.name.qualified, listed, [partition_key(p) for p, _ in pieces])
-    return _stage(rt, stmt, info, pieces, decide(rt, stmt, info, OVERWRITE, partitions))
+    return _stage(rt, stmt, info, pieces, decide(rt, stmt, info, OVERWRITE, partitions), evolve)
 
 
 def delete(rt: Runtime, stmt: Statement, table: str, where: object) -> int:
@@ -538,6 +623,9 @@ class TableWrite:
     check_version: bool = False
     """The table was looked up from the cache: the version of its schema the rows were written under is checked to
     be the one the transaction sees (SchemaMismatchError, nothing registered, when it changed)."""
+    evolve: Evolve | None = None
+    """A version of the table's schema staged first, in the same catalog transaction: the rows are registered
+    under it (merge_schema)."""
 
 
 def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
@@ -547,19 +635,32 @@ def register_written(rt: Runtime, stmt: Statement, info: TableInfo,
     register_all(rt, stmt, [TableWrite(info, written, removals, scanned, validated)])
 
 
+def lock_statement(conn: Connection, rt: Runtime, stmt: Statement) -> None:
+    """How every statement's catalog transaction begins (step 4; a table change's too): the transaction row locked
+    and checked usable; under a key, older attempts fenced off (StaleAttemptError), what the key's earlier attempts
+    staged withdrawn with the work of keys built on it, and the key marked as run again (retries.py, invariant 7)."""
+    txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+    if stmt.key is not None:
+        retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
+        retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
+        retries.ran_again(conn, stmt.tid, stmt.key)
+
+
 def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> None:
     """Step 4 for a statement writing one table or several (append_many), in ONE catalog transaction: the
     key's earlier attempts are withdrawn once, before any of the statement's own parts is registered."""
     def body(conn: Connection) -> None:
-        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
+        lock_statement(conn, rt, stmt)
         if stmt.key is not None:
-            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.ran_again(conn, stmt.tid, stmt.key)
             crashpoints.hit(crashpoints.STAGE_RETRY_MID_REGISTER)
+        under: dict[int, int] = {}  # {table id: the version of its schema the rows are registered under}
         for write in writes:
             if write.check_version:
                 versions.check_current(conn, write.info, stmt.tid, stmt.snapshot)
+            under[write.info.id] = write.info.version
+            if write.evolve is not None:  # the changes first, the rows under them: one statement (merge_schema)
+                under[write.info.id] = table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, write.evolve.before,
+                                                            write.evolve.schema, write.evolve.detail, compatible=True)
             # a part a background merge swapped out meanwhile: lock the merged part instead (same rows)
             locked = compaction_records.follow_merges(conn, write.removals, rt.catalog)
             part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt, write.info.id)
@@ -572,7 +673,7 @@ def register_all(rt: Runtime, stmt: Statement, writes: Sequence[TableWrite]) -> 
                 if recorded:
                     read_sets.add_reads(conn, stmt.tid, write.info.id, recorded)
         part_records.register(conn, stmt.tid, stmt.key, [(w.info.id, w.written) for w in writes], stmt.attempt,
-                              {w.info.id: w.info.version for w in writes})
+                              under)
 
     names = ", ".join(dict.fromkeys(write.info.name.qualified for write in writes))
     rt.catalog.write_retrying(body, f"registering a write to {names}")
@@ -588,12 +689,14 @@ class _Planned:
     scanned: Sequence[str] | None = None
     validated: bool = False
     check_version: bool = False
+    evolve: Evolve | None = None
 
 
 def _stage(rt: Runtime, stmt: Statement, info: TableInfo, pieces: Sequence[tuple[Partition, pa.Table]],
-           decided: Decided | None = None) -> int:
+           decided: Decided | None = None, evolve: Evolve | None = None) -> int:
     decided = decided or Decided(APPEND)
-    return _stage_all(rt, stmt, [_Planned(info, pieces, decided.removals, decided.scanned, decided.validated)])[0]
+    return _stage_all(rt, stmt, [_Planned(info, pieces, decided.removals, decided.scanned, decided.validated,
+                                          evolve=evolve)])[0]
 
 
 def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[int]:
@@ -612,7 +715,8 @@ def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[
             crashpoints.hit(crashpoints.STAGE_RETRY_AFTER_FILES)
         done = iter(files)
         writes = [TableWrite(plan.info, [(partition, next(done)) for partition, _ in plan.pieces],
-                             plan.removals, plan.scanned, plan.validated, plan.check_version) for plan in plans]
+                             plan.removals, plan.scanned, plan.validated, plan.check_version, plan.evolve)
+                  for plan in plans]
         register_all(rt, stmt, writes)
     except BaseException:
         for (directory, *_), part in zip(jobs, files, strict=True):

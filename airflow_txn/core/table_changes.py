@@ -16,11 +16,11 @@ from collections.abc import Callable
 import pyarrow as pa
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import compaction_records, part_records, schema, table_registry, table_versions, txn_records
+from airflow_txn.catalog import compaction_records, part_records, schema, table_registry, table_versions
 from airflow_txn.core import retries, staging
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.staging import Statement
-from airflow_txn.errors import CatalogUpgradeRequiredError, InvalidNameError, SchemaMismatchError, TableNotFoundError
+from airflow_txn.errors import CatalogUpgradeRequiredError, InvalidNameError, SchemaMismatchError
 from airflow_txn.model import evolution
 from airflow_txn.model.names import parse_table_name
 from airflow_txn.model.partitioning import WHOLE_TABLE
@@ -45,32 +45,18 @@ def require_versions(rt: Runtime) -> None:
 
 def change(rt: Runtime, stmt: Statement, table: object, make: Make) -> evolution.Change:
     """Stage one change of `table`'s schema (module doc); returns what it did."""
-    if not isinstance(table, str):
-        raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
-    with rt.catalog.read() as conn:
-        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
-        info = table_registry.get(conn, table)
-        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
-        before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
-        given = table_versions.last_column_id(conn, info.id)
-    if before is None or before.dropped or before.name != info.name.qualified:
-        raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
-    seen = table_registry.at_version(info, before)
+    seen = staging.table_seen(rt, stmt, table)
     # a column id is never given twice, not even one a withdrawn or rolled-back version gave (D27)
-    numbered = seen.schema.with_metadata({**(seen.schema.metadata or {}), evolution.LAST_ID: str(given).encode()})
-    evolved, what = make(numbered, seen.name.qualified, seen.partition_by)
+    evolved, what = make(seen.numbered(), seen.info.name.qualified, seen.info.partition_by)
     if what.kind == "set_nullable" and not what.compatible:
-        _check_no_nulls(rt, stmt, seen, what.column)
+        _check_no_nulls(rt, stmt, seen.info, what.column)
 
     def body(conn: Connection) -> None:
-        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
-        if stmt.key is not None:
-            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.ran_again(conn, stmt.tid, stmt.key)
-        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, before, evolved, what.detail, what.compatible)
+        staging.lock_statement(conn, rt, stmt)
+        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, seen.version, evolved, what.detail,
+                             what.compatible)
 
-    rt.catalog.write_retrying(body, f"changing table {seen.name}")
+    rt.catalog.write_retrying(body, f"changing table {seen.info.name}")
     return what
 
 
@@ -86,11 +72,7 @@ def create_table(rt: Runtime, stmt: Statement, table: object, arrow_schema: obje
     name, checked = table_registry.validate_new_table(table, arrow_schema, by)
 
     def body(conn: Connection) -> None:
-        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
-        if stmt.key is not None:
-            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.ran_again(conn, stmt.tid, stmt.key)
+        staging.lock_statement(conn, rt, stmt)
         table_registry.create_staged(conn, stmt.tid, stmt.key, stmt.attempt, name, checked, by)
 
     rt.catalog.write_retrying(body, f"creating table {name}")
@@ -101,32 +83,19 @@ def drop_table(rt: Runtime, stmt: Statement, table: object) -> None:
     the statement sees, so a read at the commit's CSN or later finds no table, an older CSN still reads it, and the
     name is free again at that CSN (t.create_table makes a new table of it, empty). Not compatible: it conflicts with
     concurrent writers of the table, first committer wins."""
-    if not isinstance(table, str):
-        raise InvalidNameError(f"table must be a table name, got {type(table).__name__}")
-    with rt.catalog.read() as conn:
-        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
-        info = table_registry.get(conn, table)
-        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
-        before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
-        if before is None or before.dropped or before.name != info.name.qualified:
-            raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
-        parts = part_records.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
-    staging.check_free(stmt.tid, {p.id: p.version.removal_tid for p in parts})
-    seen = table_registry.at_version(info, before)
+    seen = staging.table_seen(rt, stmt, table, with_parts=True)
+    staging.check_free(stmt.tid, {p.id: p.version.removal_tid for p in seen.parts})
+    info = seen.info
 
     def body(conn: Connection) -> None:
-        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
-        if stmt.key is not None:
-            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.ran_again(conn, stmt.tid, stmt.key)
-        locked = compaction_records.follow_merges(conn, [p.id for p in parts], rt.catalog)
+        staging.lock_statement(conn, rt, stmt)
+        locked = compaction_records.follow_merges(conn, [p.id for p in seen.parts], rt.catalog)
         part_records.lock_for_removal(conn, stmt.tid, stmt.key, locked, stmt.attempt, info.id)
         retries.record(conn, stmt.tid, stmt.key, stmt.attempt, info.id, [WHOLE_TABLE])
-        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, before, seen.schema,
-                             f"dropped table {seen.name}", compatible=False, dropped=True)
+        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, seen.version, info.schema,
+                             f"dropped table {info.name}", compatible=False, dropped=True)
 
-    rt.catalog.write_retrying(body, f"dropping table {seen.name}")
+    rt.catalog.write_retrying(body, f"dropping table {info.name}")
 
 
 def rename_table(rt: Runtime, stmt: Statement, table: object, new: object) -> None:
@@ -141,23 +110,12 @@ def rename_table(rt: Runtime, stmt: Statement, table: object, new: object) -> No
     old_name, new_name = parse_table_name(table), parse_table_name(new)
     if new_name == old_name:
         raise InvalidNameError(f"cannot rename table {old_name} to its own name")
-    with rt.catalog.read() as conn:
-        txn_records.require_usable(txn_records.fetch(conn, stmt.tid))
-        info = table_registry.get(conn, table)
-        withdrawn = retries.withdrawn(conn, stmt.tid, stmt.key, stmt.attempt)
-        before = table_versions.visible_for_statement(conn, info.id, stmt.tid, stmt.snapshot, withdrawn)
-    if before is None or before.dropped or before.name != old_name.qualified:
-        raise TableNotFoundError(f"table {table} does not exist in this transaction's view", table=table)
-    seen = table_registry.at_version(info, before)
+    seen = staging.table_seen(rt, stmt, table)
 
     def body(conn: Connection) -> None:
-        txn_records.lock_usable(conn, rt.catalog, stmt.tid)
-        if stmt.key is not None:
-            retries.fence(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.withdraw(conn, stmt.tid, stmt.key, stmt.attempt)
-            retries.ran_again(conn, stmt.tid, stmt.key)
-        table_registry.reserve(conn, stmt.tid, info.id, old_name.qualified, new_name)
-        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, before, seen.schema,
+        staging.lock_statement(conn, rt, stmt)
+        table_registry.reserve(conn, stmt.tid, seen.info.id, old_name.qualified, new_name)
+        table_versions.stage(conn, stmt.tid, stmt.key, stmt.attempt, seen.version, seen.info.schema,
                              f"renamed table {old_name} to {new_name}", compatible=False, name=new_name.qualified)
 
     rt.catalog.write_retrying(body, f"renaming table {old_name}")

@@ -50,6 +50,7 @@ from airflow_txn.errors import (
     TransactionClosedError,
     TransactionNotFoundError,
 )
+from airflow_txn.model import evolution
 from airflow_txn.model.names import check_key
 from airflow_txn.model.options import Manifests
 from airflow_txn.model.results import JsonObject, MergeCounts, PartitionSpec, TableManifest, TransactionState
@@ -136,28 +137,46 @@ class Transaction:
             raise InvalidNameError("compensate needs a key: pass one or set it with use_key()")
         return run_statement(self, f"compensation of {stmt.key}", lambda: staging.compensate(self._rt, stmt))
 
-    def append(self, table: str, data: pa.Table, key: str | None = None) -> int:
-        """Stage `data` as new parts of `table`; returns the number of rows staged. Appends never conflict."""
-        stmt = statement_of(self, key)
-        return run_statement(self, f"append to {table}", lambda: staging.append(self._rt, stmt, table, data))
+    def append(self, table: str, data: pa.Table, key: str | None = None, merge_schema: bool = False) -> int:
+        """Stage `data` as new parts of `table`; returns the number of rows staged. Appends never conflict.
 
-    def append_many(self, tables: Mapping[str, pa.Table], key: str | None = None) -> dict[str, int]:
+        `merge_schema=True`: in the same statement, the data's columns the table lacks are added (nullable) and
+        the columns it holds in a wider type are widened where a widening is allowed (docs/CONCEPTS.md, "Changing
+        tables"); the data's columns are taken by name. A keyed retry replaces the changes with the rows; a
+        narrowing or a type no widening reaches is refused naming the column, before anything is staged."""
+        merge = self._merging(merge_schema)
+        stmt = statement_of(self, key)
+        return run_statement(self, f"append to {table}", lambda: staging.append(self._rt, stmt, table, data, merge))
+
+    def append_many(self, tables: Mapping[str, pa.Table], key: str | None = None,
+                    merge_schema: bool = False) -> dict[str, int]:
         """Append to several tables in ONE statement, {table: data}; returns {table: rows staged}.
 
         Every table's data is checked before anything is written (one bad table stages nothing), the part
         files are written side by side (on an object store the uploads overlap: the statement waits for
         the slowest, not their sum) and registered in one catalog transaction. Under a key it is one
-        statement: a retry under the same key replaces all of it."""
+        statement: a retry under the same key replaces all of it. `merge_schema`: as append's, for each table."""
+        merge = self._merging(merge_schema)
         stmt = statement_of(self, key)
         what = "append to " + (", ".join(map(str, tables)) if isinstance(tables, Mapping) else "several tables")
-        return run_statement(self, what, lambda: staging.append_many(self._rt, stmt, tables))
+        return run_statement(self, what, lambda: staging.append_many(self._rt, stmt, tables, merge))
 
     def overwrite(self, table: str, data: pa.Table, partitions: PartitionSpec | None = None,
-                  key: str | None = None) -> int:
-        """Replace the whole table (partitions=None) or only the listed partitions with `data`."""
+                  key: str | None = None, merge_schema: bool = False) -> int:
+        """Replace the whole table (partitions=None) or only the listed partitions with `data`. `merge_schema`: as
+        append's."""
+        merge = self._merging(merge_schema)
         stmt = statement_of(self, key)
         return run_statement(self, f"overwrite of {table}",
-                             lambda: staging.overwrite(self._rt, stmt, table, data, partitions))
+                             lambda: staging.overwrite(self._rt, stmt, table, data, partitions, merge))
+
+    def _merging(self, merge_schema: object) -> bool:
+        """merge_schema checked (InvalidArgumentError unless a bool); True needs a catalog with versions of tables'
+        schemas (CatalogUpgradeRequiredError): both before anything is staged, the transaction left usable."""
+        merge = evolution.merge_flag(merge_schema)
+        if merge:
+            table_changes.require_versions(self._rt)
+        return merge
 
     def delete(self, table: str, where: pc.Expression, key: str | None = None) -> int:
         """Delete matching rows, rewriting only the parts that hold some; returns the number of rows deleted."""

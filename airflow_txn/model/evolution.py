@@ -14,6 +14,9 @@ concurrent writers, and the projection that reads a part written under one versi
   defaulted column, a widened type, a relaxed NOT NULL). A drop, a rename or a tightened NOT NULL is not.
   Partition columns cannot be dropped, renamed, added or retyped (their values name the part's directory).
   Each refusal is a typed error naming the table, the column and what to do instead, before anything is staged.
+- **Merging a data schema** (`merge_schema`): the changes a write of data of another schema needs (its new columns
+  added nullable, the columns it holds wider widened), decided here for every writer that merges (the core's
+  `merge_schema=True`, Spark's), which then stage them.
 - **Reading** (`projection`): a part written under schema `written` is read as schema `read` by column id: a
   renamed column takes its new name, a widened one is cast, a column added since is null or its default, a
   dropped one is not read. Nothing is rewritten.
@@ -31,8 +34,9 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_txn.errors import InvalidNameError, SchemaMismatchError
+from airflow_txn.errors import InvalidArgumentError, InvalidNameError, SchemaMismatchError
 from airflow_txn.model.names import check_column_name
+from airflow_txn.model.types import check_column_type
 
 COLUMN_ID = b"PARQUET:field_id"
 """A field's column id, as Arrow field metadata: the key pyarrow's Parquet writer turns into the field id."""
@@ -168,6 +172,7 @@ def add_column(schema: pa.Schema, field: object, default: object = None, *, tabl
     name = check_column_name(field.name)
     if name in schema.names:
         raise SchemaMismatchError(f"{table} has a column {name!r} already")
+    check_column_type(name, field.type, table)
     value: pa.Scalar | None = None
     if default is not None:
         try:
@@ -255,6 +260,69 @@ def set_nullable(schema: pa.Schema, name: str, nullable: bool, *, table: str,
     evolved = schema.set(index, old.with_nullable(bool(nullable)))
     what = "allowed nulls in" if nullable else "forbade nulls in"
     return evolved, Change("set_nullable", name, f"{what} column {name!r}", compatible=bool(nullable))
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaMerge:
+    """What writing data of another schema into a table needs (merge_schema): the table's schema once merged, and
+    the changes that make it (each compatible: an added nullable column, a widening)."""
+
+    schema: pa.Schema
+    changes: tuple[Change, ...]
+
+    @property
+    def detail(self) -> str:
+        """The changes, as a version of the schema records them."""
+        return "; ".join(change.detail for change in self.changes)
+
+
+def merge_flag(value: object) -> bool:
+    """A writer's merge_schema flag: InvalidArgumentError unless True or False."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"merge_schema must be True or False, got {value!r}")
+    return value
+
+
+def merge_schema(schema: pa.Schema, data: object, *, table: str, partition_by: Sequence[str] = (),
+                 fits: Callable[[str, pa.DataType], bool] | None = None) -> SchemaMerge:
+    """The changes a write of data of schema `data` into a table of `schema` needs, decided here for every writer
+    (the core's merge_schema=True, Spark's merge_schema and the data source's mergeSchema): each column of the data
+    the table lacks is added (nullable, the data's type; add_column), each column the data holds in a type the
+    table's column does not take but a widening of it is (is_widening) is widened (alter_column). `fits(name, table
+    type)`: whether the data's column `name` is written into a column of that type as it is (None: the same type;
+    an engine whose types are not Arrow's says). Refused before anything is staged, naming the column: a narrowing
+    (SchemaMismatchError: a column is widened, never narrowed), a type no widening reaches, a partition column to
+    widen, a new column of a type no table may hold (UnsupportedTypeError), duplicate names. A column of the table
+    the data lacks is no change: the write itself refuses it."""
+    if not isinstance(data, pa.Schema):
+        raise SchemaMismatchError(f"merge_schema into {table} takes the data's pyarrow.Schema, got "
+                                  f"{type(data).__name__}")
+    if len(set(data.names)) != len(data.names):
+        raise SchemaMismatchError(f"merge_schema into {table}: the data has duplicate column names {data.names}")
+    fit = fits or (lambda name, type_: data.field(name).type == type_)
+    merged, changes, problems = schema, [], []
+    for field in data:
+        if field.name not in merged.names:
+            merged, change = add_column(merged, pa.field(field.name, field.type, True), table=table,
+                                        partition_by=partition_by)
+            changes.append(change)
+            continue
+        current = merged.field(field.name).type
+        if fit(field.name, current):
+            continue
+        if is_widening(current, field.type):
+            merged, change = alter_column(merged, field.name, field.type, table=table, partition_by=partition_by)
+            changes.append(change)
+        elif is_widening(field.type, current):
+            problems.append(f"column {field.name!r} of {table} is {current} and the data holds {field.type}: "
+                            f"merge_schema widens a column, it never narrows one (cast the data to {current})")
+        else:
+            problems.append(f"column {field.name!r} of {table} is {current} and the data holds {field.type}, which "
+                            f"no widening of {current} reaches (alter_column lists the widenings; to change the type, "
+                            "add a new column and copy the values)")
+    if problems:
+        raise SchemaMismatchError("; ".join(problems) + ". Nothing was staged")
+    return SchemaMerge(merged, tuple(changes))
 
 
 def _index(schema: pa.Schema, name: object, table: str) -> int:

@@ -43,7 +43,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from airflow_txn import environment
-from airflow_txn.catalog import commit_log, compaction_records, part_records, table_versions
+from airflow_txn.catalog import commit_log, compaction_records, part_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.table_versions import VersionRow
@@ -52,7 +52,6 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.visibility import is_visible
 from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
 from airflow_txn.model import evolution
-from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.model.results import TagInfo
 from airflow_txn.publish import formats
@@ -195,7 +194,7 @@ class DeltaPublisher:
         from deltalake import DeltaTable, Schema
         from deltalake.transaction import CommitProperties
 
-        live = [row for row in self._history(info).values() if not row.dropped]
+        live = [row for row in formats.schema_history(self.rt, info).values() if not row.dropped]
         # the oldest committed version: each published CSN then changes it to the one visible there, in CSN order
         first, partition_by = ((evolution.with_ids(live[0].schema), live[0].partition_by) if live
                                else (info.schema, info.partition_by))
@@ -214,15 +213,6 @@ class DeltaPublisher:
                 raise PublishError(f"cannot create the Delta table of {info.name}: {exc}") from exc
 
     # -- schemas ------------------------------------------------------------------------------------------------
-    def _history(self, info: TableInfo) -> dict[int, VersionRow]:
-        """{version: row} of the table's committed schema versions, oldest first (none on a catalog without them)."""
-        with self.rt.catalog.read() as conn:
-            if not table_versions.present(conn):
-                return {}
-            rows = table_versions.of_table(conn, info.id)
-        return {v: rows[v] for v in sorted(rows)
-                if rows[v].state.creation_csn is not None and rows[v].state.creation_csn != ROLLBACK_CSN}
-
     def _evolve(self, table: DeltaTable, info: TableInfo, history: Mapping[int, VersionRow], previous: int,
                 csn: int) -> bool:
         """Make the Delta table's schema the one visible at `csn`, coming from the one visible at `previous` (0: the
@@ -293,7 +283,7 @@ class DeltaPublisher:
         steady = (published and compared == merges and horizon <= published
                   and all(kind == "commit" for _, kind in targets))
         current = {} if steady or not targets else _current_files(table)
-        history = self._history(info)
+        history = formats.schema_history(self.rt, info)
         previous = published
         for csn, kind in targets:
             if self._evolve(table, info, history, previous, max(csn, horizon)):

@@ -1,7 +1,7 @@
 """What every published table format shares (docs/DESIGN.md, D26 and D29): the interface a format implements
 (`Format`), what one run did to one table (`TableOutcome`), and the change feed read from the airflow_txn
-catalog: which CSNs a table's next run publishes, in which order and of which kind (`targets`), and which part
-files a set of parts stands for (`part_files`).
+catalog: which CSNs a table's next run publishes, in which order and of which kind (`targets`), which part
+files a set of parts stands for (`part_files`), and the committed versions of a table's schema (`schema_history`).
 
 A format keeps its progress (the CSN published last) in the published table itself, set in the same commit of
 that format as the files, so the airflow_txn catalog keeps no state for publishing, whatever the format.
@@ -13,10 +13,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from airflow_txn.catalog import commit_log, table_registry
+from airflow_txn.catalog import commit_log, table_registry, table_versions
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
+from airflow_txn.catalog.table_versions import VersionRow
 from airflow_txn.core.runtime import Runtime
+from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.results import TagInfo
 from airflow_txn.storage.root import part_file_paths
 
@@ -104,6 +106,17 @@ def part_files(rt: Runtime, info: TableInfo, parts: Iterable[PartRow]) -> list[t
         for relative in part_file_paths(part.path, part.files):
             found.append((part, relative, storage.path(info.directory, relative)))
     return found
+
+
+def schema_history(rt: Runtime, info: TableInfo) -> dict[int, VersionRow]:
+    """{version: row} of the table's committed schema versions, oldest first (none on a catalog without them): what
+    a format replays to evolve its published table's schema."""
+    with rt.catalog.read() as conn:
+        if not table_versions.present(conn):
+            return {}
+        rows = table_versions.of_table(conn, info.id)
+    return {v: rows[v] for v in sorted(rows)
+            if rows[v].state.creation_csn is not None and rows[v].state.creation_csn != ROLLBACK_CSN}
 
 
 def tables_of(rt: Runtime, names: Sequence[str] | None = None) -> list[TableInfo]:

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
 from airflow_txn import environment
-from airflow_txn.catalog import commit_log, compaction_records, part_records, table_versions
+from airflow_txn.catalog import commit_log, compaction_records, part_records
 from airflow_txn.catalog.database import libpq_timeouts
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
@@ -52,7 +52,6 @@ from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.visibility import is_visible
 from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
 from airflow_txn.model import evolution
-from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.model.results import TagInfo
 from airflow_txn.model.secrets import mask_secrets
@@ -212,7 +211,7 @@ class IcebergPublisher:
         published CSN then sets the schema visible there, in CSN order) and the name mapping of its versions."""
         from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
 
-        history = self._history(info)
+        history = formats.schema_history(self.rt, info)
         arrow_schema, partition_by = info.schema, info.partition_by
         live = [row for row in history.values() if not row.dropped]
         if live:
@@ -241,15 +240,6 @@ class IcebergPublisher:
             return self.catalog.load_table(identifier(info))
 
     # -- schemas ------------------------------------------------------------------------------------------------
-    def _history(self, info: TableInfo) -> dict[int, VersionRow]:
-        """{version: row} of the table's committed schema versions, oldest first (none on a catalog without them)."""
-        with self.rt.catalog.read() as conn:
-            if not table_versions.present(conn):
-                return {}
-            rows = table_versions.of_table(conn, info.id)
-        return {v: rows[v] for v in sorted(rows)
-                if rows[v].state.creation_csn is not None and rows[v].state.creation_csn != ROLLBACK_CSN}
-
     def _mapping(self, info: TableInfo, history: Mapping[int, VersionRow], csn: int | None) -> NameMapping | None:
         """The name mapping of the versions committed at or below `csn` (None: every committed one); None when the
         catalog has no versions."""
@@ -368,7 +358,7 @@ class IcebergPublisher:
             commits = commit_log.table_commit_csns(conn, info.id, published, watermark)
             horizon = retention.table_horizon(conn, info.id)
             merges = compaction_records.merges_signature(conn, info.id)
-        history = self._history(info)
+        history = formats.schema_history(self.rt, info)
         self._check_ids(table, info, history, published)
         compared = table.properties.get(MERGES_KEY)
         targets = formats.targets(commits, published, horizon, refresh=merges != compared)
@@ -618,7 +608,7 @@ class IcebergPublisher:
         table = self.catalog.load_table(identifier(info))
         found = table.snapshot_by_id(snapshot_id)
         summary = found.summary.additional_properties if found is not None and found.summary is not None else {}
-        history = self._history(info)
+        history = formats.schema_history(self.rt, info)
         files = _Files(info, {v: evolution.with_ids(r.schema) for v, r in history.items()},
                        self._mapping(info, history, None))
         self._commit_files(table, info, current, wanted, {CSN_KEY: summary.get(CSN_KEY, str(csn)), KIND_KEY: "refresh"},

@@ -28,7 +28,8 @@ from pyspark.sql import functions as F
 
 from airflow_txn.core.adapter import TableView, WritePlan, open_write
 from airflow_txn.core.transaction import Transaction
-from airflow_txn.errors import InvalidArgumentError, SchemaMismatchError
+from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.model import evolution
 from airflow_txn.model.options import SAVE_MODES, SaveModeName, Via, ViaName, WriteMode
 from airflow_txn.model.results import PartitionSpec
 from airflow_txn.spark import evolve, layout
@@ -58,9 +59,7 @@ def write(df: DataFrame, txn: Transaction, table: str, mode: WriteMode | SaveMod
     """
     save_mode = WriteMode.parse(mode, "mode", SAVE_MODES)
     way = via_module.choose(df.sparkSession, txn.warehouse, via)
-    if not isinstance(merge_schema, bool):
-        raise InvalidArgumentError(f"merge_schema must be True or False, got {merge_schema!r}")
-    if merge_schema:
+    if evolution.merge_flag(merge_schema):
         evolve.merge_schema(txn, table, df.schema, key)
     plan = open_write(txn, table, save_mode, partitions, key=key, what=f"spark {save_mode} of {table}")
     if way is via_module.DATASOURCE:
