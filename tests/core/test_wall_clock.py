@@ -67,7 +67,7 @@ def test_retention_and_history_follow_a_fast_forwarded_clock(wh: Warehouse) -> N
         assert now["rows_purged"]["commit_log"] == now["rows_purged"]["transactions"] == 0
         assert ids(wh.read("sales.events", csn=first)) == [1]
         ahead.advance(7 * DAY)
-        assert 7 * DAY > max(DAY, HISTORY_SECONDS)
+        assert max(DAY, HISTORY_SECONDS) < 7 * DAY
         later = wh.vacuum(retention_seconds=DAY)
     assert later["horizon"] == latest > PREHISTORIC_CSN
     assert later["rows_purged"]["transactions"] == 1
