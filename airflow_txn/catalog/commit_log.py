@@ -8,7 +8,6 @@ unapplied record; both lookups are index seeks, so their cost does not grow with
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, update
 
 from airflow_txn.catalog import meta_records, schema, tag_records
+from airflow_txn.catalog.clock import wall_time
 from airflow_txn.oracle import CsnOracle
 
 _log = schema.commit_log.c
@@ -44,7 +44,7 @@ def write_record(conn: Connection, csn: int, tid: str, tables: Sequence[tuple[in
     `applied`: the caller stamps the parts in this same catalog transaction (the SQL oracle's commit)."""
     conn.execute(_INSERT_RECORD, {
         "csn": csn, "tid": tid, "tables": json.dumps(sorted(name for _, name in tables)),
-        "committed_at": time.time() if committed_at is None else committed_at, "applied": applied,
+        "committed_at": wall_time() if committed_at is None else committed_at, "applied": applied,
     })
     if tables:
         conn.execute(_INSERT_TABLE_COMMITS, [{"table_id": tid_, "csn": csn} for tid_, _ in tables])

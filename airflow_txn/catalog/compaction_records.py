@@ -12,13 +12,13 @@ removal_csn = the merge CSN M; the merged part carries creation_tid = the merge'
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
 from airflow_txn.catalog import Catalog, part_records, schema, tag_records
+from airflow_txn.catalog.clock import wall_time
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.errors import MergedAwayError as MergedAwayError  # raised here (follow_merges); public in errors
 from airflow_txn.model.csn import ROLLBACK_CSN
@@ -77,7 +77,7 @@ def swap(conn: Connection, catalog: Catalog, tid: str, table_id: int, partition_
     ).rowcount
     if taken != len(ids):
         return SwapResult(None, f"{len(ids) - taken} of {len(ids)} source parts were locked or removed meanwhile")
-    now = time.time()
+    now = wall_time()
     result = conn.execute(
         insert(schema.parts).values(
             table_id=table_id, partition_key=partition_key, path=written.path, files=json.dumps(list(written.files)),

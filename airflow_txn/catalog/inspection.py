@@ -1,17 +1,23 @@
 """Looking at a catalog database without opening it as a Catalog (`airflow-txn doctor`): which of
 airflow_txn's tables it lacks and the schema version it records, over one short-lived connection with a
 connect timeout, and the Alembic revision it records. Nothing is created or written (Catalog.initialize
-would create a missing catalog)."""
+would create a missing catalog).
+
+Also, over a connection of an open catalog, what it holds: rows and bytes per catalog table (`table_sizes`)
+and part rows by state (`part_states`), for sizing a deployment (benchmarks/b16_year.py, docs/DEPLOYMENT.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import Connection, and_, create_engine, func, inspect, select, text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
+from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_txn.catalog import meta_records, migrate, schema
+from airflow_txn.model.csn import ROLLBACK_CSN
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,3 +52,70 @@ def look(url: URL, timeout: float) -> CatalogLook:
                                min_client)
     finally:
         engine.dispose()
+
+
+# -- what an open catalog holds ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TableSize:
+    rows: int
+    bytes: int | None
+    """Bytes on disk of the table and its indexes (SQLite: its pages, through dbstat; PostgreSQL:
+    pg_total_relation_size); None where the database cannot tell (a SQLite built without dbstat)."""
+
+
+_SQLITE_PAGES = text(  # dbstat names tables and indexes; sqlite_master says which table an index is of
+    "SELECT m.tbl_name AS owner, SUM(d.pgsize) AS size FROM dbstat AS d JOIN sqlite_master AS m ON m.name = d.name "
+    "GROUP BY m.tbl_name")
+_PG_SIZE = text("SELECT pg_total_relation_size(CAST(:name AS regclass))")
+
+
+def table_sizes(conn: Connection) -> dict[str, TableSize]:
+    """{catalog table name: its rows and bytes} for every table of airflow_txn the database holds."""
+    present = set(inspect(conn).get_table_names())
+    tables = [t for t in schema.metadata.sorted_tables if t.name in present]
+    rows = {t.name: int(conn.execute(select(func.count()).select_from(t)).scalar_one()) for t in tables}
+    sizes: dict[str, int | None] = dict.fromkeys(rows)
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        try:
+            pages = {str(r.owner): int(r.size) for r in conn.execute(_SQLITE_PAGES)}
+        except OperationalError:  # a SQLite built without the dbstat virtual table: sizes unknown
+            pages = {}
+        sizes = {name: pages.get(name) for name in rows} if pages else sizes
+    elif dialect == "postgresql":
+        sizes = {name: int(conn.execute(_PG_SIZE, {"name": name}).scalar_one()) for name in rows}
+    return {name: TableSize(rows[name], sizes[name]) for name in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class PartStates:
+    """Part rows by state (docs/DESIGN.md, data model)."""
+
+    live: int
+    """Committed and not removed: what the latest snapshot reads."""
+    removed: int
+    """Committed and removed at some CSN (replaced, deleted, merged away): kept for older snapshots until vacuum."""
+    rolled_back: int
+    """Stamped RollbackCSN (a rolled-back transaction's, a withdrawn key's): never visible; vacuum deletes them."""
+    staged: int
+    """Of transactions not committed yet (no creation CSN)."""
+
+    @property
+    def total(self) -> int:
+        return self.live + self.removed + self.rolled_back + self.staged
+
+
+_p = schema.parts.c
+def part_states(conn: Connection, table_id: int | None = None) -> PartStates:
+    """Part rows by state, of one table (None: of all)."""
+    where = [] if table_id is None else [_p.table_id == table_id]
+
+    def count(*conditions: ColumnElement[bool]) -> int:
+        stmt = select(func.count()).select_from(schema.parts).where(and_(*where, *conditions))
+        return int(conn.execute(stmt).scalar_one())
+
+    committed = and_(_p.creation_csn.is_not(None), _p.creation_csn != ROLLBACK_CSN)
+    return PartStates(live=count(committed, _p.removal_csn.is_(None)),
+                      removed=count(committed, _p.removal_csn.is_not(None)),
+                      rolled_back=count(_p.creation_csn == ROLLBACK_CSN),
+                      staged=count(_p.creation_csn.is_(None)))

@@ -33,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_txn.catalog import Catalog, schema
-from airflow_txn.catalog.clock import catalog_now
+from airflow_txn.catalog.clock import catalog_now, wall_time
 from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
 from airflow_txn.model.results import IsolationName, JsonObject, TransactionRecord, TransactionState
 
@@ -151,7 +151,7 @@ def insert_row(conn: Connection, tid: str, label: str | None, isolation: str, sn
                lease_seconds: float, metadata_json: str | None = None) -> None:
     conn.execute(_INSERT, {
         "tid": tid, "label": label, "state": ACTIVE, "isolation": isolation, "snapshot_csn": snapshot,
-        "lease_seconds": lease_seconds, "b_lease": lease_seconds, "created_at": time.time(),
+        "lease_seconds": lease_seconds, "b_lease": lease_seconds, "created_at": wall_time(),
         "commit_csn": None, "ended_at": None, "failed_reason": None, "cleanup_done": False,
         "metadata_json": metadata_json,
     })
@@ -230,14 +230,14 @@ def mark_failed(conn: Connection, tid: str, reason: str) -> None:
 def cas_state(conn: Connection, tid: str, new_state: str, from_state: str = ACTIVE, **values: Any) -> bool:
     """from_state (default active) -> new_state; False when the transaction was no longer in from_state."""
     if not values or set(values) == {"commit_csn"}:  # the usual cases: a statement built once
-        params = {"b_tid": tid, "b_from": from_state, "b_state": new_state, "b_ended": time.time()}
+        params = {"b_tid": tid, "b_from": from_state, "b_state": new_state, "b_ended": wall_time()}
         if values:
             params["b_csn"] = values["commit_csn"]
         return conn.execute(_CAS_STATE_CSN if values else _CAS_STATE, params).rowcount == 1
     result = conn.execute(
         update(schema.transactions)
         .where(_t.tid == tid, _t.state == from_state)
-        .values(state=new_state, ended_at=time.time(), **values)
+        .values(state=new_state, ended_at=wall_time(), **values)
     )
     return result.rowcount == 1
 

@@ -23,6 +23,7 @@ import time
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import txn_records
+from airflow_txn.catalog.clock import wall_time
 from airflow_txn.core import apply, commit, crashpoints, log_mirror, retries, rollback, tags, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
@@ -69,7 +70,7 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog, tag: tags.Comm
     # committing: no write can add a table any more, so `tables` (read under the row lock by _prepare,
     # or after the state was committing) are the record's
     named = None if tag is None else LogTag(tag.name, tag.note)
-    entry = LogEntry(tid, tuple(sorted(tables.values())), time.time(), named)
+    entry = LogEntry(tid, tuple(sorted(tables.values())), wall_time(), named)
     table_ids = list(tables)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     try:

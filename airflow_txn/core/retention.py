@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import Catalog, commit_log, counters, retention_records, table_registry, txn_records
+from airflow_txn.catalog.clock import wall_time
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import versions
 from airflow_txn.core.bounds import catalog_int, retention_seconds
@@ -146,7 +147,7 @@ def compute(conn: Connection, catalog: Catalog, oracle: CsnOracle, retention_sec
             store: bool) -> Horizons:
     """The horizons of a vacuum run (module doc), computed in the caller's write transaction; with
     `store` the stored horizons are raised to them (never lowered) and rows of cleared policies go."""
-    now = time.time()
+    now = wall_time()
     stored_global = counters.vacuum_horizon(conn, catalog if store else None)
     watermark = commit_log.readable_csn(conn, oracle)
     bounds = [watermark, commit_log.csn_at_time(conn, now - retention_seconds) or PREHISTORIC_CSN]

@@ -46,6 +46,7 @@ from airflow_txn.catalog import (
     table_versions,
     txn_records,
 )
+from airflow_txn.catalog.clock import wall_time
 from airflow_txn.catalog.purges import Purge
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.core import bounds, crashpoints, identity, manifests, ownership, recovery, retention, tags, versions
@@ -156,7 +157,7 @@ def _protected_after(rt: Runtime, h: Horizons, table_id: int) -> float:
     with rt.catalog.read() as conn:
         oldest = txn_records.oldest_open_created_at(conn)
     return compaction_records.protect_after(h.window(table_id), oldest,
-                                            CLOCK_MARGIN_SECONDS, time.time())
+                                            CLOCK_MARGIN_SECONDS, wall_time())
 
 
 def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
@@ -261,7 +262,7 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
     if not dry_run:  # first: a reader finding the rows gone already knows which answers went with them
         with rt.catalog.write() as conn:
             commit_log.note_purge_below(conn, keep)
-    before = time.time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
+    before = wall_time() - max(HISTORY_SECONDS, h.retention_seconds, *(w for _, w in h.own.values()))
     steps = [
         Purge("read_set", read_sets.of_ended_transactions(), read_sets.forget),
         Purge("keys", key_records.of_ended_transactions(), key_records.forget),

@@ -1,0 +1,646 @@
+"""B16: a year of DAG runs through the engine, with the catalog's clock fast-forwarded (issue 34).
+
+    .venv/bin/python benchmarks/b16_year.py --runs-per-day 200 --days 365 --json out.json --plot rows.png
+
+Workload (a parameter: `Workload`; the reference is 10,000 DAG runs a day, each writing 3 tables x 24
+partitions, 720,000 parts a day): every DAG run is ONE transaction whose tasks each append one row per
+partition to one table under its key (Transaction.use_key(task, attempt)), i.e. `partitions` parts per
+table. Some tasks fail after writing and retry (attempt 2 withdraws attempt 1's parts: invariant 7), 2 % of
+the runs roll back, a few die without a word (short lease; the nightly `wh.recover()` rolls them back).
+Every night, per table: `wh.compact(table)` (one merge per partition: compaction's catalog swap), then
+`wh.recover()`, then `wh.vacuum(retention_seconds=1 day)` with each table's own policy
+`wh.set_retention(table, seconds=7 days)`. Nothing here writes SQL: every step is the engine's public API.
+
+Time: the catalog records times with its rows (commit records, transaction rows, merges) and retention,
+vacuum's history purge and merge-source protection compare them with the time now; that clock is
+injectable (airflow_txn/catalog/clock.py: `use_wall_clock(FastForward())`), so each run happens at its
+scheduled time of the simulated day and a night's vacuum sees the retention window pass. Leases stay on the
+database's own clock (nothing here needs them fast-forwarded: a dead run's lease runs out in real time).
+
+Storage: the real local root (no stand-in), with parts of ONE row (a Parquet file of about a kilobyte).
+Why it changes no catalog behaviour: the catalog holds one row per part whatever its size, and every
+catalog decision (visibility, retention, vacuum, compaction's plan and swap) is made on those rows; the
+only part sizes it reads are for bin-packing merges, and a night's merge of one-row parts fits one file
+per partition exactly as 128 MB ones of a real run would fit `target_file_bytes` per file. A stand-in
+keeping only names could not be used: compaction reads its sources' rows and the end-of-year check reads
+whole snapshots.
+
+Reported at the stop day: part rows (live, removed, rolled back), history rows and catalog bytes per table
+family; the visible-part lookup at the latest snapshot, one mid-way through the retention window and the
+earliest one retained; a 3-table commit on the aged catalog vs on a fresh one; a read 1,000 commits back (or
+as far as retention keeps) vs the latest; one night's vacuum; commit p99 while that vacuum runs vs
+without. Then every sampled retained snapshot is read back and its rows counted against what the
+simulation committed up to it (nothing needed was purged), and a read below the horizon must refuse.
+Bounded by design: after each night the live part rows stay <= 10 x the tables' partitions and the
+history rows stay below a bound set by the retention window (the run fails otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # `python benchmarks/b16_year.py` puts benchmarks/ first, not the repo
+    sys.path.insert(0, str(REPO))
+
+from airflow_txn import Warehouse  # noqa: E402
+from airflow_txn.catalog import clock, inspection, part_records, table_registry  # noqa: E402
+from airflow_txn.errors import SnapshotTooOldError, TxnError  # noqa: E402
+from airflow_txn.model.results import VacuumReport  # noqa: E402
+from benchmarks import _bench  # noqa: E402
+
+ROW = "B16"
+DAY = 24 * 3600.0
+RUNS_END = 22 * 3600.0
+"""The day's runs are spread over 00:00-22:00; the night's maintenance runs at 23:00."""
+CRASH_LEASE_SECONDS = 0.2
+"""A run that dies holds this lease (real seconds: leases stay on the database's clock)."""
+PART_BOUND = 10
+"""Live part rows after each night stay <= PART_BOUND x the tables' partitions (issue 34)."""
+LOOKBACK = 1000
+"""The read measure goes this many commits back (or as far as retention keeps)."""
+
+HISTORY = ("txn_transactions", "txn_commit_log", "txn_table_commits", "txn_keys", "txn_scans", "txn_read_set",
+           "txn_compactions", "txn_check_reports")
+"""The catalog tables of the history family: what transactions, commits, retries and merges leave behind."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    runs_per_day: int = 10_000
+    tables: int = 3
+    partitions: int = 24
+    days: int = 365
+    retry_rate: float = 0.05
+    """Share of the runs where one task fails after writing and its attempt 2 replaces it."""
+    rollback_rate: float = 0.02
+    crash_rate: float = 0.002
+    """Share of the runs whose process dies mid-run (rolled back by the nightly recover)."""
+    retention_days: float = 7.0
+    """Each table's own policy (wh.set_retention)."""
+    vacuum_window_days: float = 1.0
+    """vacuum's retention_seconds (the global rule; the tables' policies keep more)."""
+    seed: int = 34
+
+    @property
+    def parts_per_day(self) -> int:
+        return self.runs_per_day * self.tables * self.partitions
+
+
+REFERENCE = Workload()
+QUICK = Workload(runs_per_day=40, partitions=4, days=7, retention_days=2.0)
+FULL = Workload(runs_per_day=25, partitions=24, days=365)
+"""What `run.py` measures at full size: 1,800 parts a day for a year (about an hour here); the reference's
+720,000 a day would take this 2-core machine weeks (docs/benchmarks/year.md projects it)."""
+
+
+@dataclass
+class Night:
+    """The catalog after one simulated day: `peak_*` before the night's maintenance, the rest after it."""
+
+    day: int
+    commits: int
+    rollbacks: int
+    retries: int
+    crashes: int
+    csn: int
+    peak_parts: int
+    peak_history: int
+    compacted_live_parts: int
+    """Right after the night's compaction (and recovery): what the bound is about."""
+    live_parts: int
+    removed_parts: int
+    rolled_back_parts: int
+    history_rows: int
+    catalog_bytes: dict[str, int | None]
+    merged: int
+    recovered: int
+    vacuum_seconds: float
+    parts_vacuumed: int
+    rows_purged: int
+    run_seconds: float
+
+
+@dataclass
+class Snapshot:
+    """What the simulation committed: the CSN of each committed run, in order."""
+
+    csns: list[int] = field(default_factory=list)
+
+    def committed_at(self, csn: int) -> int:
+        import bisect
+
+        return bisect.bisect_right(self.csns, csn)
+
+
+class YearSim:
+    """The simulation over one warehouse under `base` (SQLite catalog unless `catalog` names another)."""
+
+    def __init__(self, base: Path, workload: Workload, catalog: str | None = None) -> None:
+        self.w = workload
+        self.base = base
+        self.wh = Warehouse.open(catalog=catalog or f"sqlite:///{base / 'catalog.db'}", root=str(base / "warehouse"),
+                                 oracle="sql")
+        self.clock = clock.FastForward()
+        self.start = self.clock()
+        self.day = 0
+        self.rng = random.Random(workload.seed)
+        self.committed = Snapshot()
+        self.nights: list[Night] = []
+        self.tables = [f"sim.t{i}" for i in range(workload.tables)]
+        self._schema = pa.schema([("bucket", pa.int32()), ("run", pa.int64()), ("value", pa.float64())])
+        self._runs = 0
+        self.load: dict[str, list[float]] = {"during": [], "without": []}
+        self.crashed: set[str] = set()
+        """Runs that died and are not rolled back yet."""
+        with self.ticking():
+            for name in self.tables:
+                self.wh.create_table(name, self._schema, partition_by=["bucket"])
+                self.wh.set_retention(name, seconds=workload.retention_days * DAY)
+
+    def close(self) -> None:
+        self.wh.close()
+
+    @contextmanager
+    def ticking(self) -> Iterator[None]:
+        with clock.use_wall_clock(self.clock):
+            yield
+
+    def goto(self, offset: float) -> None:
+        """Move the clock to `offset` seconds after the simulation's start (never back)."""
+        ahead = self.start + offset - self.clock()
+        if ahead > 0:
+            self.clock.advance(ahead)
+
+    # -- one DAG run --------------------------------------------------------------------------------
+    def data(self) -> pa.Table:
+        p = self.w.partitions
+        return pa.table({"bucket": pa.array(range(p), pa.int32()), "run": pa.array([self._runs] * p, pa.int64()),
+                         "value": pa.array([self.rng.random() for _ in range(p)], pa.float64())},
+                        schema=self._schema)
+
+    def dag_run(self, fate: str, wh: Warehouse | None = None) -> int | None:
+        """One DAG run: "commit", "retry" (a task's attempt 2 replaces its attempt 1, then commit), "rollback"
+        or "crash" (its process dies: the lease runs out). Returns the commit's CSN, if any."""
+        wh = wh or self.wh
+        self._runs += 1
+        t = wh.begin(label="sim", lease_seconds=CRASH_LEASE_SECONDS if fate == "crash" else 600.0)
+        retried = self.rng.randrange(len(self.tables))
+        if fate == "crash":
+            self.crashed.add(t.tid)
+            with suppress(TxnError):  # the process dies (its lease may run out before it even wrote)
+                t.append(self.tables[0], self.data())
+            return None
+        for i, table in enumerate(self.tables):
+            t.use_key(f"write_{i}", attempt=1)
+            t.append(table, self.data())
+            if fate == "retry" and i == retried:
+                t.use_key(f"write_{i}", attempt=2)
+                t.append(table, self.data())
+        if fate == "rollback":
+            t.rollback()
+            return None
+        csn = t.commit()
+        self.committed.csns.append(csn)
+        return csn
+
+    def fates(self) -> list[str]:
+        out = []
+        for _ in range(self.w.runs_per_day):
+            x = self.rng.random()
+            out.append("crash" if x < self.w.crash_rate else "rollback" if x < self.w.crash_rate + self.w.rollback_rate
+                       else "retry" if x < self.w.crash_rate + self.w.rollback_rate + self.w.retry_rate else "commit")
+        return out
+
+    # -- one day and its night ----------------------------------------------------------------------
+    def run_day(self, under_load: int = 0) -> Night:
+        """One simulated day and its night. `under_load` > 0: the night's vacuum runs on a second handle (as
+        another process would) while DAG runs keep committing, with `under_load` commits before it and after
+        it to compare (`self.load`: their seconds)."""
+        started = time.perf_counter()
+        with self.ticking():
+            fates = self.fates()
+            day0 = self.day * DAY
+            for k, fate in enumerate(fates):
+                self.goto(day0 + k * RUNS_END / len(fates))
+                self.dag_run(fate)
+            peak = self.catalog_rows()
+            self.goto(day0 + 23 * 3600.0)
+            recovered = self.recover()
+            merged = sum(self.wh.compact(name)["merged"] for name in self.tables)
+            compacted = self.part_states()
+            self.goto(day0 + 23.5 * 3600.0)
+            if under_load:
+                report, vacuum_seconds = self._vacuum_under_load(under_load)
+            else:
+                vacuumed = time.perf_counter()
+                report = self.wh.vacuum(retention_seconds=self.w.vacuum_window_days * DAY)
+                vacuum_seconds = time.perf_counter() - vacuumed
+            after = self.catalog_rows()
+        night = Night(
+            day=self.day + 1, commits=fates.count("commit") + fates.count("retry"), rollbacks=fates.count("rollback"),
+            retries=fates.count("retry"), crashes=fates.count("crash"), csn=self.wh.readable_csn(),
+            peak_parts=peak["parts"].total, peak_history=peak["history"], compacted_live_parts=compacted.live,
+            live_parts=after["parts"].live,
+            removed_parts=after["parts"].removed, rolled_back_parts=after["parts"].rolled_back,
+            history_rows=after["history"], catalog_bytes=after["bytes"], merged=merged, recovered=recovered,
+            vacuum_seconds=round(vacuum_seconds, 4), parts_vacuumed=report["parts_removed"],
+            rows_purged=sum(report["rows_purged"].values()), run_seconds=round(time.perf_counter() - started, 2))
+        self.nights.append(night)
+        self.day += 1
+        return night
+
+    def recover(self) -> int:
+        """The scheduler's nightly `wh.recover()`, repeated until the runs that died today are rolled back (their
+        leases, CRASH_LEASE_SECONDS of real time, run out meanwhile), so an open dead run never holds
+        compaction back (it would: merges take only parts every open snapshot sees). Returns how many."""
+        rolled_back = 0
+        while True:
+            done = set(self.wh.recover()["rolled_back"])
+            rolled_back += len(done)
+            self.crashed -= done
+            self.crashed = {tid for tid in self.crashed if self.wh.transaction_info(tid)["state"] == "active"}
+            if not self.crashed:
+                return rolled_back
+            time.sleep(CRASH_LEASE_SECONDS / 4)  # until the lease runs out: a bounded wait, not a fixed one
+
+    def _timed_runs(self, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            start = time.perf_counter()
+            self.dag_run("commit")
+            out.append(time.perf_counter() - start)
+        return out
+
+    def _vacuum_under_load(self, least: int) -> tuple[VacuumReport, float]:
+        before = self._timed_runs(least)
+        other = Warehouse.open(catalog=str(self.wh.runtime.catalog.url), root=str(self.base / "warehouse"))
+        done = threading.Event()
+        outcome: list[VacuumReport] = []
+        seconds: list[float] = []
+        failure: list[BaseException] = []
+
+        def vacuum() -> None:
+            try:
+                start = time.perf_counter()
+                outcome.append(other.vacuum(retention_seconds=self.w.vacuum_window_days * DAY))
+                seconds.append(time.perf_counter() - start)
+            except BaseException as exc:  # raised again below, in the simulation's thread
+                failure.append(exc)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=vacuum, name="b16-vacuum")
+        worker.start()
+        during: list[float] = []
+        while not done.is_set():
+            during += self._timed_runs(1)
+        worker.join()
+        other.close()
+        if failure:
+            raise failure[0]
+        self.load = {"during": during, "without": before + self._timed_runs(least)}
+        return outcome[0], seconds[0]
+
+    def part_states(self) -> inspection.PartStates:
+        with self.wh.runtime.catalog.read() as conn:
+            return inspection.part_states(conn)
+
+    def catalog_rows(self) -> dict[str, Any]:
+        with self.wh.runtime.catalog.read() as conn:
+            sizes = inspection.table_sizes(conn)
+            states = inspection.part_states(conn)
+        history = sum(s.rows for name, s in sizes.items() if name in HISTORY)
+
+        def family_bytes(names: set[str]) -> int | None:
+            values = [s.bytes for name, s in sizes.items() if name in names]
+            return None if any(v is None for v in values) else sum(v or 0 for v in values)
+
+        everything = set(sizes)
+        return {"parts": states, "history": history, "sizes": sizes,
+                "bytes": {"parts": family_bytes({"txn_parts"}), "history": family_bytes(set(HISTORY)),
+                          "other": family_bytes(everything - {"txn_parts"} - set(HISTORY)),
+                          "total": family_bytes(everything)}}
+
+    # -- checks -------------------------------------------------------------------------------------
+    def bounds(self) -> dict[str, Any]:
+        """Whether the catalog stayed bounded: live parts after each night's compaction <= PART_BOUND x partitions
+        (commits after it, the next day's, add theirs: the last night's vacuum runs under load); history
+        rows after each night <= (retention days + 2) x the most history any one day added."""
+        partitions = self.w.tables * self.w.partitions
+        worst_live = max(n.compacted_live_parts for n in self.nights)
+        per_day = max(max(n.peak_history - (prev.history_rows if prev else 0), 1)
+                      for prev, n in zip([None, *self.nights[:-1]], self.nights, strict=True))
+        history_bound = (self.w.retention_days + 2) * per_day
+        worst_history = max(n.history_rows for n in self.nights)
+        settled = [n.history_rows for n in self.nights[int(self.w.retention_days) + 2:]]
+        growth = (settled[-1] - settled[0]) / (len(settled) - 1) if len(settled) > 1 else None
+        return {"history_growth_per_night": growth,
+                "live_parts_max": worst_live, "live_parts_bound": PART_BOUND * partitions,
+                "live_parts_ok": worst_live <= PART_BOUND * partitions, "history_rows_max": worst_history,
+                "history_rows_bound": int(history_bound), "history_rows_ok": worst_history <= history_bound}
+
+    def verify(self, samples: int = 12) -> dict[str, Any]:
+        """Read retained snapshots back (the latest, the horizon and `samples` between) and count their rows
+        against what the simulation committed up to each; a read below the horizon must refuse."""
+        checked = 0
+        horizon = max(self.wh.retention(name)["horizon"] for name in self.tables)
+        retained = [c for c in self.committed.csns if c >= horizon]
+        picks = sorted({retained[i * (len(retained) - 1) // max(samples - 1, 1)] for i in range(samples)}
+                       | {self.wh.readable_csn()}) if retained else [self.wh.readable_csn()]
+        for csn in picks:
+            for name in self.tables:
+                rows = self.wh.read(name, csn=csn).num_rows
+                expected = self.w.partitions * self.committed.committed_at(csn)
+                if rows != expected:
+                    raise AssertionError(f"{name} at CSN {csn}: {rows} rows, the simulation committed {expected}")
+                checked += 1
+        refused = None
+        older = [c for c in self.committed.csns if c < horizon]
+        if older:
+            try:
+                self.wh.read(self.tables[0], csn=older[-1])
+            except SnapshotTooOldError:
+                refused = True
+            else:
+                refused = False
+                raise AssertionError(f"a read at CSN {older[-1]}, below the horizon {horizon}, did not refuse")
+        return {"snapshots_read": checked, "horizon": horizon, "below_horizon_refused": refused}
+
+
+# -- the measurements ---------------------------------------------------------------------------------
+def _visible(wh: Warehouse, table: str, csn: int) -> Callable[[], float]:
+    catalog = wh.runtime.catalog
+    with catalog.read() as conn:
+        table_id = table_registry.get(conn, table).id
+
+    def lookup() -> float:
+        start = time.perf_counter()
+        with catalog.read() as conn:
+            part_records.visible_parts(conn, table_id, None, csn)
+        return time.perf_counter() - start
+
+    return lookup
+
+
+def measure(sim: YearSim, base: Path, reps: int) -> list[dict[str, Any]]:
+    """The issue's measurements on the simulation as it stands (after its last night)."""
+    wh, table = sim.wh, sim.tables[0]
+    rows: list[dict[str, Any]] = []
+    latest = wh.readable_csn()
+    horizon = wh.retention(table)["horizon"]
+    retained = [c for c in sim.committed.csns if c >= horizon] or [latest]
+    mid = retained[len(retained) // 2]
+    early = retained[0]
+    with wh.runtime.catalog.read() as conn:
+        counts = {name: len(part_records.visible_parts(conn, table_registry.get(conn, table).id, None, c))
+                  for name, c in (("latest", latest), ("mid", mid), ("early", early))}
+    looks = _bench.interleave({name: _visible(wh, table, c) for name, c in
+                               (("latest", latest), ("mid", mid), ("early", early))}, reps=reps)
+    for name in ("latest", "mid", "early"):
+        rows.append(_bench.result(ROW, "visible-part lookup of one table", f"{name} retained snapshot",
+                                  looks[name], ratio=_bench.ratio(looks[name], looks["latest"]),
+                                  ratio_of="/ latest", note=f"{counts[name]} visible parts"))
+
+    # a read N commits back vs the latest
+    back = retained[max(0, len(retained) - 1 - LOOKBACK)] if retained else latest
+    depth = len([c for c in retained if c > back])
+    reads = _bench.interleave({"back": lambda: _bench.timed(lambda: wh.read(table, csn=back)),
+                               "latest": lambda: _bench.timed(lambda: wh.read(table))}, reps=reps)
+    rows.append(_bench.result(ROW, "read of one table", f"{depth} commits back", reads["back"],
+                              ratio=_bench.ratio(reads["back"], reads["latest"]), ratio_of="/ latest",
+                              note="the latest reads one compacted part per partition; an older snapshot also "
+                                   "that day's parts, one per run and partition"))
+    rows.append(_bench.result(ROW, "read of one table", "latest", reads["latest"]))
+
+    # a 3-table commit: the aged catalog vs a fresh one
+    fresh = YearSim(base / "fresh", replace(sim.w, days=0))
+    try:
+        def commit_on(s: YearSim) -> Callable[[], float]:
+            def once() -> float:
+                with s.ticking():
+                    start = time.perf_counter()
+                    s.dag_run("commit")
+                    return time.perf_counter() - start
+            return once
+
+        commits = _bench.interleave({"aged": commit_on(sim), "fresh": commit_on(fresh)}, reps=reps)
+    finally:
+        fresh.close()
+    label = f"commit of a 3-table transaction ({sim.w.tables} x {sim.w.partitions} parts)"
+    rows.append(_bench.result(ROW, label, f"catalog after day {sim.day}", commits["aged"],
+                              ratio=_bench.ratio(commits["aged"], commits["fresh"]), ratio_of="aged / fresh",
+                              target=1.5))
+    rows.append(_bench.result(ROW, label, "fresh catalog", commits["fresh"]))
+    return rows
+
+
+def vacuum_rows(sim: YearSim) -> list[dict[str, Any]]:
+    """The last night's vacuum (run under load: YearSim.run_day) and the commits while it ran vs without."""
+    night = sim.nights[-1]
+    during, without = sim.load["during"], sim.load["without"]
+    p99 = {"during": _p99(during), "without": _p99(without)}
+    return [
+        _bench.result(ROW, "vacuum of one simulated day", "airflow_txn", [night.vacuum_seconds],
+                      note=f"night {night.day}: {night.parts_vacuumed} parts deleted, {night.rows_purged} history "
+                           "rows purged, while DAG runs kept committing"),
+        _bench.result(ROW, "commit while vacuum runs", "while vacuum runs", during,
+                      ratio=p99["during"] / p99["without"], ratio_of="p99 / p99 without",
+                      note=f"p99 {p99['during'] * 1000:.1f} ms over {len(during)} commits"),
+        _bench.result(ROW, "commit while vacuum runs", "without vacuum", without,
+                      note=f"p99 {p99['without'] * 1000:.1f} ms over {len(without)} commits (before and after it)"),
+    ]
+
+
+def _p99(seconds: list[float]) -> float:
+    ordered = sorted(seconds)
+    return ordered[max(0, -(-99 * len(ordered) // 100) - 1)]
+
+
+# -- the row --------------------------------------------------------------------------------------------
+def simulate(base: Path, w: Workload, progress: Callable[[Night], None] | None = None) -> YearSim:
+    """Run `w.days` simulated days (and nights)."""
+    sim = YearSim(base, w)
+    for _ in range(w.days):
+        night = sim.run_day()
+        if progress is not None:
+            progress(night)
+    return sim
+
+
+def full_report(sim: YearSim, reps: int, under_load: int,
+                progress: Callable[[Night], None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """At the stop day: the report (summary), the measurements on the catalog as it stands, then ONE more
+    simulated day whose night's vacuum runs while DAG runs keep committing (vacuum_rows), then the bounds
+    over every night and the read-back of retained snapshots (verify)."""
+    report = summary(sim)
+    rows = measure(sim, sim.base.parent, reps)
+    night = sim.run_day(under_load)
+    if progress is not None:
+        progress(night)
+    rows = vacuum_rows(sim) + rows
+    report["bounds"] = sim.bounds()
+    report["nights"] = [asdict(n) for n in sim.nights]
+    report["verified"] = sim.verify()
+    return report, rows
+
+
+def summary(sim: YearSim) -> dict[str, Any]:
+    """The report at the stop day: the workload, every night, the bounds and the final catalog by family."""
+    final = sim.catalog_rows()
+    return {
+        "workload": asdict(sim.w), "parts_per_day": sim.w.parts_per_day, "days": sim.day,
+        "nights": [asdict(n) for n in sim.nights],
+        "families": {"parts": asdict(final["parts"]), "history_rows": final["history"], "bytes": final["bytes"],
+                     "tables": {name: {"rows": s.rows, "bytes": s.bytes} for name, s in final["sizes"].items()}},
+        "bounds": sim.bounds(),
+    }
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    w = QUICK if quick else FULL
+    with _bench.scratch("b16-") as base:
+        sim = simulate(base / "sim", replace(w, days=w.days - 1), None if quick else _print_night)
+        try:
+            report, rows = full_report(sim, reps=5 if quick else 25, under_load=5 if quick else 50,
+                                       progress=None if quick else _print_night)
+        finally:
+            sim.close()
+    bounds = report["bounds"]
+    if not (bounds["live_parts_ok"] and bounds["history_rows_ok"]):
+        raise AssertionError(f"the catalog did not stay bounded: {bounds}")
+    if not quick:
+        out = REPO / "docs" / "benchmarks" / "b16_year.json"
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        plot(report, REPO / "docs" / "benchmarks" / "b16_rows_per_day.png")
+    return _with_series(rows, report)
+
+
+def _with_series(rows: list[dict[str, Any]], report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-night series (every 7th night at most 60 values) hung on the rows they explain, and the stop day's
+    catalog in the first row's note."""
+    nights = report["nights"]
+    step = max(1, len(nights) // 52)
+    picked = nights[step - 1::step]
+    fam = report["families"]
+    kib = {k: "?" if v is None else f"{v / 1024:,.0f}" for k, v in fam["bytes"].items()}
+    rows[0]["note"] = (f"{rows[0]['note']}; after night {report['days']}: part rows {fam['parts']['live']} live, "
+                       f"{fam['parts']['removed']} removed, {fam['parts']['rolled_back']} rolled back; "
+                       f"history rows {fam['history_rows']}; catalog KiB: parts {kib['parts']}, history "
+                       f"{kib['history']}, other {kib['other']}, total {kib['total']}")
+    where = f"after nights {picked[0]['day']}..{picked[-1]['day']} (every {step})" if picked else ""
+    series = [("vacuum seconds " + where, [n["vacuum_seconds"] for n in picked]),
+              ("live part rows after compaction " + where, [n["compacted_live_parts"] for n in picked]),
+              ("history rows " + where, [n["history_rows"] for n in picked]),
+              ("catalog KiB " + where, [round((n["catalog_bytes"]["total"] or 0) / 1024) for n in picked])]
+    for row, (label, values) in zip(rows, series, strict=False):
+        row["series"] = {"label": label, "values": values}
+    return rows
+
+
+def plot(report: dict[str, Any], out: Path) -> bool:
+    """Rows per night (live parts, all part rows, history rows) and catalog MiB, drawn with matplotlib (the
+    `bench` extra); False, and nothing drawn, when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    nights = report["nights"]
+    days = [n["day"] for n in nights]
+    fig, (rows_ax, bytes_ax) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    rows_ax.plot(days, [n["peak_parts"] for n in nights], label="part rows before the night's maintenance")
+    rows_ax.plot(days, [n["live_parts"] + n["removed_parts"] + n["rolled_back_parts"] for n in nights],
+                 label="part rows after it")
+    rows_ax.plot(days, [n["compacted_live_parts"] for n in nights], label="live part rows after it")
+    rows_ax.plot(days, [n["history_rows"] for n in nights], label="history rows after it")
+    rows_ax.set_ylabel("catalog rows")
+    rows_ax.legend(fontsize="small")
+    w = report["workload"]
+    rows_ax.set_title(f"{w['runs_per_day']} runs/day x {w['tables']} tables x {w['partitions']} partitions, "
+                      f"{w['retention_days']:g}-day retention")
+    bytes_ax.plot(days, [(n["catalog_bytes"]["total"] or 0) / 2**20 for n in nights], label="catalog")
+    bytes_ax.plot(days, [(n["catalog_bytes"]["parts"] or 0) / 2**20 for n in nights], label="txn_parts")
+    bytes_ax.plot(days, [(n["catalog_bytes"]["history"] or 0) / 2**20 for n in nights], label="history tables")
+    bytes_ax.set_ylabel("MiB (SQLite pages)")
+    bytes_ax.set_xlabel("simulated day")
+    bytes_ax.legend(fontsize="small")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def _print_night(n: Night) -> None:
+    print(f"   day {n.day}: csn {n.csn}, parts {n.peak_parts} -> {n.live_parts} live + {n.removed_parts} removed + "
+          f"{n.rolled_back_parts} rolled back, history {n.peak_history} -> {n.history_rows}, vacuum "
+          f"{n.vacuum_seconds:.2f} s, day took {n.run_seconds:.1f} s", flush=True)
+
+
+NOTES = """\
+Scale: `--quick` simulates a week of 40 runs a day x 3 tables x 4 partitions with a 2-day retention (so the
+week reaches the steady state); the full row a year of 25 runs a day x 3 tables x 24 partitions with the
+reference's 7-day retention. The reference (10,000 runs a day, 720,000 parts a day) is out of reach of this
+2-core machine; [the year simulator's page](benchmarks/year.md) has a 30-day run at 100 runs a day with
+the plot of rows per day, the projection to the reference workload and what it found (merge records,
+`txn_compactions`, are never purged: one row per partition per night, the one history table that grows
+without bound). [DEPLOYMENT.md](DEPLOYMENT.md#sizing-the-catalog) turns it into sizing guidance.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs-per-day", type=int, default=QUICK.runs_per_day)
+    parser.add_argument("--tables", type=int, default=QUICK.tables)
+    parser.add_argument("--partitions", type=int, default=QUICK.partitions)
+    parser.add_argument("--days", type=int, default=QUICK.days)
+    parser.add_argument("--retention-days", type=float, default=QUICK.retention_days)
+    parser.add_argument("--measure", action="store_true",
+                        help="take the measurements at the stop day (the last day runs with the vacuum under load)")
+    parser.add_argument("--json", default=None, help="write the report here")
+    parser.add_argument("--plot", default=None, help="draw rows per day here (needs matplotlib)")
+    args = parser.parse_args(argv)
+    w = replace(QUICK, runs_per_day=args.runs_per_day, tables=args.tables, partitions=args.partitions,
+                days=args.days, retention_days=args.retention_days)
+    with _bench.scratch("b16-") as base:
+        sim = simulate(base / "sim", replace(w, days=w.days - 1) if args.measure else w, _print_night)
+        try:
+            if args.measure:
+                report, rows = full_report(sim, reps=9, under_load=20, progress=_print_night)
+                report["measurements"] = rows
+                for r in rows:
+                    ratio = "" if r["ratio"] is None else f", ratio {r['ratio']:.3f}"
+                    print(f"   {r['measure']} | {r['contender']}: median {r['median_ms']:.2f} ms, "
+                          f"p95 {r['p95_ms']:.2f} ms{ratio}")
+            else:
+                report = summary(sim)
+                report["verified"] = sim.verify()
+        finally:
+            sim.close()
+    print(json.dumps({"bounds": report["bounds"], "verified": report["verified"],
+                      "families": {k: v for k, v in report["families"].items() if k != "tables"}}, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    if args.plot and not plot(report, Path(args.plot)):
+        print("matplotlib is not installed: no plot (pip install matplotlib)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
