@@ -1,5 +1,6 @@
 """Names a commit records after a rename (docs/DESIGN.md D27): each touched table is named by its version visible to
-the committing transaction (its own staged rename included), never by a per-process cache of names. On SQLite and PostgreSQL (and ZooKeeper with AIRFLOW_TXN_TEST_ZK=1)."""
+the committing transaction (its own staged rename included), never by a per-process cache of names. On SQLite and
+PostgreSQL (and ZooKeeper with AIRFLOW_TXN_TEST_ZK=1)."""
 
 from __future__ import annotations
 

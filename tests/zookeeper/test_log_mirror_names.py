@@ -46,3 +46,15 @@ def test_a_record_mirrored_after_its_name_was_reused_is_filed_under_its_own_tabl
     assert ids(other.read("sales.old")) == [1]
     assert ids(other.read("sales.events")) == []
     assert t.state == "committed"
+
+
+def test_table_ids_are_an_optional_key_of_a_record() -> None:
+    """Older decoders ignore `ids` (a JSON key they never read); a record without it still decodes."""
+    import json
+
+    entry = LogEntry("t1", ("a.x", "b.y"), 1.5, None, (7, 3))
+    raw = json.loads(entry.encode())
+    assert raw == {"tid": "t1", "tables": ["a.x", "b.y"], "at": 1.5, "ids": [7, 3]}
+    assert LogEntry.decode(entry.encode()) == entry
+    older = json.dumps({"tid": "t1", "tables": ["a.x"], "at": 1.5}).encode()
+    assert LogEntry.decode(older) == LogEntry("t1", ("a.x",), 1.5)
