@@ -32,6 +32,8 @@ class CatalogLook:
     """The warehouse id txn_meta records (None: none claimed yet: meta_records.warehouse_id)."""
     min_client_version: str | None = None
     """The oldest client schema version txn_meta says may use the catalog (None: not recorded: migrate.py)."""
+    index_version: str | None = None
+    """The index version txn_meta records (None: not recorded, a catalog older than index versions)."""
 
 
 def look(url: URL, timeout: float) -> CatalogLook:
@@ -42,14 +44,15 @@ def look(url: URL, timeout: float) -> CatalogLook:
     try:
         with engine.connect() as conn:
             present = set(inspect(conn).get_table_names())
-            version = warehouse_id = min_client = None
+            version = warehouse_id = min_client = index = None
             if schema.meta.name in present:
                 version = meta_records.value(conn, meta_records.SCHEMA_VERSION_KEY)
                 warehouse_id = meta_records.value(conn, meta_records.WAREHOUSE_ID_KEY)
                 min_client = meta_records.value(conn, migrate.MIN_CLIENT_KEY)
+                index = meta_records.value(conn, "index_version")
             revision = migrate.recorded_revision(conn) if migrate.VERSION_TABLE in present else None
             return CatalogLook(sorted(set(schema.metadata.tables) - present), version, revision, warehouse_id,
-                               min_client)
+                               min_client, index)
     finally:
         engine.dispose()
 

@@ -63,6 +63,11 @@ _BY_SCHEMA_VERSION = {1: "schema_v1", 2: "schema_v2", 3: "schema_v3", 4: "schema
 """The revision a pre-Alembic catalog is at, by its txn_meta schema_version (index version below 2)."""
 _BY_INDEX_VERSION = {2: "indexes_v2", 3: "indexes_v3"}
 """The revision that brings each index version (it follows the schema revision before it in the chain)."""
+def index_revisions_after(index_version: int) -> list[str]:
+    """The index revisions a catalog recording `index_version` has not run, oldest first (`doctor` names them)."""
+    return [revision for version, revision in sorted(_BY_INDEX_VERSION.items()) if version > index_version]
+
+
 SCHEMA_VERSION_OF = {revision: version for version, revision in _BY_SCHEMA_VERSION.items()}
 """The schema version each revision that raises it brings the catalog to."""
 MIN_CLIENT_VERSION = 7

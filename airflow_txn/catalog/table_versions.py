@@ -354,6 +354,27 @@ def visible_named(conn: Connection, name: str, tid: str | None, snapshot: int) -
     return None
 
 
+def visible_names(conn: Connection, table_ids: Sequence[int], tid: str | None,
+                  snapshot: int) -> dict[int, str] | None:
+    """{table id: the name of its version visible to (tid, snapshot)} in one query selecting (table id, version,
+    name) only (the commit path: a record names each table it touched as its transaction sees it, its own staged
+    rename included); None on a catalog without versions (schema version 6: names never change there)."""
+    ids = list(table_ids)
+    if not present(conn):
+        return None
+    if not ids:
+        return {}
+    match = _v.table_id == ids[0] if len(ids) == 1 else _v.table_id.in_(ids)
+    rows = conn.execute(select(_v.table_id, _v.version, _v.name)
+                        .where(match, version_visible_clause(tid, snapshot)))
+    newest: dict[int, tuple[int, str]] = {}
+    for r in rows:
+        table_id, version = int(r.table_id), int(r.version)
+        if table_id not in newest or version > newest[table_id][0]:
+            newest[table_id] = (version, str(r.name))
+    return {t: name for t, (_, name) in newest.items()}
+
+
 def committed_names(conn: Connection) -> dict[int, str] | None:
     """{table id: the name of its live committed version} of the tables readers list (committed_table_ids)."""
     if not present(conn):

@@ -122,7 +122,7 @@ def _check_catalog(url: str, timeout: float) -> tuple[list[Check], str | None]:
         missing = ", ".join(found.missing_tables)
         return [reached, Check("catalog schema", FAIL, f"not an airflow_txn catalog yet (missing {missing})",
                                _INIT_HINT)], None
-    return [reached, _version_check(version, found.revision, found.min_client_version),
+    return [reached, _version_check(version, found.revision, found.min_client_version, found.index_version),
             _identity_check(found.warehouse_id)], found.warehouse_id
 
 
@@ -134,7 +134,8 @@ def _identity_check(warehouse_id: str | None) -> Check:
     return Check("warehouse id", OK, f"{warehouse_id} (Airflow Assets: airflow-txn://{warehouse_id}/<ns.table>)")
 
 
-def _version_check(version: str | None, revision: str | None, min_client: str | None = None) -> Check:
+def _version_check(version: str | None, revision: str | None, min_client: str | None = None,
+                   index: str | None = None) -> Check:
     """The client's package and schema head beside the catalog's schema version and min_client_version, and
     which side must upgrade when they do not meet (docs/DESIGN.md, D23)."""
     from airflow_txn import __version__
@@ -142,7 +143,8 @@ def _version_check(version: str | None, revision: str | None, min_client: str | 
     if version is None or not version.isdigit():
         return Check("catalog schema", FAIL, f"no valid schema version in the catalog ({version!r})", _INIT_HINT)
     oldest = int(min_client) if min_client is not None and min_client.isdigit() else None
-    found = migrate.Versions(revision=revision, schema_version=int(version), index_version=0,
+    index_version = int(index) if index is not None and index.isdigit() else 0
+    found = migrate.Versions(revision=revision, schema_version=int(version), index_version=index_version,
                              min_client_version=oldest)
     detail = (f"client airflow-txn {__version__} (schema version {schema.SCHEMA_VERSION}, {migrate.HEAD}); "
               f"catalog {found.shown()}, min_client_version {oldest if oldest is not None else 'not recorded'}")
@@ -168,6 +170,11 @@ def _version_check(version: str | None, revision: str | None, min_client: str | 
         notes.append("older than this client's, which still uses it")
         hint = ("`airflow-txn upgrade` brings it to this client's schema (what the newer schema adds, e.g. recording "
                 "check reports, needs it)")
+    if int(version) == schema.SCHEMA_VERSION and index_version < schema.INDEX_VERSION:
+        lacking = ", ".join(migrate.index_revisions_after(index_version))
+        notes.append(f"index version {index_version}: it lacks the index of {lacking}")
+        return Check("catalog schema", WARN, detail + f" ({'; '.join(notes)})",
+                     f"the catalog lacks an index this client expects: run `airflow-txn upgrade` once ({lacking})")
     return Check("catalog schema", OK, detail + (f" ({'; '.join(notes)})" if notes else ""), hint)
 
 

@@ -122,13 +122,21 @@ def check_files(rt: Runtime, tid: str, staged: StagedFiles) -> None:
         )
 
 
-def table_names(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, str]:
-    """{table id: qualified name}, from this process's cache (a table never changes once created)."""
-    return {t: name for t, (name, _) in _tables_by_id(rt, conn, table_ids).items()}
+def table_names(rt: Runtime, conn: Connection, tid: str, snapshot: int, table_ids: Iterable[int]) -> dict[int, str]:
+    """{table id: qualified name} of each table as transaction `tid` (at `snapshot`) sees it: the name of its version
+    visible there, `tid`'s own staged rename included (one query; docs/DESIGN.md D27), never a cached name. A table
+    with no version visible there (one `tid` created and dropped again) keeps its newest name; so does every table
+    of a catalog without versions, where names never change."""
+    wanted = list(table_ids)
+    named = table_versions.visible_names(conn, wanted, tid, snapshot)
+    if named is not None and all(t in named for t in wanted):
+        return {t: named[t] for t in wanted}
+    newest = {t: name for t, (name, _) in table_registry.names_and_directories(conn, wanted).items()}
+    return {t: (named or {}).get(t, newest[t]) for t in wanted}
 
 
 def table_directories(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, str]:
-    """{table id: directory}, from this process's cache (a table never changes once created)."""
+    """{table id: directory}, from this process's cache (a table's directory never changes, whatever its name)."""
     return {t: directory for t, (_, directory) in _tables_by_id(rt, conn, table_ids).items()}
 
 
@@ -164,7 +172,7 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool =
         if tag is not None:
             tags.tag_in_commit(conn, tag, row.snapshot_csn, [])
         return row.snapshot_csn, [], False
-    names = table_names(rt, conn, table_ids)  # before the counter lock: held less
+    names = table_names(rt, conn, tid, row.snapshot_csn, table_ids)  # before the counter lock: held less
     csn = rt.oracle.next_csn(conn)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     Isolation(row.isolation).validate(conn, tid, row.snapshot_csn)

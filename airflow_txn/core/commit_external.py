@@ -51,7 +51,7 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog, tag: tags.Comm
     started = time.perf_counter()
     with rt.catalog.read() as conn:  # one read for the row, its tables and its staged files
         row = txn_records.fetch(conn, tid)
-        tables = _tables(rt, conn, tid)
+        tables = _tables(rt, conn, row)
         staged = commit.staged_files(rt, conn, tid) if row.state != txn_records.COMMITTING else []
     if row.state != txn_records.COMMITTING:
         try:
@@ -69,8 +69,7 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog, tag: tags.Comm
             return read_only_csn
     # committing: no write can add a table any more, so `tables` (read under the row lock by _prepare,
     # or after the state was committing) are the record's
-    named = None if tag is None else LogTag(tag.name, tag.note)
-    entry = LogEntry(tid, tuple(sorted(tables.values())), wall_time(), named)
+    entry = entry_of(tid, tables, tag)
     table_ids = list(tables)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     try:
@@ -101,7 +100,7 @@ def _prepare(rt: Runtime, tid: str, external: ExternalLog,
             row = txn_records.fetch(conn, tid, rt.catalog)
             txn_records.require_usable(row)
             retries.require_nothing_to_rerun(conn, tid)
-            tables = _tables(rt, conn, tid)
+            tables = _tables(rt, conn, row)
             if not tables:
                 txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
                 if tag is not None:
@@ -118,9 +117,19 @@ def _prepare(rt: Runtime, tid: str, external: ExternalLog,
         raise
 
 
-def _tables(rt: Runtime, conn: Connection, tid: str) -> dict[int, str]:
-    """{table id: qualified name} of the tables `tid` changed (names from this process's cache)."""
-    return commit.table_names(rt, conn, versions.tables_touched(conn, tid))
+def entry_of(tid: str, tables: dict[int, str], tag: tags.CommitTag | None) -> LogEntry:
+    """The commit record of `tid` that changed `tables` ({id: name} in its own view): the names sorted, each with its
+    table id (the mirror files the record by id, whoever holds a name by then), and the tag it names."""
+    ordered = sorted(tables.items(), key=lambda item: item[1])
+    named = None if tag is None else LogTag(tag.name, tag.note)
+    return LogEntry(tid, tuple(name for _, name in ordered), wall_time(), named,
+                    tuple(table_id for table_id, _ in ordered))
+
+
+def _tables(rt: Runtime, conn: Connection, row: txn_records.TxnRow) -> dict[int, str]:
+    """{table id: qualified name} of the tables transaction `row` changed, each by its name in that transaction's
+    view (commit.table_names)."""
+    return commit.table_names(rt, conn, row.tid, row.snapshot_csn, versions.tables_touched(conn, row.tid))
 
 
 def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:

@@ -16,10 +16,11 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, counters, table_registry, tag_records, txn_records
+from airflow_txn.catalog import commit_log, counters, table_registry, table_versions, tag_records, txn_records
+from airflow_txn.core import versions
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import OracleUnavailableError, TransactionNotFoundError
-from airflow_txn.oracle.base import ExternalLog, LogRecord
+from airflow_txn.oracle.base import ExternalLog, LogEntry, LogRecord
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
@@ -44,13 +45,13 @@ def mirror(rt: Runtime, records: Sequence[LogRecord]) -> int:
 def _write(rt: Runtime, conn: Connection, record: LogRecord) -> None:
     entry = record.entry
     tables = []
+    by_name = _table_ids(conn, entry)
     for name in entry.tables:
-        info = rt.tables.get(name) or table_registry.find(conn, name)  # a table never changes once created
-        if info is None:
+        table_id = by_name.get(name)
+        if table_id is None:
             log.error("commit record names unknown table %s", name, extra=logs.fields(entry.tid, record.csn))
             continue
-        rt.tables.setdefault(name, info)
-        tables.append((info.id, name))
+        tables.append((table_id, name))
     commit_log.write_record(conn, record.csn, entry.tid, tables, committed_at=entry.committed_at)
     _tag(conn, record, [table_id for table_id, _ in tables])
     if txn_records.cas_state(conn, entry.tid, txn_records.COMMITTED, from_state=txn_records.COMMITTING,
@@ -60,6 +61,30 @@ def _write(rt: Runtime, conn: Connection, record: LogRecord) -> None:
     if row.state != txn_records.COMMITTED or row.commit_csn != record.csn:
         log.error("commit record found the transaction %s (CSN %s): the log and the catalog disagree",
                   row.state, row.commit_csn, extra=logs.fields(entry.tid, record.csn))
+
+
+def _table_ids(conn: Connection, entry: LogEntry) -> dict[str, int]:
+    """{name: table id} of the tables a record names: the ids it carries; a record written before they were (no
+    `table_ids`) is read in its transaction's own view (the tables it changed, by the names it saw them under), a
+    name it does not hold there by today's holder. Never by a name cached by this process: a name can be given to
+    another table before the record is mirrored (docs/DESIGN.md D27)."""
+    if entry.table_ids is not None and len(entry.table_ids) == len(entry.tables):
+        return dict(zip(entry.tables, entry.table_ids, strict=True))
+    found: dict[str, int] = {}
+    try:
+        row = txn_records.fetch(conn, entry.tid)
+    except TransactionNotFoundError:
+        row = None
+    if row is not None:
+        touched = versions.tables_touched(conn, entry.tid)
+        named = table_versions.visible_names(conn, touched, entry.tid, row.snapshot_csn)
+        found = {name: table_id for table_id, name in (named or {}).items()}
+    for name in entry.tables:
+        if name not in found:
+            info = table_registry.find(conn, name)
+            if info is not None:
+                found[name] = info.id
+    return found
 
 
 def _tag(conn: Connection, record: LogRecord, table_ids: Sequence[int]) -> None:

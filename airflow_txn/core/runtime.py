@@ -20,10 +20,11 @@ class Runtime:
     storage: Storage
     tids: TidFactory
     tables: dict[str, TableInfo] = field(default_factory=dict, compare=False, repr=False)
-    """Tables writes have looked up, by the name passed (and the ZooKeeper mirror, by qualified name): a
-    table's id, name and directory never change once created (no drop or rename), so an append skips the lookup
-    of a table seen before (staging.load_table; the version of its schema it used is checked when it registers:
-    docs/DESIGN.md, D27), and so does log_mirror for the tables a record names."""
+    """Tables writes have looked up, by the name passed: an append skips the lookup of a table seen before
+    (staging.load_table; the version of its schema it used, and so the name, is checked when it registers:
+    docs/DESIGN.md, D27). A name may change (a rename) or be given to another table, so nothing else maps names to
+    tables through it (commit records carry table ids: log_mirror)."""
     table_names: dict[int, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
-    """{table id: (qualified name, directory)} the commit path has looked up (commit.table_names), for
-    the same reason."""
+    """{table id: (qualified name, directory)} the commit path has looked up (commit.table_directories): only the
+    directory is read from it, which never changes; a name may (a rename), so a commit record names each table by
+    its version the committing transaction sees (commit.table_names), never from here."""

@@ -109,17 +109,22 @@ class LogTag:
 @dataclass(frozen=True, slots=True)
 class LogEntry:
     """What a commit record says: which transaction committed, which tables it wrote, when, and the tag it
-    names (holding those tables). The tag is an optional key of the record: decoders before it ignore it."""
+    names (holding those tables). The tag is an optional key of the record: decoders before it ignore it. So are
+    `table_ids`, the ids of `tables` in their order (a name may be given to another table before the record is
+    mirrored: docs/DESIGN.md D27); None in a record written before them."""
 
     tid: str
     tables: tuple[str, ...]
     committed_at: float
     tag: LogTag | None = None
+    table_ids: tuple[int, ...] | None = None
 
     def encode(self) -> bytes:
         raw: dict[str, object] = {"tid": self.tid, "tables": list(self.tables), "at": self.committed_at}
         if self.tag is not None:
             raw["tag"] = {"name": self.tag.name, "note": self.tag.note}
+        if self.table_ids is not None:
+            raw["ids"] = list(self.table_ids)
         return json.dumps(raw).encode()
 
     @classmethod
@@ -127,7 +132,9 @@ class LogEntry:
         raw = json.loads(data.decode())
         tag = raw.get("tag")
         named = None if tag is None else LogTag(str(tag["name"]), None if tag.get("note") is None else str(tag["note"]))
-        return cls(str(raw["tid"]), tuple(str(t) for t in raw["tables"]), float(raw["at"]), named)
+        found = raw.get("ids")
+        table_ids = None if found is None else tuple(int(i) for i in found)
+        return cls(str(raw["tid"]), tuple(str(t) for t in raw["tables"]), float(raw["at"]), named, table_ids)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from airflow_txn.catalog import commit_log, table_registry, table_versions
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.table_versions import VersionRow
+from airflow_txn.core import versions
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.results import TagInfo
@@ -119,11 +120,15 @@ def schema_history(rt: Runtime, info: TableInfo) -> dict[int, VersionRow]:
             if rows[v].state.creation_csn is not None and rows[v].state.creation_csn != ROLLBACK_CSN}
 
 
-def tables_of(rt: Runtime, names: Sequence[str] | None = None) -> list[TableInfo]:
+def tables_of(rt: Runtime, names: Sequence[str] | None = None, snapshot: int | None = None) -> list[TableInfo]:
+    """Every table (None), or the tables `names` name at `snapshot` (None: the readable watermark), as a read there
+    resolves them (versions.table_at: a renamed table's old name names nothing after its rename, its new name names
+    it; TableNotFoundError for a name with no table there; docs/DESIGN.md D27)."""
     with rt.catalog.read() as conn:
         if names is None:
             return table_registry.all_tables(conn)
-        return [table_registry.get(conn, name) for name in names]
+        at = commit_log.readable_csn(conn, rt.oracle) if snapshot is None else snapshot
+        return [versions.table_at(conn, table_registry.get(conn, name), None, at) for name in names]
 
 
 def behind(rt: Runtime, fmt: Format, watermark: int) -> list[tuple[str, int, int]]:

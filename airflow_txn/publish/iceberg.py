@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
 from airflow_txn import environment
-from airflow_txn.catalog import commit_log, compaction_records, part_records
+from airflow_txn.catalog import commit_log, compaction_records, part_records, tag_records
 from airflow_txn.catalog.database import libpq_timeouts
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
@@ -556,10 +556,11 @@ class IcebergPublisher:
                     if ref.snapshot_ref_type == SnapshotRefType.TAG}
         with self.rt.catalog.read() as conn:
             merges = compaction_records.merges_signature(conn, info.id)
+            holding = {row.name for row in tag_records.all_tags(conn) if info.id in row.table_ids}
         recheck = table.properties.get(TAGS_MERGES_KEY) != merges
         wanted = {}
         for tag in tags:
-            if str(info.name) not in tag["tables"]:
+            if tag["name"] not in holding:  # by table id: a tag lists names at its CSN, a rename since changes it
                 continue
             snapshot = snapshot_at(table, int(tag["csn"]))
             if snapshot is None:

@@ -95,7 +95,7 @@ class Publisher:
         chosen = self._formats()
         with self._run_lock:
             watermark = apply.readable_csn(self.rt)
-            infos = tables_of(self.rt, tables)
+            infos = tables_of(self.rt, tables, watermark)
             held = tags.all_tags(self.rt)
             done: dict[str, dict[str, Any]] = {}
             errors: dict[str, str] = {}

@@ -559,6 +559,25 @@ def test_doctor_read_only_root(wh: Warehouse, opts: list[str], root: Path,
     assert not [p for p in root.iterdir() if p.name.startswith(".airflow_txn-doctor")]
 
 
+def test_doctor_names_the_upgrade_a_catalog_without_the_newest_index_needs(wh: Warehouse, opts: list[str],
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A catalog at this schema version whose index revision never ran (schema_v7 without indexes_v3, D31): doctor
+    says which index it lacks and names `airflow-txn upgrade`, as for an older schema."""
+    import sqlalchemy as sa
+
+    from airflow_txn.catalog import migrate, schema
+
+    with wh.runtime.catalog.write() as conn:
+        conn.execute(sa.text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = 'schema_v7'"))
+        conn.execute(sa.text("UPDATE txn_meta SET value = :v WHERE key = 'index_version'"),
+                     {"v": str(schema.INDEX_VERSION - 1)})
+    report = run_json(capsys, [*opts, "doctor"])
+    check = next(c for c in report["checks"] if c["name"] == "catalog schema")
+    assert check["status"] == "warn"
+    assert f"index version {schema.INDEX_VERSION - 1}" in check["detail"] and "indexes_v3" in check["detail"]
+    assert "airflow-txn upgrade" in check["hint"]
+
+
 def test_doctor_unreachable_or_missing_catalog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "root"
     root.mkdir()

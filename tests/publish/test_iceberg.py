@@ -765,3 +765,27 @@ def test_a_namespace_and_table_another_publisher_creates_at_the_same_moment_are_
     assert pub.publish()["errors"] == {}
     monkeypatch.undo()
     check_every_csn(pub)
+
+
+def test_a_tag_from_before_a_rename_stays_on_the_renamed_tables_iceberg_table(pub: Warehouse) -> None:
+    """A tag lists its tables by the names they had at its CSN (docs/DESIGN.md D27): the published table of a table
+    renamed since keeps the tag's Iceberg tag (matched by table id, not by name); a name reused by another table does
+    not take it; `publish(tables=[...])` resolves names as they are now."""
+    make_tables(pub)
+    with pub.begin() as t:
+        t.append("sales.events", events([1]))
+    pub.tag("before", tables=["sales.events"])
+    pub.publish()
+    assert "before" in pub.iceberg_catalog().load_table("sales.events").metadata.refs
+    with pub.begin() as t:
+        t.rename_table("sales.events", "sales.clicks")
+    with pub.begin() as t:
+        t.append("sales.clicks", events([2]))
+    with pytest.raises(TableNotFoundError):
+        pub.publish(tables=["sales.events"])  # the old name names nothing now
+    pub.publish(tables=["sales.clicks"])
+    pub.publish()
+    clicks = pub.iceberg_catalog().load_table("sales.clicks")
+    assert "before" in clicks.metadata.refs
+    assert iceberg_rows(pub, "sales.clicks", clicks.metadata.refs["before"].snapshot_id) == rows(
+        pub.read("sales.events", tag="before"))
