@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from airflow_txn import Warehouse
-from tests.helpers import SPARK_TEST_CONF
+from tests.helpers import SPARK_TEST_CONF, SPARK_TEST_JVM
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,7 +31,8 @@ HAVE_AIRFLOW = importlib.util.find_spec("airflow") is not None and importlib.uti
 collect_ignore_glob = [] if HAVE_AIRFLOW else ["test_*.py"]
 
 SPARK_CONF = SPARK_TEST_CONF
-CRASH_SPARK_CONF = {**SPARK_CONF, "spark.master": "local[1]"}
+"""The session conf (benchmarks/b11_airflow_dag.py measures with it too); the tests' own JVMs add SPARK_TEST_JVM."""
+CRASH_SPARK_CONF = {**SPARK_CONF, **SPARK_TEST_JVM, "spark.master": "local[1]"}
 
 
 def _prepare_airflow_home() -> Path:
@@ -120,7 +121,7 @@ def spark() -> Iterator[SparkSession]:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("airflow_txn-airflow-tests")
-    for key, value in SPARK_CONF.items():
+    for key, value in {**SPARK_CONF, **SPARK_TEST_JVM}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

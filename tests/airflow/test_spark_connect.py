@@ -21,7 +21,7 @@ from airflow_txn import Warehouse
 from airflow_txn.catalog.txn_records import COMMITTED
 from tests.airflow.helpers import BACKFILL_TABLES, counts, run_dag, task_states, transactions_of
 from tests.airflow.test_backfill import expected
-from tests.helpers import storage_files
+from tests.helpers import SPARK_TEST_JVM, storage_files
 
 if TYPE_CHECKING:
     from tests.harness.seaweedfs import S3Server
@@ -34,7 +34,7 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from tests.harness.spark_connect import SparkConnectUnavailable, server
 
     try:
-        with server(tmp_path_factory.mktemp("spark-connect")) as connect:
+        with server(tmp_path_factory.mktemp("spark-connect"), conf=SPARK_TEST_JVM) as connect:
             yield connect.url
     except SparkConnectUnavailable as exc:
         pytest.fail(f"the Spark Connect server cannot start: {exc}")
@@ -267,7 +267,7 @@ def test_a_server_lost_during_the_task_fails_it_with_the_typed_error(
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
     running = contextlib.ExitStack()
     try:
-        connect = running.enter_context(server(tmp_path / "stopped-mid-task"))
+        connect = running.enter_context(server(tmp_path / "stopped-mid-task", conf=SPARK_TEST_JVM))
     except SparkConnectUnavailable as exc:
         pytest.fail(f"the Spark Connect server cannot start: {exc}")
     with running, pytest.raises(SparkConnectUnavailableError, match=f"server {connect.url} did not answer"), \

@@ -2,7 +2,8 @@
 tests/conformance): tests/conftest.py loads this module as a plugin, so one session and one Connect server serve
 the whole run (tests/airflow keeps a session of its own).
 
-`spark` is one local SparkSession for the whole run (local[2], UI off, few shuffle partitions); `connect_spark` is
+`spark` is one local SparkSession for the whole run (local[2], UI off, few shuffle partitions, the JVM options
+of tests.helpers.SPARK_TEST_JVM, as the Connect server has); `connect_spark` is
 a Spark Connect session on a real server started once for the run; `any_spark` runs a test on both. SPARK_LOCAL_IP
 is set to 127.0.0.1 unless the environment says otherwise; no package is downloaded (no spark.jars.packages). Both
 keep Spark's own warehouse directory (spark.sql.warehouse.dir) in a temporary directory, not the checkout.
@@ -18,12 +19,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.helpers import SPARK_TEST_CONF
+from tests.helpers import SPARK_TEST_CONF, SPARK_TEST_JVM
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SPARK_CONF = {**SPARK_TEST_CONF, "spark.python.worker.reuse": "true"}
+SPARK_CONF = {**SPARK_TEST_CONF, **SPARK_TEST_JVM, "spark.python.worker.reuse": "true"}
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +55,8 @@ def connect_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSes
     from tests.harness.spark_connect import SparkConnectUnavailable, server
 
     try:
-        with server(tmp_path_factory.mktemp("spark-connect"), conf=_warehouse_dir(tmp_path_factory)) as connect:
+        conf = {**SPARK_TEST_JVM, **_warehouse_dir(tmp_path_factory)}
+        with server(tmp_path_factory.mktemp("spark-connect"), conf=conf) as connect:
             session = ConnectSession.builder.remote(connect.url).getOrCreate()
             yield session
             session.stop()

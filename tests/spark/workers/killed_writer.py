@@ -26,10 +26,11 @@ def main(catalog: str, root: str, table: str) -> None:
 
     import airflow_txn.spark as txn_spark
     from airflow_txn import Warehouse
+    from tests.helpers import SPARK_TEST_JVM
 
     spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").config("spark.driver.host", "127.0.0.1")
-             .getOrCreate())
+             .config("spark.driver.extraJavaOptions", SPARK_TEST_JVM["spark.driver.extraJavaOptions"]).getOrCreate())
     df = spark.range(0, 1000, numPartitions=1).select(F.udf(_slow, "long", useArrow=False)(F.col("id")).alias("id"))
     wh = Warehouse.open(catalog=catalog, root=root)
     t = wh.begin(label="killed mid-write", lease_seconds=5)
