@@ -132,8 +132,8 @@ def misname_a_table(events: list[Event], rng: random.Random) -> bool:
     if not reads:
         return False
     named = rng.choice(reads)["named"]
-    old = rng.choice(sorted(named))
-    named[rng.choice([n for n in namespace if n not in named])] = named.pop(old)
+    old, new = rng.choice(sorted(named)), rng.choice([n for n in namespace if n not in named])
+    named[new] = named.pop(old)
     return True
 
 
