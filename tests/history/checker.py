@@ -43,7 +43,8 @@ written without reads its default, or null). Then:
   transaction of appends and compatible changes only, to tables some transaction changed, may fail with
   SerializationError only if an incompatible change of one of them committed after its snapshot
   (`spurious_conflict`);
-- a column id is never given twice in a table, not even by a change that rolled back (`reused_column_id`).
+- a column id is never given twice in a table, not even by a change that rolled back (`reused_column_id`), unless
+  a vacuum ran after that change rolled back (it forgets such versions, and their ids with them: D27).
 
 Tables of the setup's `namespace` are created, renamed and dropped (`create_table`, `rename_table`, `drop_table`)
 and appended to; `check_names` replays them by name and CSN: every snapshot read's `named` tables (what
@@ -284,6 +285,15 @@ class Checker:
     def parse_garbage(self, ev: dict[str, Any]) -> None:
         self.violate("malformed", f"unreadable line {ev['line']} in {ev['w']}")
 
+    def purged_between(self, giver: str, ev: dict[str, Any]) -> bool:
+        """Whether the transaction named at the end of `giver` ended rolled back or aborted, and a vacuum ran after
+        that and before `ev` (vacuum deletes rolled-back versions with no part left: their ids may be given again)."""
+        tok = giver.rsplit(" by ", 1)[-1]
+        ended = [e for e in self.events if e.get("ev") == "end" and e.get("tok") == tok]
+        if not ended or ended[0]["outcome"] == "committed":
+            return False
+        return any(e.get("ev") == "vacuum" and ended[0]["t"] < e["t"] < ev["t"] for e in self.events)
+
     def parse_txn_event(self, kind: str, ev: dict[str, Any]) -> None:
         txn = self.txns.get(ev["tok"])
         if txn is None:
@@ -294,7 +304,8 @@ class Checker:
             if kind == "op" and ev["op"] == "add_column":  # ids are never given twice, rolled back or not
                 given = self.column_ids[ev["table"]]
                 cid = int(ev["column"][0])
-                if cid in given or cid <= len(FIELDS):
+                # a vacuum after a rolled-back change forgets its version: its id may be given again (D27)
+                if (cid in given and not self.purged_between(given[cid], ev)) or cid <= len(FIELDS):
                     self.violate("reused_column_id", f"{txn.tok} added column {ev['column'][1]!r} of {ev['table']} "
                                  f"with id {cid}, given before (to {given.get(cid, 'a column it had from the start')})")
                 given[cid] = f"{ev['column'][1]!r} by {txn.tok}"
