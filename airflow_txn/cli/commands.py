@@ -280,13 +280,16 @@ def adopt_root(settings: Settings) -> int:
 
 
 @cli.command()
+@click.option("--csn", type=_int64(PREHISTORIC_CSN),
+              help="List the tables of this snapshot, by the names they had there [default: the watermark].")
 @global_options
 @click.pass_obj
-def tables(settings: Settings) -> int:
+def tables(settings: Settings, csn: int | None) -> int:
     """Tables with their partitioning, last commit CSN and visible parts, rows and bytes."""
     wh = settings.open()
-    csn = wh.readable_csn()
-    return settings.emit([wh.table_stats(name, csn) for name in wh.tables()], render.tables)
+    at = wh.readable_csn() if csn is None else csn
+    names = wh.tables() if csn is None else wh.tables(csn=csn)
+    return settings.emit([wh.table_stats(name, at) for name in names], render.tables)
 
 
 @cli.command()

@@ -290,9 +290,21 @@ class Warehouse:
                 raise TableExistsError(f"table {name} exists already")
             table_registry.create(conn, table_name, arrow_schema, list(partition_by))
 
-    def tables(self) -> list[str]:
+    def tables(self, csn: int | None = None, tag: str | None = None) -> list[str]:
+        """The tables, sorted: the committed ones now, or those that existed at snapshot `csn` or at tag `tag`, by
+        the names they had there (a table renamed since under its old name, one dropped since included, one created
+        since left out: docs/DESIGN.md D27). A CSN not readable yet or below the retention horizon is refused as
+        `read(csn=)` refuses it; a tag lists the tables it holds (TagNotFoundError)."""
+        if tag is not None:
+            if csn is not None:
+                raise InvalidArgumentError(f"list tables at csn {csn} or at tag {tag!r}, not both")
+            return sorted(self.tag_info(tag)["tables"])
+        if csn is None:
+            with self.runtime.catalog.read() as conn:
+                return [t.name.qualified for t in table_registry.listed_tables(conn)]
+        snapshot = self._snapshot_for(csn)
         with self.runtime.catalog.read() as conn:
-            return [t.name.qualified for t in table_registry.listed_tables(conn)]
+            return [i.name.qualified for i in versions.tables_seen(conn, None, snapshot)]
 
     def schema(self, name: str, csn: int | None = None, tag: str | None = None) -> pa.Schema:
         """The table's schema: the newest committed one, or the one it had at snapshot `csn` or at tag `tag` (time

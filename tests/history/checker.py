@@ -43,7 +43,14 @@ written without reads its default, or null). Then:
   transaction of appends and compatible changes only, to tables some transaction changed, may fail with
   SerializationError only if an incompatible change of one of them committed after its snapshot
   (`spurious_conflict`);
-- a column id is never given twice in a table, not even by a change that rolled back (`reused_column_id`).
+- a column id is never given twice in a table, not even by a change that rolled back (`reused_column_id`), unless
+  a vacuum ran after that change rolled back (it forgets such versions, and their ids with them: D27).
+
+Tables of the setup's `namespace` are created, renamed and dropped (`create_table`, `rename_table`, `drop_table`)
+and appended to; `check_names` replays them by name and CSN: every snapshot read's `named` tables (what
+`wh.tables(csn=)` listed, each read at that CSN) equal the model's (`wrong_tables`), and a committed change still holds
+at its commit point, so two concurrent changes of one name never both commit (`ddl_conflict`). A change may fail
+as it is staged with TableExistsError or TableNotFoundError (a concurrent commit took the name, or moved the table).
 
 A MERGE statement is recorded with its source rows, its key columns and its clause by name (recorder.MERGES);
 `merged` below computes what it does to a table. A new kind of statement is a branch of `replay_op`.
@@ -99,6 +106,7 @@ KINDS: dict[str, str] = {
     "ddl_conflict": "a committed table change and a concurrent committed writer (or change) of the table",
     "spurious_conflict": "appends (and compatible changes) failed though no incompatible change was concurrent",
     "reused_column_id": "a table change gave a column an id given before",
+    "wrong_tables": "a snapshot's list of tables, or a listed table's rows, is not the model's at that CSN",
 }
 FIELDS = ("rid", "tok", "val", "grp")
 BASE_COLS: Cols = tuple((i + 1, name, typ, True, None) for i, (name, typ) in
@@ -107,6 +115,12 @@ BASE_COLS: Cols = tuple((i + 1, name, typ, True, None) for i, (name, typ) in
 CHANGES = ("add_column", "rename_column", "drop_column", "alter_column", "set_nullable")
 """The table changes a history holds (statements recorded as `op`)."""
 EXPECTED_ABORTS = {"SerializationError", "LeaseExpiredError", "TransactionClosedError"}
+TABLE_CHANGES = ("create_table", "rename_table", "drop_table")
+"""Changes of the tables of the setup's `namespace` (statements recorded as `op`, `new` for a rename)."""
+NAME_ABORTS = {"TableExistsError", "TableNotFoundError"}
+"""What a change of a name may also fail with as it is staged: a concurrent commit took the name or moved the table."""
+Names = dict[str, int]
+"""The tables of the namespace at a CSN: name -> table identity (the index of the change that created it)."""
 MAX_MESSAGES = 8  # per kind; every violation is counted
 
 
@@ -215,6 +229,7 @@ class Checker:
         self.last_writer: dict[str, dict[str, Txn]] = {}
         self.counts: Counter[str] = Counter()
         self.new_rids: set[str] = set()
+        self.namespace: set[str] = set()
 
     def violate(self, kind: str, message: str) -> None:
         self.report.violations.append(Violation(kind, message))
@@ -226,6 +241,7 @@ class Checker:
         self.check_commit_log()
         self.check_real_time()
         self.check_ddl_conflicts()
+        self.check_names()
         self.report.stats = self.stats()
         return self.report
 
@@ -252,6 +268,7 @@ class Checker:
         self.tables = {t: list(p) for t, p in ev["tables"].items()}
         self.constraints = list(ev.get("constraints", []))
         self.initial_schemas = {t: _cols(c) for t, c in ev.get("schemas", {}).items()}
+        self.namespace = set(ev.get("namespace", []))
 
     def parse_begin(self, ev: dict[str, Any]) -> None:
         if ev["tok"] in self.txns:
@@ -268,6 +285,15 @@ class Checker:
     def parse_garbage(self, ev: dict[str, Any]) -> None:
         self.violate("malformed", f"unreadable line {ev['line']} in {ev['w']}")
 
+    def purged_between(self, giver: str, ev: dict[str, Any]) -> bool:
+        """Whether the transaction named at the end of `giver` ended rolled back or aborted, and a vacuum ran after
+        that and before `ev` (vacuum deletes rolled-back versions with no part left: their ids may be given again)."""
+        tok = giver.rsplit(" by ", 1)[-1]
+        ended = [e for e in self.events if e.get("ev") == "end" and e.get("tok") == tok]
+        if not ended or ended[0]["outcome"] == "committed":
+            return False
+        return any(e.get("ev") == "vacuum" and ended[0]["t"] < e["t"] < ev["t"] for e in self.events)
+
     def parse_txn_event(self, kind: str, ev: dict[str, Any]) -> None:
         txn = self.txns.get(ev["tok"])
         if txn is None:
@@ -278,7 +304,8 @@ class Checker:
             if kind == "op" and ev["op"] == "add_column":  # ids are never given twice, rolled back or not
                 given = self.column_ids[ev["table"]]
                 cid = int(ev["column"][0])
-                if cid in given or cid <= len(FIELDS):
+                # a vacuum after a rolled-back change forgets its version: its id may be given again (D27)
+                if (cid in given and not self.purged_between(given[cid], ev)) or cid <= len(FIELDS):
                     self.violate("reused_column_id", f"{txn.tok} added column {ev['column'][1]!r} of {ev['table']} "
                                  f"with id {cid}, given before (to {given.get(cid, 'a column it had from the start')})")
                 given[cid] = f"{ev['column'][1]!r} by {txn.tok}"
@@ -301,7 +328,9 @@ class Checker:
             if end is not None:
                 if end["outcome"] == "committed":
                     txn.committed, txn.acked, txn.csn = True, True, int(end["csn"])
-                elif end.get("err") and end["err"] not in EXPECTED_ABORTS:
+                elif end.get("err") and end["err"] not in EXPECTED_ABORTS and not (
+                        end["err"] in NAME_ABORTS and any(s["ev"] == "op_error" and s["table"] in self.namespace
+                                                          for s in txn.steps)):
                     self.violate("unexpected_error", f"{txn} aborted with {end['err']}: {end.get('msg')}")
                 if end["outcome"] != "committed" and res is not None and res["state"] == "committed":
                     self.violate("aborted_but_committed", f"{txn} was told {end['outcome']} but ended committed")
@@ -381,6 +410,8 @@ class Checker:
             if step["ev"] == "op_error":
                 continue  # a failed statement changes nothing (statements are atomic)
             table = step["table"]
+            if table in self.namespace:
+                continue  # check_names models the namespace's tables
             rows = view[table]
             if step["ev"] != "op" and step.get("schema", _shape(cols[table])) != _shape(cols[table]):
                 problems.append((step, f"{table}'s schema is {step['schema']}, the model has {_shape(cols[table])}"))
@@ -677,6 +708,73 @@ class Checker:
             if tables and not any(table in tables and (d.csn or 0) > txn.snap for d, table in incompatible):
                 self.violate("spurious_conflict", f"{txn} appended (and changed tables compatibly) only, yet failed: "
                              f"{end.get('msg', '')[:200]}")
+
+    def check_names(self) -> None:
+        """The serial replay of the namespace's tables (docs/DESIGN.md D27): committed transactions in CSN order, each
+        one's names resolved at its snapshot (its own changes included) to table identities; a change must still
+        hold at its commit point (the name it creates free, the table it renames or drops still under that name) and
+        rows go to a table not dropped: else two concurrent changes of one name both committed (`ddl_conflict`).
+        Every snapshot read's table list and rows equal the model at its CSN (`wrong_tables`)."""
+        if not self.namespace:
+            return
+        names: Names = {}
+        rows: dict[int, dict[str, Row]] = {}
+        history: list[tuple[int, Names, dict[str, list[Row]]]] = [(0, {}, {})]
+        for txn in sorted((t for t in self.txns.values() if t.writer), key=lambda t: t.csn or 0):
+            steps = [s for s in txn.steps if s["ev"] == "op" and s["table"] in self.namespace]
+            if not steps:
+                continue
+            view = dict(history[bisect.bisect_right([h[0] for h in history], txn.snap) - 1][1])
+            for step in steps:
+                self.apply_name_step(txn, step, view, names, rows)
+            history.append((txn.csn or 0, dict(names), {n: sorted(rows.get(i, {}).values()) for n, i in names.items()}))
+        self.check_named_reads(history)
+
+    def apply_name_step(self, txn: Txn, step: dict[str, Any], view: Names, names: Names,
+                        rows: dict[int, dict[str, Row]]) -> None:
+        """One statement of `txn` on the namespace: resolved in `view` (its snapshot and its own changes), applied to
+        `names` and `rows` (the model at its commit point)."""
+        op, name = step["op"], step["table"]
+        if op == "create_table":
+            view[name] = -(len(rows) + 1)
+            if name in names:
+                self.violate("ddl_conflict", f"{txn} created {name}, which a concurrent commit created")
+            names[name] = view[name]
+            rows[view[name]] = {}
+        elif op in ("rename_table", "drop_table"):
+            ident = view.pop(name, None)
+            if ident is None or names.get(name) != ident:
+                self.violate("ddl_conflict", f"{txn} {op.split('_')[0]}d {name}, which a concurrent commit changed")
+                return
+            del names[name]
+            if op == "drop_table":
+                rows[ident] = {}
+                return
+            if step["new"] in names:
+                self.violate("ddl_conflict", f"{txn} renamed {name} to {step['new']}, which a concurrent commit took")
+            view[step["new"]] = names[step["new"]] = ident
+        elif op == "append":
+            ident = view.get(name, 0)
+            if ident not in names.values():
+                self.violate("ddl_conflict", f"{txn} wrote {name}, dropped or renamed by a concurrent commit")
+                return
+            rows[ident].update((r[0], r) for r in map(_row, step["rows"]))
+
+    def check_named_reads(self, history: list[tuple[int, Names, dict[str, list[Row]]]]) -> None:
+        """Every snapshot read's tables of the namespace (`named`) against the model at its CSN."""
+        csns = [h[0] for h in history]
+        for read in self.reads:
+            if "named" not in read:
+                continue
+            snapshot = int(read["csn"])
+            model = history[bisect.bisect_right(csns, snapshot) - 1][2]
+            got = {name: sorted(map(_row, got_rows)) for name, got_rows in read["named"].items()}
+            where = f"{read['w']} read at CSN {snapshot} ({read.get('how')})"
+            if sorted(got) != sorted(model):
+                self.violate("wrong_tables", f"{where}: tables {sorted(got)}, the model has {sorted(model)}")
+            for name in sorted(set(got) & set(model)):
+                if got[name] != model[name]:
+                    self.violate("wrong_tables", f"{where}: {name} saw {_diff(got[name], model[name])}")
 
     def stats(self) -> dict[str, Any]:
         txns = list(self.txns.values())

@@ -24,6 +24,7 @@ from tests.history.recorder import (
     GROUPS,
     ITEMS,
     LEASE_SECONDS,
+    NAMESPACE,
     PARTITION_BY,
     SCHEMA,
     START_BALANCE,
@@ -153,7 +154,7 @@ class Driver:
         for table in TABLES:
             wh.create_table(table, SCHEMA, partition_by=PARTITION_BY[table])
         self.rec.emit("setup", seed=self.seed, config=vars(self.config) | {"lease_seconds": LEASE_SECONDS},
-                      tables=PARTITION_BY, constraints=CONSTRAINTS,
+                      tables=PARTITION_BY, constraints=CONSTRAINTS, namespace=NAMESPACE,
                       schemas={table: cols_of(wh.schema(table)) for table in TABLES})
         tx = RecordedTxn(self.rec, wh, "setup.1", "snapshot")
         for rid in sorted({r for c in CONSTRAINTS for r in c["rids"]}):  # one part per account

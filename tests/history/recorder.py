@@ -13,6 +13,10 @@ widened, made nullable or not, and dropped by transactions (the table changes of
 write it. Its rows are recorded as [rid, tok, val, grp, {column id: value}], every read of it with the schema it
 was read under ([[column id, name, type, nullable], ...]: t.schema, wh.schema(table, csn=...)), and every change
 with its arguments and the schema after it.
+
+Tables of NAMESPACE (hist.t0..t3, none at the start) are created, renamed and dropped (`create_table`,
+`rename_table` with `new`, `drop_table` statements) and appended to; a snapshot read records them as
+`named`: {name: rows} for every name `wh.tables(csn=)` lists there.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ WIDE = "hist.wide"  # partitioned by grp: appends, updates and deletes beside ch
 PARTITION_BY = {ITEMS: [], EVENTS: ["grp"], ACCOUNTS: [], WIDE: ["grp"]}
 TABLES = list(PARTITION_BY)
 GROUPS = ["g0", "g1", "g2", "g3"]
+NAMESPACE = [f"hist.t{n}" for n in range(4)]
+"""Names tables are created, renamed and dropped under (unpartitioned, SCHEMA; none at the start): readers list
+them with wh.tables(csn=) and read them at their snapshot."""
 # Two pairs of accounts whose sum must stay >= 0: only serializable transactions touch the "ser"
 # pair (the engine must keep its sum >= 0), only snapshot ones the "si" pair (write skew is allowed).
 CONSTRAINTS: list[dict[str, Any]] = [
@@ -126,7 +133,8 @@ def snapshot_read(wh: Warehouse, csn: int) -> dict[str, Any]:
             tables[name] = rows_of(table, schemas[name])
         else:
             tables[name] = rows_of(table)
-    return {"tables": tables, "schemas": schemas, "columns": columns}
+    named = {name: rows_of(wh.read(name, csn=csn)) for name in wh.tables(csn=csn) if name in NAMESPACE}
+    return {"tables": tables, "schemas": schemas, "columns": columns, "named": named}
 
 
 class Recorder:
@@ -212,6 +220,15 @@ class RecordedTxn:
     def set_nullable(self, table: str, name: str, nullable: bool) -> pa.Schema:
         return self._change("set_nullable", table, lambda: self.t.set_nullable(table, name, nullable), name=name,
                             nullable=nullable)
+
+    def create_table(self, table: str) -> int:
+        return self._op("create_table", table, lambda: self.t.create_table(table, SCHEMA) or 0)
+
+    def rename_table(self, table: str, new: str) -> int:
+        return self._op("rename_table", table, lambda: self.t.rename_table(table, new) or 0, new=new)
+
+    def drop_table(self, table: str) -> int:
+        return self._op("drop_table", table, lambda: self.t.drop_table(table) or 0)
 
     def update(self, table: str, rid: str, val: int) -> int:
         """Set row `rid` to `val` (and tok to this transaction's token) if this transaction sees it."""

@@ -471,3 +471,59 @@ def test_a_bad_table_change_history_is_reported(kind: str) -> None:
     expected = {"two_changes": {"ddl_conflict"},
                 "wrong_row": {"wrong_row", "missing_commit", "inconsistent_txn_read"}}.get(kind, {kind})
     assert report.kinds() == expected, f"{kind} not reported as such:\n{report.summary()}"
+
+
+def names_history(bad: str | None = None) -> list[Event]:
+    """After base(): N1 creates hist.t0 and loads a row (CSN 5); N2 renames it hist.t1 and loads another (6); N3
+    drops hist.t1 (7) while N4, from the same snapshot, renames it and fails. Readers list the namespace's tables at
+    their CSN (`named`). `bad`: a read lists a name of another CSN ("wrong_tables"), or N4 commits too
+    ("ddl_conflict": a drop and a rename of one name from one snapshot)."""
+    h = History()
+    h.events[0]["namespace"] = ["hist.t0", "hist.t1", "hist.t2"]
+    base(h)
+    n1, n2 = ["n1.1", "N1", 1, ""], ["n2.1", "N2", 2, ""]
+
+    def named(tables: dict[str, list[list[Any]]]) -> None:
+        h.events[-1]["named"] = tables
+
+    h.txn("N1", 4, [{"ev": "op", "op": "create_table", "table": "hist.t0", "n": 0}, append("hist.t0", n1)], csn=5)
+    h.read(5, LATEST)
+    named({"hist.t1" if bad == "wrong_tables" else "hist.t0": [n1]})
+    h.txn("N2", 5, [{"ev": "op", "op": "rename_table", "table": "hist.t0", "new": "hist.t1", "n": 0},
+                    append("hist.t1", n2)], csn=6)
+    h.read(6, LATEST)
+    named({"hist.t1": [n1, n2]})
+    h.read(5, LATEST, how="random", latest=6)
+    named({"hist.t0": [n1]})
+    log = [*BASE_LOG, [5, "tid-N1"], [6, "tid-N2"], [7, "tid-N3"]]
+    steps = {"N3": {"op": "drop_table", "table": "hist.t1"},
+             "N4": {"op": "rename_table", "table": "hist.t1", "new": "hist.t2"}}
+    ends = {"N3": {"outcome": "committed", "csn": 7},
+            "N4": {"outcome": "committed", "csn": 8} if bad == "ddl_conflict"
+            else {"outcome": "aborted", "err": "SerializationError"}}
+    for tok in steps:  # both begin at CSN 6, then both commit
+        h.events.append(h.ev("begin", f"W{tok}", tok=tok, tid=f"tid-{tok}", snap=6, iso="snapshot", t0=h.now))
+    for tok, step in steps.items():
+        h.events.append(h.ev("op", f"W{tok}", tok=tok, n=0, **step))
+        h.events.append(h.ev("commit_start", f"W{tok}", tok=tok))
+        h.events.append(h.ev("end", f"W{tok}", tok=tok, t0=h.now, **ends[tok]))
+    if bad == "ddl_conflict":
+        log.append([8, "tid-N4"])
+    h.read(6, LATEST, how="random", latest=log[-1][0])
+    named({"hist.t1": [n1, n2]})
+    last = log[-1][0]
+    events = h.finish(last, LATEST, log)
+    events[-2]["named"] = {}  # the final read: hist.t1 dropped (the model refuses N4's rename at its commit point)
+    return events
+
+
+def test_table_names_are_modelled_by_csn() -> None:
+    """Tables created, renamed and dropped: each snapshot lists the names of its CSN, each table with its rows."""
+    report = checker.check(names_history())
+    assert report.ok, report.summary()
+
+
+@pytest.mark.parametrize("kind", ["wrong_tables", "ddl_conflict"])
+def test_a_bad_table_names_history_is_reported(kind: str) -> None:
+    report = checker.check(names_history(kind))
+    assert report.kinds() == {kind}, f"{kind} not reported as such:\n{report.summary()}"

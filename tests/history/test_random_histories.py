@@ -75,8 +75,9 @@ def duplicate_a_row(events: list[Event], rng: random.Random) -> bool:
 
 def show_an_aborted_row(events: list[Event], rng: random.Random) -> bool:
     aborted = {e["tok"] for e in events if e["ev"] == "end" and e["outcome"] != "committed"}
-    rows = [(e["table"], r) for e in events
-            if e["ev"] == "op" and e["op"] == "append" and e["tok"] in aborted for r in e["rows"]]
+    listed = _final(events)["tables"]  # not the namespace's tables (`named`)
+    rows = [(e["table"], r) for e in events if e["ev"] == "op" and e["op"] == "append" and e["tok"] in aborted
+            and e["table"] in listed for r in e["rows"]]
     if not rows:
         return False
     table, row = rng.choice(rows)
@@ -124,6 +125,18 @@ def misname_a_column(events: list[Event], rng: random.Random) -> bool:
     return True
 
 
+def misname_a_table(events: list[Event], rng: random.Random) -> bool:
+    """A snapshot read lists a table of the namespace under a name it did not have at that CSN."""
+    namespace = next(e for e in events if e["ev"] == "setup").get("namespace", [])
+    reads = [e for e in events if e["ev"] == "snapread" and e.get("named") and len(e["named"]) < len(namespace)]
+    if not reads:
+        return False
+    named = rng.choice(reads)["named"]
+    old, new = rng.choice(sorted(named)), rng.choice([n for n in namespace if n not in named])
+    named[new] = named.pop(old)
+    return True
+
+
 MUTATIONS: list[tuple[Callable[[list[Event], random.Random], bool], set[str]]] = [
     (miscount_a_merge, {"inconsistent_txn_read", "not_serializable", "unvalidated_merge"}),
     (drop_a_committed_row, {"lost_commit", "torn_read"}),
@@ -132,6 +145,7 @@ MUTATIONS: list[tuple[Callable[[list[Event], random.Random], bool], set[str]]] =
     (report_a_commit_as_aborted, {"phantom_commit"}),
     (swap_two_csns, {"csn_order"}),
     (misname_a_column, {"wrong_schema"}),
+    (misname_a_table, {"wrong_tables"}),
 ]
 
 

@@ -7,8 +7,10 @@ of keys from a small pool every writer shares (so two merges may insert one key:
 withdrawals and deposits on two pairs of accounts (the write-skew pattern), read-only transactions,
 table changes of hist.wide (issue 32: columns added, nullable or NOT NULL with a default, renamed, widened, made
 nullable or not, dropped; now and then loaded in the same transaction) beside writers appending, updating and
-deleting its rows with the columns they see, and a few voluntary rollbacks (more of the changes). A reader reads
-every table at the latest readable CSN or at a random older one (hist.wide with the schema of that CSN). Both use
+deleting its rows with the columns they see, tables of recorder.NAMESPACE created, renamed and dropped (rows
+loaded into them in the same transaction now and then), and a few voluntary rollbacks (more of the changes). A
+reader reads every table at the latest readable CSN or at a random older one (hist.wide with the schema of that CSN;
+the namespace's tables as `wh.tables(csn=)` lists them there). Both use
 only the public API and record everything through tests/history/recorder.py;
 an error outside recorder.EXPECTED_ERRORS (by family) is recorded as `error` and ends the worker with exit code 1.
 """
@@ -25,12 +27,14 @@ from pathlib import Path
 import pyarrow as pa
 
 from airflow_txn import Warehouse
+from airflow_txn.errors import TableExistsError, TableNotFoundError
 from tests.history.recorder import (
     ACCOUNTS,
     CONSTRAINTS,
     EVENTS,
     GROUPS,
     ITEMS,
+    NAMESPACE,
     TABLES,
     WIDE,
     RecordedTxn,
@@ -92,6 +96,7 @@ class Writer:
             (1, self.read_only, None),
             (1.5, self.write_wide, "snapshot"),
             (0.8, self.change_wide, "snapshot"),
+            (1.2, self.change_tables, "snapshot"),
         ]
         weights = [w for w, _, _ in programs]
         _, program, isolation = self.rng.choices(programs, weights=weights)[0]
@@ -101,11 +106,13 @@ class Writer:
         try:
             program(tx)
         except Exception as exc:
-            if not expected(exc):
+            # a name a concurrent commit took, or a table it renamed or dropped: found as the change is staged
+            named = program == self.change_tables and isinstance(exc, (TableExistsError, TableNotFoundError))
+            if not expected(exc) and not named:
                 raise
             tx.abort(exc)
             return
-        if self.rng.random() < (CHANGE_ROLLBACK if program == self.change_wide else 0.05):
+        if self.rng.random() < (CHANGE_ROLLBACK if program in (self.change_wide, self.change_tables) else 0.05):
             tx.abort()  # a voluntary rollback: none of it may ever be seen
         else:
             tx.commit()
@@ -267,6 +274,28 @@ class Writer:
         default = None if nullable and self.rng.random() < 0.5 else self.rng.randint(-9, 9)
         name = self.column_name()
         return tx.add_column(WIDE, name, pa.int32(), nullable, default)
+
+    def change_tables(self, tx: RecordedTxn) -> None:
+        """Create, rename or drop a table of NAMESPACE (the names it has at this transaction's snapshot), with rows
+        appended to the table created or renamed in the same transaction now and then; or append to one."""
+        seen = [n for n in self.wh.tables(csn=tx.t.snapshot_csn) if n in NAMESPACE]
+        free = [n for n in NAMESPACE if n not in seen]
+        what = self.rng.choice(["create"] * bool(free) * 2 + ["rename"] * bool(free and seen)
+                               + ["drop", "append"] * bool(seen))
+        if what == "create":
+            name = self.rng.choice(free)
+            tx.create_table(name)
+        elif what == "rename":
+            old, name = self.rng.choice(seen), self.rng.choice(free)
+            tx.rename_table(old, name)
+        elif what == "drop":
+            tx.drop_table(self.rng.choice(seen))
+            return
+        else:
+            name = self.rng.choice(seen)
+        self.pause()
+        if what == "append" or self.rng.random() < 0.6:
+            tx.append(name, self.new_rows(tx, self.rng.randint(1, 2), ""))
 
     @staticmethod
     def current_isolation(tx: RecordedTxn) -> str:
