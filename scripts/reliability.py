@@ -278,7 +278,7 @@ def crash_grid(o: Outcome) -> list[str]:
 def histories(o: Outcome) -> list[str]:
     if not o.cases:
         return ["No history evidence was recorded."]
-    keys = ["txns", "committed", "aborted", "unknown", "reads", "killed", "committed_merges",
+    keys = ["txns", "committed", "aborted", "unknown", "reads", "killed", "committed_merges", "committed_changes",
             "allowed_constraint_breaks"]
     rows = []
     for c in o.cases:
@@ -291,10 +291,11 @@ def histories(o: Outcome) -> list[str]:
     return [f"{total} transactions and {reads} snapshot reads checked in {len(o.cases)} histories. *unknown*: "
             "killed inside commit(), settled by recovery; *mutations*: corrupted copies of the history the "
             "checker had to reject; *merges*: MERGE statements in committed transactions, each checked against "
-            "the checker's model of it; *SI skews*: write skews snapshot isolation let through on the "
-            "snapshot-only account pair (allowed there; the serializable pair must never break).", "",
-            *table(["catalog", "seed", *keys[:-2], "merges", "SI skews", "mutations caught", "run time", "result"],
-                   rows)]
+            "the checker's model of it; *changes*: committed transactions that changed a table's columns, each "
+            "read after it checked under the schema of its snapshot; *SI skews*: write skews snapshot isolation let "
+            "through on the snapshot-only account pair (allowed there; the serializable pair must never break).", "",
+            *table(["catalog", "seed", *keys[:-3], "merges", "changes", "SI skews", "mutations caught", "run time",
+                    "result"], rows)]
 
 
 def fuzz(o: Outcome) -> list[str]:

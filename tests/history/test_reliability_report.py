@@ -65,7 +65,8 @@ def test_the_report_draws_the_grid_and_the_histories(rel: ModuleType) -> None:
     ])
     hist = rel.Outcome(suites["histories"], ["python", "-m", "pytest", "-q"], {}, tests={"t": "passed"}, cases=[
         _case("histories", "sqlite-seed7", True, backend="sqlite", seed=7, txns=900, committed=600, aborted=250,
-              unknown=3, reads=100, killed=5, committed_merges=40, allowed_constraint_breaks=2, mutations_caught=5,
+              unknown=3, reads=100, killed=5, committed_merges=40, committed_changes=12,
+              allowed_constraint_breaks=2, mutations_caught=5,
               seconds=31.0),
         _case("histories", "postgres-seed7", True, backend="postgres", seed=7, txns=300, committed=200, aborted=90,
               unknown=1, reads=60, killed=4, allowed_constraint_breaks=0, mutations_caught=5, seconds=33.0),
@@ -81,7 +82,7 @@ def test_the_report_draws_the_grid_and_the_histories(rel: ModuleType) -> None:
     assert "2 crash points and 1 statements at a crash point" in text
     assert "AssertionError: half visible" in text
     assert "1200 transactions and 160 snapshot reads checked in 2 histories" in text
-    assert "| sqlite | 7 | 900 | 600 | 250 | 3 | 100 | 5 | 40 | 2 | 5 | 31 s | pass |" in text
+    assert "| sqlite | 7 | 900 | 600 | 250 | 3 | 100 | 5 | 40 | 12 | 2 | 5 | 31 s | pass |" in text
     assert "--soak" in text and "How to reproduce" in text
 
 
