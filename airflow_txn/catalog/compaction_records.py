@@ -7,6 +7,8 @@ removal_csn = the merge CSN M; the merged part carries creation_tid = the merge'
     the merged part instead when it replaces every source, else it must choose again (MergedAwayError);
   - vacuum (`garbage`): sources stay while a reader may still hold a file list taken before the swap
     (and, as every part, while a tag sees them: tag_records.pinned_by_a_tag).
+A merge's row goes (vacuum's history purge, `purgeable`) once no part carries its tid as removal_tid any more
+and it swapped before the history kept, except each table's newest (`last_merge_times`, `merges_signature`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, Select, and_, delete, exists, func, insert, or_, select, update
 
 from airflow_txn.catalog import Catalog, part_records, schema, tag_records
 from airflow_txn.catalog.clock import wall_time
@@ -182,3 +185,26 @@ def merges_signature(conn: Connection, table_id: int) -> str:
     c = schema.compactions.c
     count, newest = conn.execute(select(func.count(), func.max(c.committed_at)).where(c.table_id == table_id)).one()
     return f"{int(count)}:{float(newest or 0):.6f}"
+
+
+def _sources_left(tid: Any) -> Any:
+    return exists(select(_p.id).where(_p.removal_tid == tid))
+
+
+def purgeable(swapped_before: float) -> Select[Any]:
+    """Tids of merges no reader needs any more: none of their sources is left in txn_parts (vacuum purged them:
+    `follow_merges` has nothing to follow, `garbage` nothing to protect), swapped before `swapped_before`, and
+    not their table's newest merge (its time is `last_merge_times`' and `merges_signature`'s: with it kept, the
+    newest swap time never goes back, so a purge changes the signature's count and never makes it repeat)."""
+    newer = schema.compactions.alias("newer")
+    return select(_m.tid).where(
+        _m.committed_at < swapped_before,
+        ~_sources_left(_m.tid),
+        exists(select(newer.c.tid).where(newer.c.table_id == _m.table_id, newer.c.committed_at > _m.committed_at)),
+    ).order_by(_m.committed_at, _m.tid)
+
+
+def purge(conn: Connection, tids: list[str]) -> int:
+    """Delete the rows of these merges (`purgeable`'s), each only if still no part carries its tid as removal_tid."""
+    stmt = delete(schema.compactions).where(_m.tid.in_(tids), ~_sources_left(_m.tid))
+    return int(conn.execute(stmt).rowcount)

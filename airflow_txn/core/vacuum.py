@@ -257,7 +257,8 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
     """Delete the catalog rows no snapshot, recovery or retry needs (module doc): read sets, staging-key
     and statement-scan rows of ended transactions; commit records and table-commit rows below every
     horizon and running snapshot (`keep`), each table's newest kept; rows of transactions that ended
-    before the window with nothing left, then the check reports of transactions whose row is gone."""
+    before the window with nothing left, then the check reports of transactions whose row is gone; rows of
+    merges older than that whose sources are all gone (nothing left to follow or protect), each table's newest kept."""
     keep = _keep_csn(rt, h, tables)
     if not dry_run:  # first: a reader finding the rows gone already knows which answers went with them
         with rt.catalog.write() as conn:
@@ -272,11 +273,12 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
         *([Purge("table_versions", table_versions.purgeable_rolled_back(), table_versions.forget_rolled_back)]
           if rt.catalog.at_least(schema.VERSIONED_SINCE) else []),  # an older catalog this package uses has none
         Purge("transactions", txn_records.purgeable(keep, before), txn_records.purge),
+        Purge("compactions", compaction_records.purgeable(before), compaction_records.purge),  # after the parts
         *([Purge("check_reports", check_reports.of_purged_transactions(), check_reports.forget)]  # after their rows
           if rt.catalog.at_least(STORED_REPORTS) else []),  # an older catalog this package uses has none (D23)
     ]
     purged = dict.fromkeys(("read_set", "keys", "commit_log", "table_commits", "table_versions", "transactions",
-                            "check_reports"), 0)
+                            "check_reports", "compactions"), 0)
     for index, step in enumerate(steps):
         tick("purge", index, len(steps))
         purged[step.kind] += _purge(rt, step, batch, dry_run)
@@ -284,7 +286,7 @@ def _purge_history(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int
     return PurgedRows(read_set=purged["read_set"], keys=purged["keys"], commit_log=purged["commit_log"],
                       table_commits=purged["table_commits"], table_versions=purged["table_versions"],
                       transactions=purged["transactions"],
-                      check_reports=purged["check_reports"])
+                      check_reports=purged["check_reports"], compactions=purged["compactions"])
 
 
 def _purge_table_commits(conn: Connection, csns: list[int], table_id: int) -> int:

@@ -174,6 +174,9 @@ class PurgedRows(TypedDict):
     transactions: int
     check_reports: int
     """Write-audit-publish check reports of purged transactions (catalog schema version 6)."""
+    compactions: int
+    """Rows of background merges whose sources are all gone, older than the history kept (each table's newest
+    merge stays)."""
 
 
 class AdoptionReport(TypedDict):

@@ -124,3 +124,79 @@ def test_nothing_is_purged_while_the_window_keeps_it(wh: Warehouse, monkeypatch:
     assert purged["transactions"] == purged["commit_log"] == purged["table_commits"] == 0
     assert wh.transaction_info(t.tid)["state"] == "rolled_back"
     assert _record_csns(wh) == before
+
+
+def _merge_rows(wh: Warehouse) -> list[str]:
+    with wh.runtime.catalog.read() as conn:
+        return sorted(str(t) for t in conn.execute(select(schema.compactions.c.tid)).scalars())
+
+
+def _merge_sources_left(wh: Warehouse, tid: str) -> int:
+    return _count(wh, schema.parts, schema.parts.c.removal_tid == tid)
+
+
+def test_vacuum_purges_merge_rows_once_their_sources_are_gone(
+        wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The year simulator's finding: txn_compactions grew one row per partition per night forever. A merge's row
+    goes once no part row carries its tid as removal_tid (follow_merges and the protection of merge sources need
+    nothing more of it) and it is older than the history kept; each table's newest merge stays (last_merge_times,
+    merges_signature: the publishers' and the manifests' check that merges happened)."""
+    from airflow_txn.catalog import compaction_records
+
+    make_tables(wh)
+    for n in range(2):
+        with wh.begin() as t:
+            t.append("sales.events", events([n], day="2024-01-01"))
+    assert wh.compact("sales.events")["merged"] == 1
+    (first,) = _merge_rows(wh)
+    with wh.begin() as t:
+        t.append("sales.events", events([5], day="2024-01-01"))
+    assert wh.compact("sales.events")["merged"] == 1  # merges the first merge's part: a second row
+    (second,) = set(_merge_rows(wh)) - {first}
+    with wh.runtime.catalog.read() as conn:
+        last_merge = compaction_records.last_merge_times(conn)
+
+    # inside the window their sources stay, and so do the rows
+    with clock_off_by(monkeypatch, LATER):
+        kept = wh.vacuum(retention_seconds=LATER + 3600)["rows_purged"]
+    assert kept["compactions"] == 0
+    assert _merge_rows(wh) == sorted([first, second])
+    assert _merge_sources_left(wh, first) == 2
+
+    # the sources go at once; the rows stay as long as the history of transactions does
+    assert wh.vacuum(retention_seconds=0)["rows_purged"]["compactions"] == 0
+    assert _merge_sources_left(wh, first) == _merge_sources_left(wh, second) == 0
+    assert _merge_rows(wh) == sorted([first, second])
+
+    with clock_off_by(monkeypatch, LATER):
+        dry = wh.vacuum(retention_seconds=0, dry_run=True)["rows_purged"]
+        assert _merge_rows(wh) == sorted([first, second])  # a dry run deletes nothing
+        purged = wh.vacuum(retention_seconds=0)["rows_purged"]
+    assert purged["compactions"] == dry["compactions"]
+    assert purged["compactions"] == 1
+    assert _merge_rows(wh) == [second]  # the table's newest merge stays
+    with wh.runtime.catalog.read() as conn:
+        assert compaction_records.last_merge_times(conn) == last_merge
+    assert ids(wh.read("sales.events")) == [0, 1, 5]
+    with clock_off_by(monkeypatch, LATER):
+        assert wh.vacuum(retention_seconds=0)["rows_purged"]["compactions"] == 0  # levels off
+
+
+def test_a_merge_row_stays_while_its_sources_do(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge older than the history kept whose sources a reader may still need (a transaction older than the
+    merge is open) keeps its row: a retried statement that chose the sources follows it to the merged part."""
+    make_tables(wh)
+    for n in range(2):
+        with wh.begin() as t:
+            t.append("sales.events", events([n], day="2024-01-01"))
+            t.append("sales.events", events([10 + n], day="2024-01-02"))
+    old = wh.begin()  # open since before the merges: its snapshot still sees the sources
+    assert wh.compact("sales.events")["merged"] == 2  # two merges, one of them not the table's newest
+    merges = _merge_rows(wh)
+    assert len(merges) == 2
+    with clock_off_by(monkeypatch, LATER):
+        purged = wh.vacuum(retention_seconds=0)["rows_purged"]
+    assert purged["compactions"] == 0
+    assert [_merge_sources_left(wh, tid) for tid in merges] == [2, 2]
+    assert _merge_rows(wh) == merges
+    old.rollback()
