@@ -598,8 +598,8 @@ week reaches the steady state); the full row a year of 25 runs a day x 3 tables 
 reference's 7-day retention. The reference (10,000 runs a day, 720,000 parts a day) is out of reach of this
 2-core machine; [the year simulator's page](benchmarks/year.md) has a 30-day run at 100 runs a day with
 the plot of rows per day, the projection to the reference workload and what it found (merge records,
-`txn_compactions`, are never purged: one row per partition per night, the one history table that grows
-without bound). [DEPLOYMENT.md](DEPLOYMENT.md#sizing-the-catalog) turns it into sizing guidance.
+`txn_compactions`, were never purged then: vacuum purges them now).
+[DEPLOYMENT.md](DEPLOYMENT.md#sizing-the-catalog) turns it into sizing guidance.
 """
 
 
