@@ -122,7 +122,7 @@ def check_files(rt: Runtime, tid: str, staged: StagedFiles) -> None:
         )
 
 
-def table_names(rt: Runtime, conn: Connection, tid: str, snapshot: int, table_ids: Iterable[int]) -> dict[int, str]:
+def table_names(conn: Connection, tid: str, snapshot: int, table_ids: Iterable[int]) -> dict[int, str]:
     """{table id: qualified name} of each table as transaction `tid` (at `snapshot`) sees it: the name of its version
     visible there, `tid`'s own staged rename included (one query; docs/DESIGN.md D27), never a cached name. A table
     with no version visible there (one `tid` created and dropped again) keeps its newest name; so does every table
@@ -172,7 +172,7 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool =
         if tag is not None:
             tags.tag_in_commit(conn, tag, row.snapshot_csn, [])
         return row.snapshot_csn, [], False
-    names = table_names(rt, conn, tid, row.snapshot_csn, table_ids)  # before the counter lock: held less
+    names = table_names(conn, tid, row.snapshot_csn, table_ids)  # before the counter lock: held less
     csn = rt.oracle.next_csn(conn)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     Isolation(row.isolation).validate(conn, tid, row.snapshot_csn)

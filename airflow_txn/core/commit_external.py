@@ -51,7 +51,7 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog, tag: tags.Comm
     started = time.perf_counter()
     with rt.catalog.read() as conn:  # one read for the row, its tables and its staged files
         row = txn_records.fetch(conn, tid)
-        tables = _tables(rt, conn, row)
+        tables = _tables(conn, row)
         staged = commit.staged_files(rt, conn, tid) if row.state != txn_records.COMMITTING else []
     if row.state != txn_records.COMMITTING:
         try:
@@ -100,7 +100,7 @@ def _prepare(rt: Runtime, tid: str, external: ExternalLog,
             row = txn_records.fetch(conn, tid, rt.catalog)
             txn_records.require_usable(row)
             retries.require_nothing_to_rerun(conn, tid)
-            tables = _tables(rt, conn, row)
+            tables = _tables(conn, row)
             if not tables:
                 txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
                 if tag is not None:
@@ -126,10 +126,10 @@ def entry_of(tid: str, tables: dict[int, str], tag: tags.CommitTag | None) -> Lo
                     tuple(table_id for table_id, _ in ordered))
 
 
-def _tables(rt: Runtime, conn: Connection, row: txn_records.TxnRow) -> dict[int, str]:
+def _tables(conn: Connection, row: txn_records.TxnRow) -> dict[int, str]:
     """{table id: qualified name} of the tables transaction `row` changed, each by its name in that transaction's
     view (commit.table_names)."""
-    return commit.table_names(rt, conn, row.tid, row.snapshot_csn, versions.tables_touched(conn, row.tid))
+    return commit.table_names(conn, row.tid, row.snapshot_csn, versions.tables_touched(conn, row.tid))
 
 
 def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
