@@ -61,8 +61,8 @@ AWS_PROFILE: Final = "AWS_PROFILE"
 COLUMNS: Final = "COLUMNS"
 """The terminal's width as the shell says it; set, rich sizes the CLI's output by it (cli/render.py)."""
 AIRFLOW_PROCESS_CONTEXT: Final = "_AIRFLOW_PROCESS_CONTEXT"
-"""Airflow 3's process context (`server`: the secrets backends include the metadata database); cli/in_airflow.py
-sets it around a connection lookup unless it is set already."""
+"""Airflow 3's process context (`server`: the secrets backends include the metadata database);
+cli/airflow_connections.py sets it around a connection lookup unless it is set already."""
 
 NAMES: Final = frozenset({
     CATALOG, ROOT, ORACLE, HOME, MANIFESTS, STORAGE_OPTIONS, CONNECT_TIMEOUT, PUBLISH, ICEBERG_CATALOG, LOG_FORMAT,

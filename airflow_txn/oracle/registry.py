@@ -1,6 +1,8 @@
 """Every kind of CSN oracle, by the scheme of its spec: the one list that make_oracle, the
 configuration, `airflow-txn doctor` and the commit metric go through. A new oracle is its module
-(an OracleKind and its CsnOracle) plus one entry in KINDS."""
+(an OracleKind and its CsnOracle) plus one entry in KINDS; `airflow-txn --help` names its form from the CLI's
+copy (cli/commands/options.py, ORACLE_FORMS: --help loads no catalog), which tests/core/test_cli_structure.py
+holds to KINDS."""
 
 from __future__ import annotations
 
@@ -14,13 +16,17 @@ from airflow_txn.oracle.zookeeper_spec import ZOOKEEPER
 KINDS: tuple[OracleKind, ...] = (SQL, ZOOKEEPER)
 
 
+def forms() -> str:
+    """Every known form of spec, as messages and help texts name them: `'sql' or 'zookeeper://...'`."""
+    return " or ".join(repr(kind.form) for kind in KINDS)
+
+
 def kind_of(spec: str) -> OracleKind:
     """The kind `spec` names; TxnError listing every known form otherwise."""
     for kind in KINDS:
         if kind.accepts(spec):
             return kind
-    forms = " or ".join(repr(kind.form) for kind in KINDS)
-    raise TxnError(f"unknown oracle {mask_secrets(spec)!r}: use {forms}")
+    raise TxnError(f"unknown oracle {mask_secrets(spec)!r}: use {forms()}")
 
 
 def make_oracle(spec: str, catalog: Catalog) -> CsnOracle:

@@ -54,7 +54,7 @@ def test_the_test_button_reports_a_missing_warehouse_and_creates_nothing(
 
 def test_the_catalog_password_comes_from_the_password_field_and_spark_conf_is_a_form_field(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_txn.cli.in_airflow import connection_config
+    from airflow_txn.cli.airflow_connections import connection_config
 
     catalog = "postgresql+psycopg://reader@db.example:5432/warehouse"
     monkeypatch.setenv("AIRFLOW_CONN_PG_WAREHOUSE", json.dumps({"conn_type": "airflow_txn", "password": "s3cr/et",

@@ -26,7 +26,8 @@ import airflow_txn
 from airflow_txn import ROLLBACK_CSN, Warehouse
 from airflow_txn.catalog import txn_records
 from airflow_txn.cli import exit_codes, main
-from airflow_txn.cli.commands import _parse_partition, rollback_reason
+from airflow_txn.cli.commands.maintenance import parse_partition
+from airflow_txn.cli.commands.transactions import rollback_reason
 from airflow_txn.errors import TableNotFoundError
 from tests.helpers import events, make_tables, storage_files
 
@@ -336,13 +337,13 @@ def test_options_after_the_command_and_help(opts: list[str], capsys: pytest.Capt
 
 
 def test_partition_option() -> None:
-    assert _parse_partition("day=2024-01-01") == {"day": "2024-01-01"}
-    assert _parse_partition("day=2024-01-01,region=eu") == {"day": "2024-01-01", "region": "eu"}
-    assert _parse_partition('{"tag": "a,b", "day": null}') == {"tag": "a,b", "day": None}
-    assert _parse_partition("expr=a=b") == {"expr": "a=b"}
+    assert parse_partition("day=2024-01-01") == {"day": "2024-01-01"}
+    assert parse_partition("day=2024-01-01,region=eu") == {"day": "2024-01-01", "region": "eu"}
+    assert parse_partition('{"tag": "a,b", "day": null}') == {"tag": "a,b", "day": None}
+    assert parse_partition("expr=a=b") == {"expr": "a=b"}
     for bad in ("day", "=x", "{not json", "[1]"):
         with pytest.raises(click.BadParameter):
-            _parse_partition(bad)
+            parse_partition(bad)
 
 
 # -- what a data engineer expects (issue 20, item 6) -------------------------------------------------------------

@@ -24,10 +24,10 @@ WRITES = {
     "airflow_txn.airflow.operators.spark": "sets SPARK_CONNECT_MODE_ENABLED before attaching to a Spark Connect "
                                            "server, as pyspark's own builder does for a remote session: pyspark "
                                            "reads it (its functions then build Connect columns), we never do",
-    "airflow_txn.cli.in_airflow": "sets Airflow's process context around one connection lookup (and removes it "
-                                  "after) so that Airflow's secrets backends include the metadata database; Airflow "
-                                  "reads it, and our read of it (is it set already?) goes through the environment "
-                                  "module",
+    "airflow_txn.cli.airflow_connections": "sets Airflow's process context around one connection lookup (and "
+                                           "removes it after) so that Airflow's secrets backends include the "
+                                           "metadata database; Airflow reads it, and our read of it (is it set "
+                                           "already?) goes through the environment module",
 }
 """Modules allowed to WRITE a variable (never to read one), each with the reason."""
 
@@ -163,7 +163,7 @@ def test_the_checker_reports_a_read_or_an_unlisted_write(source: str, reported: 
 
 
 def test_the_checker_allows_listed_writes_but_not_their_reads() -> None:
-    module = "airflow_txn.cli.in_airflow"
+    module = "airflow_txn.cli.airflow_connections"
     assert violations("import os\nos.environ['X'] = '1'\ndel os.environ['X']\nos.environ.setdefault('X', '')\n",
                       module) == []
     assert len(violations("import os\nif os.environ.get('X') is None:\n    os.environ['X'] = '1'\n", module)) == 1

@@ -222,7 +222,7 @@ def test_the_checker_sees_deferred_type_checking_and_dynamic_imports() -> None:
     assert ("airflow_txn.spark", "airflow_txn.spark.writer.write") in seen  # under TYPE_CHECKING
     assert ("airflow_txn.spark", "pyspark.sql") in seen  # importlib.import_module("pyspark.sql")
     assert ("airflow_txn.airflow.version_compat", "airflow.models.xcom.XComModel") in seen  # inside a function
-    assert ("airflow_txn.cli.in_airflow", "airflow_txn.airflow.hooks.txn.connection_config") in seen  # deferred
+    assert ("airflow_txn.cli.airflow_connections", "airflow_txn.airflow.hooks.txn.connection_config") in seen  # def
 
 
 # -- the checker fails on a forbidden edge -----------------------------------------------------------------------
