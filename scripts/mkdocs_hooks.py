@@ -76,6 +76,7 @@ def api_pages() -> dict[str, str]:
     first = ["Warehouse", "Transaction"]  # then what they return
     returned = sorted(set(airflow_txn._LAZY) - set(first) - set(airflow_txn.OPTIONS))
     core = [f"{airflow_txn._LAZY[name]}.{name}" for name in first + returned]
+    groups = [f"airflow_txn.core.warehouse_groups.{name}" for name in ("Maintenance", "Tags")]  # wh.maintenance, .tags
     options = [f"{module}.{name}" for name, module in airflow_txn.OPTIONS.items()]
     constants = [f"airflow_txn.model.csn.{name}" for name in airflow_txn.__all__ if name.endswith("_CSN")]
     spark = [f"{airflow_txn.spark._EXPORTS[name]}.{name}" for name in airflow_txn.spark.__all__
@@ -89,7 +90,8 @@ def api_pages() -> dict[str, str]:
     return {
         "api/index.md": API_INDEX,
         "api/core.md": _page("Core: import airflow_txn", "Imports neither Airflow nor Spark.",
-                             [("", core[:2]), ("Results", core[2:]), ("Options", options), ("Constants", constants)]),
+                             [("", core[:2]), ("Warehouse groups", groups), ("Results", core[2:]),
+                              ("Options", options), ("Constants", constants)]),
         "api/errors.md": _page("Errors: airflow_txn.errors", "Every error is a `TxnError`.",
                                [("", ["airflow_txn.errors"])]),
         "api/spark.md": _page("Spark: import airflow_txn.spark", "Needs the `spark` extra. `mode` and `via` are the "

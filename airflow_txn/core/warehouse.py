@@ -58,6 +58,7 @@ from airflow_txn.core.config import (
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.core.transaction import Transaction
+from airflow_txn.core.warehouse_groups import Maintenance, Tags
 from airflow_txn.errors import (
     InvalidArgumentError,
     InvalidNameError,
@@ -520,9 +521,11 @@ class Warehouse:
         table's retention horizon, InvalidArgumentError above the readable watermark."""
         return tags.create(self.runtime, name, csn, tables, note)
 
-    def tags(self) -> list[TagInfo]:
-        """Every tag ({name, csn, tables, created_at, note}), the newest CSN first."""
-        return tags.all_tags(self.runtime)
+    @property
+    def tags(self) -> Tags:
+        """The named snapshots as a group (core/warehouse_groups.py): `tags.create`, `list`, `get`, `drop`;
+        `wh.tags()` lists every tag ({name, csn, tables, created_at, note}), the newest CSN first."""
+        return Tags(self.runtime)
 
     def tag_info(self, name: str) -> TagInfo:
         """The tag `name` (TagNotFoundError when there is none)."""
@@ -547,6 +550,12 @@ class Warehouse:
                              applied=r.applied, metadata=shown[r.tid]) for r, _ in found]
 
     # -- maintenance --------------------------------------------------------------------------------
+    @property
+    def maintenance(self) -> Maintenance:
+        """vacuum, compact, recover, retention and set_retention as a group (core/warehouse_groups.py):
+        `wh.maintenance.vacuum(...)` is `wh.vacuum(...)`."""
+        return Maintenance(self)
+
     def recover(self, progress: recovery.Progress | None = None) -> RecoveryReport:
         """Roll forward, roll back, reconcile; `progress(stage, done, total)` follows the work. With publishing on,
         also wakes the background publisher: commits whose process died before publishing them are caught up."""
