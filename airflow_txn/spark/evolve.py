@@ -24,9 +24,9 @@ from pyspark.sql import types as T
 
 from airflow_txn.core.adapter import stored_table
 from airflow_txn.core.transaction import Transaction
-from airflow_txn.errors import InvalidArgumentError, SchemaMismatchError, UnsupportedTypeError
+from airflow_txn.errors import InvalidArgumentError, UnsupportedTypeError
 from airflow_txn.model import evolution
-from airflow_txn.spark.types import check_frame_schema, to_arrow_type, writable
+from airflow_txn.spark.types import check_frame_schema, to_arrow_schema, writable
 
 
 def changes_for(spark_schema: T.StructType, table_schema: pa.Schema, table: str,
@@ -34,15 +34,14 @@ def changes_for(spark_schema: T.StructType, table_schema: pa.Schema, table: str,
     """The schema `table` would have once a DataFrame of `spark_schema` merged into it, and the changes that make
     it, as the core decides them for any data schema (evolution.merge_schema): the DataFrame's columns in their Arrow
     types, a column fitting the table's as Spark writes it (writable) needing no change. SchemaMismatchError naming
-    the column for what no change reaches (a narrowing, a type no widening reaches, a partition column)."""
-    columns = []
-    for column in spark_schema.fields:
-        try:
-            columns.append(pa.field(column.name, to_arrow_type(column.dataType), column.nullable))
-        except UnsupportedTypeError as exc:
-            raise SchemaMismatchError(f"merge_schema into {table}: column {column.name!r}: {exc}") from exc
+    the column for what no change reaches (a narrowing, a type no widening reaches, a partition column;
+    UnsupportedTypeError, as the core, for a column of a type no table may hold)."""
+    try:
+        data_schema = to_arrow_schema(spark_schema)
+    except UnsupportedTypeError as exc:  # "column 'x': ..."
+        raise UnsupportedTypeError(f"merge_schema into {table}: {exc}") from exc
     spark_types = {column.name: column.dataType for column in spark_schema.fields}
-    return evolution.merge_schema(table_schema, pa.schema(columns), table=table, partition_by=partition_by,
+    return evolution.merge_schema(table_schema, data_schema, table=table, partition_by=partition_by,
                                   fits=lambda name, type_: writable(spark_types[name], type_))
 
 

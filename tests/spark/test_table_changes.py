@@ -78,3 +78,19 @@ def test_files_without_field_ids_read_by_name_under_a_newer_version(spark: Spark
     assert got.schema.names == ["id", "product", "day", "n"]
     assert sorted(got.to_pylist(), key=lambda r: r["id"]) == sorted(swh.read("s.t").to_pylist(), key=lambda r: r["id"])
     assert sorted(got["product"].to_pylist()) == ["a", "b"] and got["n"].to_pylist() == [7, 7]
+
+
+def test_merge_schema_refuses_a_column_of_a_type_no_table_may_hold_before_staging(spark: SparkSession,
+                                                                                  swh: Warehouse) -> None:
+    """A DataFrame column of a Spark type with no Arrow equivalent here (a day-time interval): merge_schema raises
+    UnsupportedTypeError naming the column, as the core's merge_schema does for such a column, and stages nothing."""
+    from airflow_txn.errors import UnsupportedTypeError
+
+    swh.create_table(TABLE, pa.schema([("id", pa.int64()), ("day", pa.string())]), ["day"])
+    frame = spark.sql("SELECT CAST(1 AS BIGINT) AS id, 'd1' AS day, INTERVAL '1' DAY AS wait")
+    t = swh.begin()
+    for via in ("native", "datasource"):
+        with pytest.raises(UnsupportedTypeError, match="'wait'"):
+            txn_spark.write(frame, t, TABLE, via=via, merge_schema=True)
+    assert swh.transaction_info(t.tid)["parts"] == [] and t.read(TABLE).schema.names == ["id", "day"]
+    t.rollback()
