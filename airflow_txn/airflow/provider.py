@@ -89,7 +89,7 @@ CONFIG: dict[str, Any] = {
                 "database) as a JSON object (empty: AIRFLOW_TXN_ICEBERG_CATALOG).", "string", "",
                 '{"type": "rest", "uri": "http://iceberg-rest:8181"}'), "sensitive": True},
             "oracle": _option("CSN oracle: 'sql' (the catalog's own counter) or "
-                              "'zookeeper://host:port[,host:port...]/chroot' (empty: AIRFLOW_TXN_ORACLE, "
+                              "'zookeeper://host:port[,host:port]/chroot' (empty: AIRFLOW_TXN_ORACLE, "
                               "else sql).", "string", "", "zookeeper://zk1:2181,zk2:2181,zk3:2181/airflow_txn"),
             "lease_seconds": _option("Lease of transactions begun by BeginTransactionOperator or "
                                      "transaction_group without an explicit lease_seconds: how long a "

@@ -88,7 +88,7 @@ def test_the_oracle_help_names_every_kind_of_the_registry() -> None:
     assert options.oracle_help() == f"CSN oracle: {registry.forms()} [env AIRFLOW_TXN_ORACLE]."
 
 
-@pytest.mark.parametrize("page", ["docs/CLI.md", "README.md", "docs/AIRFLOW.md"])
+@pytest.mark.parametrize("page", ["docs/CLI.md", "README.md", "docs/AIRFLOW.md", "docs/ORACLES.md"])
 def test_the_docs_name_every_kind_of_oracle(page: str) -> None:
     text = (REPO / page).read_text(encoding="utf-8")
     oracle_rows = [line for line in text.splitlines() if line.startswith("|") and "`sql`" in line and "://" in line]
