@@ -4,7 +4,7 @@ the `airflow` command.
 
 The CLI belongs to the core, which never needs Airflow: this module imports Airflow (and the airflow
 layer's TxnHook module) inside the functions that use it, which run only for --conn-id or under
-`airflow txn`; loading it loads neither (tests/core/test_import_graph.py allows the cli exactly these
+`airflow txn`; loading it loads neither (tests/architecture/test_import_graph.py allows the cli exactly these
 deferred imports).
 
 Connections are looked up as `airflow connections get` does: with the metadata database's among them
