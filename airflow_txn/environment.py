@@ -4,7 +4,7 @@ Every variable airflow_txn reads is named here, a constant each with what it mea
 them through the getters below, which refuse a name not listed (so a new variable is named here first).
 Which value wins over a variable (an argument, a connection's extra, `[airflow_txn]` configuration) stays the
 caller's business: these getters only say what the environment holds. A few modules write variables (for a
-library that reads them); tests/core/test_environment_owner.py lists them, each with its reason, and fails on
+library that reads them); tests/architecture/test_environment_owner.py lists them, each with its reason, and fails on
 a read anywhere else.
 
 No import of the package: every layer may import this one (the foundation, docs/ARCHITECTURE.md).

@@ -287,7 +287,7 @@ the fix above showed SQLAlchemy's event machinery (`event/attr.py`, `_invoke_bef
 every statement: the pysqlite recipe's `begin` listener, which emitted `BEGIN IMMEDIATE`, was the
 engine's only connection-event listener, and any such listener makes SQLAlchemy dispatch
 before/after events around every execute. `Catalog.write()`/`read()` now emit the BEGIN themselves as
-the transaction's first statement (tests/core/test_catalog_sqlite.py checks, with a second plain
+the transaction's first statement (tests/catalog/test_catalog_sqlite.py checks, with a second plain
 `sqlite3` connection, that `write()` holds the database lock before its first statement and `read()`
 is one snapshot). Interleaved in one process (two warehouses, one given a no-op `begin` listener), 3
 runs of 400: **-0.21 to -0.25 ms per transaction (6%)**. With it, two small storage changes: the

@@ -5,7 +5,8 @@ runs twice. PostgreSQL tests get an isolated schema each. The server is the one 
 starts; its URL comes from AIRFLOW_TXN_TEST_PG. Without that variable (a developer's quick run)
 an unreachable server skips the PostgreSQL half; with it (CI) an unreachable server fails.
 
-Core tests (tests/core, and the randomized histories in tests/history) also run a third time, id
+Core tests (tests/core and the rooms split from it: tests/catalog, cli, checks, architecture, model, oracle,
+telemetry; and the randomized histories in tests/history) also run a third time, id
 `postgres-zookeeper`: the PostgreSQL catalog with the ZooKeeper oracle (the production pairing), marked
 `zookeeper`. That variant sets AIRFLOW_TXN_ORACLE for the test, so every Warehouse.open in the test and in
 the worker processes it starts uses a fresh chroot on one real ZooKeeper server started for the session
@@ -45,7 +46,9 @@ DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
 BACKENDS = ["sqlite", "postgres", "postgres-zookeeper", "postgres-s3"]
 ZK_BACKEND = "postgres-zookeeper"
 S3_BACKEND = "postgres-s3"
-ZK_SUITES = ("tests/core/", "tests/history/")  # where the zookeeper and s3 variants of `catalog_url` run
+# where the zookeeper and s3 variants of `catalog_url` run
+ZK_SUITES = ("tests/core/", "tests/catalog/", "tests/cli/", "tests/checks/", "tests/architecture/", "tests/model/",
+             "tests/oracle/", "tests/telemetry/", "tests/history/")
 
 
 def pg_base_url() -> str:

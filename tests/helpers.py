@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+from sqlalchemy import Connection, create_engine, text
 
 from airflow_txn import Warehouse
-from airflow_txn.catalog import part_records, table_registry
+from airflow_txn.catalog import clock, part_records, table_registry
 from airflow_txn.core import recovery
 from airflow_txn.core.ownership import MARKER
 from airflow_txn.storage.location import normalize_root, resolve
@@ -172,3 +175,58 @@ def commit_writes(wh: Warehouse, *writes: tuple[str, str, Any]) -> int:
     for op, table, data in writes:
         getattr(t, op)(table, data)
     return t.commit()
+
+
+# -- waiting on a condition, never for a fixed time (tests/test_fixed_sleeps.py counts the fixed sleeps) ------
+W = TypeVar("W")
+
+WAIT_SECONDS = 60.0
+"""How long a test waits for something that normally takes well under a second: generous, so a loaded machine
+(two cores shared by several suites) slows a test down but never fails it."""
+
+
+def wait_until(predicate: Callable[[], W], timeout: float = WAIT_SECONDS, what: str = "the condition",
+               interval: float = 0.02) -> W:
+    """Poll `predicate` until it returns something truthy, and return that; AssertionError naming `what` once
+    `timeout` seconds passed without (the predicate is looked at once more at the deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def catalog_time(wh: Warehouse) -> float:
+    """The catalog's clock now (leases are set and judged by it: catalog/clock.py)."""
+    with wh.runtime.catalog.read() as conn:
+        return clock.now(conn)
+
+
+def wait_past(wh: Warehouse, moment: float, what: str = "the catalog's clock to pass a moment") -> None:
+    """Until the catalog's clock is past `moment` (epoch seconds): time that must pass on the clock that judges
+    leases, which no test can fast-forward (catalog/clock.FastForward moves recorded times only)."""
+    wait_until(lambda: catalog_time(wh) > moment, timeout=max(0.0, moment - time.time()) + WAIT_SECONDS, what=what)
+
+
+def outlive_lease(wh: Warehouse, tid: str) -> None:
+    """Until the lease of transaction `tid` has run out by the catalog's clock (nobody renews it meanwhile)."""
+    wait_past(wh, float(wh.transaction_info(tid)["lease_deadline"]), what=f"the lease of {tid} to run out")
+
+
+def blocked_by(url: str, pid: int) -> int:
+    """How many PostgreSQL sessions wait on a lock that the session with backend `pid` holds."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            waiting = text("SELECT count(*) FROM pg_stat_activity WHERE :pid = ANY(pg_blocking_pids(pid))")
+            return int(conn.execute(waiting, {"pid": pid}).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def backend_pid(conn: Connection) -> int:
+    """The PostgreSQL backend of a catalog connection (to see who waits on its locks: blocked_by)."""
+    return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())

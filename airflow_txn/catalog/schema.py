@@ -47,7 +47,7 @@ SCHEMA_VERSION = 7
 # 3 -> 4: column txn_transactions.metadata_json added; 4 -> 5: tables txn_tags and txn_tag_tables added;
 # 5 -> 6: table txn_check_reports added; 6 -> 7: table txn_table_versions and column txn_parts.schema_version added.
 # Each step is an Alembic revision in catalog/migrations/versions/ (catalog/migrate.py runs them); a change
-# here needs a new revision, and tests/core/test_migrations.py checks that the two agree.
+# here needs a new revision, and tests/catalog/test_migrations.py checks that the two agree.
 MIN_CATALOG_VERSION = 5
 """The oldest catalog schema version this code works on (docs/DESIGN.md, D23); an older catalog raises
 CatalogUpgradeRequiredError (opening never upgrades one). On a schema-5 catalog (no txn_check_reports) it reads

@@ -2,7 +2,7 @@
 
 The CLI belongs to the core, which never needs Airflow: Airflow (and the airflow layer's TxnHook module) is
 imported inside the functions that use it, which run only for --conn-id or under `airflow txn`; loading this
-module loads neither (tests/core/test_import_graph.py allows the cli exactly these deferred imports).
+module loads neither (tests/architecture/test_import_graph.py allows the cli exactly these deferred imports).
 
 Connections are looked up as `airflow connections get` does: with the metadata database's among them
 (Airflow's server context), besides AIRFLOW_CONN_* variables and the configured secrets backends.

@@ -9,7 +9,7 @@ the DAGs and the Transactions page do, else the AIRFLOW_TXN_* environment's.
 
 This module runs the commands and nothing imports it back: the commands find an Airflow connection
 (--conn-id) through cli/airflow_connections.py. Airflow's CLI classes are imported inside the functions
-that build the group (tests/core/test_import_graph.py allows the cli exactly these deferred imports).
+that build the group (tests/architecture/test_import_graph.py allows the cli exactly these deferred imports).
 """
 
 from __future__ import annotations

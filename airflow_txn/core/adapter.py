@@ -1,7 +1,7 @@
 """The adapter interface: what an engine adapter (the Spark layer, the Airflow layer, and those to come)
 may call on the core besides the public handles. docs/ARCHITECTURE.md, "The adapter interface" and "The two
-plans", says how to use it; tests/core/test_import_graph.py keeps spark/ and airflow/ to it, and
-tests/core/test_engine_plans.py keeps spark/ and checks/ to the two plans (open_write and open_compaction,
+plans", says how to use it; tests/architecture/test_import_graph.py keeps spark/ and airflow/ to it, and
+tests/architecture/test_engine_plans.py keeps spark/ and checks/ to the two plans (open_write and open_compaction,
 plan_read), tests/spark/test_engine_calls.py each Spark path to at most 3 calls into them.
 
     table_view(wh, table)                           TableView: name, Arrow schema, partition columns, location

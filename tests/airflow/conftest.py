@@ -1,16 +1,18 @@
 """Harness of the Airflow tests: a throw-away AIRFLOW_HOME with a SQLite metadata database, a DAG
-folder holding dags/*.py and dag_files/*.py, one SparkSession for the process, and the
+folder holding dags/*.py and dag_files/*.py, and the
 `airflow_txn_default` connection pointed at each test's warehouse (SQLite or PostgreSQL catalog).
 
 Airflow reads its configuration when first imported, so the environment is set when this file is
 loaded, before any test module imports Airflow. Without Airflow installed these tests are skipped.
+
+The SparkSession is the run's one `spark` (tests/spark/sessions.py, loaded by tests/conftest.py):
+SparkTransactionOperator reuses it under dag.test().
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 import os
 import shutil
 import tempfile
@@ -24,7 +26,7 @@ from airflow_txn import Warehouse
 from tests.helpers import SPARK_TEST_CONF, SPARK_TEST_JVM
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 REPO = Path(__file__).resolve().parents[2]
 HAVE_AIRFLOW = importlib.util.find_spec("airflow") is not None and importlib.util.find_spec("pyspark") is not None
@@ -113,21 +115,6 @@ def dagbag(airflow_db: None, parse_warehouse: None) -> Any:
     bag = dagbag_module().DagBag(dag_folder=str(DAGS_FOLDER))
     assert bag.import_errors == {}, bag.import_errors
     return bag
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """The one SparkSession of the test process (SparkTransactionOperator reuses it under dag.test())."""
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("airflow_txn-airflow-tests")
-    for key, value in {**SPARK_CONF, **SPARK_TEST_JVM}.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # no INFO from py4j's __del__ once streams are closed
 
 
 def connection_json(catalog_url: str, root: Path, spark_conf: dict[str, str] | None = None) -> str:

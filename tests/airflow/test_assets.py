@@ -7,6 +7,7 @@ scheduled on it registers its watcher in Airflow."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,18 +120,26 @@ def test_the_commit_log_trigger_fires_for_each_commit_made_outside_airflow(txn_c
     every = collect(CommitLogTrigger(tables=["shop.orders"], poll_interval=0.05, after_csn=start), 3)
     assert [e["csn"] for e in every] == [csns[0], csns[1], csns[3]]  # the default: Airflow's commits too
 
-    async def later_commit() -> dict[str, Any]:  # a trigger started at the watermark hears a commit made after
+    async def later_commits() -> tuple[int, list[int]]:  # a trigger started at the watermark hears commits made after
         events = CommitLogTrigger(tables=["shop.orders"], poll_interval=0.05).run()
         waiting = asyncio.ensure_future(anext(events))
-        await asyncio.sleep(0.5)  # the trigger has read its starting watermark (polling every 0.05 s)
-        with wh.begin() as txn:
-            txn.append("shop.orders", pa.table({"id": [3], "day": ["2024-01-02"]}))
-        try:
-            return (await asyncio.wait_for(waiting, timeout=60)).payload
+        made: list[int] = []
+        deadline = time.monotonic() + 60
+        try:  # when it has read its starting watermark is not known: commit until it hears one (in CSN order)
+            while not waiting.done():
+                assert time.monotonic() < deadline, "the trigger heard no commit made after it started"
+                with wh.begin() as txn:
+                    txn.append("shop.orders", pa.table({"id": [3 + len(made)], "day": ["2024-01-02"]}))
+                made.append(wh.readable_csn())
+                await asyncio.wait({waiting}, timeout=0.5)
+            return waiting.result().payload["csn"], made
         finally:
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
             await events.aclose()
 
-    assert asyncio.run(later_commit())["csn"] == wh.readable_csn()
+    heard, made = asyncio.run(later_commits())
+    assert heard in made[1:]  # the first commit was made before the trigger ran: not news to it
 
 
 def test_the_example_reader_is_scheduled_on_a_watched_asset_that_airflow_registers(

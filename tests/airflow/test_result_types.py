@@ -1,6 +1,6 @@
 """The Airflow layer's results are typed too (issue 17, item 3): the maintenance operators' execute
 (their XCom) and the page's routes and HTML functions name their shapes, no Any-valued dict; the
-checker is tests/core/test_result_types.py's."""
+checker is tests/architecture/test_result_types.py's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typing
 
 import pytest
 
-from tests.core.test_result_types import loose_dicts, loose_signatures, public_functions
+from tests.architecture.test_result_types import loose_dicts, loose_signatures, public_functions
 
 pytestmark = pytest.mark.airflow
 

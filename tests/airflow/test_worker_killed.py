@@ -18,7 +18,7 @@ from airflow_txn import ROLLBACK_CSN, Warehouse
 from airflow_txn.catalog.txn_records import ACTIVE, ROLLED_BACK
 from tests.airflow.conftest import CRASH_SPARK_CONF, connection_json
 from tests.airflow.helpers import PROBE_SCHEMA, mark_run_failed, run_dag, task_states, transactions_of
-from tests.helpers import storage_files
+from tests.helpers import catalog_time, storage_files, wait_past
 
 pytestmark = pytest.mark.airflow
 
@@ -63,8 +63,9 @@ def test_killed_worker_leaves_nothing_visible_and_recovery_rolls_back_after_the_
         info = wh.transaction_info(tid)
         assert info["state"] == ACTIVE and [p["rows"] for p in info["parts"]] == [5]
         assert wh.read(TABLE).num_rows == 0  # staged, not visible
-        time.sleep(10)  # longer than the 8 s lease: the running task keeps renewing it
-        assert wh.transaction_info(tid)["lease_deadline"] > time.time()
+        # past the lease it began with, by the catalog's clock: the running task keeps renewing it
+        wait_past(wh, float(info["lease_deadline"]) + 1.0, "the task's first lease deadline to pass")
+        assert wh.transaction_info(tid)["lease_deadline"] > catalog_time(wh)
         assert wh.recover()["rolled_back"] == []
     finally:
         os.killpg(worker.pid, signal.SIGKILL)  # the worker and its Spark JVM, mid-task

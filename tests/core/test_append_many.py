@@ -9,7 +9,6 @@ and no file left behind when a write or the registration fails.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -99,12 +98,19 @@ def test_a_failed_write_leaves_no_file_and_fails_the_transaction(tables: Warehou
     wh = tables
     before = storage_files(root)
     real = Storage.write_part
+    written = threading.Condition()
+    events_parts: list[Any] = []
 
     def failing_for_accounts(self: Storage, directory: str, partition: Any, data: pa.Table, tags: Any) -> Any:
         if tags["table"] == "sales.accounts":
-            time.sleep(0.05)  # the other writes finish first, so there is something to remove
+            with written:  # the other writes (two days of events) finish first, so there is something to remove
+                assert written.wait_for(lambda: len(events_parts) == 2, timeout=60), "the events parts were not written"
             raise StorageError("injected: the store refused the upload")
-        return real(self, directory, partition, data, tags)
+        part = real(self, directory, partition, data, tags)
+        with written:
+            events_parts.append(part)
+            written.notify_all()
+        return part
 
     t = wh.begin()
     with monkeypatch.context() as patched, pytest.raises(StorageError, match="injected"):

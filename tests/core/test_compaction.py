@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,10 +11,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog import compaction_records, part_records, schema, table_registry
+from airflow_txn.catalog.clock import FastForward, use_wall_clock
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.core import compaction, staging
 from airflow_txn.core.runtime import Runtime
@@ -23,7 +23,18 @@ from airflow_txn.errors import SerializationError, SnapshotTooOldError, StorageE
 from airflow_txn.model.parts import WrittenPart
 from airflow_txn.storage.root import part_file_paths
 from tests.core.workers.procs import Spawn
-from tests.helpers import accounts, events, ids, make_tables, storage_files, stored_exists, stored_size
+from tests.helpers import (
+    accounts,
+    backend_pid,
+    blocked_by,
+    events,
+    ids,
+    make_tables,
+    storage_files,
+    stored_exists,
+    stored_size,
+    wait_until,
+)
 
 EVENTS_T, ACCOUNTS_T = "sales.events", "sales.accounts"
 DAYS = ("2024-01-01", "2024-01-02", "2024-01-03")
@@ -278,17 +289,18 @@ def test_sources_stay_while_a_transaction_older_than_the_merge_runs(wh: Warehous
 
 
 def test_sources_stay_for_the_retention_window_after_the_merge(wh: Warehouse, root: Path | str) -> None:
-    window = 2.0
-    _backfill(wh, appends=2)
-    sources = _live(wh, EVENTS_T)
-    time.sleep(window + 0.2)  # the commits are older than the window, the merge will not be
-    wh.compact(EVENTS_T)
-    result = wh.vacuum(retention_seconds=window)
-    assert result["horizon"] == wh.readable_csn(), "the sources' removal CSN is inside the horizon"
-    assert result["merge_sources_kept"] == len(sources) and result["parts_removed"] == 0
-    assert all(stored_exists(root, f) for f in _files_of(wh, sources))
-    time.sleep(window + 0.2)
-    result = wh.vacuum(retention_seconds=window)
+    window = 3600.0
+    with use_wall_clock(FastForward()) as wall:  # the times recorded with commits and merges, and vacuum's now
+        _backfill(wh, appends=2)
+        sources = _live(wh, EVENTS_T)
+        wall.advance(2 * window)  # the commits are older than the window, the merge will not be
+        wh.compact(EVENTS_T)
+        result = wh.vacuum(retention_seconds=window)
+        assert result["horizon"] == wh.readable_csn(), "the sources' removal CSN is inside the horizon"
+        assert result["merge_sources_kept"] == len(sources) and result["parts_removed"] == 0
+        assert all(stored_exists(root, f) for f in _files_of(wh, sources))
+        wall.advance(2 * window)
+        result = wh.vacuum(retention_seconds=window)
     assert result["parts_removed"] == len(sources)
     assert not _files_of(wh, sources) & storage_files(root)
 
@@ -508,10 +520,11 @@ def test_a_user_statement_waits_for_a_swap_in_flight_and_is_redirected(
             assert swap_holding.wait(60)
             original_register(rt, *args, **kwargs)
 
-        def swap(*args: Any, **kwargs: Any) -> compaction_records.SwapResult:
-            result = original_swap(*args, **kwargs)
+        def swap(conn: Connection, *args: Any, **kwargs: Any) -> compaction_records.SwapResult:
+            result = original_swap(conn, *args, **kwargs)
             swap_holding.set()  # the sources are locked and swapped, not yet committed
-            time.sleep(0.5)
+            merge = backend_pid(conn)
+            wait_until(lambda: blocked_by(pg_schema_url, merge), what="the user statement to wait on the swap's locks")
             return result
 
         monkeypatch.setattr(staging, "register_all", register)

@@ -4,7 +4,6 @@ vacuum converge (no orphans), and compacting again finishes the job."""
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -23,6 +22,7 @@ from tests.helpers import (
     storage_files,
     unregistered_parts,
     visible_part_files,
+    wait_past,
 )
 
 pytestmark = pytest.mark.slow
@@ -89,7 +89,7 @@ def test_a_compaction_killed_converges(point: str, wh: Warehouse, spawn: Spawn, 
         assert merge["state"] == "committed" and _parts_per_day(wh) == {DAYS[0]: 1, DAYS[1]: 3}
         assert list(unregistered_parts(wh, EVENTS_T).values()) == []
 
-    time.sleep(max(0.0, float(str(merge["lease_deadline"])) - time.time()) + 0.05)
+    wait_past(wh, float(str(merge["lease_deadline"])), "the dead merge's lease to run out")
     report = wh.recover()
     assert report["missing_files"] == []
     assert report["orphan_dirs"] == (1 if point == crashpoints.COMPACT_AFTER_FILES else 0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,18 @@ from airflow_txn.errors import (
     TxnError,
 )
 from airflow_txn.model.csn import ROLLBACK_CSN
-from tests.helpers import ACCOUNTS, EVENTS, accounts, events, ids, make_tables, stored_stats
+from tests.helpers import (
+    ACCOUNTS,
+    EVENTS,
+    accounts,
+    catalog_time,
+    events,
+    ids,
+    make_tables,
+    outlive_lease,
+    stored_stats,
+    wait_past,
+)
 
 STRICT = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
 YEARLY = pa.schema([("year", pa.int64()), ("amount", pa.float64())])
@@ -496,7 +506,7 @@ def test_bad_begin_arguments_create_no_transaction(base: Warehouse, root: Path) 
 
 def test_write_after_lease_expired(base: Warehouse, root: Path) -> None:
     t = base.begin(lease_seconds=0.2)
-    time.sleep(0.3)
+    outlive_lease(base, t.tid)
     # The write is refused and the transaction rolled back; nothing else changes.
     rejected(base, root, LeaseExpiredError, lambda: t.append("sales.accounts", accounts({5: 5})),
              match=f"lease of transaction {re.escape(t.tid)} expired", skip=("txn_transactions",))
@@ -509,7 +519,7 @@ def test_commit_after_lease_expired_rolls_back_staged_parts(base: Warehouse, roo
     t = base.begin(lease_seconds=0.5)
     t.append("sales.accounts", accounts({5: 5}))
     t.delete("sales.accounts", pc.field("id") == 1)
-    time.sleep(0.6)
+    outlive_lease(base, t.tid)
     files = files_state(root)
     with pytest.raises(LeaseExpiredError, match="lease"):
         t.commit()
@@ -526,10 +536,12 @@ def test_commit_after_lease_expired_rolls_back_staged_parts(base: Warehouse, roo
 
 
 def test_heartbeat_keeps_a_short_lease_alive(base: Warehouse) -> None:
-    t = base.begin(lease_seconds=0.4)
-    for _ in range(3):
-        time.sleep(0.2)
+    t = base.begin(lease_seconds=1.0)
+    first = float(base.transaction_info(t.tid)["lease_deadline"])
+    for _ in range(3):  # each renewal half a lease after the last: the lease outlives its first deadline
+        wait_past(base, float(base.transaction_info(t.tid)["lease_deadline"]) - 0.5)
         assert t.heartbeat()
+    assert catalog_time(base) > first
     t.append("sales.accounts", accounts({5: 5}))
     t.commit()
     assert ids(base.read("sales.accounts")) == [1, 2, 5]

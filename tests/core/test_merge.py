@@ -1,5 +1,5 @@
 """Transaction.merge (issue 32, item 4): MERGE as one statement of the multi-table transaction, on every catalog
-and root of the `wh` fixture. The pure rules (clauses, null keys, refusals) are tests/core/test_merging.py's."""
+and root of the `wh` fixture. The pure rules (clauses, null keys, refusals) are tests/model/test_merging.py's."""
 
 from __future__ import annotations
 

@@ -178,14 +178,14 @@ def _read_only(tmp_path: Path) -> None:
 
 
 def _too_new(tmp_path: Path) -> None:
-    from tests.core.test_versions import future_catalog
+    from tests.catalog.test_versions import future_catalog
 
     future_catalog(_sqlite(tmp_path), min_client=None)
     Warehouse.open(catalog=_sqlite(tmp_path, f"?password={SECRET}"), root=tmp_path / "wh")
 
 
 def _too_old(tmp_path: Path) -> None:
-    from tests.core.test_versions import catalog_at
+    from tests.catalog.test_versions import catalog_at
 
     catalog_at(_sqlite(tmp_path), "schema_v4")
     Warehouse.open(catalog=_sqlite(tmp_path, f"?password={SECRET}"), root=tmp_path / "wh")

@@ -13,10 +13,23 @@ import pytest
 
 from airflow_txn import Transaction, Warehouse
 from airflow_txn.catalog import table_registry
+from airflow_txn.catalog.clock import FastForward, use_wall_clock
 from airflow_txn.core.vacuum import ORPHAN_GRACE_SECONDS
 from airflow_txn.errors import SnapshotTooOldError
 from airflow_txn.storage.root import SIDECAR
-from tests.helpers import ACCOUNTS, accounts, events, ids, make_tables, partition_dirs, storage_files, stored_exists
+from tests.helpers import (
+    ACCOUNTS,
+    accounts,
+    events,
+    ids,
+    make_tables,
+    outlive_lease,
+    partition_dirs,
+    storage_files,
+    stored_exists,
+)
+
+HOUR = 3600.0
 
 
 def _directory(wh: Warehouse, table: str) -> str:
@@ -131,23 +144,24 @@ def test_large_retention_keeps_everything_readable(wh: Warehouse, root: Path | s
 
 
 def test_retention_window_is_measured_in_time(wh: Warehouse, root: Path | str) -> None:
-    seed, c1 = _seed(wh, {1: 10})
-    first_files = _part_files(wh, root, seed)
-    t2 = wh.begin()
-    t2.overwrite("bank.accounts", accounts({2: 20}))
-    c2 = t2.commit()
-    second_files = _part_files(wh, root, t2)
-    time.sleep(1.5)
-    with wh.begin() as t3:
-        t3.overwrite("bank.accounts", accounts({3: 30}))
-    # c2 was current 0.75 s ago, c3 was not: the horizon is c2
-    result = wh.vacuum(retention_seconds=0.75)
-    assert result["horizon"] == c2
-    assert _gone(root, first_files)  # removed at c2 <= horizon: no snapshot in the window sees them
-    assert _exist(root, second_files)  # removed at c3 > horizon: snapshot c2 still sees them
-    assert ids(wh.read("bank.accounts", csn=c2)) == [2]
-    with pytest.raises(SnapshotTooOldError):
-        wh.read("bank.accounts", csn=c1)
+    with use_wall_clock(FastForward()) as wall:  # the times recorded with commits, and vacuum's now
+        seed, c1 = _seed(wh, {1: 10})
+        first_files = _part_files(wh, root, seed)
+        t2 = wh.begin()
+        t2.overwrite("bank.accounts", accounts({2: 20}))
+        c2 = t2.commit()
+        second_files = _part_files(wh, root, t2)
+        wall.advance(2 * HOUR)
+        with wh.begin() as t3:
+            t3.overwrite("bank.accounts", accounts({3: 30}))
+        # c2 was current an hour ago, c3 was not: the horizon is c2
+        result = wh.vacuum(retention_seconds=HOUR)
+        assert result["horizon"] == c2
+        assert _gone(root, first_files)  # removed at c2 <= horizon: no snapshot in the window sees them
+        assert _exist(root, second_files)  # removed at c3 > horizon: snapshot c2 still sees them
+        assert ids(wh.read("bank.accounts", csn=c2)) == [2]
+        with pytest.raises(SnapshotTooOldError):
+            wh.read("bank.accounts", csn=c1)
 
 
 def test_reading_below_the_horizon_after_vacuum_raises(wh: Warehouse) -> None:
@@ -205,7 +219,7 @@ def test_orphans_of_a_committed_or_expired_writer_are_removed(wh: Warehouse, roo
     t.commit()
     dead = wh.begin(lease_seconds=0.2)
     lost = storage.write_part(directory, {}, accounts({3: 3}), {"tid": dead.tid, "table": "sales.accounts"})
-    time.sleep(0.3)  # the writer's lease runs out: vacuum rolls it back and removes its files
+    outlive_lease(wh, dead.tid)  # vacuum rolls the writer back and removes its files
 
     result = wh.vacuum(retention_seconds=0)
     assert result["orphan_dirs_removed"] == 2

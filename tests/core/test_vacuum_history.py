@@ -17,7 +17,7 @@ from airflow_txn.catalog import schema
 from airflow_txn.core.vacuum import HISTORY_SECONDS
 from airflow_txn.errors import SerializationError, TransactionNotFoundError
 from airflow_txn.model.csn import PREHISTORIC_CSN
-from tests.core.test_clocks import clock_off_by
+from tests.catalog.test_clocks import clock_off_by
 from tests.helpers import accounts, events, ids, make_tables
 
 LATER = HISTORY_SECONDS + 3600

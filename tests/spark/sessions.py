@@ -1,6 +1,6 @@
 """The local SparkSession, the Spark Connect session and `any_spark`, for every suite that runs Spark (tests/spark,
-tests/conformance): tests/conftest.py loads this module as a plugin, so one session and one Connect server serve
-the whole run (tests/airflow keeps a session of its own).
+tests/conformance, tests/airflow): tests/conftest.py loads this module as a plugin, so one session and one Connect
+server serve the whole run (under dag.test(), SparkTransactionOperator reuses the session).
 
 `spark` is one local SparkSession for the whole run (local[2], UI off, few shuffle partitions, the JVM options
 of tests.helpers.SPARK_TEST_JVM, as the Connect server has); `connect_spark` is

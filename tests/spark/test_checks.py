@@ -10,7 +10,7 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.checks import run_checks
 from airflow_txn.spark.checks import SparkEngine
-from tests.core.test_checks import CHECKS, EXPECTED, audited, results
+from tests.checks.test_checks import CHECKS, EXPECTED, audited, results
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

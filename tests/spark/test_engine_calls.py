@@ -9,7 +9,7 @@ inside another step is not the engine's and is not counted. Cleanup after a fail
 commit runs in Spark's Python worker, out of the spy's sight: a data-source statement's count is the
 client's calls plus that one commit.
 
-test_engine_plans.py (tests/core) keeps the engines to the names of the plans; this one bounds their use.
+test_engine_plans.py (tests/architecture) keeps the engines to the names of the plans; this one bounds their use.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_txn import environment
-from tests.core.test_import_graph import REPO, package_modules
+from tests.architecture.test_import_graph import REPO, package_modules
 
 OWNER = "airflow_txn.environment"
 

@@ -7,7 +7,7 @@ head is one older clients tolerate (txn_meta's min_client_version), else refused
 
 The catalogs of other releases are real: an older one is made by this package's own revisions up to an
 older head (what that release ran), a newer one carries what a future additive revision would write (a
-table, its revision, schema version and min_client_version). tests/core/test_versions_history.py runs the
+table, its revision, schema version and min_client_version). tests/catalog/test_versions_history.py runs the
 previous release's code itself, from git history."""
 
 from __future__ import annotations

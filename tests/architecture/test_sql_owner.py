@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import Table
 
 from airflow_txn.catalog import schema
-from tests.core.test_import_graph import REPO, imports_in, package_modules
+from tests.architecture.test_import_graph import REPO, imports_in, package_modules
 
 CATALOG = "airflow_txn.catalog"
 SCHEMA = "airflow_txn.catalog.schema"

@@ -22,7 +22,7 @@ from airflow_txn import Transaction, Warehouse
 from airflow_txn.catalog import Catalog, migrate, schema, txn_records
 from airflow_txn.checks import RowCountCheck, record, run_checks
 from airflow_txn.errors import InvalidArgumentError, TransactionClosedError
-from tests.core.test_clocks import clock_off_by
+from tests.catalog.test_clocks import clock_off_by
 from tests.core.test_vacuum_history import LATER
 from tests.helpers import events, make_tables
 

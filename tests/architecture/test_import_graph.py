@@ -1,7 +1,7 @@
 """Layering, statically: every import written in the package goes in an allowed direction (issue 17, item 7).
 
 The rules are the table LAYERS below (docs/ARCHITECTURE.md, "Layer rules", says the same in words). The
-checker reads each module's syntax tree, so it sees what `tests/core/test_layers.py` (which watches the
+checker reads each module's syntax tree, so it sees what `tests/architecture/test_layers.py` (which watches the
 modules a fresh interpreter loads) cannot: imports inside functions, under `if TYPE_CHECKING:`, relative
 imports, and `importlib.import_module("literal")` calls, whether or not any code path runs them. It does
 not see a module name built at run time (e.g. the values of the lazy `_EXPORTS` tables, which the

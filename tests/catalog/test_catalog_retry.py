@@ -8,7 +8,6 @@ the user as a raw OperationalError. Here two real connections build that cycle o
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from sqlalchemy import Connection, select, text, update
@@ -16,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.catalog.database import retryable_reason
+from tests.helpers import backend_pid, blocked_by, wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -45,8 +45,9 @@ def test_a_deadlock_victim_is_run_again_and_succeeds(pg_schema_url: str) -> None
             with catalog.write() as conn:
                 _lock(conn, first)
                 other_holds_first.set()
-                victim_waits.wait(10)
-                time.sleep(0.3)  # the victim started waiting first, so its deadlock check fires first
+                victim_waits.wait(60)
+                # the victim waits on `first` before this locks `second`, so its deadlock check fires first
+                wait_until(lambda: blocked_by(pg_schema_url, backend_pid(conn)), what="the victim to wait on `first`")
                 _lock(conn, second)
         except BaseException as exc:
             errors.append(exc)

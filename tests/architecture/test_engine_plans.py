@@ -20,7 +20,7 @@ import pytest
 
 from airflow_txn import Warehouse
 from airflow_txn.core import adapter, compaction
-from tests.core.test_import_graph import PACKAGE, REPO, imports_in, module_name
+from tests.architecture.test_import_graph import PACKAGE, REPO, imports_in, module_name
 from tests.helpers import events, ids, make_tables
 
 ENGINE_PACKAGES = ("airflow_txn.spark", "airflow_txn.checks")
@@ -61,7 +61,8 @@ def engine_violations(source: str, module: str, is_package: bool = False) -> lis
         allowed = ENGINE_FACE.get(home)
         if allowed is None or name not in allowed:
             found.append(f"{module}:{line}: imports {target}: an engine path reaches the core through the write and "
-                         "read plans and the Warehouse/Transaction handles only (tests/core/test_engine_plans.py)")
+                         "read plans and the Warehouse/Transaction handles only "
+                         "(tests/architecture/test_engine_plans.py)")
     return found
 
 

@@ -1,7 +1,7 @@
 """The catalog's schema migrations (Alembic, airflow_txn/catalog/migrate.py) on SQLite and PostgreSQL: the
 revisions form one chain; a fresh catalog lands at its head with exactly the tables, columns and indexes of
 catalog/schema.py; a catalog the pre-Alembic code made (schema version 1 or 2, built here with that code's
-DDL) is recognised, stamped and upgraded (on request: opening never upgrades, tests/core/test_versions.py) with
+DDL) is recognised, stamped and upgraded (on request: opening never upgrades, tests/catalog/test_versions.py) with
 its rows intact; processes opening a new catalog at once create it once; a catalog of an unknown (newer) revision
 that records no min_client_version is refused; `airflow-txn upgrade` and `doctor`."""
 
