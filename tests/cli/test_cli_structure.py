@@ -14,7 +14,7 @@ import pytest
 from airflow_txn.cli import commands
 from airflow_txn.cli.commands import options
 from airflow_txn.oracle import registry
-from tests.core.test_import_graph import PACKAGE, REPO, imports_in, module_name
+from tests.architecture.test_import_graph import PACKAGE, REPO, imports_in, module_name
 
 CLI = PACKAGE / "cli"
 
