@@ -62,23 +62,22 @@ from airflow_txn.core import bounds, compaction, crashpoints, reading, staging, 
 from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
+from airflow_txn.core.stored import PartView, StoredTable, open_root
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError, StorageError
 from airflow_txn.model import evolution
 from airflow_txn.model.csn import PREHISTORIC_CSN
-from airflow_txn.model.names import TableName, parse_table_name
+from airflow_txn.model.names import TableName
 from airflow_txn.model.options import WriteMode, WriteModeName
 from airflow_txn.model.partitioning import (
     Partition,
     check_partition_values,
     parse_partition_key,
     partition_key,
-    split_by_partition,
 )
 from airflow_txn.model.parts import WrittenPart
 from airflow_txn.model.results import CompactionReport
-from airflow_txn.model.schema_check import conform
 from airflow_txn.storage import location
 from airflow_txn.storage.location import parse_storage_options
 from airflow_txn.storage.root import Storage, is_plain_part, new_statement_id
@@ -141,155 +140,6 @@ class TableView:
         """The keys of the listed partitions ({column: value} each), checked against the table (None: no
         list, the whole table), checked against the table."""
         return self._info.partition_keys(partitions)
-
-
-@dataclass(frozen=True, slots=True)
-class PartView:
-    """One part: immutable Parquet files holding rows of one partition (docs/CONCEPTS.md): one plain file
-    (written by the core), or a directory of files (written by an engine)."""
-
-    id: int
-    partition_key: str
-    path: str
-    """The directory the part's files lie in, relative to TableView.location (for a plain part file: its
-    partition's directory, which other parts share)."""
-    files: tuple[str, ...]
-    """The Parquet files in `path`: the table's columns minus the partition columns."""
-    row_count: int
-    size_bytes: int
-    locked_by: str | None
-    """The transaction holding the part's removal lock (replacing it, or having removed it); None: none."""
-    written_schema: pa.Schema | None = None
-    """The schema the part was written under when it is another version of the table's schema than the one read
-    (docs/DESIGN.md, D27): StoredTable.read_part reads it as that and projects it by column id; None: the same."""
-
-    @property
-    def partition(self) -> Partition:
-        """{partition column: its value as canonical text, or None}; {} for an unpartitioned table."""
-        return parse_partition_key(self.partition_key)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredTable:
-    """A table as an engine sees it that writes and reads its files through the root's own filesystem
-    (`pyarrow.fs`: local disk or object store; the Spark data source): no path an engine opens itself. It
-    pickles (a Spark driver hands it to its executors), and each process opens the root once (open_root)."""
-
-    name: str
-    """The qualified name, `namespace.table`."""
-    schema: pa.Schema
-    partition_by: tuple[str, ...]
-    directory: str
-    """The table's directory below the root (as the catalog keeps it)."""
-    root: str
-    """The storage root's URI (WarehouseConfig.root)."""
-    storage_options: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
-    """The root's settings as the warehouse was opened with (may hold secrets: never shown, never in to_json)."""
-    table_id: int = 0
-    version: int = 1
-    """The version of the table's schema `schema` is (docs/DESIGN.md, D27): what a read reads every part as, what a
-    write's files are written and registered under."""
-
-    def view(self) -> TableView:
-        """The table with its local directory, for an engine that opens files by path (StorageError on an
-        object-store root: read and write through this table's methods instead)."""
-        storage = open_root(self.root, self.storage_options)
-        return _local_view(storage, self.info())
-
-    def info(self) -> TableInfo:
-        """The catalog's value of the table as of this version."""
-        return TableInfo(self.table_id, parse_table_name(self.name), self.schema, self.partition_by, self.directory,
-                         self.version)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The table as JSON values, its storage settings left out (they may hold secrets)."""
-        return {"name": self.name, "schema": base64.b64encode(table_registry.encode_schema(self.schema)).decode(),
-                "partition_by": list(self.partition_by), "directory": self.directory, "root": self.root,
-                "table_id": self.table_id, "version": self.version}
-
-    @classmethod
-    def from_dict(cls, found: Mapping[str, Any], storage_options: Mapping[str, str]) -> StoredTable:
-        """to_dict's table again, with the root's settings `storage_options`."""
-        return cls(str(found["name"]), table_registry.decode_schema(base64.b64decode(found["schema"])),
-                   tuple(found["partition_by"]), str(found["directory"]), str(found["root"]), dict(storage_options),
-                   int(found["table_id"]), int(found.get("version", 1)))
-
-    def conformed(self, data: pa.Table) -> pa.Table:
-        """`data` (an engine's batch, whose Arrow types may differ in storage only: large_string for string,
-        a timestamp's zone) as exactly the table's schema, checked as a core append checks it
-        (SchemaMismatchError: a null in a non-nullable column, a partition value with no canonical text)."""
-        if data.schema.names != self.schema.names and sorted(data.schema.names) == sorted(self.schema.names):
-            data = data.select(self.schema.names)  # the table's column order
-        if data.schema != self.schema and data.schema.names == self.schema.names:
-            try:
-                data = data.cast(pa.schema([f.with_nullable(True) for f in self.schema]), safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                raise SchemaMismatchError(f"rows for {self.name} do not fit its schema: "
-                                          f"{_first_unfit(data, self.schema) or exc}") from exc
-        rows = conform(data, self.schema, self.name)
-        check_partition_values(rows, self.partition_by, self.name)
-        return rows
-
-    def write_parts(self, rows: pa.Table, tags: Mapping[str, Any]) -> list[tuple[str, WrittenPart]]:
-        """Write conformed `rows` as one plain part file per partition (D8), `tags` (tid, key, writer, and the
-        statement id from new_statement_id, which starts each file's name) and the table in each footer:
-        [(partition key, written part)]. On failure none of them is left."""
-        root = open_root(self.root, self.storage_options)
-        pieces = [(p, t) for p, t in split_by_partition(rows, self.partition_by) if t.num_rows]
-        root.check_part_paths(self.directory, [p for p, _ in pieces])
-        written = root.write_parts([(self.directory, p, t, {**tags, "table": self.name, "partition": p})
-                                    for p, t in pieces])
-        return [(partition_key(p), part) for (p, _), part in zip(pieces, written, strict=True)]
-
-    def write_merge_part(self, partition: Partition, rows: pa.Table, tags: Mapping[str, Any]) -> WrittenPart:
-        """Write conformed `rows` of `partition` as ONE plain part file of a merge (MergeTask.tags, with the
-        statement id that starts its name): nothing registers it here; the core swaps it in (compaction.py)."""
-        return open_root(self.root, self.storage_options).write_part(self.directory, partition, rows,
-                                                                     {**tags, "table": self.name})
-
-    def read_part(self, part: PartView) -> pa.Table:
-        """A part's rows as exactly the table's schema, partition columns restored (a part written under another
-        version of the schema read as written, then projected by column id: evolution.projection)."""
-        path, files = part.path, part.files
-        if len(files) == 1 and is_plain_part(files[0]):
-            path = f"{path}/{files[0]}" if path else files[0]
-        written = part.written_schema or self.schema
-        rows = open_root(self.root, self.storage_options).read_part(self.directory, path, files, written,
-                                                                    part.partition)
-        return rows if part.written_schema is None else evolution.projection(written, self.schema)(rows)
-
-    def delete_parts(self, paths: Sequence[str]) -> None:
-        """Delete parts written for a statement that will not register them (a failed or aborted write)."""
-        root = open_root(self.root, self.storage_options)
-        for path in paths:
-            root.delete_part(self.directory, path)
-
-    def statement_parts(self, tid: str, statement: str) -> list[WrittenPart]:
-        """The part files statement `statement` (write_parts' tags) of `tid` wrote, found by listing the table,
-        each with its rows from its footer: what an engine whose tasks ran elsewhere wrote for a merge."""
-        root = open_root(self.root, self.storage_options)
-        found = root.statement_files(self.directory, tid, statement)
-        return [root.written_part(self.directory, path) for path in found]
-
-    def delete_statement_files(self, tid: str, statement: str) -> int:
-        """Delete every part file of statement `statement` (write_parts' tags) of `tid`, found by listing the
-        table: after a failed statement whose tasks ran elsewhere (a task may not have reported what it wrote).
-        Only for a statement that will never register. Returns the number of files deleted."""
-        found = open_root(self.root, self.storage_options).statement_files(self.directory, tid, statement)
-        self.delete_parts(found)
-        return len(found)
-
-
-_ROOTS: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
-
-
-def open_root(root: str, storage_options: Mapping[str, str]) -> Storage:
-    """The storage root `root` with its settings, opened once per process (an executor reads many parts)."""
-    key = (root, tuple(sorted(storage_options.items())))
-    found = _ROOTS.get(key)
-    if found is None:
-        found = _ROOTS[key] = Storage(location.resolve(root, storage_options))
-    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,16 +297,6 @@ def table_view(wh: Warehouse, table: str) -> TableView:
     """The table `table` (TableNotFoundError if there is none)."""
     with wh.runtime.catalog.read() as conn:
         return _view(wh.runtime, _named_now(conn, wh, table))
-
-
-def _first_unfit(data: pa.Table, schema: pa.Schema) -> str | None:
-    """`column 'x' (uint8): <why>` for the first column of `data` that does not cast to `schema` (None: none)."""
-    for column in schema:
-        try:
-            data.column(column.name).cast(column.type, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            return f"column {column.name!r} ({column.type}): {exc}"
-    return None
 
 
 def stored_table(wh: Warehouse, table: str, txn: Transaction | None = None) -> StoredTable:

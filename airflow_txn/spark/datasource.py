@@ -49,7 +49,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -61,27 +61,21 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.types import LongType, StructType
-from sqlalchemy.engine import make_url
 
-from airflow_txn.core.adapter import (
-    APPEND,
-    OVERWRITE,
-    REWRITE,
-    PartView,
-    ReadPlan,
-    StoredTable,
-    WritePlan,
-    WrittenPart,
-    open_write,
-    plan_read,
-    stored_table,
-)
-from airflow_txn.core.transaction import Transaction
-from airflow_txn.core.warehouse import Warehouse
 from airflow_txn.errors import InvalidArgumentError, InvalidNameError
 from airflow_txn.model.partitioning import parse_partition_key
-from airflow_txn.spark import evolve
 from airflow_txn.spark.types import PART_ID, check_frame_schema, to_arrow_schema, to_spark_schema
+
+if TYPE_CHECKING:
+    from airflow_txn.core.adapter import PartView, ReadPlan, StoredTable, WritePlan, WrittenPart
+    from airflow_txn.core.transaction import Transaction
+    from airflow_txn.core.warehouse import Warehouse
+
+# What runs in Spark's Python workers (a task's read/write, unpickling the reader and writer: StoredTable, PartView)
+# loads no catalog and no SQLAlchemy: the core's modules are imported inside the functions that plan, open the
+# warehouse or commit (Spark's planning and committing workers). Each task's worker imports this module (pickled
+# classes are found by reference), and the whole core cost about a second of CPU there
+# (tests/spark/test_worker_imports.py).
 
 NAME = "airflow_txn"
 STORAGE_PREFIX = "storage."
@@ -97,6 +91,8 @@ def register(spark: SparkSession) -> None:
 
 def warehouse_options(wh: Warehouse) -> dict[str, str]:
     """The options that open `wh` on the Spark side: catalog (its password apart), root, oracle, settings."""
+    from sqlalchemy.engine import make_url
+
     url = make_url(wh.config.catalog_url)
     options = {"catalog": url.set(password=None).render_as_string(hide_password=False) if url.password else
                wh.config.catalog_url, "root": wh.config.root, "oracle": wh.config.oracle}
@@ -115,6 +111,10 @@ def _warehouse(options: Mapping[str, str]) -> Warehouse:
     key = tuple(sorted(chosen.items()))
     found = _OPEN.get(key)
     if found is None:
+        from sqlalchemy.engine import make_url
+
+        from airflow_txn.core.warehouse import Warehouse
+
         catalog = chosen.get("catalog")
         if catalog and chosen.get("catalog_password"):
             catalog = make_url(catalog).set(password=chosen["catalog_password"]).render_as_string(hide_password=False)
@@ -180,6 +180,8 @@ class AirflowTxnDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
+        from airflow_txn.core.adapter import ReadPlan, WritePlan, stored_table
+
         if self.options.get("read_plan"):  # planned by the client (via.read)
             stored = ReadPlan.from_json(str(self.options["read_plan"]), {}).stored
         elif self.options.get("write_plan"):  # planned by the client (via.write)
@@ -203,6 +205,8 @@ class AirflowTxnDataSource(DataSource):
         return _Writer(dict(self.options), schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from airflow_txn.core.adapter import ReadPlan
+
         options = dict(self.options)
         planned = options.get("read_plan") or getattr(self, "_planned", None)
         plan = ReadPlan.from_json(planned, _storage(options)) if planned else _plan_read(options)
@@ -226,9 +230,13 @@ class _TaskParts(WriterCommitMessage):
 
 class _Writer(DataSourceArrowWriter):
     """A statement through the data source: its plan (adapter.open_write) made by the client (option `write_plan`,
-    via.write) or here from the options; each task writes plain part files and the driver commits them."""
+    via.write) or here from the options; each task writes plain part files and the driver commits them. It pickles
+    the plan as JSON: a task needs only the table and the file tags (and the plan itself only for an overwrite of
+    listed partitions, to check what it wrote), so a task's worker never loads the core (see the imports)."""
 
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
+        from airflow_txn.core.adapter import OVERWRITE, WritePlan
+
         if options.get("write_plan"):
             plan = WritePlan.from_json(str(options["write_plan"]), _storage(options))
             if (plan.mode is OVERWRITE) != overwrite or plan.table.name != _table_name(options):
@@ -237,11 +245,27 @@ class _Writer(DataSourceArrowWriter):
             plan = _open_write(options, overwrite, schema)
         check_schema(schema, plan.table)
         self.options = options
-        self.plan = plan
+        self.table = plan.table
+        self.tags = plan.file_tags("spark-datasource")
+        self.some_partitions = plan.allowed is not None
+        """An overwrite of listed partitions: each task checks the partitions it wrote (plan.check_written)."""
+        self._plan_json = plan.to_json()
+        self._plan: WritePlan | None = plan
+
+    @property
+    def plan(self) -> WritePlan:
+        """The statement's plan (in another process: rebuilt from its JSON, where the core is loaded)."""
+        if self._plan is None:
+            from airflow_txn.core.adapter import WritePlan
+
+            self._plan = WritePlan.from_json(self._plan_json, self.table.storage_options)
+        return self._plan
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_plan": None}  # the plan travels as its JSON (a pickled one loads the core)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _TaskParts:
         """One Spark task: its rows, conformed, as plain part files (deleted again if the task fails)."""
-        table = self.plan.table
         written: list[tuple[str, WrittenPart]] = []
         buffered: list[pa.RecordBatch] = []
         size = 0
@@ -255,17 +279,19 @@ class _Writer(DataSourceArrowWriter):
             if buffered:
                 written += self._write(pa.Table.from_batches(buffered))
         except BaseException:
-            table.delete_parts([part.path for _, part in written])
+            self.table.delete_parts([part.path for _, part in written])
             raise
         return _TaskParts(tuple(written))
 
     def _write(self, rows: pa.Table) -> list[tuple[str, WrittenPart]]:
-        conformed = self.plan.table.conformed(rows)
-        written = self.plan.table.write_parts(conformed, self.plan.file_tags("spark-datasource"))
+        conformed = self.table.conformed(rows)
+        written = self.table.write_parts(conformed, self.tags)
+        if not self.some_partitions:  # any partition may be written: nothing to check (check_written passes)
+            return written
         try:
             self.plan.check_written([k for k, _ in written])  # a stray partition fails the task at once
         except BaseException:
-            self.plan.table.delete_parts([part.path for _, part in written])
+            self.table.delete_parts([part.path for _, part in written])
             raise
         return written
 
@@ -275,19 +301,22 @@ class _Writer(DataSourceArrowWriter):
         try:
             self.plan.commit(written, _warehouse(self.options))
         except BaseException:
-            self.plan.table.delete_parts([part.path for _, part in written])
+            self.table.delete_parts([part.path for _, part in written])
             raise
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """The job failed: delete what its tasks wrote (a failed task deleted its own; a task that finished
         may not have reported it yet, so the statement's files are also found by name)."""
-        self.plan.table.delete_parts([part.path for m in messages if isinstance(m, _TaskParts) for _, part in m.parts])
-        self.plan.table.delete_statement_files(self.plan.tid, self.plan.statement)
+        self.table.delete_parts([part.path for m in messages if isinstance(m, _TaskParts) for _, part in m.parts])
+        self.table.delete_statement_files(self.plan.tid, self.plan.statement)
 
 
 def _open_write(options: Mapping[str, str], overwrite: bool, schema: StructType) -> WritePlan:
     """The statement the options describe (no `write_plan`: a write through df.write.format(...) itself); option
     `mergeSchema` "true": the DataFrame's (`schema`) new columns and widenings first (evolve.py)."""
+    from airflow_txn.core.adapter import APPEND, OVERWRITE, REWRITE, open_write
+    from airflow_txn.spark import evolve
+
     if not options.get("tid"):
         raise InvalidNameError('writing needs the transaction: .option("tid", t.tid)')
     wh = _warehouse(options)
@@ -313,6 +342,8 @@ class _MergeWriter(DataSourceArrowWriter):
     the client finds it by the statement id and hands it to the core's swap (compaction.py)."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        from airflow_txn.core.adapter import StoredTable, stored_table
+
         if options.get("merge_table"):  # the table as of the version the merge's sources were written under
             stored = StoredTable.from_dict(_json_object(str(options["merge_table"]), "merge_table"), _storage(options))
         else:
@@ -408,6 +439,8 @@ class _ReadPlan:
 
 def _plan_read(options: dict[str, str]) -> ReadPlan:
     """The read the options describe (no `read_plan`: a read through spark.read.format(...) itself)."""
+    from airflow_txn.core.adapter import plan_read
+
     wh = _warehouse(options)
     table = _table_name(options)
     if sum(bool(options.get(o)) for o in ("tid", "csn", "tag")) > 1:

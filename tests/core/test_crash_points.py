@@ -636,10 +636,46 @@ def _statement_before_recovery(wh: Warehouse, point: str, tid: str) -> None:
         assert point == crashpoints.ROLLBACK_MID and info["state"] == "rolled_back" and record is None, info
 
 
+ORACLE_POINTS = (crashpoints.COMMIT_BEFORE_RECORD, crashpoints.COMMIT_MID_RECORD, crashpoints.COMMIT_AFTER_RECORD,
+                 crashpoints.COMMIT_MID_APPLY)
+"""The statement points where the oracle allocates, records or applies the commit: their statement cells run with
+both oracles (ZooKeeper's external log differs from the SQL oracle exactly there); the other points (files written, a
+retry's registration, the rollback) run on the object-store root instead, where what a statement leaves behind is
+objects."""
+
+
+def _statement_combinations() -> list[Any]:
+    """(point, combination) of the statement cells: every point on both catalogs with the SQL oracle; the commit points
+    (ORACLE_POINTS) also with ZooKeeper on both catalogs, the others also on the s3:// root. The cells left out repeat
+    a cell of this list for the same kind of statement in what they check: before the commit the oracle is only
+    asked for the abort decision of recovery's rollback, and the commit itself writes no file. Every crash point still
+    runs on every combination (test_crash_matrix_cell), and every statement at every point on both catalogs."""
+    out = []
+    for point in STATEMENT_POINTS:
+        wanted = {"sqlite-sql", "postgres-sql"} | (
+            {"sqlite-zookeeper", "postgres-zookeeper"} if point in ORACLE_POINTS else {"postgres-s3"})
+        out += [pytest.param(point, c.values[0], id=f"{c.id}-{point}", marks=c.marks) for c in COMBINATIONS
+                if c.id in wanted]
+    return out
+
+
+def test_every_statement_point_runs_on_both_catalogs_and_its_oracles_or_storage() -> None:
+    """The statement cells' combinations: no point dropped, each on both catalogs, each with what it exercises."""
+    ran: dict[str, set[str]] = {}
+    for param in _statement_combinations():
+        point, combination = param.values
+        ran.setdefault(point, set()).add(combination)
+    assert set(ran) == set(STATEMENT_POINTS)
+    for point, combinations in ran.items():
+        assert {"sqlite", "postgres"} <= combinations, (point, combinations)
+        assert {"sqlite-zookeeper", "postgres-zookeeper"} <= combinations if point in ORACLE_POINTS else (
+            "postgres-s3" in combinations), (point, combinations)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("round_", range(SOAK_ROUNDS), ids=lambda r: f"r{r}")
 @pytest.mark.parametrize("kind", sorted(STATEMENTS))
-@pytest.mark.parametrize("point", list(STATEMENT_POINTS))
+@pytest.mark.parametrize(("point", "catalog_url"), _statement_combinations(), indirect=["catalog_url"])
 def test_a_statement_killed_at_a_crash_point_recovers_all_or_nothing(
         point: str, kind: str, round_: int, wh: Warehouse, spawn: Spawn, root: Path | str) -> None:
     catalog = "postgres" if wh.runtime.catalog.dialect == "postgresql" else wh.runtime.catalog.dialect
