@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_txn import errors
 from airflow_txn.errors import TxnError
 from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
+from airflow_txn.model.version import VERSION
 
 if TYPE_CHECKING:
     from airflow_txn.core.isolation import Isolation
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
         VacuumReport,
     )
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = ["PREHISTORIC_CSN", "ROLLBACK_CSN", "CheckEngine", "CommitLogEntry", "CompactionEngine",
            "CompactionReport", "Isolation", "Manifests", "RecoveryReport", "Transaction", "TransactionInfo",

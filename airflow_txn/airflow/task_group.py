@@ -28,7 +28,7 @@ itself was skipped (a branch skipped the whole group), commit and outcome skip: 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -81,6 +81,8 @@ def _checks_value(value: object) -> list[Check] | None:
 class TransactionTaskGroup(TaskGroup):
     """The TaskGroup made by transaction_group(); `tid` and `csn` are XComArgs for the tasks."""
 
+    is_transaction_group: ClassVar[bool] = True
+    """What operators/base.py group_tid looks for (it does not import this module, which imports the operators)."""
     conn_id: str = DEFAULT_CONN_ID
     label: str | None = None
     isolation: str = attrs.field(default=Isolation.SNAPSHOT.value, converter=_isolation_value)

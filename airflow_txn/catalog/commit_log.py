@@ -16,7 +16,6 @@ from sqlalchemy import Connection, Select, bindparam, delete, func, insert, sele
 
 from airflow_txn.catalog import meta_records, schema, tag_records
 from airflow_txn.catalog.clock import wall_time
-from airflow_txn.oracle import CsnOracle
 
 _log = schema.commit_log.c
 _tc = schema.table_commits.c
@@ -59,8 +58,9 @@ def unapplied_below(conn: Connection, csn: int) -> bool:
     return conn.execute(_UNAPPLIED_BELOW, {"b_csn": csn}).first() is not None
 
 
-def readable_csn(conn: Connection, oracle: CsnOracle) -> int:
-    last = oracle.last_csn(conn)
+def readable_csn(conn: Connection, last: int) -> int:
+    """The readable watermark, given the last allocated CSN `last` (the oracle's `last_csn(conn)`, read
+    first, by the caller: the catalog does not know the oracle)."""
     lowest_unapplied = conn.execute(_LOWEST_UNAPPLIED).scalar()
     if lowest_unapplied is None:
         return last

@@ -55,6 +55,7 @@ from airflow_txn.errors import (
     WarehouseNotFoundError,
 )
 from airflow_txn.model.secrets import mask_secrets
+from airflow_txn.model.timeouts import connect_timeout_seconds
 
 _SQLITE_BUSY_SECONDS = 60.0
 """How long a SQLite writer waits for the database lock unless the URL says (`?timeout=SECONDS`)."""
@@ -231,12 +232,10 @@ class Catalog:
 
     `where` names the warehouse in the error a missing catalog raises (default: the catalog's URL);
     `connect_timeout` bounds waiting for a catalog server that does not answer (None: the configuration's,
-    core/config.connect_timeout_seconds)."""
+    model/timeouts.connect_timeout_seconds)."""
 
     def __init__(self, url: str, where: str | None = None, connect_timeout: float | None = None) -> None:
         if connect_timeout is None:
-            from airflow_txn.core.config import connect_timeout_seconds  # config imports the catalog
-
             connect_timeout = connect_timeout_seconds()
         self.url = url
         self.where = where or f"catalog {self._safe_url()}"

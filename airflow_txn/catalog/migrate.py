@@ -48,6 +48,7 @@ from sqlalchemy import Connection
 
 from airflow_txn.catalog import schema
 from airflow_txn.errors import CatalogTooNewError, CatalogUpgradeRequiredError
+from airflow_txn.model.version import VERSION
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -120,13 +121,11 @@ class Versions:
         if not self.newer or (self.min_client_version is not None
                               and self.min_client_version <= schema.SCHEMA_VERSION):
             return
-        from airflow_txn import __version__
-
         needs = (f"it needs clients of schema version {self.min_client_version} or newer"
                  if self.min_client_version is not None else
                  "it records no min_client_version, so no older client may use it")
         raise CatalogTooNewError(
-            f"the {where} is at {self.shown()}, newer than this airflow-txn {__version__} (schema version "
+            f"the {where} is at {self.shown()}, newer than this airflow-txn {VERSION} (schema version "
             f"{schema.SCHEMA_VERSION}, {HEAD}) and {needs}: upgrade the airflow-txn package of this process "
             "(the catalog was left as it is)",
             self.schema_version, schema.SCHEMA_VERSION, self.min_client_version)
@@ -135,10 +134,8 @@ class Versions:
         """CatalogUpgradeRequiredError for a catalog older than this airflow_txn works with."""
         if not self.older:
             return
-        from airflow_txn import __version__
-
         raise CatalogUpgradeRequiredError(
-            f"the {where} is at {self.shown()}, older than this airflow-txn {__version__} works with (schema "
+            f"the {where} is at {self.shown()}, older than this airflow-txn {VERSION} works with (schema "
             f"version {schema.SCHEMA_VERSION}, {HEAD}; catalogs of schema version {schema.MIN_CATALOG_VERSION} "
             "or newer) and opening never upgrades a catalog: the catalog must be upgraded, once, with "
             "`airflow-txn upgrade` (by a writer with this package, as a deliberate step: docs/DEPLOYMENT.md, "

@@ -38,11 +38,11 @@ from sqlalchemy import (
 
 from airflow_txn.catalog import schema, table_versions
 from airflow_txn.catalog.visibility_sql import visible_branches, visible_selects
-from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.errors import InvalidArgumentError, RetryConflictError, SerializationError
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.model.partitioning import Partition, parse_partition_key, partition_key
 from airflow_txn.model.parts import WrittenPart
+from airflow_txn.model.visibility import VersionInfo, is_visible
 
 _p = schema.parts.c
 

@@ -44,11 +44,12 @@ from sqlalchemy import (
 )
 
 from airflow_txn.catalog import schema
+from airflow_txn.catalog.txn_states import ENDED_STATES
 from airflow_txn.catalog.visibility_sql import version_visible_clause
-from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.errors import SerializationError
 from airflow_txn.model import evolution
 from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
+from airflow_txn.model.visibility import VersionInfo, is_visible
 
 _v = schema.table_versions.c
 _p = schema.parts.c
@@ -579,8 +580,6 @@ def purgeable_rolled_back() -> Select[Any]:
     row written under them left (rolled-back parts go first, vacuum's parts step). Nothing reads them: no snapshot
     sees them and a running transaction's retries look only at unstamped versions. A column id only they gave may
     be given again then: nothing stored carries it any more (their parts are gone, and they were never published)."""
-    from airflow_txn.catalog.txn_records import ENDED_STATES  # txn_records' import of this module comes first
-
     running = select(_t.tid).where(_t.tid == _v.creation_tid, _t.state.not_in(ENDED_STATES))
     parts = select(_p.id).where(_p.table_id == _v.table_id, func.coalesce(_p.schema_version, 1) == _v.version)
     return select(_v.table_id, _v.version).where(_v.creation_csn == ROLLBACK_CSN, ~exists(running), ~exists(parts))

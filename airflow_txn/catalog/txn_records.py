@@ -34,14 +34,15 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_txn.catalog import Catalog, schema
 from airflow_txn.catalog.clock import catalog_now, wall_time
+from airflow_txn.catalog.txn_states import ACTIVE as ACTIVE
+from airflow_txn.catalog.txn_states import COMMITTED as COMMITTED
+from airflow_txn.catalog.txn_states import COMMITTING as COMMITTING
+from airflow_txn.catalog.txn_states import ENDED_STATES as ENDED_STATES
+from airflow_txn.catalog.txn_states import OPEN_STATES as OPEN_STATES
+from airflow_txn.catalog.txn_states import ROLLED_BACK as ROLLED_BACK
 from airflow_txn.errors import LeaseExpiredError, TransactionClosedError, TransactionNotFoundError
 from airflow_txn.model.results import IsolationName, JsonObject, TransactionRecord, TransactionState
 
-ACTIVE = "active"
-COMMITTING = "committing"  # external log only: the record may be being written; ask the log's decision
-COMMITTED = "committed"
-ROLLED_BACK = "rolled_back"
-OPEN_STATES = (ACTIVE, COMMITTING)
 PUBLIC_STATES: dict[str, TransactionState] = {ACTIVE: "active", COMMITTING: "active", COMMITTED: "committed",
                                               ROLLED_BACK: "rolled_back"}
 """The state a caller sees for each state of the row (committing: not committed until the record exists)."""
@@ -347,7 +348,6 @@ def label_dags(conn: Connection) -> list[str | None]:
 
 
 # -- history vacuum may purge (vacuum.py) -------------------------------------------------------------
-ENDED_STATES = (COMMITTED, ROLLED_BACK)
 _p = schema.parts.c
 _rs = schema.read_set.c
 

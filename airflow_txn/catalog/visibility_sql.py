@@ -5,7 +5,7 @@ Part p is visible to transaction T with snapshot S iff
  or (p.creation_csn set and <= S and not (p.removal_csn set and <= S) and p.removal_tid != T.tid).
 A reader outside any transaction uses tid None, which matches no part's tids.
 
-The same rule as a pure Python function is core/visibility.py's `is_visible`. The SQL form lives here,
+The same rule as a pure Python function is model/visibility.py's `is_visible`. The SQL form lives here,
 apart from it, because the catalog owns every statement on its tables (part_records.py and the
 overview's totals build on these clauses); tests/core/test_visibility.py checks that the two agree on
 every combination of the version columns.

@@ -62,13 +62,12 @@ from airflow_txn.core import bounds, compaction, crashpoints, reading, staging, 
 from airflow_txn.core.compaction import DEFAULT_TARGET_FILE_BYTES, MergeJob, Progress
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.core.stored import PartView, StoredTable, open_root
+from airflow_txn.core.stored import PartView, StoredTable, TableView, local_view, open_root
 from airflow_txn.core.transaction import Transaction
 from airflow_txn.core.warehouse import Warehouse
-from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError, StorageError
+from airflow_txn.errors import InvalidNameError, MergedAwayError, SchemaMismatchError
 from airflow_txn.model import evolution
 from airflow_txn.model.csn import PREHISTORIC_CSN
-from airflow_txn.model.names import TableName
 from airflow_txn.model.options import WriteMode, WriteModeName
 from airflow_txn.model.partitioning import (
     Partition,
@@ -80,7 +79,7 @@ from airflow_txn.model.parts import WrittenPart
 from airflow_txn.model.results import CompactionReport
 from airflow_txn.storage import location
 from airflow_txn.storage.location import parse_storage_options
-from airflow_txn.storage.root import Storage, is_plain_part, new_statement_id
+from airflow_txn.storage.root import is_plain_part, new_statement_id
 
 __all__ = [
     "ACTIVE",
@@ -124,24 +123,6 @@ T = TypeVar("T")
 
 
 # -- values -------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class TableView:
-    """One table as an adapter sees it (a table never changes once created)."""
-
-    name: TableName
-    schema: pa.Schema
-    """Every column, the partition columns included (part files never store those: PartView.partition)."""
-    partition_by: tuple[str, ...]
-    location: Path
-    """The table's directory, absolute and resolved: PartView.path and WrittenPart.path are relative to it."""
-    _info: TableInfo = field(repr=False, compare=False)
-
-    def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
-        """The keys of the listed partitions ({column: value} each), checked against the table (None: no
-        list, the whole table), checked against the table."""
-        return self._info.partition_keys(partitions)
-
-
 @dataclass(frozen=True, slots=True)
 class ReadPlan:
     """What one read sees (plan_read): the table and exactly the parts visible at `snapshot`. Picklable; to_json
@@ -260,18 +241,7 @@ class WriteDir:
 
 
 def _view(rt: Runtime, info: TableInfo) -> TableView:
-    return _local_view(rt.storage, info)
-
-
-def _local_view(storage: Storage, info: TableInfo) -> TableView:
-    if storage.local is None:
-        raise StorageError(
-            f"table {info.name.qualified}: its warehouse root {storage.uri} is an object store, which Spark's "
-            "native Parquet path (Hadoop's filesystem, by path) cannot reach here. Write and read it through the "
-            "data source: airflow_txn.spark.write/read(..., via=\"datasource\") (what via=\"auto\" picks for an "
-            "object-store root), or df.write.format(\"airflow_txn\") / spark.read.format(\"airflow_txn\"); "
-            "airflow_txn.spark.delete/update/compact take via= alike.")
-    return TableView(info.name, info.schema, info.partition_by, storage.table_dir(info.directory).resolve(), info)
+    return local_view(rt.storage, info)
 
 
 def _stored(wh: Warehouse, info: TableInfo) -> StoredTable:
@@ -315,7 +285,7 @@ def stored_table(wh: Warehouse, table: str, txn: Transaction | None = None) -> S
 def _named_now(conn: Connection, wh: Warehouse, table: str) -> TableInfo:
     """The table `table` names at the readable watermark, as a read there resolves it (versions.table_at: a renamed
     table's old name names nothing now, docs/DESIGN.md D27), as of its version there."""
-    watermark = commit_log.readable_csn(conn, wh.runtime.oracle)
+    watermark = commit_log.readable_csn(conn, wh.runtime.oracle.last_csn(conn))
     return versions.table_at(conn, table_registry.get(conn, table), None, watermark)
 
 

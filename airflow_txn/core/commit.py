@@ -34,14 +34,8 @@ def commit(rt: Runtime, tid: str, tag: tags.CommitTag | None = None) -> int:
     """Commit `tid`; return its CSN (a read-only transaction returns its snapshot CSN). With `tag`, the
     commit and its tag stand or fall together (TagExistsError: nothing committed): the SQL oracle writes the
     tag in the commit's catalog transaction, ZooKeeper claims the name in the commit's multi-op and the
-    record's mirror makes the tag (docs/DESIGN.md D18)."""
-    external = rt.oracle.external_log
-    if external is not None:  # ZooKeeper: the record lives outside the catalog (commit_external.py)
-        from airflow_txn.core.commit_external import commit_external
-
-        if tag is not None:
-            tags.require_free(rt, tag.name)  # the common refusal, while the transaction is still active
-        return commit_external(rt, tid, external, tag)
+    record's mirror makes the tag (docs/DESIGN.md D18). The SQL oracle's protocol: with an external log
+    (ZooKeeper) commit_route.py runs commit_external.py's instead."""
     started = time.perf_counter()
     try:
         _check(rt, tid)

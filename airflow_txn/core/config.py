@@ -4,7 +4,6 @@ airflow_txn/environment.py, the one module that reads the environment."""
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,12 @@ from airflow_txn import environment
 from airflow_txn.errors import InvalidArgumentError, InvalidOptionError
 from airflow_txn.model.options import Manifests, ManifestsName
 from airflow_txn.model.secrets import mask_secrets
+
+# the connect timeout (ENV_CONNECT_TIMEOUT and its bounds too) lives below the catalog and storage, which read it
+from airflow_txn.model.timeouts import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
+from airflow_txn.model.timeouts import ENV_CONNECT_TIMEOUT as ENV_CONNECT_TIMEOUT
+from airflow_txn.model.timeouts import MAX_CONNECT_TIMEOUT as MAX_CONNECT_TIMEOUT
+from airflow_txn.model.timeouts import connect_timeout_seconds as connect_timeout_seconds
 from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.publish import settings as publishing
 from airflow_txn.storage import location
@@ -29,12 +34,6 @@ ENV_ORACLE = environment.ORACLE
 ENV_HOME = environment.HOME
 ENV_MANIFESTS = environment.MANIFESTS
 ENV_STORAGE_OPTIONS = environment.STORAGE_OPTIONS
-ENV_CONNECT_TIMEOUT = environment.CONNECT_TIMEOUT
-DEFAULT_CONNECT_TIMEOUT = 20.0
-"""Seconds a server that does not answer (catalog, object store, Spark Connect) is waited for, retries
-included, before the call fails with a typed error naming its address (the ZooKeeper oracle has its own
-`timeout`, docs/ORACLES.md)."""
-MAX_CONNECT_TIMEOUT = 3600.0
 
 DEFAULT_LEASE_SECONDS = 3600.0
 MAX_LEASE_SECONDS = 7 * 24 * 3600.0
@@ -60,23 +59,6 @@ def manifests_option(value: Manifests | ManifestsName | None = None) -> Manifest
         return Manifests.OFF if found is None else Manifests.parse(found, "manifests")
     except InvalidOptionError as exc:
         raise InvalidOptionError(f"{exc} (from ${ENV_MANIFESTS})") from None
-
-
-def connect_timeout_seconds(value: float | str | None = None, source: str = "connect_timeout") -> float:
-    """The bound on waiting for an unreachable server: `value` when given, else $AIRFLOW_TXN_CONNECT_TIMEOUT,
-    else DEFAULT_CONNECT_TIMEOUT. InvalidArgumentError (naming `source`) unless 0 < seconds <= 3600."""
-    if value is None or value == "":
-        value, source = environment.given(ENV_CONNECT_TIMEOUT), f"${ENV_CONNECT_TIMEOUT}"
-    if value is None:
-        return DEFAULT_CONNECT_TIMEOUT
-    try:
-        seconds = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if not (math.isfinite(seconds) and 0 < seconds <= MAX_CONNECT_TIMEOUT):
-        raise InvalidArgumentError(f"{source} must be a number of seconds > 0 and <= {MAX_CONNECT_TIMEOUT:g}, "
-                                   f"got {value!r}")
-    return seconds
 
 
 def check_catalog_url(catalog_url: str) -> None:

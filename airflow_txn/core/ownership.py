@@ -28,10 +28,10 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from airflow_txn import __version__
 from airflow_txn.catalog import meta_records, part_records, table_registry
 from airflow_txn.core.runtime import Runtime
 from airflow_txn.errors import RootOwnedError
+from airflow_txn.model.version import VERSION
 from airflow_txn.storage.root import Storage
 from airflow_txn.telemetry import logs
 
@@ -188,6 +188,6 @@ def recorded_root(rt: Runtime) -> str | None:
 
 
 def _write(rt: Runtime, warehouse_id: str, csn: int) -> None:
-    rt.storage.write_root_file(MARKER, Marker(warehouse_id, csn, time.time(), __version__).to_json())
+    rt.storage.write_root_file(MARKER, Marker(warehouse_id, csn, time.time(), VERSION).to_json())
     with rt.catalog.write() as conn:
         meta_records.put(conn, ROOT_KEY, rt.storage.uri)

@@ -148,7 +148,7 @@ def plan(rt: Runtime, table: str, csn: int | None = None, view: Statement | None
     if csn is not None:
         csn = bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
     with rt.catalog.read() as conn:
-        watermark = commit_log.readable_csn(conn, rt.oracle)
+        watermark = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
         named = table_registry.get(conn, table)
         pending = csn is not None and csn > watermark
         if not pending:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_txn.errors import SchemaMismatchError
+from airflow_txn.errors import SchemaMismatchError, StorageError
 from airflow_txn.model import evolution
 from airflow_txn.model.partitioning import (
     Partition,
@@ -31,9 +32,9 @@ from airflow_txn.storage.root import Storage, is_plain_part
 
 if TYPE_CHECKING:
     from airflow_txn.catalog.table_registry import TableInfo
-    from airflow_txn.core.adapter import TableView
+    from airflow_txn.model.names import TableName
 
-__all__ = ["PartView", "StoredTable", "open_root"]
+__all__ = ["PartView", "StoredTable", "TableView", "local_view", "open_root"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +87,7 @@ class StoredTable:
     def view(self) -> TableView:
         """The table with its local directory, for an engine that opens files by path (StorageError on an
         object-store root: read and write through this table's methods instead)."""
-        from airflow_txn.core.adapter import _local_view
-
-        return _local_view(open_root(self.root, self.storage_options), self.info())
+        return local_view(open_root(self.root, self.storage_options), self.info())
 
     def info(self) -> TableInfo:
         """The catalog's value of the table as of this version."""
@@ -201,3 +200,32 @@ def _first_unfit(data: pa.Table, schema: pa.Schema) -> str | None:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             return f"column {column.name!r} ({column.type}): {exc}"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class TableView:
+    """One table as an adapter sees it (a table never changes once created)."""
+
+    name: TableName
+    schema: pa.Schema
+    """Every column, the partition columns included (part files never store those: PartView.partition)."""
+    partition_by: tuple[str, ...]
+    location: Path
+    """The table's directory, absolute and resolved: PartView.path and WrittenPart.path are relative to it."""
+    _info: TableInfo = field(repr=False, compare=False)
+
+    def partition_keys(self, partitions: Sequence[Mapping[str, Any]] | None) -> list[str] | None:
+        """The keys of the listed partitions ({column: value} each), checked against the table (None: no
+        list, the whole table), checked against the table."""
+        return self._info.partition_keys(partitions)
+
+
+def local_view(storage: Storage, info: TableInfo) -> TableView:
+    if storage.local is None:
+        raise StorageError(
+            f"table {info.name.qualified}: its warehouse root {storage.uri} is an object store, which Spark's "
+            "native Parquet path (Hadoop's filesystem, by path) cannot reach here. Write and read it through the "
+            "data source: airflow_txn.spark.write/read(..., via=\"datasource\") (what via=\"auto\" picks for an "
+            "object-store root), or df.write.format(\"airflow_txn\") / spark.read.format(\"airflow_txn\"); "
+            "airflow_txn.spark.delete/update/compact take via= alike.")
+    return TableView(info.name, info.schema, info.partition_by, storage.table_dir(info.directory).resolve(), info)

@@ -250,7 +250,8 @@ def resolve(rt: Runtime, name: str, table: str) -> tuple[TagRow, TableInfo]:
     with rt.catalog.read() as conn:
         named = table_registry.get(conn, table)
         row = _found(tag_records.find(conn, name), name)
-        watermark = commit_log.readable_csn(conn, rt.oracle) if rt.oracle.external_log is not None else row.csn
+        watermark = (commit_log.readable_csn(conn, rt.oracle.last_csn(conn)) if rt.oracle.external_log is not None
+                     else row.csn)
         # the table the name meant at the tag's CSN (a renamed table's old name there), as a read there resolves it
         info = versions.table_at(conn, named, None, row.csn) if row.csn <= watermark else None
     if info is None:  # made by its commit's mirror, not applied yet (log_mirror._tag): apply it, as a read would

@@ -21,7 +21,7 @@ from airflow_txn.catalog import table_registry, txn_records
 from airflow_txn.core import (
     bounds,
     check_reports,
-    commit,
+    commit_route,
     crashpoints,
     log_mirror,
     manifests,
@@ -317,7 +317,7 @@ class Transaction:
         checked first and the tag made once the commit is applied (docs/DESIGN.md D18)."""
         wanted = tags.commit_tag(tag, tag_note)
         with logs.bind(tid=self._tid):
-            csn = commit.commit(self._rt, self._tid, wanted)
+            csn = commit_route.commit(self._rt, self._tid, wanted)
             if self.warehouse.config.manifests is Manifests.ON_COMMIT:  # never fails the commit (it stands)
                 manifests.write_on_commit(self._rt, self._tid, csn)
             self.warehouse._after_commit()  # commit, then publish: in the background, never failing the commit

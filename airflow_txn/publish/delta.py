@@ -49,11 +49,11 @@ from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.table_versions import VersionRow
 from airflow_txn.core import retention
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.core.visibility import is_visible
 from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
 from airflow_txn.model import evolution
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.model.results import TagInfo
+from airflow_txn.model.visibility import is_visible
 from airflow_txn.publish import formats
 from airflow_txn.publish.formats import CSN_KEY, KIND_KEY, MERGES_KEY, WAREHOUSE_KEY, TableOutcome
 from airflow_txn.storage.location import Location

@@ -49,12 +49,12 @@ from airflow_txn.catalog.table_versions import VersionRow
 from airflow_txn.core import retention
 from airflow_txn.core.config import DEFAULT_CONNECT_TIMEOUT
 from airflow_txn.core.runtime import Runtime
-from airflow_txn.core.visibility import is_visible
 from airflow_txn.errors import MissingDependencyError, PublishError, StorageError
 from airflow_txn.model import evolution
 from airflow_txn.model.partitioning import text_to_value
 from airflow_txn.model.results import TagInfo
 from airflow_txn.model.secrets import mask_secrets
+from airflow_txn.model.visibility import is_visible
 from airflow_txn.publish import formats, iceberg_schemas
 from airflow_txn.publish.formats import CSN_KEY as CSN_KEY
 from airflow_txn.publish.formats import KIND_KEY as KIND_KEY

@@ -36,6 +36,7 @@ import pyarrow.fs as pafs
 from airflow_txn import environment
 from airflow_txn.errors import InvalidArgumentError
 from airflow_txn.model.secrets import mask_secrets
+from airflow_txn.model.timeouts import connect_timeout_seconds
 
 OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
 """Schemes of roots on a filesystem pyarrow reaches that no local path names (object stores, HDFS)."""
@@ -146,7 +147,7 @@ def parse_storage_options(value: str | Mapping[str, Any] | None, source: str) ->
 def resolve(root: str, options: Mapping[str, str], connect_timeout: float | None = None) -> Location:
     """The Location of a normalized root (normalize_root) with its checked storage options; an object store's
     client gives up on an unreachable endpoint after about `connect_timeout` seconds (None: the configuration's,
-    core/config.connect_timeout_seconds)."""
+    model/timeouts.connect_timeout_seconds)."""
     scheme = scheme_of(root)
     if scheme == "file":
         if options:
@@ -154,8 +155,6 @@ def resolve(root: str, options: Mapping[str, str], connect_timeout: float | None
         return Location(root, "file", pafs.LocalFileSystem(), root)
     if scheme == "s3":
         if connect_timeout is None:
-            from airflow_txn.core.config import connect_timeout_seconds  # config imports this module
-
             connect_timeout = connect_timeout_seconds()
         filesystem, credentials = _s3_filesystem(options, connect_timeout)
         return Location(root, "s3", filesystem, root[len("s3://"):], credentials)

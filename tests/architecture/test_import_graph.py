@@ -12,6 +12,11 @@ and `airflow txn` reach TxnHook's module and Airflow's CLI classes that way).
 The layers above the core (spark, airflow) reach it through its public face only (PUBLIC_FACE: the
 adapter interface, the handles, the configuration; docs/ARCHITECTURE.md, "The adapter interface"), and
 touch no private attribute of what it hands them (`txn._run`): `private_attributes` reads that too.
+
+The catalog (catalog/) is a layer of its own below the core: it speaks in the foundation's values only
+(issue 35, item 1). And no module reaches itself through others (issue 35, item 2): `cycles` finds the
+strongly connected components of the module graph these same imports make (deferred and TYPE_CHECKING
+ones included), and every one must be in ALLOWED_CYCLES, which says why.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ duckdb).
 Every other third-party import (pyarrow, sqlalchemy, click, rich, ...) is the base install's or an
 upper layer's own business and is not governed here."""
 
-CORE = frozenset({"core", "zookeeper adapter", "foundation"})
+CORE = frozenset({"core", "zookeeper adapter", "catalog", "foundation"})
 
 PUBLIC_FACE = ("airflow_txn.core.adapter", "airflow_txn.core.warehouse", "airflow_txn.core.transaction",
                "airflow_txn.core.config")
@@ -80,9 +85,12 @@ LAYERS = (
     # they import nothing above them
     Layer("foundation", ("airflow_txn.model", "airflow_txn.errors", "airflow_txn.environment", "airflow_txn.telemetry"),
           frozenset({"foundation"})),
+    # the catalog: its tables and the statements on them, in the foundation's values (model/: the visibility rule
+    # too); it knows no oracle (the readable watermark takes the last CSN), no storage and no configuration
+    Layer("catalog", ("airflow_txn.catalog",), frozenset({"catalog", "foundation"})),
     # the core's ZooKeeper oracle: the one place for kazoo (imported inside functions, for a zookeeper:// oracle)
     Layer("zookeeper adapter", ("airflow_txn.oracle.zookeeper*",), CORE, frozenset({"kazoo"})),
-    # everything else: core/ (warehouse, transaction, the protocols), catalog/, oracle/, storage/, ...
+    # everything else: core/ (warehouse, transaction, the protocols), oracle/, storage/, publish/, ...
     Layer("core", ("airflow_txn",), CORE),
 )
 BY_NAME = {layer.name: layer for layer in LAYERS}
@@ -176,7 +184,7 @@ def broken_rule(layer: Layer, target: str, deferred: bool = False) -> str | None
         other = layer_of(target).name
         if other not in layer.may_import:
             return f"the {other} layer (may import: {sorted(layer.may_import)})"
-        if layer.core_face is not None and other in {"core", "zookeeper adapter"}:
+        if layer.core_face is not None and other in {"core", "zookeeper adapter", "catalog"}:
             return outside_face(layer.core_face, target)
         return None
     if top in OPTIONAL and top not in layer.optional:
@@ -218,7 +226,7 @@ def test_the_checker_sees_deferred_type_checking_and_dynamic_imports() -> None:
     """The scan is not vacuous: imports the interpreter never runs at import time are found in the real code."""
     seen = {(module, target) for path, module, is_package in package_modules()
             for target, _line, _deferred in imports_in(path.read_text(encoding="utf-8"), module, is_package)}
-    assert ("airflow_txn.core.commit", "airflow_txn.core.commit_external.commit_external") in seen  # inside a function
+    assert ("airflow_txn.core.table_changes", "airflow_txn.core.reading") in seen  # inside a function
     assert ("airflow_txn.spark", "airflow_txn.spark.writer.write") in seen  # under TYPE_CHECKING
     assert ("airflow_txn.spark", "pyspark.sql") in seen  # importlib.import_module("pyspark.sql")
     assert ("airflow_txn.airflow.version_compat", "airflow.models.xcom.XComModel") in seen  # inside a function
@@ -291,6 +299,20 @@ FORBIDDEN = [
     ("airflow_txn.airflow.hooks.txn", False, "from airflow_txn.core import bounds\n", "airflow_txn.core.bounds"),
     ("airflow_txn.airflow.plugins.listener", False, "def f():\n    import airflow_txn.oracle.zookeeper\n",
      "airflow_txn.oracle.zookeeper"),
+    # the catalog imports only itself and the foundation (issue 35, item 1)
+    ("airflow_txn.catalog.part_records", False, "from airflow_txn.core.visibility import is_visible\n",
+     "airflow_txn.core.visibility.is_visible"),
+    ("airflow_txn.catalog.commit_log", False, "from airflow_txn.oracle import CsnOracle\n",
+     "airflow_txn.oracle.CsnOracle"),
+    ("airflow_txn.catalog.compaction_records", False, "from ..storage.root import WrittenPart\n",
+     "airflow_txn.storage.root.WrittenPart"),
+    ("airflow_txn.catalog.database", False,
+     "def f():\n    from airflow_txn.core.config import connect_timeout_seconds\n",
+     "airflow_txn.core.config.connect_timeout_seconds"),
+    ("airflow_txn.catalog.migrate", False, "def f():\n    from airflow_txn import __version__\n",
+     "airflow_txn.__version__"),
+    ("airflow_txn.catalog", True, "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+     "    from airflow_txn.oracle.base import CsnOracle\n", "airflow_txn.oracle.base.CsnOracle"),
 ]
 
 
@@ -318,6 +340,11 @@ ALLOWED = [
     ("airflow_txn.cli.doctor", "from airflow_txn.catalog.txn_records import ACTIVE\n"),  # the cli is no adapter
     ("airflow_txn.cli.in_airflow", "def f():\n    from airflow_txn.airflow.hooks.txn import connection_config\n"
      "    from airflow.cli.cli_config import GroupCommand\n    g = lambda: __import__('airflow.cli.cli_config')\n"),
+    ("airflow_txn.catalog.part_records", "import sqlalchemy\nfrom airflow_txn.model.visibility import is_visible\n"
+     "from airflow_txn.errors import SerializationError\nfrom airflow_txn.telemetry import logs\n"
+     "from . import schema, table_versions\n"),
+    ("airflow_txn.core.apply", "from airflow_txn.catalog import commit_log\n"),  # the core over the catalog
+    ("airflow_txn.cli.doctor", "from airflow_txn.catalog import schema\n"),
 ]
 
 
@@ -328,7 +355,8 @@ def test_an_allowed_import_is_not_reported(module: str, source: str) -> None:
 
 def test_modules_belong_to_the_layer_their_path_says() -> None:
     expected = {
-        "airflow_txn": "core", "airflow_txn.core.warehouse": "core", "airflow_txn.catalog.database": "core",
+        "airflow_txn": "core", "airflow_txn.core.warehouse": "core", "airflow_txn.catalog.database": "catalog",
+        "airflow_txn.catalog": "catalog", "airflow_txn.model.visibility": "foundation",
         "airflow_txn.oracle": "core", "airflow_txn.oracle.sql": "core",
         "airflow_txn.oracle.zookeeper": "zookeeper adapter", "airflow_txn.oracle.zookeeper_spec": "zookeeper adapter",
         "airflow_txn.spark": "spark", "airflow_txn.spark.writer": "spark",
@@ -339,6 +367,145 @@ def test_modules_belong_to_the_layer_their_path_says() -> None:
         "airflow_txn.sparkish": "core", "airflow_txn.checks.runner": "checks",
     }
     assert {m: layer_of(m).name for m in expected} == expected
+
+
+# -- no import cycles (issue 35, item 2) ---------------------------------------------------------------------------
+ZOOKEEPER_FILES = frozenset({"airflow_txn.oracle.zookeeper", "airflow_txn.oracle.zookeeper_compaction",
+                             "airflow_txn.oracle.zookeeper_decisions", "airflow_txn.oracle.zookeeper_records",
+                             "airflow_txn.oracle.zookeeper_segments", "airflow_txn.oracle.zookeeper_session",
+                             "airflow_txn.oracle.zookeeper_spec"})
+
+ALLOWED_CYCLES: dict[frozenset[str], str] = {
+    ZOOKEEPER_FILES: "being removed by issue 35 item 3/5 work",
+    frozenset({"airflow_txn.core.transaction", "airflow_txn.core.warehouse"}):
+        "Warehouse.begin() returns a Transaction and Transaction.warehouse is its Warehouse: both are public types "
+        "(the spark and airflow layers hand `txn.warehouse` to what takes a Warehouse), so the transaction "
+        "module names the Warehouse under TYPE_CHECKING only; a protocol there would change the public type",
+    frozenset({"airflow_txn.storage.root", "airflow_txn.storage.local_root", "airflow_txn.storage.object_root"}):
+        "`Storage(location)` (root.py's __new__, inside the function) picks the subclass the two modules define on "
+        "root.py's base: the one place a root's kind is chosen; undoing it changes how every caller makes a root",
+}
+"""The strongly connected components of the module graph the package may have, with why (every other
+cycle fails test_the_package_has_no_other_import_cycle)."""
+
+
+def module_graph(sources: Iterator[tuple[str, bool, str]] | list[tuple[str, bool, str]]) -> dict[str, set[str]]:
+    """{module: the modules of the package it imports} from (module, is it a package, source) of every
+    module: every import `imports_in` finds (deferred, TYPE_CHECKING, import_module calls) names the module
+    it reads, the longest prefix of the imported name that is a module given (`from airflow_txn.catalog
+    import Catalog`: the catalog package's __init__; `from airflow_txn import errors`: errors.py). The
+    parents a submodule's import also runs are not edges: a package's __init__ importing what it holds is
+    no cycle of its modules."""
+    given = list(sources)
+    modules = {module for module, _pkg, _source in given}
+    graph: dict[str, set[str]] = {}
+    for module, is_package, source in given:
+        edges = graph.setdefault(module, set())
+        for target, _line, _deferred in imports_in(source, module, is_package):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                edges.add(target)
+    return graph
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of `graph` with more than one module: each the modules that reach
+    a module and that it reaches (the graph is a few hundred modules: a walk from each is quick)."""
+    reach = {node: reachable(graph, node) for node in graph}
+    found: list[frozenset[str]] = []
+    for node in sorted(graph):
+        component = frozenset({node} | {other for other in reach[node] if node in reach.get(other, ())})
+        if len(component) > 1 and component not in found:
+            found.append(component)
+    return found
+
+
+def package_graph() -> dict[str, set[str]]:
+    return module_graph([(module, is_package, path.read_text(encoding="utf-8"))
+                         for path, module, is_package in package_modules()])
+
+
+def describe(cycle: frozenset[str], graph: dict[str, set[str]]) -> str:
+    edges = ", ".join(f"{a} -> {b}" for a in sorted(cycle) for b in sorted(graph[a] & cycle))
+    return f"import cycle of {sorted(cycle)}: {edges}"
+
+
+def test_the_package_has_no_other_import_cycle() -> None:
+    graph = package_graph()
+    found = [describe(cycle, graph) for cycle in cycles(graph) if cycle not in ALLOWED_CYCLES]
+    assert found == [], "\n".join(found)
+
+
+def test_every_allowed_cycle_still_exists() -> None:
+    """An allowed cycle that is gone is deleted from ALLOWED_CYCLES, so that it cannot come back unnoticed."""
+    assert set(ALLOWED_CYCLES) - set(cycles(package_graph())) == set()
+
+
+def test_the_graph_has_the_deferred_and_type_checking_edges() -> None:
+    graph = package_graph()
+    assert "airflow_txn.core.warehouse" in graph["airflow_txn.core.transaction"]  # under TYPE_CHECKING
+    assert "airflow_txn.storage.local_root" in graph["airflow_txn.storage.root"]  # inside a function
+    assert "airflow_txn.catalog" in graph["airflow_txn.catalog.txn_records"]  # a package's __init__
+    assert "airflow_txn.errors" in graph["airflow_txn"]  # `from airflow_txn import errors`: the submodule
+    # the cycles issue 35 removed stay removed (the modules still exist, so the edges could come back)
+    assert "airflow_txn.core.commit_external" not in graph["airflow_txn.core.commit"]
+    assert "airflow_txn.airflow.task_group" not in graph["airflow_txn.airflow.operators.base"]
+    assert "airflow_txn.airflow.assets.lineage" not in graph["airflow_txn.airflow.assets.openlineage"]
+
+
+FED_CYCLES = [
+    # (the modules' (name, is it a package, source), the cycle that must be reported)
+    ([("airflow_txn.core.commit", False,
+       "def f():\n    from airflow_txn.core.commit_external import commit_external\n"),
+      ("airflow_txn.core.commit_external", False, "from airflow_txn.core import commit\n")],
+     {"airflow_txn.core.commit", "airflow_txn.core.commit_external"}),
+    ([("airflow_txn.catalog.commit_log", False, "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+       "    from airflow_txn.oracle import CsnOracle\n"),
+      ("airflow_txn.oracle", True, "from .sql import SqlOracle\n"),
+      ("airflow_txn.oracle.sql", False, "from ..catalog import commit_log\n")],
+     {"airflow_txn.catalog.commit_log", "airflow_txn.oracle", "airflow_txn.oracle.sql"}),
+    ([("airflow_txn.airflow.operators.base", False, "import importlib\n"
+       "def f():\n    importlib.import_module('airflow_txn.airflow.task_group')\n"),
+      ("airflow_txn.airflow.task_group", False, "from airflow_txn.airflow.operators.base import is_template\n")],
+     {"airflow_txn.airflow.operators.base", "airflow_txn.airflow.task_group"}),
+]
+
+
+@pytest.mark.parametrize(("sources", "cycle"), FED_CYCLES)
+def test_a_fed_cycle_is_reported(sources: list[tuple[str, bool, str]], cycle: set[str]) -> None:
+    graph = module_graph(sources)
+    assert cycles(graph) == [frozenset(cycle)]
+    assert frozenset(cycle) not in ALLOWED_CYCLES
+    # and the package's check would fail on it: the same cycle added to the package's own graph
+    merged = {module: set(edges) for module, edges in package_graph().items()}
+    for module, edges in graph.items():
+        merged.setdefault(module, set()).update(edges)
+    assert any(found >= cycle and found not in ALLOWED_CYCLES for found in cycles(merged))
+
+
+def test_no_cycle_without_a_loop() -> None:
+    """A diamond, a package's __init__ importing its modules, and a module importing itself are no cycle."""
+    graph = module_graph([
+        ("airflow_txn.catalog", True, "from .database import Catalog\n"),
+        ("airflow_txn.catalog.database", False, "from airflow_txn.catalog import schema\nfrom . import database\n"),
+        ("airflow_txn.catalog.schema", False, "import sqlalchemy\n"),
+        ("airflow_txn.core.apply", False, "from airflow_txn.catalog import database, schema\n"),
+    ])
+    assert cycles(graph) == []
+    assert graph["airflow_txn.catalog.database"] == {"airflow_txn.catalog.schema"}
 
 
 # -- the layers above the core use only public attributes of what it hands them ----------------------------------

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from airflow_txn.catalog import Catalog, part_records, schema
 from airflow_txn.catalog.visibility_sql import visible_selects
-from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.model.csn import ROLLBACK_CSN
+from airflow_txn.model.visibility import VersionInfo, is_visible
 
 ME = "5-1-00000000000000aa"
 OTHER = "5-2-00000000000000bb"

@@ -14,8 +14,8 @@ from sqlalchemy import delete, insert, select
 
 from airflow_txn.catalog import Catalog, part_records, schema
 from airflow_txn.catalog.visibility_sql import visible_branches, visible_clause
-from airflow_txn.core.visibility import VersionInfo, is_visible
 from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
+from airflow_txn.model.visibility import VersionInfo, is_visible
 
 ME = "5-1-00000000000000aa"
 OTHER = "5-2-00000000000000bb"

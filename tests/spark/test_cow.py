@@ -231,7 +231,8 @@ def test_a_statement_merged_away_on_every_run_fails_clearly_after_the_last(
     def interleaved(rt: Runtime, stmt: Statement, info: TableInfo, written: Any, removals: Any, *rest: Any) -> None:
         runs.append(sorted(removals))
         with rt.catalog.read() as conn:
-            live = part_records.visible_parts(conn, info.id, None, commit_log.readable_csn(conn, rt.oracle))
+            watermark = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+            live = part_records.visible_parts(conn, info.id, None, watermark)
         other = min(p.id for p in live if p.id not in removals)
         sources = sorted((p for p in live if p.id in removals or p.id == other),
                          key=lambda p: (int(p.version.creation_csn or 0), p.id))

@@ -26,60 +26,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_txn.airflow.assets.tables import split_table_uri, table_uri
-from airflow_txn.airflow.assets.uris import SCHEME
+from airflow_txn.airflow.assets.lineage_records import TableVersion as TableVersion
+from airflow_txn.airflow.assets.lineage_records import TxnLineage as TxnLineage
+from airflow_txn.airflow.assets.lineage_records import dataset_name as dataset_name
 
 if TYPE_CHECKING:
     from airflow_txn.core.transaction import Transaction
     from airflow_txn.core.warehouse import Warehouse
     from airflow_txn.model.results import TransactionInfo
-
-
-@dataclass(frozen=True)
-class TableVersion:
-    """One table of one warehouse at one version (a CSN; None: the table had no commit yet), with what a
-    commit wrote into it (outputs only)."""
-
-    warehouse: str
-    table: str
-    csn: int | None
-    rows: int | None = None
-    bytes: int | None = None
-    fields: tuple[tuple[str, str], ...] | None = None
-    """The table's columns: (name, Arrow type as a string); None: not looked up."""
-
-    @property
-    def namespace_and_name(self) -> tuple[str, str]:
-        """The OpenLineage dataset's (namespace, name): `airflow-txn://<warehouse>`, `ns.name`."""
-        return dataset_name(table_uri(self.table, self.warehouse))
-
-
-@dataclass(frozen=True)
-class TxnLineage:
-    """What one try of a task reports: its transaction and the tables it read and committed."""
-
-    tid: str | None
-    state: str | None = None
-    snapshot_csn: int | None = None
-    commit_csn: int | None = None
-    key: str | None = None
-    inputs: tuple[TableVersion, ...] = ()
-    outputs: tuple[TableVersion, ...] = ()
-    ran_as: tuple[str, str, int, int] = field(default=("", "", -1, 0), compare=False)
-    """(dag_id, run_id, map_index, try_number) of the try that recorded it."""
-
-
-def dataset_name(uri: str) -> tuple[str, str]:
-    """The OpenLineage (namespace, name) of a table URI (assets.table_uri): `airflow-txn://<warehouse>` and
-    `ns.name`; ValueError for any other URI."""
-    found = split_table_uri(uri)
-    if found is None:
-        raise ValueError(f"{uri!r} names no airflow_txn table (airflow-txn://<warehouse>/<ns.name>)")
-    warehouse, table = found
-    return f"{SCHEME}://{warehouse}", table
 
 
 def committed_outputs(info: TransactionInfo, csn: int, warehouse: str) -> tuple[TableVersion, ...]:

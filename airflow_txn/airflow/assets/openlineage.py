@@ -14,7 +14,7 @@ from openlineage.client.generated.output_statistics_output_dataset import Output
 from openlineage.client.generated.schema_dataset import SchemaDatasetFacet, SchemaDatasetFacetFields
 from openlineage.client.generated.storage_dataset import StorageDatasetFacet
 
-from airflow_txn.airflow.assets.lineage import TableVersion, TxnLineage
+from airflow_txn.airflow.assets.lineage_records import TableVersion, TxnLineage
 from airflow_txn.airflow.provider import INTEGRATION_DOC_URL
 
 RUN_FACET = "airflowTxn"

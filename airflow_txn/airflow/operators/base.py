@@ -124,12 +124,10 @@ def is_last_try(context: Mapping[str, Any]) -> bool:
 def group_tid(task: Any) -> str | None:
     """The tid of the transaction_group `task` was created in (a template pulling its `begin` task's XCom),
     None outside one: what a transaction operator uses when given no `tid`."""
-    from airflow_txn.airflow.task_group import TransactionTaskGroup  # the group module imports the operators
-
     group = getattr(task, "task_group", None)
-    while group is not None:
-        if isinstance(group, TransactionTaskGroup) and group.begin is not None and group.begin is not task:
-            return group.tid_template
+    while group is not None:  # a TransactionTaskGroup (task_group.py imports this module: it is not imported here)
+        if getattr(group, "is_transaction_group", False) and group.begin is not None and group.begin is not task:
+            return str(group.tid_template)
         group = getattr(group, "parent_group", None)
     return None
 
