@@ -239,6 +239,7 @@ class Checker:
 
     def run(self) -> Report:
         self.parse()
+        self.check_column_ids()
         self.settle_outcomes()
         self.sweep()
         self.check_commit_log()
@@ -297,6 +298,20 @@ class Checker:
             return False
         return any(e.get("ev") == "vacuum" and ended[0]["t"] < e["t"] < ev["t"] for e in self.events)
 
+    def check_column_ids(self) -> None:
+        """Ids are never given twice in a table, rolled back or not, in the order the columns were added (by time:
+        the workers' files are read one after another); a vacuum after a rolled-back change forgets its version, so
+        its id may be given again (D27)."""
+        added = [e for e in self.events
+                 if e.get("ev") == "op" and e.get("op") == "add_column" and e["tok"] in self.txns]
+        for ev in sorted(added, key=lambda e: float(e["t"])):
+            given = self.column_ids[ev["table"]]
+            cid = int(ev["column"][0])
+            if (cid in given and not self.purged_between(given[cid], ev)) or cid <= len(FIELDS):
+                self.violate("reused_column_id", f"{ev['tok']} added column {ev['column'][1]!r} of {ev['table']} "
+                             f"with id {cid}, given before (to {given.get(cid, 'a column it had from the start')})")
+            given[cid] = f"{ev['column'][1]!r} by {ev['tok']}"
+
     def parse_txn_event(self, kind: str, ev: dict[str, Any]) -> None:
         txn = self.txns.get(ev["tok"])
         if txn is None:
@@ -304,14 +319,6 @@ class Checker:
             return
         if kind in ("op", "read", "schema", "op_error"):
             txn.steps.append(ev)
-            if kind == "op" and ev["op"] == "add_column":  # ids are never given twice, rolled back or not
-                given = self.column_ids[ev["table"]]
-                cid = int(ev["column"][0])
-                # a vacuum after a rolled-back change forgets its version: its id may be given again (D27)
-                if (cid in given and not self.purged_between(given[cid], ev)) or cid <= len(FIELDS):
-                    self.violate("reused_column_id", f"{txn.tok} added column {ev['column'][1]!r} of {ev['table']} "
-                                 f"with id {cid}, given before (to {given.get(cid, 'a column it had from the start')})")
-                given[cid] = f"{ev['column'][1]!r} by {txn.tok}"
             for row in ev.get("rows", []) if kind == "op" else []:
                 if row[1] == txn.tok:  # a row this transaction inserts: its id must be new
                     if row[0] in self.new_rids:

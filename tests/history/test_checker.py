@@ -488,6 +488,29 @@ def test_an_append_may_fail_beside_an_incompatible_change_that_was_committing() 
     assert checker.check(ddl_history("refused_after_it")).kinds() == {"spurious_conflict"}
 
 
+@pytest.mark.parametrize("vacuumed", [True, False])
+def test_column_ids_are_checked_in_time_order_across_workers(vacuumed: bool) -> None:
+    """R3 (worker W2) adds a column and rolls back, a vacuum may run, then R4 (worker W3) adds one with the same id;
+    the checker reads W3's file before W2's, yet judges the ids in the order they were given: the reuse is allowed
+    after the vacuum only (it forgets rolled-back versions, D27)."""
+    h = History()
+    h.events[0]["tables"][WIDE] = ["grp"]
+    h.events[0]["schemas"] = {WIDE: BASE_COLS}
+    base(h)
+    q = [5, "q", "int32", True]
+    h.txn("R3", 4, [change("add_column", WIDE, [*BASE_COLS, q], column=q, default=None)], outcome="rolled_back",
+          worker="W2")
+    if vacuumed:
+        h.events.append(h.ev("vacuum", "driver", result={}))
+    first = len(h.events)
+    h.txn("R4", 4, [change("add_column", WIDE, [*BASE_COLS, q], column=q, default=None)], outcome="rolled_back",
+          worker="W3")
+    h.events[first - (3 if vacuumed else 2):] = h.events[first:] + h.events[first - (3 if vacuumed else 2):first]
+    events = h.finish(4, LATEST, BASE_LOG)
+    kinds = checker.check(events).kinds()
+    assert kinds == (set() if vacuumed else {"reused_column_id"}), kinds
+
+
 def test_table_changes_are_modelled() -> None:
     """Added (null or default for older rows), renamed, widened and dropped columns, a rolled-back change, time
     travel under the schema of then, and a compatible change beside a concurrent append: all as the model says."""
