@@ -52,6 +52,8 @@ from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
 from airflow_txn.model.visibility import VersionInfo, is_visible
 
 _v = schema.table_versions.c
+_COMMITTING = "committing"
+"""txn_records.COMMITTING (not imported: txn_records imports the catalog package, which imports this module)."""
 _p = schema.parts.c
 _t = schema.transactions.c
 
@@ -389,7 +391,14 @@ def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int
     `snapshot`) in `table_ids`, as a message naming the table and the change; None when there is none.
 
     - `tid` staged an incompatible change of a table another transaction committed parts of after `snapshot`;
-    - `tid` wrote parts of a table another transaction changed incompatibly, committed after `snapshot`."""
+    - `tid` wrote parts of a table another transaction changed incompatibly, committed after `snapshot`.
+
+    "Committed" includes a commit whose CSN is not stamped yet (`_unstamped`): with an external log a commit can be
+    recorded there and not mirrored (its transaction `committing`), or mirrored and not applied, while this check
+    reads the catalog; and a transaction still `committing` may record its commit after this check, so it counts
+    as committed too (both sides of a pair check after they are committing, so of two that would conflict at least
+    one sees the other: docs/DESIGN.md D27). With the SQL oracle commits record, check and stamp under one lock:
+    nothing is ever unstamped there."""
     if not present(conn) or not table_ids:
         return None
     ids = list(table_ids)
@@ -399,12 +408,14 @@ def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int
         other = conn.execute(select(_p.creation_tid, _p.removal_tid).where(
             _p.table_id == table_id,
             or_(and_(_p.creation_tid != tid, _p.creation_csn > snapshot, _p.creation_csn != ROLLBACK_CSN),
-                and_(_p.removal_tid != tid, _p.removal_csn > snapshot))).limit(1)).first()
+                and_(_p.removal_tid != tid, _p.removal_csn > snapshot),
+                and_(_p.creation_tid != tid, _p.creation_csn.is_(None), _unstamped(_p.creation_tid)),
+                and_(_p.removal_tid != tid, _p.removal_csn.is_(None), _unstamped(_p.removal_tid)))).limit(1)).first()
         if other is not None:
             writer = other.creation_tid if other.creation_tid != tid else other.removal_tid
             return (f"table {name}: this transaction {change}, which does not keep the meaning of rows written "
-                    f"before it, and transaction {writer} committed writes to the table after this transaction's "
-                    f"snapshot {snapshot}; transaction {tid} conflicts and can only roll back")
+                    f"before it, and transaction {writer} committed (or is committing) writes to the table after "
+                    f"this transaction's snapshot {snapshot}; transaction {tid} conflicts and can only roll back")
     # the tables among `ids` that tid wrote, found from tid's own parts (the tid indexes) and filtered here: with
     # `table_id IN ids` in the query SQLite walked every part of those tables (B15: O(parts) in a commit of DDL)
     written = conn.execute(select(_p.table_id).where(
@@ -415,13 +426,25 @@ def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int
     if not wrote:
         return None
     theirs = conn.execute(select(_v.name, _v.change, _v.creation_tid, _v.creation_csn).where(
-        _v.table_id.in_(wrote), _v.creation_tid != tid, _v.creation_csn > snapshot,
-        _v.creation_csn != ROLLBACK_CSN, _v.compatible.is_(False)).order_by(_v.creation_csn).limit(1)).first()
+        _v.table_id.in_(wrote), _v.creation_tid != tid, _v.compatible.is_(False),
+        or_(and_(_v.creation_csn > snapshot, _v.creation_csn != ROLLBACK_CSN),
+            and_(_v.creation_csn.is_(None), _unstamped(_v.creation_tid)))).order_by(_v.creation_csn).limit(1)).first()
     if theirs is not None:
-        return (f"table {theirs.name}: transaction {theirs.creation_tid} {theirs.change} (committed at CSN "
-                f"{theirs.creation_csn}) after this transaction's snapshot {snapshot}, and this transaction wrote the "
-                f"table under the version before: transaction {tid} conflicts and can only roll back")
+        when = ("committing, or committed and not applied yet" if theirs.creation_csn is None
+                else f"committed at CSN {theirs.creation_csn}")
+        return (f"table {theirs.name}: transaction {theirs.creation_tid} {theirs.change} ({when}) after this "
+                f"transaction's snapshot {snapshot}, and this transaction wrote the table under the version before: "
+                f"transaction {tid} conflicts and can only roll back")
     return None
+
+
+def _unstamped(tid_column: Any) -> ColumnElement[bool]:
+    """`tid_column` names a transaction whose commit may stand without its CSN stamped on its rows yet: one that is
+    `committing` (an external log's commit in progress, or recorded there and not mirrored) or whose record is
+    mirrored and not applied. Both sets are small and indexed (txn_transactions.state, txn_commit_log.applied)."""
+    _log = schema.commit_log.c
+    return or_(tid_column.in_(select(_t.tid).where(_t.state == _COMMITTING)),
+               tid_column.in_(select(_log.tid).where(_log.applied.is_(False))))
 
 
 def stage_first(conn: Connection, tid: str, key: str | None, attempt: int | None, table_id: int,

@@ -440,6 +440,8 @@ def ddl_history(bad: str | None = None) -> list[Event]:
         last = 11
     if bad == "spurious_conflict":  # an append refused though only compatible changes committed since its snapshot
         h.txn("A6", 9, [append(WIDE, ["a6.1", "A6", 0, "g0", {"7": 2}])], outcome="aborted", err="SerializationError")
+    if bad in ("both_refused", "refused_after_it"):
+        committing_beside(h, overlap=bad == "both_refused")
     if bad == "reused_column_id":
         h.txn("R2", 9, [change("add_column", WIDE, [*z, [6, "q2", "int32", True]], column=[6, "q2", "int32", True],
                                default=None)], outcome="rolled_back")
@@ -454,6 +456,59 @@ def ddl_history(bad: str | None = None) -> list[Event]:
     if bad == "two_changes":
         _final_schema[WIDE] = [*BASE_COLS, [7, "z", "int64", True]]
     return events
+
+
+def committing_beside(h: History, overlap: bool) -> None:
+    """D6 drops column z and A7 appends to the table, both from CSN 9; each fails naming the other (the ZooKeeper
+    oracle counts a transaction still committing: D27). With `overlap` their commits overlap, else D6's commit
+    begins only after A7's ended: then nothing was committing beside A7."""
+    def step(worker: str, tok: str, event: Event) -> Event:
+        return h.ev(event.pop("ev"), worker, tok=tok, **event)
+
+    def end(worker: str, tok: str, other: str) -> Event:
+        return h.ev("end", worker, tok=tok, outcome="aborted", err="SerializationError",
+                    msg=f"table {WIDE}: transaction tid-{other} ... (committing, or committed and not applied yet)")
+
+    h.events += [h.ev("begin", "W2", tok="D6", tid="tid-D6", snap=9, iso="snapshot", t0=h.now + 0.5),
+                 step("W2", "D6", change("drop_column", WIDE, BASE_COLS, name="z")),
+                 h.ev("begin", "W3", tok="A7", tid="tid-A7", snap=9, iso="snapshot", t0=h.now + 0.5),
+                 step("W3", "A7", append(WIDE, ["a7.1", "A7", 0, "g0", {"7": 5}]))]
+    if overlap:
+        h.events += [h.ev("commit_start", "W2", tok="D6"), h.ev("commit_start", "W3", tok="A7"),
+                     end("W3", "A7", "D6"), end("W2", "D6", "A7")]
+    else:
+        h.events += [h.ev("commit_start", "W3", tok="A7"), end("W3", "A7", "D6"),
+                     h.ev("commit_start", "W2", tok="D6"), end("W2", "D6", "A7")]
+
+
+def test_an_append_may_fail_beside_an_incompatible_change_that_was_committing() -> None:
+    """Refused beside a change that was committing as it committed and then failed too (D27 on ZooKeeper): not
+    spurious; refused naming a change that only began committing after it ended: spurious."""
+    assert checker.check(ddl_history("both_refused")).ok
+    assert checker.check(ddl_history("refused_after_it")).kinds() == {"spurious_conflict"}
+
+
+@pytest.mark.parametrize("vacuumed", [True, False])
+def test_column_ids_are_checked_in_time_order_across_workers(vacuumed: bool) -> None:
+    """R3 (worker W2) adds a column and rolls back, a vacuum may run, then R4 (worker W3) adds one with the same id;
+    the checker reads W3's file before W2's, yet judges the ids in the order they were given: the reuse is allowed
+    after the vacuum only (it forgets rolled-back versions, D27)."""
+    h = History()
+    h.events[0]["tables"][WIDE] = ["grp"]
+    h.events[0]["schemas"] = {WIDE: BASE_COLS}
+    base(h)
+    q = [5, "q", "int32", True]
+    h.txn("R3", 4, [change("add_column", WIDE, [*BASE_COLS, q], column=q, default=None)], outcome="rolled_back",
+          worker="W2")
+    if vacuumed:
+        h.events.append(h.ev("vacuum", "driver", result={}))
+    first = len(h.events)
+    h.txn("R4", 4, [change("add_column", WIDE, [*BASE_COLS, q], column=q, default=None)], outcome="rolled_back",
+          worker="W3")
+    h.events[first - (3 if vacuumed else 2):] = h.events[first:] + h.events[first - (3 if vacuumed else 2):first]
+    events = h.finish(4, LATEST, BASE_LOG)
+    kinds = checker.check(events).kinds()
+    assert kinds == (set() if vacuumed else {"reused_column_id"}), kinds
 
 
 def test_table_changes_are_modelled() -> None:

@@ -98,12 +98,6 @@ class Writer:
             (0.8, self.change_wide, "snapshot"),
             (1.2, self.change_tables, "snapshot"),
         ]
-        if self.wh.config.oracle.startswith("zookeeper"):
-            # Known gap (docs/DESIGN.md D27): on the ZooKeeper oracle a table change recorded in the log but not yet
-            # mirrored escapes a concurrent commit's check (seeds 823238 and 409836 found a rename or drop beside
-            # an append, and a column drop beside an append). Until the oracle's decision checks it, the writers
-            # there change no table; the driver's periodic compatible change (one process) still runs.
-            programs = [p for p in programs if p[1] not in (self.change_wide, self.change_tables)]
         weights = [w for w, _, _ in programs]
         _, program, isolation = self.rng.choices(programs, weights=weights)[0]
         if isolation is None:
