@@ -28,9 +28,10 @@ whole snapshots.
 Reported at the stop day: part rows (live, removed, rolled back), history rows and catalog bytes per table
 family; the visible-part lookup at the latest snapshot, one mid-way through the retention window and the
 earliest one retained; a 3-table commit on the aged catalog vs on a fresh one; a read 1,000 commits back (or
-as far as retention keeps) vs the latest; one night's vacuum; commit p99 while that vacuum runs vs
-without. Then every sampled retained snapshot is read back and its rows counted against what the
-simulation committed up to it (nothing needed was purged), and a read below the horizon must refuse.
+as far as retention keeps) vs the latest; one night's vacuum, one day of history (target <= 60 s), run in
+another process as `airflow-txn vacuum` would be; commit p99 while that vacuum runs vs without (target <= 2 x).
+Then every sampled retained snapshot is read back and its rows counted against what the simulation committed
+up to it (nothing needed was purged), and a read below the horizon must refuse.
 Bounded by design: after each night the live part rows stay <= 10 x the tables' partitions and the
 history rows stay below a bound set by the retention window (the run fails otherwise).
 """
@@ -39,9 +40,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -57,6 +58,7 @@ if str(REPO) not in sys.path:  # `python benchmarks/b16_year.py` puts benchmarks
 
 from airflow_txn import Warehouse  # noqa: E402
 from airflow_txn.catalog import clock, inspection, part_records, table_registry  # noqa: E402
+from airflow_txn.core import vacuum  # noqa: E402
 from airflow_txn.errors import SnapshotTooOldError, TxnError  # noqa: E402
 from airflow_txn.model.results import VacuumReport  # noqa: E402
 from benchmarks import _bench  # noqa: E402
@@ -69,6 +71,16 @@ CRASH_LEASE_SECONDS = 0.2
 """A run that dies holds this lease (real seconds: leases stay on the database's clock)."""
 PART_BOUND = 10
 """Live part rows after each night stay <= PART_BOUND x the tables' partitions (issue 34)."""
+VACUUM_TARGET_SECONDS = 60.0
+"""Issue 34: a vacuum purges one simulated day of history in at most this long."""
+P99_RATIO_TARGET = 2.0
+"""Issue 34: commit p99 while that vacuum runs <= this x commit p99 without it."""
+P99_RATIO_GATE = 6.0
+"""--quick fails past this ratio: a p99 of about ten commits on a shared disk reached 3 x here (the vacuum's file
+deletes compete with the commits' file writes), while a vacuum holding the catalog's write lock for long would
+stall commits for its whole run (tens of x)."""
+CHILD_TIMEOUT_SECONDS = 600.0
+"""How long the simulation waits for the vacuum process's result once it ended, or for it to exit."""
 LOOKBACK = 1000
 """The read measure goes this many commits back (or as far as retention keeps)."""
 
@@ -285,34 +297,35 @@ class YearSim:
         return out
 
     def _vacuum_under_load(self, least: int) -> tuple[VacuumReport, float]:
+        """The night's vacuum in ANOTHER process (as `airflow-txn vacuum` or a VacuumOperator runs it: no shared
+        interpreter lock), on this simulation's clock, while this one keeps committing DAG runs. The commits that
+        overlapped the vacuum are `during`; `least` before it and after it are `without`."""
         before = self._timed_runs(least)
-        other = Warehouse.open(catalog=str(self.wh.runtime.catalog.url), root=str(self.base / "warehouse"))
-        done = threading.Event()
-        outcome: list[VacuumReport] = []
-        seconds: list[float] = []
-        failure: list[BaseException] = []
-
-        def vacuum() -> None:
-            try:
-                start = time.perf_counter()
-                outcome.append(other.vacuum(retention_seconds=self.w.vacuum_window_days * DAY))
-                seconds.append(time.perf_counter() - start)
-            except BaseException as exc:  # raised again below, in the simulation's thread
-                failure.append(exc)
-            finally:
-                done.set()
-
-        worker = threading.Thread(target=vacuum, name="b16-vacuum")
-        worker.start()
-        during: list[float] = []
-        while not done.is_set():
-            during += self._timed_runs(1)
-        worker.join()
-        other.close()
-        if failure:
-            raise failure[0]
+        overlapping: list[tuple[float, float, float]] = []  # (wall start, wall end, seconds) of each commit
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no engine or lock forked
+        ready, done, results = context.Event(), context.Event(), context.Queue()
+        child = context.Process(target=_vacuum_elsewhere, name="b16-vacuum", daemon=True, args=(
+            str(self.wh.runtime.catalog.url), str(self.base / "warehouse"), self.clock.offset,
+            self.w.vacuum_window_days * DAY, ready, done, results))
+        child.start()
+        try:
+            while not ready.wait(1.0):  # its interpreter starting: no commit to count yet
+                if not child.is_alive():
+                    break
+            while not done.is_set() and child.is_alive():
+                wall, start = time.time(), time.perf_counter()
+                self.dag_run("commit")
+                seconds = time.perf_counter() - start
+                overlapping.append((wall, wall + seconds, seconds))
+            outcome = results.get(timeout=CHILD_TIMEOUT_SECONDS)
+        finally:
+            child.join(CHILD_TIMEOUT_SECONDS)
+        if isinstance(outcome, str):
+            raise RuntimeError(f"the vacuum process failed: {outcome}")
+        report, began, ended = outcome
+        during = [s for start, end, s in overlapping if start < ended and end > began]
         self.load = {"during": during, "without": before + self._timed_runs(least)}
-        return outcome[0], seconds[0]
+        return report, ended - began
 
     def part_states(self) -> inspection.PartStates:
         with self.wh.runtime.catalog.read() as conn:
@@ -378,6 +391,28 @@ class YearSim:
                 refused = False
                 raise AssertionError(f"a read at CSN {older[-1]}, below the horizon {horizon}, did not refuse")
         return {"snapshots_read": checked, "horizon": horizon, "below_horizon_refused": refused}
+
+
+def _vacuum_elsewhere(catalog: str, root: str, offset: float, retention_seconds: float, ready: Any, done: Any,
+                      results: Any) -> None:
+    """In a child process: one vacuum of the simulation's warehouse on its clock (`offset` ahead of this
+    machine's), `ready` set once the warehouse is open; puts (report, began, ended) (epoch seconds, this machine's
+    clock) or the error's text on `results`, then sets `done`."""
+    try:
+        with clock.use_wall_clock(clock.FastForward(offset)):
+            wh = Warehouse.open(catalog=catalog, root=root)
+            try:
+                ready.set()
+                began = time.time()
+                report = wh.vacuum(retention_seconds=retention_seconds)
+                results.put((report, began, time.time()))
+            finally:
+                wh.close()
+    except BaseException as exc:  # raised again in the simulation's process
+        results.put(f"{type(exc).__name__}: {exc}")
+    finally:
+        ready.set()
+        done.set()
 
 
 # -- the measurements ---------------------------------------------------------------------------------
@@ -451,14 +486,18 @@ def vacuum_rows(sim: YearSim) -> list[dict[str, Any]]:
     """The last night's vacuum (run under load: YearSim.run_day) and the commits while it ran vs without."""
     night = sim.nights[-1]
     during, without = sim.load["during"], sim.load["without"]
-    p99 = {"during": _p99(during), "without": _p99(without)}
+    p99 = {"during": _p99(during) if during else 0.0, "without": _p99(without)}
+    ratio = p99["during"] / p99["without"] if during else None  # None: no commit overlapped it
     return [
         _bench.result(ROW, "vacuum of one simulated day", "airflow_txn", [night.vacuum_seconds],
-                      note=f"night {night.day}: {night.parts_vacuumed} parts deleted, {night.rows_purged} history "
-                           "rows purged, while DAG runs kept committing"),
+                      target=VACUUM_TARGET_SECONDS * 1000, target_on="median_ms",
+                      note=f"night {night.day}: {night.parts_vacuumed} parts deleted in batches of {vacuum.BATCH} "
+                           f"per catalog transaction, {night.rows_purged} history rows purged, in another process "
+                           "while DAG runs kept committing"),
         _bench.result(ROW, "commit while vacuum runs", "while vacuum runs", during,
-                      ratio=p99["during"] / p99["without"], ratio_of="p99 / p99 without",
-                      note=f"p99 {p99['during'] * 1000:.1f} ms over {len(during)} commits"),
+                      ratio=ratio, ratio_of="p99 / p99 without", target=P99_RATIO_TARGET, gate=P99_RATIO_GATE,
+                      note=f"p99 {p99['during'] * 1000:.1f} ms over the {len(during)} commits that overlapped "
+                           "the vacuum (run in another process)"),
         _bench.result(ROW, "commit while vacuum runs", "without vacuum", without,
                       note=f"p99 {p99['without'] * 1000:.1f} ms over {len(without)} commits (before and after it)"),
     ]
@@ -600,6 +639,9 @@ reference's 7-day retention. The reference (10,000 runs a day, 720,000 parts a d
 the plot of rows per day, the projection to the reference workload and what it found (merge records,
 `txn_compactions`, were never purged then: vacuum purges them now).
 [DEPLOYMENT.md](DEPLOYMENT.md#sizing-the-catalog) turns it into sizing guidance.
+Issue 34's vacuum targets: one simulated day of history purged in <= 60 s, and commit p99 while that vacuum runs
+(in another process, on the simulation's clock) <= 2 x commit p99 without it. Vacuum deletes garbage parts in
+batches (`vacuum.BATCH` per catalog transaction); the rest of its time is storage's, one delete per part file.
 """
 
 

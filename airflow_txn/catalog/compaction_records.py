@@ -147,14 +147,22 @@ def garbage(conn: Connection, table_id: int, horizon: int, protected_after: floa
     """Parts of one table no snapshot >= horizon can see (rolled back, or removed at a CSN <= horizon),
     except sources of merges that swapped after `protected_after` (a reader may still read them) and
     parts a tag holding the table sees (tag_records.pinned_by_a_tag: kept whatever the horizon)."""
+    stmt = select(*part_records.columns(conn)).where(*_garbage(table_id, horizon, protected_after))
+    return [part_records._from_row(r) for r in conn.execute(stmt.order_by(_p.id).limit(limit))]
+
+
+def garbage_count(conn: Connection, table_id: int, horizon: int, protected_after: float) -> int:
+    """How many parts `garbage` would list now (vacuum's progress total)."""
+    stmt = select(func.count()).select_from(schema.parts).where(*_garbage(table_id, horizon, protected_after))
+    return int(conn.execute(stmt).scalar_one())
+
+
+def _garbage(table_id: int, horizon: int, protected_after: float) -> list[Any]:
     protected = select(_m.tid).where(_m.table_id == table_id, _m.committed_at > protected_after)
-    stmt = select(*part_records.columns(conn)).where(
-        _p.table_id == table_id,
-        or_(_p.creation_csn == ROLLBACK_CSN, and_(_p.removal_csn.is_not(None), _p.removal_csn <= horizon)),
-        or_(_p.removal_tid.is_(None), _p.removal_tid.not_in(protected)),
-        ~tag_records.pinned_by_a_tag(),
-    ).order_by(_p.id).limit(limit)
-    return [part_records._from_row(r) for r in conn.execute(stmt)]
+    return [_p.table_id == table_id,
+            or_(_p.creation_csn == ROLLBACK_CSN, and_(_p.removal_csn.is_not(None), _p.removal_csn <= horizon)),
+            or_(_p.removal_tid.is_(None), _p.removal_tid.not_in(protected)),
+            ~tag_records.pinned_by_a_tag()]
 
 
 def kept_for_tags(conn: Connection, table_id: int, horizon: int) -> int:

@@ -458,8 +458,11 @@ def garbage(conn: Connection, horizon: int, limit: int) -> list[PartRow]:
     return [_from_row(r) for r in conn.execute(stmt)]
 
 
-def forget(conn: Connection, part_id: int) -> None:
-    conn.execute(delete(schema.parts).where(_p.id == part_id))
+def forget(conn: Connection, part_ids: Sequence[int]) -> int:
+    """Delete the rows of `part_ids` in one statement (vacuum's batch, whose files are gone); returns how many."""
+    if not part_ids:
+        return 0
+    return int(conn.execute(delete(schema.parts).where(_p.id.in_(list(part_ids)))).rowcount or 0)
 
 
 def registered_paths(conn: Connection, table_id: int) -> list[str]:

@@ -44,7 +44,7 @@ from sqlalchemy import (
 )
 
 from airflow_txn.catalog import schema
-from airflow_txn.catalog.txn_states import ENDED_STATES
+from airflow_txn.catalog.txn_states import COMMITTING, ENDED_STATES
 from airflow_txn.catalog.visibility_sql import version_visible_clause
 from airflow_txn.errors import SerializationError
 from airflow_txn.model import evolution
@@ -52,8 +52,6 @@ from airflow_txn.model.csn import PREHISTORIC_CSN, ROLLBACK_CSN
 from airflow_txn.model.visibility import VersionInfo, is_visible
 
 _v = schema.table_versions.c
-_COMMITTING = "committing"
-"""txn_records.COMMITTING (not imported: txn_records imports the catalog package, which imports this module)."""
 _p = schema.parts.c
 _t = schema.transactions.c
 
@@ -443,7 +441,7 @@ def _unstamped(tid_column: Any) -> ColumnElement[bool]:
     `committing` (an external log's commit in progress, or recorded there and not mirrored) or whose record is
     mirrored and not applied. Both sets are small and indexed (txn_transactions.state, txn_commit_log.applied)."""
     _log = schema.commit_log.c
-    return or_(tid_column.in_(select(_t.tid).where(_t.state == _COMMITTING)),
+    return or_(tid_column.in_(select(_t.tid).where(_t.state == COMMITTING)),
                tid_column.in_(select(_log.tid).where(_log.applied.is_(False))))
 
 

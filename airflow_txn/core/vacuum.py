@@ -13,8 +13,9 @@ start from an older snapshot meanwhile.
 
 Order: horizons stored first (readers refuse older CSNs from then on), then manifests (those of CSNs
 below a horizon removed unless a tag at that CSN holds their tables, kept ones rewritten if their part
-list changed, e.g. after a merge), then part files, each file before its catalog row (a crash in between
-leaves a row whose files are gone, which the next vacuum finishes), then orphans: part files and write
+list changed, e.g. after a merge), then garbage parts in batches of at most BATCH: a batch's files, then its
+catalog rows in one transaction (a crash in between leaves rows of garbage parts whose files are gone, which
+nothing reads and the next vacuum finishes), then orphans: part files and write
 dirs no part row names, found by listing each table's directory (their writer's lease judged by the
 catalog's clock, D8), then the catalog history no snapshot, recovery or retry needs (`_purge_history`).
 `dry_run` reports the same counts and changes nothing (no rollback of expired transactions, no horizon
@@ -72,6 +73,12 @@ ORPHAN_GRACE_SECONDS = 60.0
 are left this long at least (a writer may be starting)."""
 FOREIGN_SHOWN = 20
 """How many of the files a vacuum keeps as not its own its log line names."""
+BATCH = 500
+"""Garbage parts (and history rows) a vacuum deletes per catalog transaction: their rows go in ONE statement after
+the batch's files. Bounded so that a commit waits at most one such short transaction for the catalog (SQLite's
+write lock is the whole database's) and a crash leaves at most this many rows whose files are gone; 500 ids also
+stay below SQLite's oldest limit on bound parameters (999). Per-part transactions cost 1-4 ms a part here, too
+slow for a day of garbage (docs/benchmarks/year.md)."""
 CLOCK_MARGIN_SECONDS = 60.0
 """Merge sources stay while a transaction open now began less than this before the merge (clock skew)."""
 
@@ -111,7 +118,7 @@ def check_retention(retention_seconds: object) -> float:
     return bounds.retention_seconds(retention_seconds)
 
 
-def vacuum(rt: Runtime, retention_seconds: float, batch: int = 500, dry_run: bool = False,
+def vacuum(rt: Runtime, retention_seconds: float, batch: int = BATCH, dry_run: bool = False,
            progress: Progress | None = None) -> VacuumReport:
     """Delete what no snapshot in the window can see; return what was (or, dry_run, would be) removed."""
     window = check_retention(retention_seconds)
@@ -162,13 +169,22 @@ def _protected_after(rt: Runtime, h: Horizons, table_id: int) -> float:
 
 def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], batch: int, dry_run: bool,
                           tick: Progress) -> tuple[int, int, int, int]:
-    removed = freed = kept = tagged = 0
-    for index, info in enumerate(tables):
-        tick("parts", index, len(tables))
+    """Delete each table's garbage `batch` parts at a time: the batch's files, then its rows in ONE catalog
+    transaction and statement (a file before its row, invariant 8). Stages "parts" (tables) and "part files"
+    (parts removed of those counted garbage when the run began; a run deletes more when rollbacks add some)."""
+    kept = tagged = total = 0
+    plans: list[tuple[TableInfo, float]] = []
+    for info in tables:
         after = _protected_after(rt, h, info.id)
         with rt.catalog.read() as conn:
             kept += compaction_records.kept_sources(conn, info.id, h.of(info.id), after)
             tagged += compaction_records.kept_for_tags(conn, info.id, h.of(info.id))
+            if not dry_run:
+                total += compaction_records.garbage_count(conn, info.id, h.of(info.id), after)
+        plans.append((info, after))
+    removed = freed = 0
+    for index, (info, after) in enumerate(plans):
+        tick("parts", index, len(tables))
         while True:
             with rt.catalog.read() as conn:  # a dry run lists them all at once: it deletes none to move on
                 parts = compaction_records.garbage(conn, info.id, h.of(info.id), after, None if dry_run else batch)
@@ -178,14 +194,31 @@ def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], bat
                 break
             if not parts:
                 break
-            for part in parts:
-                freed += rt.storage.delete_part(info.directory, part.path)
-                crashpoints.hit(crashpoints.VACUUM_MID)
-                with rt.catalog.write() as conn:
-                    part_records.forget(conn, part.id)
-                removed += 1
+            freed += _remove_batch(rt, info, [(p.id, p.path) for p in parts])
+            removed += len(parts)
+            tick("part files", removed, max(total, removed))
     tick("parts", len(tables), len(tables))
     return removed, freed, kept, tagged
+
+
+def _remove_batch(rt: Runtime, info: TableInfo, parts: list[tuple[int, str]]) -> int:
+    """Delete the files of `parts` ((id, path) of garbage parts), then their rows in one catalog transaction;
+    returns the bytes freed. Should deleting a file fail, the rows of the files already deleted still go
+    (best effort) before the error is raised. A crash between the files and the rows leaves rows of garbage
+    parts whose files are gone: nothing reads them (they are below the horizon or rolled back) and the next
+    vacuum deletes them (a missing file is fine to delete)."""
+    freed = 0
+    gone: list[int] = []
+    try:
+        for part_id, path in parts:
+            freed += rt.storage.delete_part(info.directory, path)
+            gone.append(part_id)
+        crashpoints.hit(crashpoints.VACUUM_MID)
+    finally:
+        if gone:
+            with rt.catalog.write() as conn:
+                part_records.forget(conn, gone)
+    return freed
 
 
 # -- orphans ----------------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""Issue 34: vacuum deletes garbage parts in bounded batches, each batch's rows in one catalog statement after
+its files (invariant 8), not one catalog transaction per part. Counted on the catalog's statements (SQLAlchemy's
+cursor events), never timed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import event
+
+from airflow_txn import Warehouse
+from airflow_txn.catalog import compaction_records, table_registry
+from airflow_txn.core import vacuum
+from tests.helpers import EVENTS, ids
+
+PARTS = 45
+BATCH = 20
+PART_DELETE = re.compile(r"^\s*DELETE FROM\s+(\S+\.)?\"?txn_parts\"?\s", re.IGNORECASE)
+
+
+def _garbage_parts(wh: Warehouse, parts: int) -> None:
+    """`parts` committed parts (one per day), then all of them deleted: garbage once the horizon passes."""
+    wh.create_table("sales.events", EVENTS, partition_by=["day"])
+    days = [f"2024-{1 + i // 28:02d}-{1 + i % 28:02d}" for i in range(parts)]
+    with wh.begin() as t:
+        t.append("sales.events", pa.table({"id": list(range(parts)), "day": days, "value": [1.0] * parts},
+                                          schema=EVENTS))
+    with wh.begin() as t:
+        t.delete("sales.events", pc.field("id") >= 0)
+
+
+@contextmanager
+def _part_deletes(wh: Warehouse) -> Iterator[list[int]]:
+    """The number of bound ids of every DELETE on the parts table the catalog runs meanwhile."""
+    seen: list[int] = []
+
+    def before(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+        if PART_DELETE.match(statement):
+            seen.append(len(parameters or ()))
+
+    engine = wh.runtime.catalog.engine
+    event.listen(engine, "before_cursor_execute", before)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", before)
+
+
+def _garbage_left(wh: Warehouse) -> int:
+    with wh.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, "sales.events")
+        return compaction_records.garbage_count(conn, info.id, wh.readable_csn(), float("inf"))
+
+
+def test_a_vacuum_of_many_garbage_parts_deletes_their_rows_a_bounded_batch_per_statement(wh: Warehouse) -> None:
+    _garbage_parts(wh, PARTS)
+    assert _garbage_left(wh) == PARTS
+    ticks: list[tuple[str, int, int]] = []
+    with _part_deletes(wh) as deletes:
+        report = vacuum.vacuum(wh.runtime, 0, batch=BATCH, progress=lambda s, d, t: ticks.append((s, d, t)))
+    assert report["parts_removed"] == PARTS
+    assert deletes == [BATCH, BATCH, PARTS - 2 * BATCH]  # one statement per batch, each at most BATCH ids
+    assert [t for t in ticks if t[0] == "part files"] == [("part files", BATCH, PARTS),
+                                                          ("part files", 2 * BATCH, PARTS),
+                                                          ("part files", PARTS, PARTS)]
+    assert _garbage_left(wh) == 0
+    assert list(wh.runtime.storage.stored_parts(_directory(wh))) == []  # every file went with its row
+    assert ids(wh.read("sales.events")) == []
+
+
+def test_the_default_batch_is_the_bounded_constant(wh: Warehouse) -> None:
+    """Warehouse.vacuum (and the CLI, the operator) delete at most vacuum.BATCH parts per catalog statement."""
+    _garbage_parts(wh, 3)
+    with _part_deletes(wh) as deletes:
+        report = wh.vacuum(retention_seconds=0)
+    assert report["parts_removed"] == 3
+    assert deletes == [3]
+    assert 0 < vacuum.BATCH <= 999  # SQLite's oldest limit on bound parameters
+
+
+def test_a_dry_run_deletes_no_part_row(wh: Warehouse) -> None:
+    _garbage_parts(wh, 5)
+    with _part_deletes(wh) as deletes:
+        report = vacuum.vacuum(wh.runtime, 0, batch=2, dry_run=True)
+    assert report["parts_removed"] == 5
+    assert deletes == []
+    assert _garbage_left(wh) == 5
+
+
+def _directory(wh: Warehouse) -> str:
+    with wh.runtime.catalog.read() as conn:
+        return table_registry.get(conn, "sales.events").directory
