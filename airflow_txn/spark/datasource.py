@@ -372,22 +372,23 @@ def check_schema(schema: StructType, table: StoredTable) -> None:
 
 
 def _json_object(value: str, name: str) -> dict[str, Any]:
-    try:
-        found = json.loads(value)
-    except ValueError as exc:
-        raise InvalidNameError(f"option {name!r} must be a JSON object: {exc}") from None
-    if not isinstance(found, dict):
-        raise InvalidNameError(f"option {name!r} must be a JSON object, got {value[:80]!r}")
+    found: dict[str, Any] = _json_option(value, name, dict, "a JSON object")
     return found
 
 
 def _json_list(value: str, name: str) -> list[Any]:
+    found: list[Any] = _json_option(value, name, list, "a JSON list of {column: value}")
+    return found
+
+
+def _json_option(value: str, name: str, kind: type, what: str) -> Any:
+    """Option `name`'s JSON text, which must hold `what` (a value of `kind`): InvalidNameError naming it otherwise."""
     try:
         found = json.loads(value)
     except ValueError as exc:
-        raise InvalidNameError(f"option {name!r} must be a JSON list of {{column: value}}: {exc}") from None
-    if not isinstance(found, list):
-        raise InvalidNameError(f"option {name!r} must be a JSON list of {{column: value}}, got {value!r}")
+        raise InvalidNameError(f"option {name!r} must be {what}: {exc}") from None
+    if not isinstance(found, kind):
+        raise InvalidNameError(f"option {name!r} must be {what}, got {value[:80]!r}")
     return found
 
 
