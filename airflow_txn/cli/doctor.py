@@ -32,7 +32,7 @@ from airflow_txn.model.tid import TidFactory
 from airflow_txn.oracle import CsnOracle
 from airflow_txn.oracle import registry as oracle_kinds
 from airflow_txn.storage import location
-from airflow_txn.storage.root import Storage
+from airflow_txn.storage.roots import open_storage
 
 OK: Final = "ok"
 WARN: Final = "warn"
@@ -184,7 +184,7 @@ def check_object_store(config: WarehouseConfig) -> list[Check]:
     read back and deleted below the root; the source of the credentials is named (never their values)."""
     try:
         where = config.location()
-        storage = Storage(where)
+        storage = open_storage(where)
     except TxnError as exc:
         return [Check("storage root", FAIL, str(exc), "fix storage_options / the AWS_* variables")]
     try:
@@ -263,7 +263,7 @@ def _gib(n: int) -> str:
 def check_root_owner(config: WarehouseConfig, warehouse_id: str | None) -> Check:
     """Whose root this is: its ownership marker (core/ownership.py) against the catalog's warehouse id."""
     try:
-        marker = ownership.read_marker(Storage(config.location()))
+        marker = ownership.read_marker(open_storage(config.location()))
     except TxnError as exc:
         return Check("root owner", FAIL, _first_line(exc), "restore the marker, or remove it and run "
                      "`airflow-txn adopt-root`")
@@ -303,7 +303,7 @@ def check_recovery(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracle 
     """Warn when recovery has work: expired transactions, unfinished rollbacks, unapplied records."""
     if oracle is None:
         return Check("recovery", SKIP, "needs a reachable oracle")
-    runtime = Runtime(catalog, oracle, Storage(config.location()), TidFactory())
+    runtime = Runtime(catalog, oracle, open_storage(config.location()), TidFactory())
     try:
         backlog = overview.recovery_backlog(runtime)
     except (TxnError, SQLAlchemyError) as exc:
@@ -325,7 +325,7 @@ def check_publishing(config: WarehouseConfig, catalog: Catalog, oracle: CsnOracl
         return Check("publishing", SKIP, "needs a reachable oracle")
     from airflow_txn.core import apply
 
-    runtime = Runtime(catalog, oracle, Storage(config.location()), TidFactory())
+    runtime = Runtime(catalog, oracle, open_storage(config.location()), TidFactory())
     hint = "run `airflow-txn publish` (safe at any time, from any process); it names what fails"
     late: list[tuple[str, int, int]] = []
     several = len(config.publish) > 1

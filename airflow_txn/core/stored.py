@@ -29,6 +29,7 @@ from airflow_txn.model.parts import WrittenPart
 from airflow_txn.model.schema_check import conform
 from airflow_txn.storage import location
 from airflow_txn.storage.root import Storage, is_plain_part
+from airflow_txn.storage.roots import open_storage
 
 if TYPE_CHECKING:
     from airflow_txn.catalog.table_registry import TableInfo
@@ -188,7 +189,7 @@ def open_root(root: str, storage_options: Mapping[str, str]) -> Storage:
     key = (root, tuple(sorted(storage_options.items())))
     found = _ROOTS.get(key)
     if found is None:
-        found = _ROOTS[key] = Storage(location.resolve(root, storage_options))
+        found = _ROOTS[key] = open_storage(location.resolve(root, storage_options))
     return found
 
 

@@ -95,6 +95,7 @@ from airflow_txn.model.tid import is_prefix as is_tid_prefix
 from airflow_txn.oracle import make_oracle
 from airflow_txn.publish.publisher import Publisher
 from airflow_txn.storage.root import Storage
+from airflow_txn.storage.roots import open_storage
 from airflow_txn.telemetry import logs
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ class Warehouse:
 
         def storage_of(config: WarehouseConfig) -> Storage:
             where = config.location()  # settings checked before the catalog is touched
-            return Storage(where if filesystem is None else dataclasses.replace(where, filesystem=filesystem))
+            return open_storage(where if filesystem is None else dataclasses.replace(where, filesystem=filesystem))
 
         storage = storage_of(config)
         cat = Catalog(config.catalog_url, where=f"catalog {database.safe_url(config.catalog_url)} (root {config.root})",

@@ -66,7 +66,7 @@ times: a pause of random length puts the writer out of step with a cleaner that 
 
 
 class LocalRoot(Storage):
-    """A storage root on a local directory (`Storage(location)` for a `file` location)."""
+    """A storage root on a local directory (`roots.open_storage(location)` for a `file` location)."""
 
     local: Path
     parallel_writes: ClassVar[bool] = False  # a small file is written faster than a thread is handed it

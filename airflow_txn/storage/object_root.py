@@ -37,7 +37,7 @@ OBJECT_KEY_MAX = 1024
 
 
 class ObjectStoreRoot(Storage):
-    """A storage root on an object store (`Storage(location)` for any location that is not `file`)."""
+    """A storage root on an object store (`roots.open_storage(location)` for any location that is not `file`)."""
 
     local: None = None
     parallel_writes: ClassVar[bool] = True  # each PUT waits on the network

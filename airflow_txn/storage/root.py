@@ -2,7 +2,7 @@
 
 Every file operation goes through the root's `pyarrow.fs` filesystem (storage/location.py): a local
 directory, S3 or what else pyarrow reaches. What differs between the two kinds of root is split by class,
-chosen once, when the root is opened: `Storage(location)` is a
+chosen once, when the root is opened: `roots.open_storage(location)` gives a
 
     LocalRoot        (storage/local_root.py) for a local directory: the care only a directory tree needs
                      (symbolic links that could lead out of it, partition directories to create and to prune
@@ -51,7 +51,7 @@ from airflow_txn.model.partitioning import partition_column, partition_path
 from airflow_txn.model.parts import StoredEntry as StoredEntry
 from airflow_txn.model.parts import WrittenPart as WrittenPart
 from airflow_txn.storage import side_by_side
-from airflow_txn.storage.location import Location, normalize_root, resolve, scheme_of
+from airflow_txn.storage.location import Location, normalize_root, resolve
 
 SIDECAR = "_airflow_txn.json"
 WRITE_DIR_RE = re.compile(r"[pw]-[0-9a-f]{32}")
@@ -76,8 +76,8 @@ class Storage:
     """File operations below one storage root; every path is checked (names.check_components, and on a local
     root names.safe_join, which also follows symbolic links).
 
-    `Storage(location)` makes the root's own kind, LocalRoot or ObjectStoreRoot (`location.local` chooses);
-    this class holds what they share and names what each does its own way (each of those methods is defined
+    `roots.open_storage(location)` makes the root's own kind, LocalRoot or ObjectStoreRoot (`location.local`
+    chooses); this class holds what they share and names what each does its own way (each of those methods is defined
     by both kinds: tests/storage/test_root_kinds.py)."""
 
     local: Path | None
@@ -87,12 +87,9 @@ class Storage:
     network, not on the CPU."""
 
     def __new__(cls, location: Location | str | os.PathLike[str]) -> Storage:
-        if cls is Storage:  # the one place a root's kind is chosen
-            from airflow_txn.storage.local_root import LocalRoot
-            from airflow_txn.storage.object_root import ObjectStoreRoot
-
-            local = location.local is not None if isinstance(location, Location) else scheme_of(location) == "file"
-            cls = LocalRoot if local else ObjectStoreRoot
+        if cls is Storage:  # what every root shares, never a root by itself
+            raise TypeError("Storage is the roots' base: open a root with airflow_txn.storage.roots.open_storage"
+                            f"({location!r}), which picks its kind")
         return super().__new__(cls)
 
     def __init__(self, location: Location | str | os.PathLike[str]) -> None:

@@ -381,9 +381,6 @@ ALLOWED_CYCLES: dict[frozenset[str], str] = {
         "Warehouse.begin() returns a Transaction and Transaction.warehouse is its Warehouse: both are public types "
         "(the spark and airflow layers hand `txn.warehouse` to what takes a Warehouse), so the transaction "
         "module names the Warehouse under TYPE_CHECKING only; a protocol there would change the public type",
-    frozenset({"airflow_txn.storage.root", "airflow_txn.storage.local_root", "airflow_txn.storage.object_root"}):
-        "`Storage(location)` (root.py's __new__, inside the function) picks the subclass the two modules define on "
-        "root.py's base: the one place a root's kind is chosen; undoing it changes how every caller makes a root",
 }
 """The strongly connected components of the module graph the package may have, with why (every other
 cycle fails test_the_package_has_no_other_import_cycle)."""
@@ -457,13 +454,14 @@ def test_every_allowed_cycle_still_exists() -> None:
 def test_the_graph_has_the_deferred_and_type_checking_edges() -> None:
     graph = package_graph()
     assert "airflow_txn.core.warehouse" in graph["airflow_txn.core.transaction"]  # under TYPE_CHECKING
-    assert "airflow_txn.storage.local_root" in graph["airflow_txn.storage.root"]  # inside a function
+    assert "airflow_txn.spark.evolve" in graph["airflow_txn.spark.datasource"]  # inside a function only
     assert "airflow_txn.catalog" in graph["airflow_txn.catalog.txn_records"]  # a package's __init__
     assert "airflow_txn.errors" in graph["airflow_txn"]  # `from airflow_txn import errors`: the submodule
     # the cycles issue 35 removed stay removed (the modules still exist, so the edges could come back)
     assert "airflow_txn.core.commit_external" not in graph["airflow_txn.core.commit"]
     assert "airflow_txn.airflow.task_group" not in graph["airflow_txn.airflow.operators.base"]
     assert "airflow_txn.airflow.assets.lineage" not in graph["airflow_txn.airflow.assets.openlineage"]
+    assert "airflow_txn.storage.local_root" not in graph["airflow_txn.storage.root"]
 
 
 FED_CYCLES = [

@@ -18,7 +18,7 @@ from airflow_txn.catalog import Catalog
 from airflow_txn.catalog.database import libpq_timeouts
 from airflow_txn.core.config import DEFAULT_CONNECT_TIMEOUT, ENV_CONNECT_TIMEOUT, WarehouseConfig
 from airflow_txn.errors import CatalogUnavailableError, InvalidArgumentError, StorageError
-from airflow_txn.storage.root import Storage
+from airflow_txn.storage.roots import open_storage
 from tests.harness import ports
 from tests.harness.ports import free_port
 
@@ -93,7 +93,7 @@ def test_an_unreachable_object_store_fails_within_the_bound_naming_its_endpoint_
     config = WarehouseConfig.resolve(catalog=f"sqlite:///{tmp_path / 'c.db'}", root="s3://bucket/wh",
                                      storage_options=options, connect_timeout=6)
     with pytest.raises(StorageError, match=rf"s3://bucket/wh.*endpoint {endpoint}.*not reachable") as info:
-        Storage(config.location()).ensure()
+        open_storage(config.location()).ensure()
     assert SECRET not in str(info.value)
     wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root="s3://bucket/wh", storage_options=options,
                         connect_timeout=6)

@@ -19,7 +19,7 @@ from airflow_txn.core import ownership, vacuum
 from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.core.manifests import INDEX, csn_dir
 from airflow_txn.errors import RootOwnedError
-from airflow_txn.storage.root import Storage
+from airflow_txn.storage.roots import open_storage
 from tests.helpers import accounts, events, ids, make_tables, storage_files
 
 
@@ -324,7 +324,7 @@ def test_doctor_says_whose_root_it_is(shared_root: str, tmp_path: Path, opened: 
 
     a = _open(opened, tmp_path / "a.db", shared_root)
     a.init()
-    storage = Storage(shared_root)  # a root written before roots were claimed: no marker
+    storage = open_storage(shared_root)  # a root written before roots were claimed: no marker
     storage.fs.delete_file(storage.root_path(ownership.MARKER))
     unclaimed = owner_check(tmp_path / "a.db")
     assert unclaimed["status"] == "ok" and "unclaimed" in unclaimed["detail"]

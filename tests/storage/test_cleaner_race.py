@@ -27,6 +27,7 @@ import pytest
 
 from airflow_txn.storage.local_root import _create_in
 from airflow_txn.storage.root import Storage
+from airflow_txn.storage.roots import open_storage
 
 pytestmark = pytest.mark.slow  # a second process
 
@@ -76,7 +77,7 @@ def one_byte(sink: pa.NativeFile) -> int:
 
 
 def hammer(root: Path, write_and_delete: Callable[[Storage], None]) -> None:
-    storage = Storage(root)
+    storage = open_storage(root)
     storage.ensure()
     (root / TABLE).mkdir(parents=True)
     with cleaner(root):
