@@ -131,15 +131,12 @@ def table_names(conn: Connection, tid: str, snapshot: int, table_ids: Iterable[i
 
 def table_directories(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, str]:
     """{table id: directory}, from this process's cache (a table's directory never changes, whatever its name)."""
-    return {t: directory for t, (_, directory) in _tables_by_id(rt, conn, table_ids).items()}
-
-
-def _tables_by_id(rt: Runtime, conn: Connection, table_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
-    cache = rt.table_names
+    cache = rt.table_directories
     wanted = list(table_ids)
     unknown = [t for t in wanted if t not in cache]
     if unknown:
-        cache.update(table_registry.names_and_directories(conn, sorted(unknown)))
+        found = table_registry.names_and_directories(conn, sorted(unknown))
+        cache.update({t: directory for t, (_, directory) in found.items()})
     return {t: cache[t] for t in wanted}
 
 

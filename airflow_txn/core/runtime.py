@@ -24,7 +24,7 @@ class Runtime:
     (staging.load_table; the version of its schema it used, and so the name, is checked when it registers:
     docs/DESIGN.md, D27). A name may change (a rename) or be given to another table, so nothing else maps names to
     tables through it (commit records carry table ids: log_mirror)."""
-    table_names: dict[int, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
-    """{table id: (qualified name, directory)} the commit path has looked up (commit.table_directories): only the
-    directory is read from it, which never changes; a name may (a rename), so a commit record names each table by
-    its version the committing transaction sees (commit.table_names), never from here."""
+    table_directories: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
+    """{table id: directory} the commit path has looked up (commit.table_directories): a table's directory never
+    changes; its name may (a rename), so a commit record names each table by its version the committing
+    transaction sees (commit.table_names), never from a cache."""
