@@ -11,7 +11,7 @@ from airflow_txn.errors import TxnError
 from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle.base import CsnOracle, OracleKind
 from airflow_txn.oracle.sql import SQL
-from airflow_txn.oracle.zookeeper_spec import ZOOKEEPER
+from airflow_txn.oracle.zookeeper import ZOOKEEPER
 
 KINDS: tuple[OracleKind, ...] = (SQL, ZOOKEEPER)
 

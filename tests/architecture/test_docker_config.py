@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 from packaging.requirements import Requirement
 
-from airflow_txn.oracle.zookeeper_spec import ZooKeeperSpec
+from airflow_txn.oracle.zookeeper import ZooKeeperSpec
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker" / "docker-compose.yml"

@@ -89,7 +89,7 @@ LAYERS = (
     # too); it knows no oracle (the readable watermark takes the last CSN), no storage and no configuration
     Layer("catalog", ("airflow_txn.catalog",), frozenset({"catalog", "foundation"})),
     # the core's ZooKeeper oracle: the one place for kazoo (imported inside functions, for a zookeeper:// oracle)
-    Layer("zookeeper adapter", ("airflow_txn.oracle.zookeeper*",), CORE, frozenset({"kazoo"})),
+    Layer("zookeeper adapter", ("airflow_txn.oracle.zookeeper",), CORE, frozenset({"kazoo"})),
     # everything else: core/ (warehouse, transaction, the protocols), oracle/, storage/, publish/, ...
     Layer("core", ("airflow_txn",), CORE),
 )
@@ -358,7 +358,7 @@ def test_modules_belong_to_the_layer_their_path_says() -> None:
         "airflow_txn": "core", "airflow_txn.core.warehouse": "core", "airflow_txn.catalog.database": "catalog",
         "airflow_txn.catalog": "catalog", "airflow_txn.model.visibility": "foundation",
         "airflow_txn.oracle": "core", "airflow_txn.oracle.sql": "core",
-        "airflow_txn.oracle.zookeeper": "zookeeper adapter", "airflow_txn.oracle.zookeeper_spec": "zookeeper adapter",
+        "airflow_txn.oracle.zookeeper": "zookeeper adapter", "airflow_txn.oracle.zookeeper.spec": "zookeeper adapter",
         "airflow_txn.spark": "spark", "airflow_txn.spark.writer": "spark",
         "airflow_txn.airflow.plugins.web.app": "airflow",
         "airflow_txn.operators": "shims", "airflow_txn.sensors": "shims", "airflow_txn.cli.__main__": "cli",
@@ -370,13 +370,7 @@ def test_modules_belong_to_the_layer_their_path_says() -> None:
 
 
 # -- no import cycles (issue 35, item 2) ---------------------------------------------------------------------------
-ZOOKEEPER_FILES = frozenset({"airflow_txn.oracle.zookeeper", "airflow_txn.oracle.zookeeper_compaction",
-                             "airflow_txn.oracle.zookeeper_decisions", "airflow_txn.oracle.zookeeper_records",
-                             "airflow_txn.oracle.zookeeper_segments", "airflow_txn.oracle.zookeeper_session",
-                             "airflow_txn.oracle.zookeeper_spec"})
-
 ALLOWED_CYCLES: dict[frozenset[str], str] = {
-    ZOOKEEPER_FILES: "being removed by issue 35 item 3/5 work",
     frozenset({"airflow_txn.core.transaction", "airflow_txn.core.warehouse"}):
         "Warehouse.begin() returns a Transaction and Transaction.warehouse is its Warehouse: both are public types "
         "(the spark and airflow layers hand `txn.warehouse` to what takes a Warehouse), so the transaction "
@@ -463,6 +457,18 @@ def test_the_graph_has_the_deferred_and_type_checking_edges() -> None:
     assert "airflow_txn.airflow.assets.lineage" not in graph["airflow_txn.airflow.assets.openlineage"]
     assert "airflow_txn.storage.local_root" not in graph["airflow_txn.storage.root"]
 
+
+
+def test_the_zookeeper_recipes_never_import_the_oracle_back() -> None:
+    """issue 35, item 3: oracle.py wires the recipes of airflow_txn/oracle/zookeeper/ together; none of them
+    reaches it, the registry entry (kind.py, which opens it) or the package's __init__ (which loads it on first
+    use) through its imports, deferred and TYPE_CHECKING ones included: a recipe calls back through a callable."""
+    graph = package_graph()
+    top = {"airflow_txn.oracle.zookeeper", "airflow_txn.oracle.zookeeper.kind", "airflow_txn.oracle.zookeeper.oracle"}
+    recipes = {module for module in graph if module.startswith("airflow_txn.oracle.zookeeper.")} - top
+    assert len(recipes) >= 8, recipes  # spec, session, layout, segments, records, decisions, compaction, group
+    assert {recipe: sorted(reachable(graph, recipe) & top) for recipe in sorted(recipes)
+            if reachable(graph, recipe) & top} == {}
 
 FED_CYCLES = [
     # (the modules' (name, is it a package, source), the cycle that must be reported)

@@ -16,11 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 UPPER_LAYERS = {"airflow", "spark", "operators", "sensors", "triggers", "hooks", "hook", "plugin", "plugins",
                 "listener", "listeners", "task_group", "dags", "example_dags", "providers"}
 
-# The ZooKeeper oracle's kazoo parts (airflow_txn/oracle/zookeeper*.py but its spec, layout and group
-# commit) are where kazoo belongs: `make_oracle` imports them only for a zookeeper:// oracle. The walk
-# below leaves them out; their own test loads them.
-OPTIONAL_ADAPTERS = {f"airflow_txn.oracle.zookeeper{part}"
-                     for part in ("", "_session", "_segments", "_records", "_decisions", "_compaction")}
+# The ZooKeeper oracle's kazoo parts (airflow_txn/oracle/zookeeper/ but its __init__, kind, spec, layout and
+# group commit) are where kazoo belongs: `make_oracle` imports them only for a zookeeper:// oracle. The walk
+# below leaves them out (and so loads the package's kazoo-free modules); their own test loads them.
+OPTIONAL_ADAPTERS = {f"airflow_txn.oracle.zookeeper.{part}"
+                     for part in ("oracle", "session", "segments", "records", "decisions", "compaction")}
 
 # Run in a fresh interpreter; prints sys.modules after each step as one JSON object.
 PROBE = r"""

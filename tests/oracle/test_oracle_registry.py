@@ -16,7 +16,7 @@ from airflow_txn.core.config import WarehouseConfig
 from airflow_txn.errors import TxnError
 from airflow_txn.oracle import registry
 from airflow_txn.oracle.sql import SQL, SqlKind, SqlOracle
-from airflow_txn.oracle.zookeeper_spec import ZOOKEEPER, ZooKeeperSpec
+from airflow_txn.oracle.zookeeper import ZOOKEEPER, ZooKeeperSpec
 from airflow_txn.telemetry import metrics
 
 

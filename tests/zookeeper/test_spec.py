@@ -9,7 +9,7 @@ import pytest
 from airflow_txn.catalog import Catalog
 from airflow_txn.errors import OracleUnavailableError, TxnError
 from airflow_txn.oracle import make_oracle
-from airflow_txn.oracle.zookeeper_spec import DEFAULT_CHROOT, ZooKeeperSpec
+from airflow_txn.oracle.zookeeper import DEFAULT_CHROOT, ZooKeeperSpec
 
 
 def test_parse_ensemble_chroot_and_options() -> None:
@@ -40,7 +40,7 @@ def test_bad_specs_are_refused_with_the_expected_form(bad: str) -> None:
 def test_missing_kazoo_says_what_to_install(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "kazoo", None)
     monkeypatch.setitem(sys.modules, "kazoo.client", None)
-    monkeypatch.delitem(sys.modules, "airflow_txn.oracle.zookeeper", raising=False)
+    monkeypatch.delitem(sys.modules, "airflow_txn.oracle.zookeeper.oracle", raising=False)
     catalog = Catalog(f"sqlite:///{tmp_path}/c.db")
     try:
         with pytest.raises(OracleUnavailableError, match=r"pip install 'airflow-txn\[zookeeper\]'"):

@@ -24,10 +24,10 @@ from kazoo.exceptions import (
 
 from airflow_txn.errors import OracleUnavailableError, TagExistsError, TxnError
 from airflow_txn.oracle.base import AbortDecidedError, LogEntry, LogMovedError, TagClaim
-from airflow_txn.oracle.zookeeper_layout import ABORT, COMMIT, Layout, Segment, record_seq
-from airflow_txn.oracle.zookeeper_records import RecordReader
-from airflow_txn.oracle.zookeeper_segments import Segments
-from airflow_txn.oracle.zookeeper_session import ZooKeeperSession
+from airflow_txn.oracle.zookeeper.layout import ABORT, COMMIT, Layout, Segment, record_seq
+from airflow_txn.oracle.zookeeper.records import RecordReader
+from airflow_txn.oracle.zookeeper.segments import Segments
+from airflow_txn.oracle.zookeeper.session import ZooKeeperSession
 
 _NOT_THE_CAUSE = (RolledBackError, RuntimeInconsistency)
 """What the other operations of a failed multi report: the failing one is the cause."""

@@ -15,10 +15,10 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from airflow_txn.oracle.zookeeper_layout import Layout, Segment
-from airflow_txn.oracle.zookeeper_records import RecordReader
-from airflow_txn.oracle.zookeeper_segments import Segments
-from airflow_txn.oracle.zookeeper_session import ZooKeeperSession
+from airflow_txn.oracle.zookeeper.layout import Layout, Segment
+from airflow_txn.oracle.zookeeper.records import RecordReader
+from airflow_txn.oracle.zookeeper.segments import Segments
+from airflow_txn.oracle.zookeeper.session import ZooKeeperSession
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)

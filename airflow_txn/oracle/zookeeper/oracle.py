@@ -1,17 +1,9 @@
 """The ZooKeeper CSN oracle (kazoo): the commit log as sequential znodes, the record holds the tid (docs/DESIGN.md, D4).
 
-`ZooKeeperOracle` is the facade the engine uses (CsnOracle + ExternalLog); each job is a small part,
-kazoo-recipe style, wired together here:
-  zookeeper_spec.py        the spec `zookeeper://hosts/chroot?options` and the registry entry (no kazoo)
-  zookeeper_layout.py      which node holds what under the chroot, and their encodings (no kazoo)
-  zookeeper_session.py     the kazoo client, its retry policy and time limits -> OracleUnavailableError
-  zookeeper_segments.py    creating the layout; the segments, the open one, sealing
-  zookeeper_records.py     reading commit records
-  zookeeper_decisions.py   per transaction: the commit multi-op (THE COMMIT POINT) or the abort
-  zookeeper_compaction.py  removing sealed, applied segments and old abort decisions
-  zookeeper_group.py       group commit: concurrent appends of a process share one multi-op
+`ZooKeeperOracle` is the facade the engine uses (CsnOracle + ExternalLog); each job is a recipe-sized module
+of this package (its map is the package's docstring), wired together here. This module sits on top: it
+imports the recipes, none of them imports it back (a recipe calls back through the callables it is given).
 """
-
 from __future__ import annotations
 
 import os
@@ -24,14 +16,14 @@ from sqlalchemy import Connection
 
 from airflow_txn.catalog import Catalog, counters, meta_records
 from airflow_txn.oracle.base import CsnOracle, ExternalLog, LogEntry, LogRecord, TagClaim
-from airflow_txn.oracle.zookeeper_compaction import ABORT_DECISION_TTL, Compactor
-from airflow_txn.oracle.zookeeper_decisions import Decisions
-from airflow_txn.oracle.zookeeper_group import GroupCommitter
-from airflow_txn.oracle.zookeeper_layout import Layout
-from airflow_txn.oracle.zookeeper_records import RecordReader
-from airflow_txn.oracle.zookeeper_segments import Segments
-from airflow_txn.oracle.zookeeper_session import ZooKeeperSession
-from airflow_txn.oracle.zookeeper_spec import ZOOKEEPER, ZooKeeperSpec
+from airflow_txn.oracle.zookeeper.compaction import ABORT_DECISION_TTL, Compactor
+from airflow_txn.oracle.zookeeper.decisions import Decisions
+from airflow_txn.oracle.zookeeper.group import GroupCommitter
+from airflow_txn.oracle.zookeeper.layout import Layout
+from airflow_txn.oracle.zookeeper.records import RecordReader
+from airflow_txn.oracle.zookeeper.segments import Segments
+from airflow_txn.oracle.zookeeper.session import ZooKeeperSession
+from airflow_txn.oracle.zookeeper.spec import NAME, ZooKeeperSpec
 
 __all__ = ["ABORT_DECISION_TTL", "ZooKeeperOracle"]
 
@@ -39,7 +31,7 @@ __all__ = ["ABORT_DECISION_TTL", "ZooKeeperOracle"]
 class ZooKeeperOracle(CsnOracle, ExternalLog):
     """CSNs from sequential znodes; see the parts' modules for the protocol."""
 
-    name = ZOOKEEPER.name
+    name = NAME
 
     def __init__(self, spec: ZooKeeperSpec, catalog: Catalog) -> None:
         self.spec = spec

@@ -1,20 +1,18 @@
-"""The ZooKeeper oracle as configuration sees it (no kazoo here): its registry entry, and parsing
-`zookeeper://host:port[,host:port...]/chroot[?option=value&...]` into a frozen config."""
+"""The ZooKeeper oracle's spec (no kazoo here): parsing `zookeeper://host:port[,host:port...]/chroot[?option=value&...]`
+into a frozen config. Its registry entry is kind.py."""
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from airflow_txn.catalog import Catalog
-from airflow_txn.errors import OracleUnavailableError, TxnError
+from airflow_txn.errors import TxnError
 from airflow_txn.model.secrets import mask_secrets
-from airflow_txn.oracle.base import CsnOracle, OracleKind
 
+NAME = "zookeeper"
+"""The kind's name: the spec's scheme, the `oracle` metric tag (ZooKeeperKind.name, ZooKeeperOracle.name)."""
 DEFAULT_CHROOT = "/airflow_txn"
 _HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):\d{1,5}")
 _COMPONENT = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -93,31 +91,3 @@ def _options(query: str, spec: str) -> dict[str, float | int | bool]:
         if not ok:
             raise TxnError(f"bad value {value!r} for option {key!r} in oracle {mask_secrets(spec)!r}")
     return out
-
-
-class ZooKeeperKind(OracleKind):
-    """`zookeeper://...`: the spec is parsed here; kazoo is imported only when an oracle is opened."""
-
-    name = "zookeeper"
-    form = "zookeeper://host:port[,host:port]/chroot"
-    probe_hint = "check that ZooKeeper runs and the hosts and chroot are right"
-
-    def parse(self, spec: str) -> ZooKeeperSpec:
-        return ZooKeeperSpec.parse(spec)
-
-    def open(self, spec: str, catalog: Catalog, timeout: float | None = None) -> CsnOracle:
-        parsed = self.parse(spec)  # bad specs fail here, with or without kazoo
-        if timeout is not None:
-            parsed = dataclasses.replace(parsed, timeout=min(parsed.timeout, timeout))
-        try:
-            importlib.import_module("kazoo.client")
-        except ImportError as exc:
-            raise OracleUnavailableError(
-                f"oracle {mask_secrets(spec)!r} needs the kazoo package: pip install 'airflow-txn[zookeeper]'"
-            ) from exc
-        from airflow_txn.oracle.zookeeper import ZooKeeperOracle
-
-        return ZooKeeperOracle(parsed, catalog)
-
-
-ZOOKEEPER = ZooKeeperKind()

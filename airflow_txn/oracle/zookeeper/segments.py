@@ -18,8 +18,8 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from airflow_txn.errors import TxnError
-from airflow_txn.oracle.zookeeper_layout import META_KEY, SEGMENT_PREFIX, Layout, Segment, record_seq
-from airflow_txn.oracle.zookeeper_session import ZooKeeperSession
+from airflow_txn.oracle.zookeeper.layout import META_KEY, SEGMENT_PREFIX, Layout, Segment, record_seq
+from airflow_txn.oracle.zookeeper.session import ZooKeeperSession
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)

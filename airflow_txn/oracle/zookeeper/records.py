@@ -7,9 +7,9 @@ from typing import Any
 from kazoo.exceptions import NoNodeError
 
 from airflow_txn.oracle.base import LogEntry, LogRecord
-from airflow_txn.oracle.zookeeper_layout import RECORD_PREFIX, Layout, Segment, record_seq
-from airflow_txn.oracle.zookeeper_segments import Segments
-from airflow_txn.oracle.zookeeper_session import ZooKeeperSession
+from airflow_txn.oracle.zookeeper.layout import RECORD_PREFIX, Layout, Segment, record_seq
+from airflow_txn.oracle.zookeeper.segments import Segments
+from airflow_txn.oracle.zookeeper.session import ZooKeeperSession
 
 
 class RecordReader:

@@ -21,7 +21,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from airflow_txn.errors import OracleUnavailableError, TxnError
-from airflow_txn.oracle.zookeeper_spec import ZooKeeperSpec
+from airflow_txn.oracle.zookeeper.spec import ZooKeeperSpec
 from airflow_txn.telemetry import logs
 
 log = logs.get_logger(__name__)
