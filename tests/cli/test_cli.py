@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from airflow_txn.cli import exit_codes, main
 from airflow_txn.cli.commands.maintenance import parse_partition
 from airflow_txn.cli.commands.transactions import rollback_reason
 from airflow_txn.errors import TableNotFoundError
-from tests.helpers import events, make_tables, storage_files
+from tests.helpers import events, make_tables, outlive_lease, storage_files
 
 REPO = Path(__file__).resolve().parents[2]
 UNREACHABLE_PG = "postgresql+psycopg://postgres@127.0.0.1:1/airflow_txn_nowhere"
@@ -173,7 +172,7 @@ def test_recover_rolls_back_expired_with_progress_on_stderr(wh: Warehouse, opts:
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     t = wh.begin(lease_seconds=1.0)
     t.append("sales.events", events([1]))
-    time.sleep(max(0.0, wh.transaction_info(t.tid)["lease_deadline"] - time.time()) + 0.05)  # the lease runs out
+    outlive_lease(wh, t.tid)
     doctor = run_json(capsys, [*opts, "doctor"])
     recovery = next(c for c in doctor["checks"] if c["name"] == "recovery")
     assert doctor["ok"] is True and recovery["status"] == "warn" and "1 expired transactions" in recovery["detail"]

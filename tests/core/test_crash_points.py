@@ -46,7 +46,16 @@ from tests.core.workers.txn_worker import (
     STATEMENT_VALUES,
     STATEMENTS,
 )
-from tests.helpers import accounts, events, ids, make_tables, storage_files, unregistered_parts, visible_part_files
+from tests.helpers import (
+    accounts,
+    events,
+    ids,
+    make_tables,
+    outlive_lease,
+    storage_files,
+    unregistered_parts,
+    visible_part_files,
+)
 
 CHILD_TIMEOUT = 60.0
 PARENT_LEASE_SECONDS = 300.0  # the re-staging scenario's transaction outlives its killed attempt
@@ -225,7 +234,7 @@ def _run_to_crash(spawn: Spawn, point: str, scenario: str, *args: object) -> lis
 def _wait_for_lease_expiry(wh: Warehouse, tid: str) -> None:
     info = wh.transaction_info(tid)
     if info["state"] == "active":
-        time.sleep(max(0.0, info["lease_deadline"] - time.time()) + 0.05)
+        outlive_lease(wh, tid)
 
 
 def _record_of(wh: Warehouse, tid: str) -> dict[str, Any] | None:

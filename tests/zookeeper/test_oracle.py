@@ -18,7 +18,7 @@ from airflow_txn.core import commit, isolation
 from airflow_txn.errors import OracleUnavailableError, SerializationError, TransactionClosedError, TxnError
 from airflow_txn.oracle.base import AbortDecidedError, LogEntry, LogRecord
 from airflow_txn.oracle.zookeeper import ZooKeeperOracle
-from tests.helpers import accounts, events, ids, make_tables
+from tests.helpers import accounts, events, ids, make_tables, outlive_lease
 from tests.zookeeper.conftest import OpenWh
 
 pytestmark = pytest.mark.zookeeper
@@ -309,12 +309,10 @@ def test_read_only_commit_needs_no_record(make_wh: OpenWh) -> None:
 def test_recovery_rolls_back_an_expired_committing_transaction(make_wh: OpenWh, zk: Any, chroot: str) -> None:
     wh = make_wh()
     make_tables(wh)
-    t = wh.begin(lease_seconds=0.2)
+    t = wh.begin(lease_seconds=2.0)
     t.append("sales.events", events([1]))
     _prepare(wh, t.tid)
-    import time
-
-    time.sleep(0.3)
+    outlive_lease(wh, t.tid)
     report = make_wh().recover()
     assert report["rolled_back"] == [t.tid]
     assert zk.get(f"{chroot}/decisions/{t.tid}")[0] == b"abort"
