@@ -186,16 +186,17 @@ WAIT_SECONDS = 60.0
 
 
 def wait_until(predicate: Callable[[], W], timeout: float = WAIT_SECONDS, what: str = "the condition",
-               interval: float = 0.02) -> W:
-    """Poll `predicate` until it returns something truthy, and return that; AssertionError naming `what` once
-    `timeout` seconds passed without (the predicate is looked at once more at the deadline)."""
+               interval: float = 0.02, on_timeout: Callable[[], str] = lambda: "") -> W:
+    """Poll `predicate` until it returns something truthy, and return that; AssertionError naming `what` (and what
+    `on_timeout` adds, e.g. a server's log) once `timeout` seconds passed without (the predicate is looked at once
+    more at the deadline)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{on_timeout()}")
         time.sleep(interval)
 
 

@@ -26,7 +26,6 @@ import signal
 import subprocess
 import sys
 import sysconfig
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, make_url, text
 
+from tests import helpers
 from tests.harness.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,15 +92,8 @@ def fresh_database(server_url: str, prefix: str) -> Iterator[str]:
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.5,
                on_timeout: Callable[[], str] = lambda: "") -> Any:
-    """Poll `condition` until it returns something truthy (returned); AssertionError naming `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{on_timeout()}")
-        time.sleep(interval)
+    """tests.helpers.wait_until, polling every half second by default (each look asks a server)."""
+    return helpers.wait_until(condition, timeout, what, interval, on_timeout)
 
 
 @dataclass
