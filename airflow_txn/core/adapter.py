@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, table_registry
+from airflow_txn.catalog import table_registry
 from airflow_txn.catalog.database import safe_url
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
@@ -285,7 +285,7 @@ def stored_table(wh: Warehouse, table: str, txn: Transaction | None = None) -> S
 def _named_now(conn: Connection, wh: Warehouse, table: str) -> TableInfo:
     """The table `table` names at the readable watermark, as a read there resolves it (versions.table_at: a renamed
     table's old name names nothing now, docs/DESIGN.md D27), as of its version there."""
-    watermark = commit_log.readable_csn(conn, wh.runtime.oracle.last_csn(conn))
+    watermark = wh.runtime.oracle.readable_csn(conn)
     return versions.table_at(conn, table_registry.get(conn, table), None, watermark)
 
 

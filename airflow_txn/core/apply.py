@@ -69,7 +69,8 @@ def _stamp(conn: Connection, tid: str, table_id: int, csn: int) -> None:
 def report_lag(rt: Runtime) -> None:
     """Gauge airflow_txn.watermark_lag: committed CSNs not yet readable."""
     with rt.catalog.read() as conn:
-        lag = rt.oracle.last_csn(conn) - commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        last = rt.oracle.last_csn(conn)
+        lag = last - commit_log.readable_csn(conn, last)
     metrics.gauge(metrics.WATERMARK_LAG, max(0, lag))
 
 
@@ -93,4 +94,4 @@ def apply_pending(rt: Runtime, up_to: int | None = None) -> int:
 
 def readable_csn(rt: Runtime) -> int:
     with rt.catalog.read() as conn:
-        return commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        return rt.oracle.readable_csn(conn)

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, compaction_records, counters, part_records, table_registry, txn_records
+from airflow_txn.catalog import compaction_records, counters, part_records, table_registry, txn_records
 from airflow_txn.catalog.compaction_records import SwapResult
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
@@ -124,7 +124,7 @@ def plan(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
     """Step 1 (module doc): the groups to merge; validates everything first and changes nothing."""
     check_options(target_file_bytes, min_parts)
     with rt.catalog.read() as conn:
-        bound = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        bound = rt.oracle.readable_csn(conn)
         info = versions.table_at(conn, table_registry.get(conn, table), None, bound)  # a renamed table's new name
         keys = _partition_keys(conn, rt, info, partitions)
         oldest = txn_records.oldest_active_snapshot(conn)
@@ -150,7 +150,7 @@ def _partition_keys(conn: Connection, rt: Runtime, info: TableInfo,
         return None
     listed = normalize_partitions(partitions, info.schema, info.partition_by)
     keys = list(dict.fromkeys(partition_key(p) for p in listed))
-    watermark = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+    watermark = rt.oracle.readable_csn(conn)
     present = {p.partition_key for p in part_records.visible_parts(conn, info.id, None, watermark, keys)}
     missing = [parse_partition_key(k) for k in keys if k not in present]
     if missing:
@@ -183,7 +183,7 @@ def begin(rt: Runtime, group: MergeGroup, lease_seconds: float = MERGE_LEASE_SEC
     """The merge's transaction row, begun like a user transaction (at the watermark, under the gate)."""
     with rt.catalog.write() as conn:
         counters.share_snapshot_gate(conn, rt.catalog)
-        snapshot = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        snapshot = rt.oracle.readable_csn(conn)
         tid = str(rt.tids.next(snapshot))
         label = f"compaction of {group.table.name} {group.partition_key} ({len(group.sources)} parts)"
         txn_records.insert_row(conn, tid, label, Isolation.SNAPSHOT.value, snapshot, float(lease_seconds))
@@ -355,12 +355,12 @@ def compact(rt: Runtime, table: str, partitions: PartitionSpec | None = None,
 
 def _table(rt: Runtime, table: str) -> TableInfo:
     with rt.catalog.read() as conn:
-        watermark = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        watermark = rt.oracle.readable_csn(conn)
         return versions.table_at(conn, table_registry.get(conn, table), None, watermark)
 
 
 def _visible_totals(rt: Runtime, info: TableInfo, keys: list[str] | None) -> tuple[int, int]:
     with rt.catalog.read() as conn:
-        watermark = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        watermark = rt.oracle.readable_csn(conn)
         parts = part_records.visible_parts(conn, info.id, None, watermark, keys)
     return len(parts), sum(p.size_bytes for p in parts)

@@ -165,7 +165,7 @@ def logged_commit_csn(rt: Runtime, row: txn_records.TxnRow) -> int | None:
 def compact(rt: Runtime, external: ExternalLog) -> int:
     """Remove log records every reader already has: those at or below the readable watermark."""
     with rt.catalog.read() as conn:
-        watermark = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        watermark = rt.oracle.readable_csn(conn)
 
     def tids_between(low: int, high: int) -> list[str]:
         with rt.catalog.read() as conn:

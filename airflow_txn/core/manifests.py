@@ -176,7 +176,7 @@ def write_on_commit(rt: Runtime, tid: str, csn: int) -> ManifestReport | None:
     try:
         with rt.catalog.read() as conn:
             record = commit_log.record_of(conn, tid)
-            readable = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+            readable = rt.oracle.readable_csn(conn)
         if record is None or record.csn != csn:
             return None
         if csn > readable:

@@ -33,7 +33,7 @@ def watermark(rt: Runtime) -> WatermarkInfo:
     (readers do not need ZooKeeper, so the watermark itself is still known).
     """
     with rt.catalog.read() as conn:
-        readable = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        readable = rt.oracle.readable_csn(conn)
         allocated = rt.oracle.last_csn(conn)
     name = rt.oracle.name
     external = rt.oracle.external_log

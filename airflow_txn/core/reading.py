@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from airflow_txn.catalog import commit_log, key_records, part_records, read_sets, table_registry, txn_records
+from airflow_txn.catalog import key_records, part_records, read_sets, table_registry, txn_records
 from airflow_txn.catalog.part_records import PartRow
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.tag_records import TagRow
@@ -148,7 +148,7 @@ def plan(rt: Runtime, table: str, csn: int | None = None, view: Statement | None
     if csn is not None:
         csn = bounds.catalog_int(csn, "csn", PREHISTORIC_CSN)
     with rt.catalog.read() as conn:
-        watermark = commit_log.readable_csn(conn, rt.oracle.last_csn(conn))
+        watermark = rt.oracle.readable_csn(conn)
         named = table_registry.get(conn, table)
         pending = csn is not None and csn > watermark
         if not pending:

@@ -82,7 +82,7 @@ def _named_now(conn: Connection, oracle: CsnOracle, table: str) -> TableInfo:
     """The table `table` names at the readable watermark, as a read there resolves it (versions.table_at): a
     renamed table's old name names nothing now (TableNotFoundError), only at older snapshots (docs/DESIGN.md, D27)."""
     named = table_registry.get(conn, table)
-    return versions.table_at(conn, named, None, commit_log.readable_csn(conn, oracle.last_csn(conn)))
+    return versions.table_at(conn, named, None, oracle.readable_csn(conn))
 
 
 def table_horizon(conn: Connection, table_id: int) -> int:
@@ -150,7 +150,7 @@ def compute(conn: Connection, catalog: Catalog, oracle: CsnOracle, retention_sec
     `store` the stored horizons are raised to them (never lowered) and rows of cleared policies go."""
     now = wall_time()
     stored_global = counters.vacuum_horizon(conn, catalog if store else None)
-    watermark = commit_log.readable_csn(conn, oracle.last_csn(conn))
+    watermark = oracle.readable_csn(conn)
     bounds = [watermark, commit_log.csn_at_time(conn, now - retention_seconds) or PREHISTORIC_CSN]
     oldest = txn_records.oldest_active_snapshot(conn)
     if oldest is not None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, counters, table_registry, tag_records, txn_records
+from airflow_txn.catalog import counters, table_registry, tag_records, txn_records
 from airflow_txn.catalog.table_registry import TableInfo
 from airflow_txn.catalog.tag_records import TagRow
 from airflow_txn.core import apply, bounds, retention, versions
@@ -250,7 +250,7 @@ def resolve(rt: Runtime, name: str, table: str) -> tuple[TagRow, TableInfo]:
     with rt.catalog.read() as conn:
         named = table_registry.get(conn, table)
         row = _found(tag_records.find(conn, name), name)
-        watermark = (commit_log.readable_csn(conn, rt.oracle.last_csn(conn)) if rt.oracle.external_log is not None
+        watermark = (rt.oracle.readable_csn(conn) if rt.oracle.external_log is not None
                      else row.csn)
         # the table the name meant at the tag's CSN (a renamed table's old name there), as a read there resolves it
         info = versions.table_at(conn, named, None, row.csn) if row.csn <= watermark else None

@@ -335,7 +335,7 @@ class Warehouse:
         cat = self.runtime.catalog
         with cat.write() as conn:
             counters.share_snapshot_gate(conn, cat)
-            snapshot = commit_log.readable_csn(conn, self.runtime.oracle.last_csn(conn))
+            snapshot = self.runtime.oracle.readable_csn(conn)
             tid = str(self.runtime.tids.next(snapshot))
             txn_records.insert_row(conn, tid, label, level.value, snapshot, lease, stored)
         log.debug("began at snapshot %d", snapshot, extra=logs.fields(tid, snapshot))
@@ -458,7 +458,7 @@ class Warehouse:
         names the table it names today (a transaction's lineage: a table it renamed, or created: None)."""
         wanted = None if at is None else bounds.catalog_int(at, "at")
         with self.runtime.catalog.read() as conn:
-            watermark = commit_log.readable_csn(conn, self.runtime.oracle.last_csn(conn))
+            watermark = self.runtime.oracle.readable_csn(conn)
             snapshot = watermark if wanted is None else min(watermark, wanted)
             named = table_registry.get(conn, table)
             try:
@@ -543,7 +543,7 @@ class Warehouse:
         the watermark covers it."""
         csn, limit = bounds.catalog_int(csn, "csn"), bounds.catalog_int(limit, "limit")
         with self.runtime.catalog.read() as conn:
-            watermark = commit_log.readable_csn(conn, self.runtime.oracle.last_csn(conn))
+            watermark = self.runtime.oracle.readable_csn(conn)
             found = commit_log.records_with_metadata(conn, csn, watermark, limit)
             shown = check_reports.with_reports(conn, {r.tid: txn_records.parse_metadata(stored) for r, stored in found},
                                                self._stored_reports())

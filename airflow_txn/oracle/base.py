@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import Catalog
+from airflow_txn.catalog import Catalog, commit_log
 from airflow_txn.errors import TxnError
 
 
@@ -35,6 +35,11 @@ class CsnOracle(ABC):
 
         With an external log: the largest CSN up to which every record is mirrored into the catalog.
         """
+
+    def readable_csn(self, conn: Connection) -> int:
+        """The readable watermark (invariant 4): this oracle's last CSN, below the oldest record not applied yet
+        (commit_log.readable_csn, which takes the number: the catalog does not know the oracle)."""
+        return commit_log.readable_csn(conn, self.last_csn(conn))
 
     @property
     def external_log(self) -> ExternalLog | None:

@@ -127,7 +127,7 @@ def tables_of(rt: Runtime, names: Sequence[str] | None = None, snapshot: int | N
     with rt.catalog.read() as conn:
         if names is None:
             return table_registry.all_tables(conn)
-        at = commit_log.readable_csn(conn, rt.oracle.last_csn(conn)) if snapshot is None else snapshot
+        at = rt.oracle.readable_csn(conn) if snapshot is None else snapshot
         return [versions.table_at(conn, table_registry.get(conn, name), None, at) for name in names]
 
 
