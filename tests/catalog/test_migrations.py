@@ -171,6 +171,38 @@ def test_a_fresh_catalog_lands_at_head_and_matches_schema_py(catalog: Catalog) -
     assert catalog.upgrade().applied == []  # at head: nothing to run
 
 
+def _catalog_contents(catalog: Catalog) -> dict[str, Any]:
+    """What a new catalog holds besides its tables' shape: its rows of txn_meta, txn_counters and Alembic's record,
+    and the definition of the expression index (the comparison with schema.py leaves it aside)."""
+    with catalog.read() as conn:
+        meta = dict(conn.execute(sa.select(schema.meta.c.key, schema.meta.c.value)
+                                 .where(schema.meta.c.key != "warehouse_id")).all())  # written after, by open
+        counters = dict(conn.execute(sa.select(schema.counters.c.name, schema.counters.c.value)).all())
+        revision = migrate.recorded_revision(conn)
+        tables = sorted(sa.inspect(conn).get_table_names())
+    return {"meta": meta, "counters": counters, "revision": revision, "tables": tables,
+            "span_index": " ".join(_expression_indexes(catalog)["ix_txn_parts_span"].split())}
+
+
+def test_running_every_revision_from_nothing_builds_what_a_new_catalog_is_created_as(catalog_url: str,
+                                                                                    catalog: Catalog) -> None:
+    """A new catalog is created from schema.py in one step (migrate._create_at_head); the revisions, which an
+    existing catalog runs, must build exactly the same thing from nothing: same tables, columns, types and
+    indexes (the comparison with schema.py), same rows, same Alembic record."""
+    created = catalog.upgrade()
+    assert (created.before, created.after) == (None, migrate.HEAD)
+    one_step = _catalog_contents(catalog)
+    assert _schema_differences(catalog) == []
+    with catalog.write() as conn:
+        for table in reversed(schema.metadata.sorted_tables):
+            table.drop(conn)
+        conn.execute(sa.text(f"DROP TABLE {migrate.VERSION_TABLE}"))
+    with catalog.write() as conn:
+        migrate.run_revisions(conn)
+    assert _schema_differences(catalog) == []
+    assert _catalog_contents(catalog) == one_step
+
+
 def test_the_schema_comparison_sees_a_difference(catalog: Catalog) -> None:
     """The comparison above is not vacuous: a column schema.py would have and the catalog lacks shows."""
     catalog.initialize()
