@@ -40,7 +40,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.pool import NullPool, QueuePool
@@ -277,7 +277,7 @@ class Catalog:
                 versions = migrate.read_versions(conn)
         except (OperationalError, ProgrammingError):  # no txn_meta or txn_alembic_version (pre-Alembic)
             with self._read_unchecked() as conn:
-                present = set(inspect(conn).get_table_names())
+                present = migrate.catalog_tables(conn)
                 if schema.meta.name not in present:
                     return State.ABSENT
                 versions = migrate.read_versions(conn, present)

@@ -91,12 +91,12 @@ def test_an_unreachable_object_store_fails_within_the_bound_naming_its_endpoint_
     endpoint = f"http://127.0.0.1:{dead_port}"
     options = {"endpoint_url": endpoint, "region": "us-east-1", "access_key_id": "key", "secret_access_key": SECRET}
     config = WarehouseConfig.resolve(catalog=f"sqlite:///{tmp_path / 'c.db'}", root="s3://bucket/wh",
-                                     storage_options=options, connect_timeout=6)
+                                     storage_options=options, connect_timeout=3)
     with pytest.raises(StorageError, match=rf"s3://bucket/wh.*endpoint {endpoint}.*not reachable") as info:
         open_storage(config.location()).ensure()
     assert SECRET not in str(info.value)
     wh = Warehouse.open(catalog=f"sqlite:///{tmp_path / 'c.db'}", root="s3://bucket/wh", storage_options=options,
-                        connect_timeout=6)
+                        connect_timeout=3)
     with wh, pytest.raises(StorageError, match=f"endpoint {endpoint}"):
         wh.init()  # the first write checks the root, before it creates the catalog
     assert not (tmp_path / "c.db").exists()
