@@ -16,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from airflow_txn.catalog import key_records, part_records, read_sets, table_registry, txn_records
 from airflow_txn.catalog.part_records import PartRow
@@ -50,6 +49,8 @@ def snapshot_for(rt: Runtime, csn: int | None, tables: Sequence[str] | None = No
 
 def check_filter(filter: object, info: TableInfo) -> pc.Expression | None:
     """None, or an Expression that evaluates to boolean on the table's schema."""
+    import pyarrow.dataset as ds  # (and pandas, which it loads) only where an expression is evaluated
+
     if filter is None:
         return None
     if not isinstance(filter, pc.Expression):

@@ -31,7 +31,6 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from sqlalchemy import Connection
 
 from airflow_txn.catalog import compaction_records, part_records, read_sets, table_registry, table_versions, txn_records
@@ -726,6 +725,8 @@ def _stage_all(rt: Runtime, stmt: Statement, plans: Sequence[_Planned]) -> list[
 
 
 def _check_predicate(where: object, info: TableInfo) -> pc.Expression:
+    import pyarrow.dataset as ds  # (and pandas, which it loads) only where an expression is evaluated
+
     if not isinstance(where, pc.Expression):
         raise InvalidNameError(f"where must be a pyarrow.compute.Expression, got {type(where).__name__}")
     try:
@@ -738,11 +739,15 @@ def _check_predicate(where: object, info: TableInfo) -> pc.Expression:
 
 
 def _mask(rows: pa.Table, predicate: pc.Expression) -> pa.ChunkedArray:
+    import pyarrow.dataset as ds  # (and pandas, which it loads) only where an expression is evaluated
+
     evaluated = ds.dataset(rows).to_table(columns={"m": predicate})["m"]
     return pc.fill_null(evaluated, False)
 
 
 def _check_assignments(assignments: object, info: TableInfo) -> dict[str, pc.Expression]:
+    import pyarrow.dataset as ds  # (and pandas, which it loads) only where an expression is evaluated
+
     if not isinstance(assignments, Mapping) or not assignments:
         raise InvalidNameError("set must be a non-empty dict {column: value or pyarrow.compute.Expression}")
     setters: dict[str, pc.Expression] = {}
@@ -777,6 +782,8 @@ def _assign(rows: pa.Table, mask: pa.ChunkedArray, setters: Mapping[str, pc.Expr
     """`rows` with the setters' values where `mask` holds. The setters are evaluated on every row of the
     part; an expression the rows break (a float result for an integer column, an overflow, a division by
     zero) is refused like a bad value."""
+    import pyarrow.dataset as ds  # (and pandas, which it loads) only where an expression is evaluated
+
     try:
         computed = ds.dataset(rows).to_table(columns=dict(setters))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from airflow_txn.catalog import (
@@ -35,7 +34,6 @@ from airflow_txn.core import (
     bounds,
     check_reports,
     compaction,
-    datasets,
     identity,
     log_mirror,
     manifests,
@@ -99,7 +97,10 @@ from airflow_txn.storage.roots import open_storage
 from airflow_txn.telemetry import logs
 
 if TYPE_CHECKING:
+    import pyarrow.dataset as pads
     from pyiceberg.catalog import Catalog as IcebergCatalog
+
+    from airflow_txn.core.datasets import DuckDBConnection
 
 log = logs.get_logger(__name__)
 
@@ -619,15 +620,19 @@ class Warehouse:
         (`to_table(columns=..., filter=...)`, DuckDB, Polars' `scan_pyarrow_dataset`), and filters on partition
         columns skip whole files. Keep the snapshot readable (inside the retention window, or tagged) until the
         scan is done."""
+        from airflow_txn.core import datasets  # pyarrow.dataset (and pandas, which it loads): only when used
+
         planned = datasets.plan(self.runtime, table, csn=csn, tag=tag)
         return datasets.planned_dataset(self.runtime, planned)
 
-    def duckdb(self, connection: datasets.DuckDBConnection, csn: int | None = None, tag: str | None = None,
+    def duckdb(self, connection: DuckDBConnection, csn: int | None = None, tag: str | None = None,
                tables: Sequence[str] | None = None) -> list[str]:
         """Register views `ns.table` in a DuckDB connection, each a lazy `dataset` of one consistent snapshot:
         `csn` (None: the readable watermark, taken once for all the views) or tag `tag`, of `tables` (None: every
         table; with a tag: every table it holds). Queries push projections and filters into the Parquet reader;
         an object-store root is read through pyarrow.fs (no DuckDB extension). Returns the view names."""
+        from airflow_txn.core import datasets
+
         rt = self.runtime
         if tag is not None:
             if csn is not None:

@@ -21,7 +21,6 @@ from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from airflow_txn.errors import InvalidArgumentError, SchemaMismatchError
 
@@ -224,6 +223,8 @@ def _joined(rows: pa.Table, source: pa.Table, match: pa.Array) -> pa.Table:
 
 
 def _evaluate(joined: pa.Table, setters: Mapping[str, object], schema: pa.Schema) -> pa.Table:
+    import pyarrow.dataset as ds  # (and pandas, which it loads) only where an expression is evaluated
+
     projections = {n: v if isinstance(v, pc.Expression) else pc.scalar(v) for n, v in setters.items()}
     computed = ds.dataset(joined).to_table(columns=projections)
     return pa.Table.from_arrays([pc.cast(computed.column(n), schema.field(n).type) for n in setters],

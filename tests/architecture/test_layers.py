@@ -78,6 +78,13 @@ def test_importing_the_core_loads_no_heavy_layer(seen: dict[str, list[str]]) -> 
     assert forbidden(seen["import"]) == []
 
 
+def test_importing_the_core_loads_no_pandas(seen: dict[str, list[str]]) -> None:
+    """pyarrow.dataset loads pandas (about 0.4 s of a process's start): the core imports it where an expression
+    is evaluated or a dataset made, so a CLI call, a worker or a Spark Python worker that never does starts
+    without it."""
+    assert {"pyarrow.dataset", "pandas"}.isdisjoint(seen["import"])
+
+
 def test_using_the_core_loads_no_heavy_layer(seen: dict[str, list[str]]) -> None:
     assert "airflow_txn.core.vacuum" in seen["use"] and "pyarrow.parquet" in seen["use"]
     assert forbidden(seen["use"]) == []
