@@ -200,10 +200,12 @@ def all_tables(conn: Connection) -> list[TableInfo]:
     return [_from_row(conn, r) for r in conn.execute(select(schema.tables).order_by(schema.tables.c.name)).all()]
 
 
-def listed_tables(conn: Connection) -> list[TableInfo]:
+def listed_tables(conn: Connection, dropped: bool = False) -> list[TableInfo]:
     """The tables readers list (Warehouse.tables, manifests, tags of every table): those with a committed version
-    (docs/DESIGN.md, D27), not one created inside a transaction not committed yet (or rolled back)."""
-    committed = table_versions.committed_names(conn)
+    (docs/DESIGN.md, D27), not one created inside a transaction not committed yet (or rolled back), by their
+    committed names (not a name a transaction is renaming them to). With `dropped`, the dropped ones too (by the
+    name they had): what publishing goes through."""
+    committed = table_versions.committed_names(conn, dropped)
     if committed is None:
         return all_tables(conn)
     listed = [replace(t, name=parse_table_name(committed[t.id])) for t in all_tables(conn) if t.id in committed]

@@ -376,11 +376,13 @@ def visible_names(conn: Connection, table_ids: Sequence[int], tid: str | None,
     return {t: name for t, (_, name) in newest.items()}
 
 
-def committed_names(conn: Connection) -> dict[int, str] | None:
-    """{table id: the name of its live committed version} of the tables readers list (committed_table_ids)."""
+def committed_names(conn: Connection, dropped: bool = False) -> dict[int, str] | None:
+    """{table id: the name of its live committed version} of the tables readers list (committed_table_ids); with
+    `dropped`, also of the tables that version drops (by the name they had: publishing empties them)."""
     if not present(conn):
         return None
-    rows = conn.execute(select(_v.table_id, _v.name).where(_live(), _v.dropped.is_(False)))
+    live = _live() if dropped else and_(_live(), _v.dropped.is_(False))
+    rows = conn.execute(select(_v.table_id, _v.name).where(live))
     return {int(r.table_id): str(r.name) for r in rows}
 
 

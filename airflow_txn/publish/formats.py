@@ -121,12 +121,14 @@ def schema_history(rt: Runtime, info: TableInfo) -> dict[int, VersionRow]:
 
 
 def tables_of(rt: Runtime, names: Sequence[str] | None = None, snapshot: int | None = None) -> list[TableInfo]:
-    """Every table (None), or the tables `names` name at `snapshot` (None: the readable watermark), as a read there
-    resolves them (versions.table_at: a renamed table's old name names nothing after its rename, its new name names
-    it; TableNotFoundError for a name with no table there; docs/DESIGN.md D27)."""
+    """Every table with a committed version (None: dropped ones included, a table an open transaction creates left
+    out, each by its committed name, not one a transaction is renaming it to), or the tables `names` name at
+    `snapshot` (None: the readable watermark), as a read there resolves them (versions.table_at: a renamed table's
+    old name names nothing after its rename, its new name names it; TableNotFoundError for a name with no table
+    there; docs/DESIGN.md D27)."""
     with rt.catalog.read() as conn:
         if names is None:
-            return table_registry.all_tables(conn)
+            return table_registry.listed_tables(conn, dropped=True)
         at = rt.oracle.readable_csn(conn) if snapshot is None else snapshot
         return [versions.table_at(conn, table_registry.get(conn, name), None, at) for name in names]
 

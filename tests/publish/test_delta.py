@@ -22,7 +22,7 @@ from airflow_txn import Warehouse
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError
 from airflow_txn.publish.delta import APP_ID, LOG_DIR
 from airflow_txn.publish.formats import CSN_KEY, KIND_KEY
-from tests.helpers import accounts, events, make_tables
+from tests.helpers import EVENTS, accounts, events, make_tables
 from tests.publish.tables import (
     D3,
     commit_every_kind_of_change,
@@ -513,3 +513,20 @@ def test_a_process_that_dies_after_its_commit_is_caught_up_by_the_next_publisher
     assert deltalake.DeltaTable(location).transaction_version(APP_ID) != csn  # the crash left publishing behind
     assert dpub.published(csn)["sales.events"]["csn"] == csn  # whoever finds it behind catches it up
     check_every_csn(dpub)
+
+
+def test_publishing_every_table_leaves_out_what_an_open_transaction_created_or_renamed(dpub: Warehouse,
+                                                                                      tmp_path: Path) -> None:
+    """As for Iceberg: `wh.publish()` of every table goes through the tables readers list, by their committed names;
+    a table an open transaction creates gets no Delta log, a staged rename's new name no entry."""
+    dpub.create_table("sales.events", EVENTS, partition_by=["day"])
+    t = dpub.begin()
+    t.append("sales.events", events([1, 2]))
+    t.commit()
+    open_txn = dpub.begin()
+    open_txn.create_table("sales.staged", events([9]).schema)
+    open_txn.rename_table("sales.events", "sales.renamed")
+    assert set(dpub.publish()["tables"]) == {"sales.events"}
+    assert len(list((tmp_path / "warehouse").rglob(LOG_DIR))) == 1
+    open_txn.rollback()
+    assert set(dpub.publish()["tables"]) == {"sales.events"}
