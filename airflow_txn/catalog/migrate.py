@@ -197,9 +197,13 @@ def read_versions(conn: Connection, present: Set[str] | None = None) -> Versions
 
 def catalog_tables(conn: Connection) -> set[str]:
     """Which of the catalog's tables (schema.py's and Alembic's record) the database holds: a lookup of each by
-    name, a few milliseconds in all where listing every table of a PostgreSQL schema takes 20-50 ms."""
+    name, a few milliseconds in all where listing every table of a PostgreSQL schema takes 20-50 ms. On PostgreSQL
+    in the connection's current schema only, where the catalog is created (without a schema, has_table looks
+    along the whole search path, and its visibility test fails on a table another session drops meanwhile:
+    "could not open relation with OID")."""
     inspector = sa.inspect(conn)
-    return {name for name in (*schema.metadata.tables, VERSION_TABLE) if inspector.has_table(name)}
+    where = conn.dialect.default_schema_name if conn.dialect.name == "postgresql" else None
+    return {name for name in (*schema.metadata.tables, VERSION_TABLE) if inspector.has_table(name, schema=where)}
 
 
 def recorded_revision(conn: Connection) -> str | None:

@@ -11,6 +11,7 @@ import itertools
 import json
 import multiprocessing
 import threading
+import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -346,3 +347,32 @@ def test_threads_creating_catalogs_at_once_each_get_their_own(tmp_path: Path) ->
     for catalog in catalogs:
         assert _versions(catalog).current and _schema_differences(catalog) == []
         catalog.dispose()
+
+
+@pytest.mark.postgres
+def test_the_catalog_s_tables_are_looked_for_in_the_current_schema_only(pg_url: str) -> None:
+    """PostgreSQL: `migrate.catalog_tables` (the probe's and upgrade's look) searches the connection's current
+    schema, where a catalog is created, as listing its tables did: looking along the whole search path tested the
+    visibility of every same-named table of the database, which fails on one another session drops meanwhile
+    ("could not open relation with OID", seen in a CI run where tests drop their schemas)."""
+    other, mine = (f"t_{uuid.uuid4().hex[:12]}" for _ in range(2))
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    sep = "&" if "?" in pg_url else "?"
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{other}"'))
+            conn.execute(sa.text(f'CREATE SCHEMA "{mine}"'))
+        elsewhere = Catalog(f"{pg_url}{sep}options=-csearch_path%3D{other}")
+        elsewhere.initialize()
+        with elsewhere.read() as conn:
+            assert migrate.catalog_tables(conn) == {*schema.metadata.tables, migrate.VERSION_TABLE}
+        elsewhere.dispose()
+        behind = Catalog(f"{pg_url}{sep}options=-csearch_path%3D{mine},{other}")
+        with behind.read() as conn:
+            assert migrate.catalog_tables(conn) == set()
+        behind.dispose()
+    finally:
+        with admin.connect() as conn:
+            for name in (other, mine):
+                conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+        admin.dispose()
