@@ -5,8 +5,9 @@
     .venv/bin/python scripts/reliability.py --soak          # the long soak (about an hour)
     .venv/bin/python scripts/reliability.py --suites histories,fuzz --seed 42 --out /tmp/r.md
 
-Each suite is one pytest run with AIRFLOW_TXN_EVIDENCE_DIR set to a fresh directory of its own; its tests
-append one JSON line per checked case there (tests/evidence.py). The report counts pytest's outcomes (from
+All suites run in ONE pytest run on two workers (a soak, or --one-by-one: one run per suite), with
+AIRFLOW_TXN_EVIDENCE_DIR set to a fresh directory; tests append one JSON line per checked case there, in their
+suite's file (tests/evidence.py). The report counts pytest's outcomes (from
 JUnit XML) and the evidence cases of every suite, shows the crash matrix as a grid, the randomized
 histories with their seeds and transaction counts, and says how to reproduce and how to soak.
 The report goes to build/reliability/RELIABILITY.md (ignored by git), so a test run leaves the checkout
@@ -121,13 +122,9 @@ def run_suite(suite: Suite, args: argparse.Namespace, workdir: Path, base_env: d
     for old in evidence_dir.glob("*.jsonl"):  # a kept directory from an earlier run
         old.unlink()
     junit = workdir / f"{suite.name}.xml"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--hypothesis-seed={args.seed}",
-               f"--junitxml={junit}", *paths]
-    if args.soak:
-        command.insert(4, f"--timeout={int(args.seconds) * 4 + 900}")
-    else:  # two pytest-xdist workers, as every phase of scripts/test.sh: the CI bound's time nearly halves (each
-        # test has its own catalog and root; tests/evidence.py appends whole lines, safe from several processes)
-        command[4:4] = ["-n", "2"]
+    # not a soak: two pytest-xdist workers, as every phase of scripts/test.sh: the CI bound's time nearly halves
+    # (each test has its own catalog and root; tests/evidence.py appends whole lines, safe from several processes)
+    command = suite_command(suite, args, junit, paths)
     env = {**base_env, "AIRFLOW_TXN_EVIDENCE_DIR": str(evidence_dir)}
     outcome = Outcome(suite, command, env, missing=not paths)
     if not paths:
@@ -144,9 +141,77 @@ def run_suite(suite: Suite, args: argparse.Namespace, workdir: Path, base_env: d
     return outcome
 
 
-def read_junit(path: Path, outcome: Outcome) -> None:
+def suite_command(suite: Suite, args: argparse.Namespace, junit: Path, paths: list[str]) -> list[str]:
+    """The pytest command of one suite run alone (the soak's, and the one the report shows to reproduce it)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--hypothesis-seed={args.seed}",
+               f"--junitxml={junit}", *paths]
+    if args.soak:
+        command.insert(4, f"--timeout={int(args.seconds) * 4 + 900}")
+    else:
+        command[4:4] = ["-n", "2"]
+    return command
+
+
+def run_together(suites: list[Suite], args: argparse.Namespace, workdir: Path,
+                 base_env: dict[str, str]) -> list[Outcome]:
+    """The CI bound: every suite in ONE pytest run on two workers, so the start of pytest and its workers and
+    the last slow test of each suite are paid once, not per suite (about a minute of the test command). Each
+    suite's tests are read back by their module from the one JUnit file, its cases from its own evidence file
+    (tests record under their suite's name); a suite's time is the sum of its tests' times."""
+    evidence_dir = workdir / "evidence" / "together"
+    evidence_dir.mkdir(parents=True, exist_ok=True)
+    for old in evidence_dir.glob("*.jsonl"):
+        old.unlink()
+    junit = workdir / "together.xml"
+    present = {suite.name: [p for p in suite.paths if (REPO / p).exists()] for suite in suites}
+    env = {**base_env, "AIRFLOW_TXN_EVIDENCE_DIR": str(evidence_dir)}
+    outcomes = [Outcome(suite, suite_command(suite, args, workdir / f"{suite.name}.xml", present[suite.name]), env,
+                        missing=not present[suite.name]) for suite in suites]
+    for outcome in outcomes:
+        if outcome.missing:
+            print(f"!! {outcome.suite.title}: none of {outcome.suite.paths} exists", flush=True)
+    paths = [p for suite in suites for p in present[suite.name]]
+    if not paths:
+        return outcomes
+    command = suite_command(suites[0], args, junit, paths)
+    print(f"==> {', '.join(o.suite.title for o in outcomes if not o.missing)}: {' '.join(paths)}", flush=True)
+    returncode = subprocess.run(command, cwd=REPO, env={**os.environ, **env}, check=False).returncode
+    everything = Outcome(suites[0], command, env)
+    timings: dict[str, float] = {}
+    if junit.exists():
+        read_junit(junit, everything, timings)
+    for outcome in outcomes:
+        if not outcome.missing:
+            _take_share(outcome, everything, timings, [_module_prefix(p) for p in present[outcome.suite.name]])
+            # pytest's 1 is "some test failed": charged to the suites whose tests failed; any other to all
+            outcome.returncode = 0 if returncode == 0 or (returncode == 1 and not outcome.failed_tests) else returncode
+            evidence = evidence_dir / f"{outcome.suite.name}.jsonl"
+            if evidence.exists():
+                outcome.cases = [json.loads(line) for line in evidence.read_text().splitlines() if line.strip()]
+    return outcomes
+
+
+def _take_share(outcome: Outcome, everything: Outcome, timings: dict[str, float], modules: list[str]) -> None:
+    """The tests of the one run that belong to `outcome`'s suite (by their module), with their messages and times."""
+    for test, state in everything.tests.items():
+        if any(test == m or test.startswith((m + ".", m + "::")) for m in modules):
+            outcome.tests[test] = state
+            if test in everything.messages:
+                outcome.messages[test] = everything.messages[test]
+            outcome.seconds += timings.get(test, 0.0)
+
+
+def _module_prefix(path: str) -> str:
+    """`tests/faults` -> `tests.faults`, `tests/core/test_fuzz_bad_input.py` -> `tests.core.test_fuzz_bad_input`:
+    how JUnit's classname of a test begins."""
+    return path.removesuffix(".py").replace("/", ".")
+
+
+def read_junit(path: Path, outcome: Outcome, timings: dict[str, float] | None = None) -> None:
     for case in ET.parse(path).getroot().iter("testcase"):
         test = f"{case.get('classname', '')}::{case.get('name', '')}"
+        if timings is not None:
+            timings[test] = timings.get(test, 0.0) + float(case.get("time") or 0.0)
         state = "passed"
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
@@ -229,7 +294,9 @@ def render(outcomes: list[Outcome], args: argparse.Namespace, env: dict[str, str
                      cases, f"{o.seconds:.0f} s", verdict])
     lines += table(["suite", "what it checks", "tests passed", "cases passed", "time", "result"], rows)
     lines += ["", "A *test* is one pytest test (one parametrization); a *case* is one checked unit a test "
-              "records as evidence (a crash-matrix cell, a history, a fuzzed property with its examples).", ""]
+              "records as evidence (a crash-matrix cell, a history, a fuzzed property with its examples). A suite's "
+              "*time* is the sum of its tests' times when the suites ran in one pytest run (the default), the wall "
+              "time of its own run otherwise (a soak, `--one-by-one`).", ""]
     for o in outcomes:
         lines += section(o)
     lines += run_details(outcomes, args, env, pg_url)
@@ -372,6 +439,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     where.add_argument("--write-docs", action="store_true",
                        help=f"write the tracked {DOCS_OUT.relative_to(REPO)} instead")
     p.add_argument("--seed", type=int, default=None, help="seed of every random choice (default: a random one)")
+    p.add_argument("--one-by-one", action="store_true",
+                   help="one pytest run per suite (a soak always does; otherwise all suites run in one)")
     p.add_argument("--suites", default=",".join(s.name for s in SUITES),
                    help=f"comma-separated subset of {', '.join(s.name for s in SUITES)}")
     p.add_argument("--seconds", type=int, default=600, help="soak: history run time per catalog")
@@ -400,7 +469,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         workdir = args.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        outcomes = [run_suite(s, args, workdir, env) for s in chosen]
+        outcomes = ([run_suite(s, args, workdir, env) for s in chosen] if args.soak or args.one_by_one
+                    else run_together(chosen, args, workdir, env))
     report = render(outcomes, args, env, pg_url, command.strip())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)

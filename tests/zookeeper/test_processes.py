@@ -177,9 +177,9 @@ def test_zookeeper_stopped_and_restarted_mid_run(pg_schema_url: str, tmp_path: P
     try:
         details = _restart_mid_run(pg_schema_url, tmp_path, writers, how)
     except BaseException as exc:
-        evidence.record("service_faults", case, False, error=f"{type(exc).__name__}: {exc}"[:2000])
+        evidence.record("zookeeper_faults", case, False, error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
-    evidence.record("service_faults", case, True, **details)
+    evidence.record("zookeeper_faults", case, True, **details)
 
 
 def _restart_mid_run(pg_schema_url: str, tmp_path: Path, writers: list[Writer], how: str) -> dict[str, Any]:
@@ -222,9 +222,9 @@ def test_one_ensemble_member_killed_mid_run(pg_schema_url: str, tmp_path: Path, 
     try:
         details = _member_killed_mid_run(pg_schema_url, tmp_path, writers)
     except BaseException as exc:
-        evidence.record("service_faults", case, False, error=f"{type(exc).__name__}: {exc}"[:2000])
+        evidence.record("zookeeper_faults", case, False, error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
-    evidence.record("service_faults", case, True, **details)
+    evidence.record("zookeeper_faults", case, True, **details)
 
 
 def _member_killed_mid_run(pg_schema_url: str, tmp_path: Path, writers: list[Writer]) -> dict[str, Any]:
