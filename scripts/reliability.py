@@ -186,7 +186,10 @@ def run_together(suites: list[Suite], args: argparse.Namespace, workdir: Path,
             # pytest's 1 is "some test failed": charged to the suites whose tests failed; any other to all
             outcome.returncode = 0 if returncode == 0 or (returncode == 1 and not outcome.failed_tests) else returncode
             evidence = evidence_dir / f"{outcome.suite.name}.jsonl"
-            if evidence.exists():
+            if evidence.exists():  # where a run of the suite alone keeps it: evidence/<suite>/<suite>.jsonl
+                own = workdir / "evidence" / outcome.suite.name
+                own.mkdir(parents=True, exist_ok=True)
+                evidence = evidence.replace(own / evidence.name)
                 outcome.cases = [json.loads(line) for line in evidence.read_text().splitlines() if line.strip()]
     return outcomes
 
@@ -194,7 +197,7 @@ def run_together(suites: list[Suite], args: argparse.Namespace, workdir: Path,
 def _take_share(outcome: Outcome, everything: Outcome, timings: dict[str, float], modules: list[str]) -> None:
     """The tests of the one run that belong to `outcome`'s suite (by their module), with their messages and times."""
     for test, state in everything.tests.items():
-        if any(test == m or test.startswith((m + ".", m + "::")) for m in modules):
+        if any(_belongs(test, m) for m in modules):
             outcome.tests[test] = state
             if test in everything.messages:
                 outcome.messages[test] = everything.messages[test]
@@ -203,8 +206,18 @@ def _take_share(outcome: Outcome, everything: Outcome, timings: dict[str, float]
 
 def _module_prefix(path: str) -> str:
     """`tests/faults` -> `tests.faults`, `tests/core/test_fuzz_bad_input.py` -> `tests.core.test_fuzz_bad_input`:
-    how JUnit's classname of a test begins."""
-    return path.removesuffix(".py").replace("/", ".")
+    how JUnit's classname of a test begins (a file outside the repository: its module name, how it ends)."""
+    resolved = (REPO / path).resolve()
+    try:
+        return str(resolved.relative_to(REPO)).removesuffix(".py").replace("/", ".")
+    except ValueError:
+        return resolved.name.removesuffix(".py")
+
+
+def _belongs(test: str, module: str) -> bool:
+    """Whether the JUnit test id `test` ("classname::name") is one of `module`'s (a _module_prefix)."""
+    classname = test.split("::", 1)[0]
+    return classname == module or classname.startswith(module + ".") or classname.endswith("." + module)
 
 
 def read_junit(path: Path, outcome: Outcome, timings: dict[str, float] | None = None) -> None:
