@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_txn import Warehouse
-from tests.helpers import accounts, events, make_tables
+from airflow_txn.core.transaction import Transaction
+from tests.helpers import EVENTS, accounts, events, make_tables
 
 ORDERS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("shop", pa.int32()), ("amount", pa.float64()),
                     ("note", pa.string()), ("at", pa.timestamp("us", tz="UTC"))])
@@ -122,3 +123,16 @@ def commit_every_kind_of_schema_change(wh: Warehouse) -> None:
         t.append("shop.items", pa.table({"label": ["c"], "id": [9], "n": [1]},
                                         schema=pa.schema([("label", pa.string()), ("id", pa.int32()),
                                                           ("n", pa.int64())])))
+
+
+def open_create_and_rename(wh: Warehouse) -> Transaction:
+    """sales.events with one commit, then an open transaction that creates sales.staged and renames sales.events to
+    sales.renamed (returned, not committed): what publishing every table must leave out until it commits."""
+    wh.create_table("sales.events", EVENTS, partition_by=["day"])
+    t = wh.begin()
+    t.append("sales.events", events([1, 2]))
+    t.commit()
+    open_txn = wh.begin()
+    open_txn.create_table("sales.staged", events([9]).schema)
+    open_txn.rename_table("sales.events", "sales.renamed")
+    return open_txn

@@ -22,12 +22,13 @@ from airflow_txn import Warehouse
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError
 from airflow_txn.publish.delta import APP_ID, LOG_DIR
 from airflow_txn.publish.formats import CSN_KEY, KIND_KEY
-from tests.helpers import EVENTS, accounts, events, make_tables
+from tests.helpers import accounts, events, make_tables
 from tests.publish.tables import (
     D3,
     commit_every_kind_of_change,
     commit_every_kind_of_schema_change,
     committed_csns,
+    open_create_and_rename,
     rows,
 )
 
@@ -519,13 +520,7 @@ def test_publishing_every_table_leaves_out_what_an_open_transaction_created_or_r
                                                                                       tmp_path: Path) -> None:
     """As for Iceberg: `wh.publish()` of every table goes through the tables readers list, by their committed names;
     a table an open transaction creates gets no Delta log, a staged rename's new name no entry."""
-    dpub.create_table("sales.events", EVENTS, partition_by=["day"])
-    t = dpub.begin()
-    t.append("sales.events", events([1, 2]))
-    t.commit()
-    open_txn = dpub.begin()
-    open_txn.create_table("sales.staged", events([9]).schema)
-    open_txn.rename_table("sales.events", "sales.renamed")
+    open_txn = open_create_and_rename(dpub)
     assert set(dpub.publish()["tables"]) == {"sales.events"}
     assert len(list((tmp_path / "warehouse").rglob(LOG_DIR))) == 1
     open_txn.rollback()

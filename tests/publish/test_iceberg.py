@@ -22,11 +22,12 @@ import pytest
 from airflow_txn import Warehouse
 from airflow_txn.errors import InvalidArgumentError, PublishError, SnapshotTooOldError, TableNotFoundError
 from airflow_txn.publish.iceberg import CSN_KEY, KIND_KEY
-from tests.helpers import EVENTS, accounts, events, make_tables
+from tests.helpers import accounts, events, make_tables
 from tests.publish.tables import (
     commit_every_kind_of_change,
     commit_every_kind_of_schema_change,
     committed_csns,
+    open_create_and_rename,
     rows,
 )
 
@@ -794,13 +795,7 @@ def test_a_tag_from_before_a_rename_stays_on_the_renamed_tables_iceberg_table(pu
 def test_publishing_every_table_leaves_out_what_an_open_transaction_created_or_renamed(pub: Warehouse) -> None:
     """`wh.publish()` of every table publishes the tables readers list, by the names they have now: not one an open
     transaction is creating (no Iceberg table for a name that may never exist), not a staged rename's new name."""
-    pub.create_table("sales.events", EVENTS, partition_by=["day"])
-    t = pub.begin()
-    t.append("sales.events", events([1, 2]))
-    t.commit()
-    open_txn = pub.begin()
-    open_txn.create_table("sales.staged", events([9]).schema)
-    open_txn.rename_table("sales.events", "sales.renamed")
+    open_txn = open_create_and_rename(pub)
     report = pub.publish()
     assert set(report["tables"]) == {"sales.events"}, report
     names = {".".join(identifier) for identifier in pub.iceberg_catalog().list_tables("sales")}
