@@ -122,8 +122,6 @@ def run_suite(suite: Suite, args: argparse.Namespace, workdir: Path, base_env: d
     for old in evidence_dir.glob("*.jsonl"):  # a kept directory from an earlier run
         old.unlink()
     junit = workdir / f"{suite.name}.xml"
-    # not a soak: two pytest-xdist workers, as every phase of scripts/test.sh: the CI bound's time nearly halves
-    # (each test has its own catalog and root; tests/evidence.py appends whole lines, safe from several processes)
     command = suite_command(suite, args, junit, paths)
     env = {**base_env, "AIRFLOW_TXN_EVIDENCE_DIR": str(evidence_dir)}
     outcome = Outcome(suite, command, env, missing=not paths)
@@ -147,7 +145,8 @@ def suite_command(suite: Suite, args: argparse.Namespace, junit: Path, paths: li
                f"--junitxml={junit}", *paths]
     if args.soak:
         command.insert(4, f"--timeout={int(args.seconds) * 4 + 900}")
-    else:
+    else:  # two pytest-xdist workers, as every phase of scripts/test.sh: the CI bound's time nearly halves (each
+        # test has its own catalog and root; tests/evidence.py appends whole lines, safe from several processes)
         command[4:4] = ["-n", "2"]
     return command
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, create_engine, func, inspect, select, text
+from sqlalchemy import Connection, and_, create_engine, func, select, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
@@ -43,7 +43,7 @@ def look(url: URL, timeout: float) -> CatalogLook:
     engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
     try:
         with engine.connect() as conn:
-            present = set(inspect(conn).get_table_names())
+            present = migrate.catalog_tables(conn)
             version = warehouse_id = min_client = index = None
             if schema.meta.name in present:
                 version = meta_records.value(conn, meta_records.SCHEMA_VERSION_KEY)
@@ -74,7 +74,7 @@ _PG_SIZE = text("SELECT pg_total_relation_size(CAST(:name AS regclass))")
 
 def table_sizes(conn: Connection) -> dict[str, TableSize]:
     """{catalog table name: its rows and bytes} for every table of airflow_txn the database holds."""
-    present = set(inspect(conn).get_table_names())
+    present = migrate.catalog_tables(conn)
     tables = [t for t in schema.metadata.sorted_tables if t.name in present]
     rows = {t.name: int(conn.execute(select(func.count()).select_from(t)).scalar_one()) for t in tables}
     sizes: dict[str, int | None] = dict.fromkeys(rows)

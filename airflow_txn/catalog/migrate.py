@@ -218,9 +218,6 @@ def upgrade(conn: Connection, create_only: bool = False, where: str = "catalog")
     (nothing applied), another refused (CatalogTooNewError). With `create_only` (the first write of a
     process that was not asked to upgrade) an existing catalog is never migrated: one older than this package
     works with raises CatalogUpgradeRequiredError, any other is left as it is."""
-    from alembic import command
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
 
     present = catalog_tables(conn)
     versions = read_versions(conn, present)
@@ -234,12 +231,7 @@ def upgrade(conn: Connection, create_only: bool = False, where: str = "catalog")
     start = versions.start
     if start is None and present.isdisjoint(schema.metadata.tables):
         return _create_at_head(conn)
-    with _ALEMBIC_PROXIES:
-        if start is not None and start != versions.revision:
-            context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-            context.stamp(ScriptDirectory.from_config(config()), start)
-        command.upgrade(config(conn), "head")
-    _write_meta(conn, MIN_CLIENT_KEY, str(MIN_CLIENT_VERSION))
+    run_revisions(conn, stamp_at=start if start != versions.revision else None)
     applied = REVISIONS[REVISIONS.index(start) + 1:] if start is not None else REVISIONS
     level = logging.DEBUG if start is None else logging.INFO  # a new catalog is no news; an upgraded one is
     _log.log(level, "catalog schema migrated from %s to %s (ran %s)", start or "nothing", HEAD, ", ".join(applied))
@@ -264,11 +256,18 @@ def _create_at_head(conn: Connection) -> Upgrade:
     return Upgrade(before=None, after=HEAD, applied=list(REVISIONS), before_schema_version=None)
 
 
-def run_revisions(conn: Connection) -> None:
-    """Run every revision on `conn` from nothing (tests compare the result with `_create_at_head`'s)."""
+def run_revisions(conn: Connection, stamp_at: str | None = None) -> None:
+    """Run the revisions on `conn` up to HEAD, after stamping Alembic's record at `stamp_at` (a catalog made before
+    Alembic, or whose records disagree); then record min_client_version. From nothing (no stamp), tests compare
+    the result with `_create_at_head`'s."""
     from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
 
     with _ALEMBIC_PROXIES:
+        if stamp_at is not None:
+            context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+            context.stamp(ScriptDirectory.from_config(config()), stamp_at)
         command.upgrade(config(conn), "head")
     _write_meta(conn, MIN_CLIENT_KEY, str(MIN_CLIENT_VERSION))
 
