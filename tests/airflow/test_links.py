@@ -36,6 +36,18 @@ def api_links(dag_run: Any, task_id: str) -> dict[str, str | None]:
         return {name: task.get_extra_links(ti, name) or None for name in sorted(task.extra_links)}
 
 
+def link_xcoms(dag_run: Any, task_id: str) -> list[str]:
+    """The XCom keys of links a finished task pushed."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return sorted(session.scalars(select(XComModel.key).where(
+            XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id, XComModel.task_id == task_id,
+            XComModel.key.startswith("_link_"))))
+
+
 def test_provider_info_registers_the_links_the_operators_carry() -> None:
     from airflow.providers_manager import ProvidersManager
     from airflow.sdk import BaseOperatorLink
@@ -113,7 +125,7 @@ def test_a_spark_task_publishes_its_ui_link_as_soon_as_spark_runs() -> None:
     """Airflow pushes links when a task ends, when a local driver's UI is gone: the operator pushes it first."""
     from airflow.sdk import DAG
 
-    from airflow_txn.airflow.plugins.links import SparkUILink
+    from airflow_txn.airflow.plugins.links import SparkUILink, TransactionLink
     from airflow_txn.operators import SparkTransactionOperator
 
     with DAG("spark_link_push_probe", schedule=None, start_date=dt.datetime(2024, 1, 1)):
@@ -121,6 +133,9 @@ def test_a_spark_task_publishes_its_ui_link_as_soon_as_spark_runs() -> None:
     ti = _RecordingTaskInstance()
     task._link_spark_ui(_Driver(), {"ti": ti})  # type: ignore[arg-type, typeddict-item]
     assert ti.pushed == [("_link_SparkUILink", "http://worker-3:4040")] == [(SparkUILink().xcom_key, task.spark_ui_url)]
+    # the task runner's push of every link at the end leaves it out (it is pushed); the class keeps both for the UI
+    assert [type(link) for link in task.operator_extra_links] == [TransactionLink]
+    assert [type(link) for link in SparkTransactionOperator.operator_extra_links] == [TransactionLink, SparkUILink]
 
 
 def test_finished_tasks_link_to_their_transaction(dagbag: Any, spark: Any, txn_conn: Warehouse,
@@ -136,6 +151,7 @@ def test_finished_tasks_link_to_their_transaction(dagbag: Any, spark: Any, txn_c
         "dag_id": "txn_hold_probe", "run_id": held.run_id, "task_id": "begin", "try_number": 1,
         "url": f"https://airflow.example.com/airflow/dags/txn_hold_probe/runs/{quote(held.run_id, safe='')}"}
     assert api_links(held, "stage") == {"Spark UI": None, "Transaction": page + tid}  # no UI in the tests' Spark
+    assert link_xcoms(held, "stage") == ["_link_TransactionLink"]  # no empty Spark UI link pushed when it ended
 
     committed = run_dag(dagbag, "txn_templated_probe", {"conn": "airflow_txn_default", "lease": "60"})
     assert str(committed.state) == "success", task_states(committed)

@@ -51,7 +51,7 @@ from airflow_txn.airflow.utils.connect_sessions import (
     unreachable_as_typed,
     with_session_id,
 )
-from airflow_txn.airflow.version_compat import BaseHook, Context
+from airflow_txn.airflow.version_compat import BaseHook, BaseOperatorLink, Context
 from airflow_txn.core.config import connect_timeout_seconds
 from airflow_txn.errors import SparkConnectUnavailableError
 
@@ -250,7 +250,7 @@ class SparkTransactionOperator(LineageMixin, TxnCallableOperator):
                                       "conn_id")
     template_fields_renderers = {"op_kwargs": "py", "spark_conf": "json"}
     ui_color = "#f5c49b"
-    operator_extra_links = (TransactionLink(), SparkUILink())
+    operator_extra_links: tuple[BaseOperatorLink, ...] = (TransactionLink(), SparkUILink())
     spark_ui_url: str | None = None
     """The web UI of the Spark driver this try started, while it runs ("Spark UI" link: links.py)."""
 
@@ -291,11 +291,15 @@ class SparkTransactionOperator(LineageMixin, TxnCallableOperator):
 
     def _link_spark_ui(self, spark: SparkSession, context: Context) -> None:
         """Record the driver's UI and publish its link now (Airflow pushes links only when a task ends,
-        and the UI lives only as long as the task's process)."""
+        and the UI lives only as long as the task's process). The task runner's push of every link at the end
+        then leaves this one out: it would push the same URL again, or an empty one where there is no UI (the
+        link shows disabled either way), one Execution API call per task for nothing."""
         self.spark_ui_url = spark_ui_url(spark)
         if self.spark_ui_url:
             self.log.info("Spark UI of this task: %s", self.spark_ui_url)
             context["ti"].xcom_push(key=SparkUILink().xcom_key, value=self.spark_ui_url)
+        self.operator_extra_links = tuple(link for link in self.operator_extra_links
+                                          if not isinstance(link, SparkUILink))
 
     def _connection_conf(self) -> dict[str, str]:
         """Spark settings from `spark_conn_id` (none without it)."""
