@@ -83,6 +83,14 @@ CHILD_TIMEOUT_SECONDS = 600.0
 """How long the simulation waits for the vacuum process's result once it ended, or for it to exit."""
 LOOKBACK = 1000
 """The read measure goes this many commits back (or as far as retention keeps)."""
+AGED_RATIO_TARGET = 1.2
+"""Issue 34: a 3-table commit on the aged catalog <= this x the same commit on a fresh one, and a read LOOKBACK
+commits back <= this x a read at the latest."""
+AGED_RATIO_GATE = 3.0
+"""--quick fails past this aged / fresh commit ratio (a week's catalog: the ratio is noise around 1 on 5
+repetitions; a commit slowing with the catalog's size would pass it). The read's ratio is not gated in --quick: a
+week of 40 runs a day keeps 2 days, so the oldest retained snapshot may read a whole day of one-row parts not
+merged yet against one merged part per partition at the latest (a cost of the workload, not of the catalog)."""
 
 HISTORY = ("txn_transactions", "txn_commit_log", "txn_table_commits", "txn_keys", "txn_scans", "txn_read_set",
            "txn_compactions", "txn_check_reports")
@@ -430,7 +438,7 @@ def _visible(wh: Warehouse, table: str, csn: int) -> Callable[[], float]:
     return lookup
 
 
-def measure(sim: YearSim, base: Path, reps: int) -> list[dict[str, Any]]:
+def measure(sim: YearSim, base: Path, reps: int, quick: bool = False) -> list[dict[str, Any]]:
     """The issue's measurements on the simulation as it stands (after its last night)."""
     wh, table = sim.wh, sim.tables[0]
     rows: list[dict[str, Any]] = []
@@ -456,6 +464,7 @@ def measure(sim: YearSim, base: Path, reps: int) -> list[dict[str, Any]]:
                                "latest": lambda: _bench.timed(lambda: wh.read(table))}, reps=reps)
     rows.append(_bench.result(ROW, "read of one table", f"{depth} commits back", reads["back"],
                               ratio=_bench.ratio(reads["back"], reads["latest"]), ratio_of="/ latest",
+                              target=None if quick else AGED_RATIO_TARGET,
                               note="the latest reads one compacted part per partition; an older snapshot also "
                                    "that day's parts, one per run and partition"))
     rows.append(_bench.result(ROW, "read of one table", "latest", reads["latest"]))
@@ -477,7 +486,7 @@ def measure(sim: YearSim, base: Path, reps: int) -> list[dict[str, Any]]:
     label = f"commit of a 3-table transaction ({sim.w.tables} x {sim.w.partitions} parts)"
     rows.append(_bench.result(ROW, label, f"catalog after day {sim.day}", commits["aged"],
                               ratio=_bench.ratio(commits["aged"], commits["fresh"]), ratio_of="aged / fresh",
-                              target=1.5))
+                              target=AGED_RATIO_TARGET, gate=AGED_RATIO_GATE))
     rows.append(_bench.result(ROW, label, "fresh catalog", commits["fresh"]))
     return rows
 
@@ -519,13 +528,13 @@ def simulate(base: Path, w: Workload, progress: Callable[[Night], None] | None =
     return sim
 
 
-def full_report(sim: YearSim, reps: int, under_load: int,
-                progress: Callable[[Night], None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def full_report(sim: YearSim, reps: int, under_load: int, progress: Callable[[Night], None] | None = None,
+                quick: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """At the stop day: the report (summary), the measurements on the catalog as it stands, then ONE more
     simulated day whose night's vacuum runs while DAG runs keep committing (vacuum_rows), then the bounds
     over every night and the read-back of retained snapshots (verify)."""
     report = summary(sim)
-    rows = measure(sim, sim.base.parent, reps)
+    rows = measure(sim, sim.base.parent, reps, quick)
     night = sim.run_day(under_load)
     if progress is not None:
         progress(night)
@@ -554,7 +563,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
         sim = simulate(base / "sim", replace(w, days=w.days - 1), None if quick else _print_night)
         try:
             report, rows = full_report(sim, reps=5 if quick else 25, under_load=5 if quick else 50,
-                                       progress=None if quick else _print_night)
+                                       progress=None if quick else _print_night, quick=quick)
         finally:
             sim.close()
     bounds = report["bounds"]
@@ -632,12 +641,29 @@ def _print_night(n: Night) -> None:
 
 
 NOTES = """\
+**The year (2026-12-06, the table above).** 364 simulated days of 25 runs a day x 3 tables x 24 partitions (1,800
+parts a day, 8,924 commits, 454 retries, 188 rollbacks, 13 dead runs recovered, 26,280 merges) and one measured
+day, in 30 minutes. What the catalog holds after each night, drawn from the run's report (matplotlib):
+
+![Catalog rows and bytes after each simulated night of the year](benchmarks/b16_rows_per_day.png)
+
+Flat from night 8 (when the first day leaves the 7-day window) to night 364: 72 live part rows (bound 720), 12,384
+to 13,176 part rows, 1,919 to 1,963 history rows, 5.5 to 5.9 MiB of catalog; the last point is the measured day,
+whose runs kept committing after its compaction. Every target of issue 34 this row carries is met: a day's vacuum
+0.88 s (<= 60 s), commit p99 during it 1.01 x (<= 2 x), a commit on the year-old catalog 1.15 x a fresh one's
+(<= 1.2 x), a read as far back as the window keeps (173 commits) 0.99 x the latest (<= 1.2 x). The mid-window lookup
+(2.9 ms) returns a day's 336 unmerged parts against 24 at the latest and oldest (0.38 ms each): its cost is the
+parts the snapshot shows, not the history (B3: under 1 ms at 10 and 100 million parts of history). The aged /
+fresh commit ratio's target was written 1.5 in this run's code and is issue 34's 1.2 since (the figure is the
+run's, unchanged). Afterwards all 36 sampled retained snapshots read back exactly what was committed up to them
+and a read below the horizon refused.
+
 Scale: `--quick` simulates a week of 40 runs a day x 3 tables x 4 partitions with a 2-day retention (so the
 week reaches the steady state); the full row a year of 25 runs a day x 3 tables x 24 partitions with the
 reference's 7-day retention. The reference (10,000 runs a day, 720,000 parts a day) is out of reach of this
-2-core machine; [the year simulator's page](benchmarks/year.md) has a 30-day run at 100 runs a day with
-the plot of rows per day, the projection to the reference workload and what it found (merge records,
-`txn_compactions`, were never purged then: vacuum purges them now).
+2-core machine (a simulated year of it would take weeks); [the year simulator's page](benchmarks/year.md) has
+the year's figures, a 30-day run at 100 runs a day, the projection to the reference workload and what it found
+(merge records, `txn_compactions`, were never purged then: vacuum purges them now).
 [DEPLOYMENT.md](DEPLOYMENT.md#sizing-the-catalog) turns it into sizing guidance.
 Issue 34's vacuum targets: one simulated day of history purged in <= 60 s, and commit p99 while that vacuum runs
 (in another process, on the simulation's clock) <= 2 x commit p99 without it. Vacuum deletes garbage parts in
