@@ -1,11 +1,13 @@
 """B3: visible-part lookup for one table at a latest / mid / early snapshot, 1,000,000 parts in 100 tables.
 
-    .venv/bin/python benchmarks/b3_part_lookup.py [--quick] [--parts N] [--pg URL]
+    .venv/bin/python benchmarks/b3_part_lookup.py [--quick] [--parts N] [--pg URL] [--backend B] [--engine]
     .venv/bin/python benchmarks/run.py --only B3 --b3-parts 10000000     # the same row at another size
 
 The size is the number of part rows (default 1,000,000; --quick 100,000; `--parts` here, `--b3-parts` through
-run.py, or AIRFLOW_TXN_B3_PARTS). At 10,000,000 filling the catalogs takes about 5 minutes on SQLite and 8 on
-PostgreSQL (2 busy cores), 3 GB of disk each.
+run.py, or AIRFLOW_TXN_B3_PARTS). At 10,000,000 filling the catalogs takes about 5 minutes on SQLite and 3 to 8 on
+PostgreSQL (2 busy cores), 3 to 4.5 GB of disk each; at 100,000,000 (`--backend postgresql`) 20 minutes and about
+45 GB. `--engine` (PostgreSQL, not in run.py's rows) also times, through the engine, a 3-table commit on the loaded
+catalog against one on a fresh catalog, and a read 1,000 commits back against one at the latest (engine_rows).
 
 Builds a benchmark-only catalog (a SQLite file in a temp dir, and a dedicated PostgreSQL database
 created and dropped here) with the project's own schema (`Catalog.initialize`), then bulk-loads the
@@ -137,6 +139,12 @@ INDEX_AFTER_PARTS = 20_000_000
 database) are dropped before the COPY and made again after it, as a bulk load does: the same indexes, built by sorting
 instead of row by row, and the key checked in one join instead of one lookup per row at the COPY's end."""
 BACKENDS = ("sqlite", "postgresql")
+ENGINE_COMMITS = 1_000
+"""--engine: how many commits the read goes back (each overwrites the table, so every snapshot holds one part)."""
+ENGINE_ROWS = 1_000
+"""--engine: rows a table of the 3-table transaction appends."""
+AGED_TARGET = 1.2
+"""Issue 34: a 3-table commit on the large catalog, and a read ENGINE_COMMITS back, <= this x the fresh / latest."""
 PARTS_ENV = "AIRFLOW_TXN_B3_PARTS"
 """The size run.py passes on (its --b3-parts)."""
 COLUMNS = ("table_id", "partition_key", "path", "files", "row_count", "size_bytes", "creation_tid", "creation_csn",
@@ -420,7 +428,8 @@ def bench_sqlite(history: History, work: Path, reps: int, burst: int) -> list[di
     return _rows("SQLite", results, len(history), load_s, dropped, _plan_summary(plan), _sqlite_parts_bytes(path))
 
 
-def bench_pg(history: History, admin_url: str, reps: int, burst: int) -> list[dict[str, Any]]:
+def bench_pg(history: History, admin_url: str, reps: int, burst: int,
+             engine: bool = False) -> list[dict[str, Any]]:
     db, copy = f"airflow_txn_bench_b3_{os.getpid()}", f"airflow_txn_bench_b3_{os.getpid()}_noidx"
     _pg_admin(admin_url, f"DROP DATABASE IF EXISTS {copy}", f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
     ours = peer = None
@@ -438,12 +447,71 @@ def bench_pg(history: History, admin_url: str, reps: int, burst: int) -> list[di
             size = int(conn.execute(text("SELECT pg_total_relation_size('txn_parts')")).scalar_one())
         plan = explain(ours, table_ids[0], history.snapshots["mid"])
         results = measure(ours, peer, table_ids, history.snapshots, reps, burst)
+        extra = engine_rows(admin_url, _pg_url(admin_url, db), len(history), reps) if engine else []
     finally:
         for catalog in (ours, peer):
             if catalog is not None:
                 catalog.dispose()
         _pg_admin(admin_url, f"DROP DATABASE IF EXISTS {copy}", f"DROP DATABASE IF EXISTS {db}")
-    return _rows("PostgreSQL", results, len(history), load_s, dropped, _plan_summary(plan), size)
+    return _rows("PostgreSQL", results, len(history), load_s, dropped, _plan_summary(plan), size) + extra
+
+
+def engine_rows(admin_url: str, loaded_url: str, parts: int, reps: int) -> list[dict[str, Any]]:
+    """Through the engine (Warehouse, a local root), on the loaded catalog and on a fresh one side by side: a
+    3-table transaction appending ENGINE_ROWS rows a table, and a read of one table ENGINE_COMMITS commits back
+    against one at the latest (the table overwritten by each commit: every snapshot holds one part). Three tables of
+    their own in the loaded catalog: its history is in txn_parts' indexes, which every statement walks."""
+    import pyarrow as pa
+
+    from airflow_txn import Warehouse
+
+    fresh_db = f"airflow_txn_bench_b3_{os.getpid()}_fresh"
+    _pg_admin(admin_url, f"DROP DATABASE IF EXISTS {fresh_db}", f"CREATE DATABASE {fresh_db}")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
+    data = pa.table({"id": list(range(ENGINE_ROWS)), "v": [i * 0.5 for i in range(ENGINE_ROWS)]}, schema=schema)
+    tables = [f"engine.t{i}" for i in range(3)]
+    try:
+        with _bench.scratch("b3-engine-") as tmp, \
+                Warehouse.open(catalog=loaded_url, root=str(tmp / "loaded")) as loaded, \
+                Warehouse.open(catalog=_pg_url(admin_url, fresh_db), root=str(tmp / "fresh")) as fresh:
+            backs: dict[str, int] = {}
+            for name, wh in (("loaded", loaded), ("fresh", fresh)):
+                for table in tables:
+                    wh.create_table(table, schema)
+                for i in range(ENGINE_COMMITS + 1):
+                    t = wh.begin()
+                    t.overwrite(tables[0], data)
+                    csn = t.commit()
+                    if i == 0:
+                        backs[name] = csn
+
+            def commit(wh: Warehouse) -> float:
+                start = time.perf_counter()
+                with wh.begin() as t:
+                    for table in tables[1:] + tables[:1]:  # t0 last: the reads' table keeps one part a snapshot
+                        (t.overwrite if table == tables[0] else t.append)(table, data)
+                return time.perf_counter() - start
+
+            commits = _bench.interleave({"loaded": lambda: commit(loaded), "fresh": lambda: commit(fresh)}, reps)
+            reads = _bench.interleave({
+                "back": lambda: _bench.timed(lambda: loaded.read(tables[0], csn=backs["loaded"])),
+                "latest": lambda: _bench.timed(lambda: loaded.read(tables[0])),
+            }, reps)
+    finally:
+        _pg_admin(admin_url, f"DROP DATABASE IF EXISTS {fresh_db}")
+    commit_measure = f"commit of a 3-table transaction ({ENGINE_ROWS:,} rows a table), PostgreSQL"
+    read_measure = f"read of one table {ENGINE_COMMITS:,} commits back, PostgreSQL"
+    return [
+        _bench.result(ID, commit_measure, f"catalog of {parts:,} parts", commits["loaded"],
+                      ratio=_bench.ratio(commits["loaded"], commits["fresh"]), ratio_of="/ fresh catalog",
+                      target=AGED_TARGET, note="three tables of their own beside the loaded history"),
+        _bench.result(ID, commit_measure, "fresh catalog", commits["fresh"]),
+        _bench.result(ID, read_measure, f"catalog of {parts:,} parts", reads["back"],
+                      ratio=_bench.ratio(reads["back"], reads["latest"]), ratio_of="/ latest", target=AGED_TARGET,
+                      note=f"each snapshot holds one part of {ENGINE_ROWS:,} rows"),
+        _bench.result(ID, read_measure.replace(f"{ENGINE_COMMITS:,} commits back", "at the latest"),
+                      f"catalog of {parts:,} parts", reads["latest"]),
+    ]
 
 
 def _pg_reachable(admin_url: str) -> str | None:
@@ -455,7 +523,7 @@ def _pg_reachable(admin_url: str) -> str | None:
 
 
 def run(quick: bool, parts: int | None = None, pg_url: str | None = None,
-        backends: tuple[str, ...] = BACKENDS) -> list[dict[str, Any]]:
+        backends: tuple[str, ...] = BACKENDS, engine: bool = False) -> list[dict[str, Any]]:
     parts = parts or int(os.environ.get(PARTS_ENV) or 0) or (100_000 if quick else 1_000_000)
     reps, burst = (6, 10) if quick else (20, 25)
     admin = pg_url or os.environ.get("AIRFLOW_TXN_BENCH_PG", PG_ADMIN)
@@ -468,7 +536,7 @@ def run(quick: bool, parts: int | None = None, pg_url: str | None = None,
         return rows
     why = _pg_reachable(admin)
     if why is None:
-        rows += bench_pg(history, admin, reps, burst)
+        rows += bench_pg(history, admin, reps, burst, engine)
     else:
         for name in history.snapshots:
             rows.append(_bench.not_run(ID, f"{MEASURE}, {name} snapshot, PostgreSQL", _bench.OURS, why,
@@ -482,8 +550,11 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=None)
     parser.add_argument("--pg", default=None, help="an admin URL of the PostgreSQL server (database postgres)")
     parser.add_argument("--backend", choices=BACKENDS, default=None, help="only this catalog (default: both)")
+    parser.add_argument("--engine", action="store_true",
+                        help="PostgreSQL: also a 3-table commit and a read 1,000 commits back through the engine, on "
+                        "the loaded catalog against a fresh one")
     args = parser.parse_args()
-    for row in run(args.quick, args.parts, args.pg, (args.backend,) if args.backend else BACKENDS):
+    for row in run(args.quick, args.parts, args.pg, (args.backend,) if args.backend else BACKENDS, args.engine):
         print(row)
 
 
