@@ -204,8 +204,12 @@ through Connect (595 against 358 ms). The whole DAG is still **1.30 x plain at 1
 - *Through Spark Connect at 1,000,000 rows*: the data-source write itself is not the cost: outside Airflow, on the
   same kind of server, a transactional 1,000,000-row write through the data source took 489 ms, through Spark's
   native writer (`via="native"`, possible where client and server share the root's filesystem) 381 ms, a plain
-  Connect write 416 ms (medians of 5). The 237 ms each Connect load task adds inside Airflow, and the 14 s the
-  whole Connect DAG adds, were not traced further in this session.
+  Connect write 416 ms (medians of 5). Inside the DAG a profile (10 tasks x 1,000,000 rows) puts the Connect load
+  task in the data-source write's server job (`via.write`), and the operator's own session code outside Airflow
+  gave 1.2-2.4 s a write whether each write had a new client or one client made three: not the per-task attach.
+  Those probes shared the machine with a 100,000,000-part catalog build, so what makes the server job cost more
+  there than in the 489 ms probe (the load, the transaction's own server session, or one transaction of many keyed
+  statements against a transaction per write) was not settled.
 
 **Full run (2026-11-27 16:51 UTC; the machine otherwise idle).** Local Spark: 9.7 s for the
 transactional DAG against 6.0 s plain, **1.63x**. Spark Connect: 17.3 s against 7.7 s, **2.25x** (it was 19.0x in the
