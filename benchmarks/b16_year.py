@@ -122,7 +122,7 @@ class Workload:
 REFERENCE = Workload()
 QUICK = Workload(runs_per_day=40, partitions=4, days=7, retention_days=2.0)
 FULL = Workload(runs_per_day=25, partitions=24, days=365)
-"""What `run.py` measures at full size: 1,800 parts a day for a year (about an hour here); the reference's
+"""What `run.py` measures at full size: 1,800 parts a day for a year (30 minutes here); the reference's
 720,000 a day would take this 2-core machine weeks (docs/benchmarks/year.md projects it)."""
 
 
