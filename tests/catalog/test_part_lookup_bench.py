@@ -1,12 +1,14 @@
 """B3 (benchmarks/b3_part_lookup.py, issue 34) at a tiny size on the real PostgreSQL: the bulk load that makes the
-catalog's indexes and foreign key after the COPY (as at 100,000,000 parts) leaves the same indexes and key, the
-lookups use them, and `--engine`'s commit and time-travel rows run through the engine on the loaded catalog."""
+catalog's indexes and foreign key after the rows leaves the same indexes and key as a fresh catalog's, the lookups
+see the parts the history says are visible, and `--engine`'s commit and time-travel rows run through the engine
+on the loaded catalog."""
 
 from __future__ import annotations
 
 import pytest
 from sqlalchemy import create_engine, text
 
+from airflow_txn.catalog import Catalog
 from benchmarks import b3_part_lookup as b3
 
 pytestmark = pytest.mark.postgres
@@ -25,19 +27,27 @@ def _definitions(url: str) -> tuple[set[str], set[str]]:
     return indexes, keys
 
 
-def test_the_bulk_load_makes_the_catalogs_own_indexes_and_key_after_the_copy(pg_url: str,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    history = b3.History(3_000, tables=4)
+def test_the_bulk_load_has_the_catalogs_own_indexes_and_key_and_the_historys_visible_parts(pg_url: str) -> None:
+    history = b3.History(3_000, tables=b3.TABLES)
     found = []
-    for after in (10**9, 1_000):  # row by row, then dropped before the COPY and made after it
-        monkeypatch.setattr(b3, "INDEX_AFTER_PARTS", after)
-        db = f"airflow_txn_test_b3_{after}"
+    for db in ("airflow_txn_test_b3_fresh", "airflow_txn_test_b3_loaded"):
         b3._pg_admin(pg_url, f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
+    try:
+        fresh = Catalog(b3._pg_url(pg_url, "airflow_txn_test_b3_fresh"))
+        fresh.initialize()
+        fresh.dispose()
+        url = b3._pg_url(pg_url, "airflow_txn_test_b3_loaded")
+        table_ids = b3._load_pg(url, history)  # indexes and key dropped before the rows, made after them
+        found = [_definitions(b3._pg_url(pg_url, "airflow_txn_test_b3_fresh")), _definitions(url)]
+        catalog = Catalog(url)
         try:
-            url = b3._pg_url(pg_url, db)
-            b3._load_pg(url, history)
-            found.append(_definitions(url))
+            for snapshot in history.snapshots.values():
+                for t in (0, 17, 99):
+                    assert b3.lookup(catalog, table_ids[t], snapshot) == history.visible_count(t, snapshot)
         finally:
+            catalog.dispose()
+    finally:
+        for db in ("airflow_txn_test_b3_fresh", "airflow_txn_test_b3_loaded"):
             b3._pg_admin(pg_url, f"DROP DATABASE IF EXISTS {db}")
     assert found[0] == found[1]
     indexes, keys = found[1]
