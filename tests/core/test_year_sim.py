@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from airflow_txn.catalog import clock
 from benchmarks import b16_year
 
@@ -43,3 +45,21 @@ def test_two_simulated_days_then_the_stop_day_report(tmp_path: Path) -> None:
             "read of one table"} <= measures
     assert any(m.startswith("commit of a 3-table transaction") for m in measures)
     assert all(r["status"] == "ok" and r["n"] >= 1 for r in rows)
+
+
+@pytest.mark.postgres
+def test_the_simulation_on_a_postgresql_catalog(tmp_path: Path, pg_url: str) -> None:
+    """`b16_year.py --pg`: the simulation's catalog and the fresh one it is compared with are databases of their own
+    (dropped afterwards), and where the server's autovacuum is off a VACUUM stands in for it each night."""
+    with b16_year._catalogs(pg_url) as (catalog, fresh, upkeep):
+        assert catalog is not None and fresh is not None and catalog != fresh
+        sim = b16_year.simulate(tmp_path / "sim", TINY, catalog=catalog, maintenance=upkeep)
+        try:
+            report, rows = b16_year.full_report(sim, reps=1, under_load=1, fresh_catalog=fresh)
+        finally:
+            sim.close()
+    assert report["catalog"] == "PostgreSQL" and report["upkeep"] == (b16_year.UPKEEP if upkeep else None)
+    assert report["bounds"]["live_parts_ok"] and report["bounds"]["history_rows_ok"], report["bounds"]
+    assert report["verified"]["below_horizon_refused"] is True
+    assert all(r["status"] == "ok" and r["n"] >= 1 for r in rows)
+    assert all(n["catalog_bytes"]["total"] for n in report["nights"])  # PostgreSQL's relation sizes
