@@ -33,6 +33,16 @@ REPO = Path(__file__).resolve().parent.parent
 WORKDIR_ENV = "AIRFLOW_TXN_BENCH_DIR"
 
 
+PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+"""The PostgreSQL server the benchmarks' rows use by default: its admin database (they make their own)."""
+
+
+def pg_admin(explicit: str | None = None) -> str:
+    """The PostgreSQL server's admin URL: `explicit` (a --pg option), else $AIRFLOW_TXN_BENCH_PG, else PG_ADMIN.
+    An empty value counts as not given."""
+    return explicit or os.environ.get("AIRFLOW_TXN_BENCH_PG") or PG_ADMIN
+
+
 def workdir() -> Path:
     """Where contenders keep their files: $AIRFLOW_TXN_BENCH_DIR (run.py --workdir), else <repo>/.bench-tmp:
     on the disk a warehouse would use, not in a system temp dir that may be a RAM disk (tmpfs) on one

@@ -47,7 +47,6 @@ SMALL = tuple(f"{name}_small" for name in TABLES)
 SQLITE = f"{_bench.OURS}, SQLite"
 SQLITE_SMALL = f"{_bench.OURS}, SQLite, tables of 1 part"
 PG = f"{_bench.OURS}, PostgreSQL"
-PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 EVOLVED = f"{_bench.OURS}, 5 versions"
 FLAT = f"{_bench.OURS}, 1 version"
 BASE = pa.schema([("id", pa.int64()), ("day", pa.int32()), ("qty", pa.int32()), ("price", pa.float64()),
@@ -200,7 +199,7 @@ def _postgres(skipped: dict[str, str]) -> Iterator[str | None]:
     """The URL of a database created for this run (dropped afterwards), or None (skipped[PG] says why)."""
     import sqlalchemy as sa
 
-    admin = os.environ.get("AIRFLOW_TXN_BENCH_PG", PG_ADMIN)
+    admin = _bench.pg_admin()
     database = f"airflow_txn_bench_b15_{os.getpid()}"
     try:
         engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")

@@ -164,7 +164,6 @@ reuses a generic plan (psycopg prepares it on its fifth run); the first runs pla
 waits for a CPU, which is the spread between the median and the p95.
 """
 TABLES = 100
-PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TARGET_MS = 1.0
 MEASURE = "visible-part lookup of one table"
 GATE = 0.5  # --quick fails if a lookup costs half a scan of the catalog: an index no longer used
@@ -618,7 +617,7 @@ def run(quick: bool, parts: int | None = None, pg_url: str | None = None,
     both work), then time the lookups on one catalog after the other."""
     parts = parts or int(os.environ.get(PARTS_ENV) or 0) or PARTS
     reps, burst = (6, 10) if quick else (20, 25)
-    admin = pg_url or os.environ.get("AIRFLOW_TXN_BENCH_PG", PG_ADMIN)
+    admin = _bench.pg_admin(pg_url)
     history = History(parts)
     rows: list[dict[str, Any]] = []
     why = _pg_reachable(admin) if "postgresql" in backends else None

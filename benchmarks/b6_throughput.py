@@ -119,7 +119,6 @@ GATE = 250.0
 """--quick fails if kazoo's create rate is more than this many times the commit rate. The target (500/s)
 is out of reach on 2 shared cores (NOTES), so the gate sits at about 3-4 times what is reached (~60-80
 here): a commit path gone several times slower, or serialized, fails CI; machine noise does not."""
-PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 TABLE = "bench.events"
 SCHEMA = pa.schema([("id", pa.int64()), ("writer", pa.int32())])
 SQL, ZK, KAZOO = "airflow_txn, oracle sql", "airflow_txn, oracle zookeeper", "kazoo sequential create"
@@ -310,7 +309,7 @@ def run(quick: bool, writers: int = 8, seconds: float | None = None, rounds: int
         compare_with: Path | None = None) -> list[dict[str, Any]]:
     seconds = seconds or (1.5 if quick else 8.0)
     rounds = rounds or (2 if quick else 4)
-    admin = pg_url or os.environ.get("AIRFLOW_TXN_BENCH_PG", PG_ADMIN)
+    admin = _bench.pg_admin(pg_url)
     measure = MEASURE.format(writers=writers)
     try:
         _pg_admin(admin, "SELECT 1")
