@@ -465,20 +465,20 @@ def measure(catalog: Catalog, table_ids: list[int], snapshots: dict[str, int], r
     return out
 
 
-def measure_both(open_ours: Callable[[], Catalog], drop_indexes: Callable[[], list[str]],
-                 open_peer: Callable[[], Catalog], parts: int, table_ids: list[int], snapshots: dict[str, int],
-                 reps: int, burst: int) -> tuple[dict[str, dict[str, Any]], dict[str, list[float]], list[str], str]:
+def measure_both(url: str, drop_indexes: Callable[[], list[str]], parts: int, table_ids: list[int],
+                 snapshots: dict[str, int], reps: int,
+                 burst: int) -> tuple[dict[str, dict[str, Any]], dict[str, list[float]], list[str], str]:
     """Our lookups on the loaded catalog, then the peer's on the same catalog once its txn_parts indexes are dropped
     (a lookup of the peer reads every part, so at its size a few are plenty: PEER_LOOKUPS above PEER_MAX_PARTS).
     Returns (ours, the peer's times per snapshot, the indexes dropped, our plan at the mid snapshot)."""
-    ours = open_ours()
+    ours = Catalog(url)
     try:
         plan = explain(ours, table_ids[0], snapshots["mid"])
         mine = measure(ours, table_ids, snapshots, reps, burst)
     finally:
         ours.dispose()
     dropped = drop_indexes()
-    peer = open_peer()
+    peer = Catalog(url)  # a new handle: it reads the index version the drop set
     try:
         large = parts > PEER_MAX_PARTS
         theirs = measure(peer, table_ids, snapshots, PEER_LOOKUPS if large else reps, 1, warm=0 if large else 2)
@@ -519,9 +519,8 @@ def bench_sqlite(history: History, path: Path, table_ids: list[int], load_s: flo
                  burst: int) -> list[dict[str, Any]]:
     url = f"sqlite:///{path}"
     size = _sqlite_parts_bytes(path)
-    mine, theirs, dropped, plan = measure_both(lambda: Catalog(url), lambda: _drop_sqlite_indexes(path),
-                                               lambda: Catalog(url), len(history), table_ids, history.snapshots,
-                                               reps, burst)
+    mine, theirs, dropped, plan = measure_both(url, lambda: _drop_sqlite_indexes(path), len(history), table_ids,
+                                               history.snapshots, reps, burst)
     return _rows("SQLite", mine, theirs, len(history), load_s, dropped, _plan_summary(plan), size)
 
 
@@ -535,9 +534,8 @@ def bench_pg(history: History, admin_url: str, db: str, table_ids: list[int], lo
     finally:
         ours.dispose()
     extra = engine_rows(admin_url, url, len(history), reps) if engine else []  # before the peer drops the indexes
-    mine, theirs, dropped, plan = measure_both(lambda: Catalog(url), lambda: _drop_pg_indexes(url),
-                                               lambda: Catalog(url), len(history), table_ids, history.snapshots,
-                                               reps, burst)
+    mine, theirs, dropped, plan = measure_both(url, lambda: _drop_pg_indexes(url), len(history), table_ids,
+                                               history.snapshots, reps, burst)
     return _rows("PostgreSQL", mine, theirs, len(history), load_s, dropped, _plan_summary(plan), size) + extra
 
 
