@@ -43,6 +43,53 @@ def pg_admin(explicit: str | None = None) -> str:
     return explicit or os.environ.get("AIRFLOW_TXN_BENCH_PG") or PG_ADMIN
 
 
+def pg_url(admin: str, database: str) -> str:
+    """The URL of `database` on the server of the admin URL `admin`."""
+    return admin.rsplit("/", 1)[0] + "/" + database
+
+
+def pg_execute(admin: str, *statements: str) -> list[object]:
+    """Run `statements` one after the other in autocommit on the server's admin database (CREATE DATABASE and
+    VACUUM run in no transaction); each one's first value (None where it returns no row). No statement: no
+    connection."""
+    from sqlalchemy import create_engine, text
+
+    if not statements:
+        return []
+    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            found: list[object] = []
+            for stmt in statements:
+                result = conn.execute(text(stmt))
+                found.append(result.scalar() if result.returns_rows else None)
+            return found
+    finally:
+        engine.dispose()
+
+
+def pg_unreachable(admin: str) -> str | None:
+    """Why the server of `admin` cannot be used (a row says it instead of its figures), or None."""
+    try:
+        pg_execute(admin, "SELECT 1")
+    except Exception as exc:  # any failure to connect: the row says why it did not run
+        return f"PostgreSQL at {admin} unreachable: {type(exc).__name__}"
+    return None
+
+
+@contextmanager
+def pg_databases(admin: str, *names: str) -> Iterator[list[str]]:
+    """Throw-away databases `names` on the server of `admin` (made empty, a leftover of a killed run dropped
+    first), their URLs; dropped afterwards, connections still open to them closed by the server (FORCE). No name:
+    nothing made, no connection."""
+    pg_execute(admin, *(stmt for name in names for stmt in (f"DROP DATABASE IF EXISTS {name} WITH (FORCE)",
+                                                             f"CREATE DATABASE {name}")))
+    try:
+        yield [pg_url(admin, name) for name in names]
+    finally:
+        pg_execute(admin, *(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)" for name in names))
+
+
 def workdir() -> Path:
     """Where contenders keep their files: $AIRFLOW_TXN_BENCH_DIR (run.py --workdir), else <repo>/.bench-tmp:
     on the disk a warehouse would use, not in a system temp dir that may be a RAM disk (tmpfs) on one

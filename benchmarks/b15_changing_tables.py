@@ -197,25 +197,14 @@ def _peer_adders(base: Path, data: pa.Table, skipped: dict[str, str]) -> dict[st
 @contextmanager
 def _postgres(skipped: dict[str, str]) -> Iterator[str | None]:
     """The URL of a database created for this run (dropped afterwards), or None (skipped[PG] says why)."""
-    import sqlalchemy as sa
-
     admin = _bench.pg_admin()
-    database = f"airflow_txn_bench_b15_{os.getpid()}"
-    try:
-        engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {database}"))
-            conn.execute(sa.text(f"CREATE DATABASE {database}"))
-    except Exception as exc:  # the row says why it did not run
-        skipped[PG] = f"PostgreSQL at {admin} unreachable: {type(exc).__name__}"
+    why = _bench.pg_unreachable(admin)
+    if why is not None:
+        skipped[PG] = why
         yield None
         return
-    try:
-        yield admin.rsplit("/", 1)[0] + "/" + database
-    finally:
-        with engine.connect() as conn:
-            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-        engine.dispose()
+    with _bench.pg_databases(admin, f"airflow_txn_bench_b15_{os.getpid()}") as (url,):
+        yield url
 
 
 def _catalog_work(wh: Warehouse, columns: Iterator[int]) -> str:

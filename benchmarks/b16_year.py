@@ -716,33 +716,19 @@ def _catalogs(admin_url: str | None) -> Iterator[tuple[str | None, str | None, C
     from sqlalchemy import create_engine, text
 
     names = [f"airflow_txn_b16_{os.getpid()}", f"airflow_txn_b16_{os.getpid()}_fresh"]
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    stack = ExitStack()
-    try:
-        with admin.connect() as conn:
-            for name in names:
-                conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
-                conn.execute(text(f"CREATE DATABASE {name}"))
-            autovacuum = str(conn.execute(text("SHOW autovacuum")).scalar_one())
-        base = admin_url.rsplit("/", 1)[0]
+    with _bench.pg_databases(admin_url, *names) as (catalog, fresh), ExitStack() as stack:
         maintenance = None
-        if autovacuum == "off":
-            print(f"   autovacuum is off on {base}: a VACUUM (ANALYZE) of the catalog stands in for it each night",
-                  flush=True)
-            upkeep = create_engine(f"{base}/{names[0]}", isolation_level="AUTOCOMMIT")
+        if _bench.pg_execute(admin_url, "SHOW autovacuum") == ["off"]:
+            print(f"   autovacuum is off on {admin_url.rsplit('/', 1)[0]}: a VACUUM (ANALYZE) of the catalog stands "
+                  "in for it each night", flush=True)
+            upkeep = create_engine(catalog, isolation_level="AUTOCOMMIT")
             stack.callback(upkeep.dispose)
 
             def maintenance() -> None:
                 with upkeep.connect() as conn:
                     conn.execute(text("VACUUM (ANALYZE)"))
 
-        yield f"{base}/{names[0]}", f"{base}/{names[1]}", maintenance
-    finally:
-        stack.close()
-        with admin.connect() as conn:
-            for name in names:
-                conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        admin.dispose()
+        yield catalog, fresh, maintenance
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -354,18 +354,6 @@ def _sqlite_parts_bytes(path: Path) -> int:
     return int(found) if found is not None else path.stat().st_size
 
 
-def _pg_url(base: str, database: str) -> str:
-    return base.rsplit("/", 1)[0] + "/" + database
-
-
-def _pg_admin(base: str, *statements: str) -> None:
-    engine = create_engine(_pg_url(base, "postgres"), isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        for stmt in statements:
-            conn.execute(text(stmt))
-    engine.dispose()
-
-
 def _load_pg(url: str, history: History) -> list[int]:
     """The catalog's schema (Catalog.initialize), then the parts staged by COPY (CSV from pyarrow) and made into rows
     by PostgreSQL, txn_parts' indexes and foreign key dropped before and made again after, as a bulk load does: the
@@ -524,9 +512,8 @@ def bench_sqlite(history: History, path: Path, table_ids: list[int], load_s: flo
     return _rows("SQLite", mine, theirs, len(history), load_s, dropped, _plan_summary(plan), size)
 
 
-def bench_pg(history: History, admin_url: str, db: str, table_ids: list[int], load_s: float, reps: int, burst: int,
-             engine: bool = False) -> list[dict[str, Any]]:
-    url = _pg_url(admin_url, db)
+def bench_pg(history: History, admin_url: str, url: str, table_ids: list[int], load_s: float, reps: int,
+             burst: int, engine: bool = False) -> list[dict[str, Any]]:
     ours = Catalog(url)
     try:
         with ours.engine.connect() as conn:
@@ -555,40 +542,36 @@ def engine_rows(admin_url: str, loaded_url: str, parts: int, reps: int) -> list[
 
     from airflow_txn import Warehouse
 
-    fresh_db = f"airflow_txn_bench_b3_{os.getpid()}_fresh"
-    _pg_admin(admin_url, f"DROP DATABASE IF EXISTS {fresh_db}", f"CREATE DATABASE {fresh_db}")
     schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
     data = pa.table({"id": list(range(ENGINE_ROWS)), "v": [i * 0.5 for i in range(ENGINE_ROWS)]}, schema=schema)
     tables = [f"engine.t{i}" for i in range(3)]
-    try:
-        with _bench.scratch("b3-engine-") as tmp, \
-                Warehouse.open(catalog=loaded_url, root=str(tmp / "loaded")) as loaded, \
-                Warehouse.open(catalog=_pg_url(admin_url, fresh_db), root=str(tmp / "fresh")) as fresh:
-            back = 0
-            for wh in (loaded, fresh):
-                for table in tables:
-                    wh.create_table(table, schema)
-                for i in range(ENGINE_COMMITS + 1):
-                    t = wh.begin()
-                    t.overwrite(tables[0], data)
-                    csn = t.commit()
-                    if i == 0 and wh is loaded:
-                        back = csn
+    with _bench.pg_databases(admin_url, f"airflow_txn_bench_b3_{os.getpid()}_fresh") as (fresh_url,), \
+            _bench.scratch("b3-engine-") as tmp, \
+            Warehouse.open(catalog=loaded_url, root=str(tmp / "loaded")) as loaded, \
+            Warehouse.open(catalog=fresh_url, root=str(tmp / "fresh")) as fresh:
+        back = 0
+        for wh in (loaded, fresh):
+            for table in tables:
+                wh.create_table(table, schema)
+            for i in range(ENGINE_COMMITS + 1):
+                t = wh.begin()
+                t.overwrite(tables[0], data)
+                csn = t.commit()
+                if i == 0 and wh is loaded:
+                    back = csn
 
-            def commit(wh: Warehouse) -> float:
-                start = time.perf_counter()
-                with wh.begin() as t:
-                    for table in tables[1:] + tables[:1]:  # t0 last: the reads' table keeps one part a snapshot
-                        (t.overwrite if table == tables[0] else t.append)(table, data)
-                return time.perf_counter() - start
+        def commit(wh: Warehouse) -> float:
+            start = time.perf_counter()
+            with wh.begin() as t:
+                for table in tables[1:] + tables[:1]:  # t0 last: the reads' table keeps one part a snapshot
+                    (t.overwrite if table == tables[0] else t.append)(table, data)
+            return time.perf_counter() - start
 
-            commits = _bench.interleave({"loaded": lambda: commit(loaded), "fresh": lambda: commit(fresh)}, reps)
-            reads = _bench.interleave({
-                "back": lambda: _bench.timed(lambda: loaded.read(tables[0], csn=back)),
-                "latest": lambda: _bench.timed(lambda: loaded.read(tables[0])),
-            }, reps)
-    finally:
-        _pg_admin(admin_url, f"DROP DATABASE IF EXISTS {fresh_db}")
+        commits = _bench.interleave({"loaded": lambda: commit(loaded), "fresh": lambda: commit(fresh)}, reps)
+        reads = _bench.interleave({
+            "back": lambda: _bench.timed(lambda: loaded.read(tables[0], csn=back)),
+            "latest": lambda: _bench.timed(lambda: loaded.read(tables[0])),
+        }, reps)
     commit_measure = f"commit of a 3-table transaction ({ENGINE_ROWS:,} rows a table), PostgreSQL"
     read_measure = f"read of one table {ENGINE_COMMITS:,} commits back, PostgreSQL"
     return [
@@ -605,14 +588,6 @@ def engine_rows(admin_url: str, loaded_url: str, parts: int, reps: int) -> list[
     ]
 
 
-def _pg_reachable(admin_url: str) -> str | None:
-    try:
-        _pg_admin(admin_url, "SELECT 1")
-    except Exception as exc:  # any failure to connect: the row says why it did not run
-        return f"PostgreSQL at {admin_url} unreachable: {type(exc).__name__}"
-    return None
-
-
 def run(quick: bool, parts: int | None = None, pg_url: str | None = None,
         backends: tuple[str, ...] = BACKENDS, engine: bool = False) -> list[dict[str, Any]]:
     """Fill the catalogs side by side (SQLite's work runs in this process, PostgreSQL's in its server: the two cores
@@ -622,27 +597,22 @@ def run(quick: bool, parts: int | None = None, pg_url: str | None = None,
     admin = _bench.pg_admin(pg_url)
     history = History(parts)
     rows: list[dict[str, Any]] = []
-    why = _pg_reachable(admin) if "postgresql" in backends else None
+    why = _bench.pg_unreachable(admin) if "postgresql" in backends else None
     use_pg = "postgresql" in backends and why is None
-    db = f"airflow_txn_bench_b3_{os.getpid()}"
-    with _bench.scratch("b3-") as tmp:
-        if use_pg:
-            _pg_admin(admin, f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
-        try:
-            with ThreadPoolExecutor(max_workers=2) as pool:
-                sqlite_load = pool.submit(_timed_load, _load_sqlite, tmp / "b3.db", history) \
-                    if "sqlite" in backends else None
-                pg_load = pool.submit(_timed_load, _load_pg, _pg_url(admin, db), history) if use_pg else None
-                filled = {name: job.result() for name, job in (("sqlite", sqlite_load), ("postgresql", pg_load))
-                          if job is not None}
-            if "sqlite" in filled:
-                rows += bench_sqlite(history, tmp / "b3.db", *filled["sqlite"], reps, burst)
-                (tmp / "b3.db").unlink()
-            if "postgresql" in filled:
-                rows += bench_pg(history, admin, db, *filled["postgresql"], reps, burst, engine)
-        finally:
-            if use_pg:
-                _pg_admin(admin, f"DROP DATABASE IF EXISTS {db}")
+    databases = [f"airflow_txn_bench_b3_{os.getpid()}"] if use_pg else []
+    with _bench.scratch("b3-") as tmp, _bench.pg_databases(admin, *databases) as urls:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            sqlite_load = pool.submit(_timed_load, _load_sqlite, tmp / "b3.db", history) \
+                if "sqlite" in backends else None
+            pg_load = pool.submit(_timed_load, _load_pg, urls[0], history) \
+                if use_pg else None
+            filled = {name: job.result() for name, job in (("sqlite", sqlite_load), ("postgresql", pg_load))
+                      if job is not None}
+        if "sqlite" in filled:
+            rows += bench_sqlite(history, tmp / "b3.db", *filled["sqlite"], reps, burst)
+            (tmp / "b3.db").unlink()
+        if "postgresql" in filled:
+            rows += bench_pg(history, admin, urls[0], *filled["postgresql"], reps, burst, engine)
     if why is not None:
         for name in history.snapshots:
             rows.append(_bench.not_run(ID, f"{MEASURE}, {name} snapshot, PostgreSQL", _bench.OURS, why,

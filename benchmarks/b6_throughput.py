@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import event
 
 from benchmarks import _bench
 
@@ -289,21 +289,6 @@ def profile_commit(catalog: str, root: str, oracle: str, commits: int = 30) -> s
     return str(profiler.output_text(unicode=False, color=False))
 
 
-# -- PostgreSQL database of the run -----------------------------------------------------------------------
-def _pg_admin(admin: str, *statements: str) -> None:
-    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            for stmt in statements:
-                conn.execute(text(stmt))
-    finally:
-        engine.dispose()
-
-
-def _pg_url(admin: str, database: str) -> str:
-    return admin.rsplit("/", 1)[0] + "/" + database
-
-
 def run(quick: bool, writers: int = 8, seconds: float | None = None, rounds: int | None = None,
         pg_url: str | None = None, profile_to: Path | None = None,
         compare_with: Path | None = None) -> list[dict[str, Any]]:
@@ -311,45 +296,39 @@ def run(quick: bool, writers: int = 8, seconds: float | None = None, rounds: int
     rounds = rounds or (2 if quick else 4)
     admin = _bench.pg_admin(pg_url)
     measure = MEASURE.format(writers=writers)
-    try:
-        _pg_admin(admin, "SELECT 1")
-    except Exception as exc:  # the rows say why they did not run
-        why = f"PostgreSQL at {admin} unreachable: {type(exc).__name__}"
+    why = _bench.pg_unreachable(admin)
+    if why is not None:
         return [_bench.not_run(ID, measure, name, why) for name in (SQL, ZK, KAZOO)]
     from tests.harness.zookeeper import ZooKeeperUnavailable, standalone
 
     database = f"airflow_txn_bench_b6_{os.getpid()}"
     databases = [database, f"{database}_before"] if compare_with else [database]
-    for db in databases:
-        _pg_admin(admin, f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
     try:
-        with _bench.scratch("b6-") as tmp, standalone(tmp / "zk") as server:
-            run = _Run(admin, tmp, server.hosts, writers)
-            rates, samples = run.measure(databases, seconds, rounds, compare_with)
+        with _bench.pg_databases(admin, *databases) as urls, _bench.scratch("b6-") as tmp, \
+                standalone(tmp / "zk") as server:
+            run = _Run(tmp, server.hosts, writers)
+            rates, samples = run.measure(urls, seconds, rounds, compare_with)
             traces = run.traces(profile_to, commits=8 if quick else 40)
     except ZooKeeperUnavailable as exc:
         return [_bench.not_run(ID, measure, name, f"ZooKeeper unavailable: {exc}") for name in (SQL, ZK, KAZOO)]
-    finally:
-        for db in databases:
-            _pg_admin(admin, f"DROP DATABASE IF EXISTS {db}")
     return _rows(measure, writers, seconds, rounds, rates, samples, traces)
 
 
 class _Run:
     """One run's ZooKeeper, storage and writer pools."""
 
-    def __init__(self, admin: str, tmp: Path, zk_hosts: str, writers: int) -> None:
-        self.admin, self.tmp, self.zk_hosts, self.writers = admin, tmp, zk_hosts, writers
+    def __init__(self, tmp: Path, zk_hosts: str, writers: int) -> None:
+        self.tmp, self.zk_hosts, self.writers = tmp, zk_hosts, writers
         self.oracles = {SQL: "sql", ZK: f"zookeeper://{zk_hosts}/b6_{uuid.uuid4().hex[:8]}"}
         self.catalog, self.root = "", str(tmp / "warehouse")
 
-    def measure(self, databases: list[str], seconds: float, rounds: int,
+    def measure(self, catalogs: list[str], seconds: float, rounds: int,
                 compare_with: Path | None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
         from kazoo.client import KazooClient
 
         from airflow_txn import Warehouse
 
-        self.catalog = _pg_url(self.admin, databases[0])
+        self.catalog = catalogs[0]
         wh = Warehouse.open(catalog=self.catalog, root=self.root, oracle="sql")
         wh.create_table(TABLE, SCHEMA)
         wh.close()
@@ -362,7 +341,7 @@ class _Run:
         pools = [Writers(self.writers, self.catalog, self.root, self.oracles, self.zk_hosts, seq_path)]
         if compare_with:
             before = {f"{name} {BEFORE}": spec.replace("/b6_", "/b6_before_") for name, spec in self.oracles.items()}
-            before_catalog, before_root = _pg_url(self.admin, databases[1]), str(self.tmp / "before")
+            before_catalog, before_root = catalogs[1], str(self.tmp / "before")
             _create_table(before_catalog, before_root, compare_with)
             pools.append(Writers(self.writers, before_catalog, before_root, before, self.zk_hosts, "",
                                  str(compare_with)))

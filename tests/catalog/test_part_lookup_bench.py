@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from airflow_txn.catalog import Catalog
+from benchmarks import _bench
 from benchmarks import b3_part_lookup as b3
 
 pytestmark = pytest.mark.postgres
@@ -30,15 +31,12 @@ def _definitions(url: str) -> tuple[set[str], set[str]]:
 def test_the_bulk_load_has_the_catalogs_own_indexes_and_key_and_the_historys_visible_parts(pg_url: str) -> None:
     history = b3.History(3_000, tables=b3.TABLES)
     found = []
-    for db in ("airflow_txn_test_b3_fresh", "airflow_txn_test_b3_loaded"):
-        b3._pg_admin(pg_url, f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}")
-    try:
-        fresh = Catalog(b3._pg_url(pg_url, "airflow_txn_test_b3_fresh"))
+    with _bench.pg_databases(pg_url, "airflow_txn_test_b3_fresh", "airflow_txn_test_b3_loaded") as (fresh_url, url):
+        fresh = Catalog(fresh_url)
         fresh.initialize()
         fresh.dispose()
-        url = b3._pg_url(pg_url, "airflow_txn_test_b3_loaded")
         table_ids = b3._load_pg(url, history)  # indexes and key dropped before the rows, made after them
-        found = [_definitions(b3._pg_url(pg_url, "airflow_txn_test_b3_fresh")), _definitions(url)]
+        found = [_definitions(fresh_url), _definitions(url)]
         catalog = Catalog(url)
         try:
             for snapshot in history.snapshots.values():
@@ -46,9 +44,6 @@ def test_the_bulk_load_has_the_catalogs_own_indexes_and_key_and_the_historys_vis
                     assert b3.lookup(catalog, table_ids[t], snapshot) == history.visible_count(t, snapshot)
         finally:
             catalog.dispose()
-    finally:
-        for db in ("airflow_txn_test_b3_fresh", "airflow_txn_test_b3_loaded"):
-            b3._pg_admin(pg_url, f"DROP DATABASE IF EXISTS {db}")
     assert found[0] == found[1]
     indexes, keys = found[1]
     assert any("ix_txn_parts_span" in i for i in indexes) and any("FOREIGN KEY" in k for k in keys)
