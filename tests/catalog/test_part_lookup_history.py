@@ -52,6 +52,11 @@ def test_the_sqlite_load_has_the_catalogs_indexes_and_the_historys_visible_parts
     history = b3.History(5_000, tables=b3.TABLES)
     table_ids = b3._load_sqlite(tmp_path / "b3.db", history)
     assert _index_sql(tmp_path / "b3.db") == _index_sql(tmp_path / "fresh.db")
+    db = sqlite3.connect(tmp_path / "b3.db")
+    try:  # filled with no journal, left in the catalog's own mode
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        db.close()
     catalog = Catalog(f"sqlite:///{tmp_path / 'b3.db'}")
     try:
         for snapshot in history.snapshots.values():
