@@ -26,7 +26,11 @@ CRASH_EVENT_IDS = [100, 101]
 CRASH_DAY = "2024-01-02"
 CRASH_ACCOUNT_IDS = [100]
 CRASH_TAG = "crashed-commit"  # the tag the `commit_tag` scenario names on its commit
-CRASH_LEASE_SECONDS = 2.0  # short, yet long enough for a loaded machine to reach the crash point
+CRASH_LEASE_SECONDS = 2.0
+"""Short: after the kill the test waits it out. The worker renews it until then (`t.keep_alive`, every half of it,
+so a worker that reaches its crash point within a second waits no longer than before): on a loaded machine staging a
+MERGE in both tables took longer than the lease, which expired before the crash point (LeaseExpiredError, exit 1, in
+the reliability suites of 2026-12-06). The keep_alive scenario renews every quarter (its crash point is in there)."""
 # The re-staging scenario: attempts 1 and 2 of one task (one key) in a transaction the parent began;
 # attempt 1 stages RETRY_IDS[1] in both tables, attempt 2 dies staging RETRY_IDS[2] (the parent runs attempt 3).
 RETRY_KEY = "dag=crash/task=load/map=0"
@@ -177,6 +181,7 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
         return
     t = wh.begin(label=f"crash-{scenario}", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
+    renewing = t.keep_alive(interval=CRASH_LEASE_SECONDS / 2)
     steps: dict[str, list[Callable[[], object]]] = {
         "append": [lambda: t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))],
         "commit": [
@@ -195,8 +200,9 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
             t.rollback,
         ],
     }
-    for step in steps[scenario]:
-        step()
+    with renewing:
+        for step in steps[scenario]:
+            step()
     emit({"survived": t.state})
 
 
@@ -206,9 +212,10 @@ def publish(wh: Warehouse) -> None:
     pub = Warehouse.open(catalog=wh.config.catalog_url, root=wh.config.root, publish="iceberg")
     t = pub.begin(label="crash-publish", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
-    t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))
-    t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1)))
-    emit({"csn": t.commit()})
+    with t.keep_alive(interval=CRASH_LEASE_SECONDS / 2):
+        t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))
+        t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1)))
+        emit({"csn": t.commit()})
     emit({"survived": pub.publish()})
 
 
@@ -249,22 +256,28 @@ def statement(wh: Warehouse, kind: str, ending: str, tid: str | None = None) -> 
         return
     t = wh.begin(label=f"crash-{kind}-{ending}", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
-    stage(t, STATEMENT_VALUES[2])
-    if ending == "commit":
-        t.commit()
-    else:
-        t.rollback()
+    with t.keep_alive(interval=CRASH_LEASE_SECONDS / 2):
+        stage(t, STATEMENT_VALUES[2])
+        if ending == "commit":
+            t.commit()
+        else:
+            t.rollback()
     emit({"survived": t.state})
 
 
 def keep_alive(wh: Warehouse) -> None:
-    """Stage both tables, then keep the lease alive from the background thread (the crash point kills
-    the process inside its first renewal)."""
+    """Stage both tables (renewing the lease meanwhile, the crash point not armed yet: as `retry` does), then keep
+    the lease alive from the background thread with the point armed (it kills the process inside its first
+    renewal)."""
+    point = os.environ.pop(crashpoints.ENV_VAR, None)
     t = wh.begin(label="crash-keep_alive", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
-    t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))
-    t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1)))
-    emit({"deadline": wh.transaction_info(t.tid)["lease_deadline"]})
+    with t.keep_alive(interval=CRASH_LEASE_SECONDS / 2):
+        t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))
+        t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1)))
+    emit({"deadline": wh.transaction_info(t.tid)["lease_deadline"]})  # no renewal runs now: the last one's
+    if point is not None:
+        crashpoints.arm(point)
     with t.keep_alive(interval=CRASH_LEASE_SECONDS / 4):
         time.sleep(10 * CRASH_LEASE_SECONDS)
     emit({"survived": t.state})
