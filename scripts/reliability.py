@@ -56,7 +56,7 @@ class Suite:
 SUITES = [
     Suite("crash_matrix", "Crash matrix", ("tests/core/test_crash_points.py",),
           "a process SIGKILLed at every named crash point, then recovery, vacuum and every invariant checked, "
-          "on every catalog and oracle"),
+          "on every catalog, oracle and storage root"),
     Suite("service_faults", "Service faults", ("tests/faults",),
           "the catalog database, the oracle or the storage failing or restarting under load"),
     Suite("histories", "Randomized concurrent histories", ("tests/history",),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, command 2: set up and run the whole check: the docs site (mkdocs build --strict), ruff, mypy --strict,
 # then the test suite (fast unit tests first, then the tests against real PostgreSQL, multi-process and crash tests,
-# then the object-storage tests against a real S3-compatible server (SeaweedFS),
-# then the Spark tests on a local SparkSession, then the ZooKeeper oracle tests against real servers,
+# then the core suite in the production pairing (PostgreSQL, ZooKeeper, an S3-compatible server: SeaweedFS) with
+# the object-storage and ZooKeeper oracle tests against real servers, then the Spark tests on a local SparkSession,
 # then the Airflow tests: real dag.test() runs of the example DAGs with Spark, on SQLite and PostgreSQL,
 # then Airflow as its four real processes driven through its REST API).
 # Starts the services it needs itself. Safe to run twice. Extra arguments go to pytest.
@@ -82,12 +82,10 @@ log "unit tests (no services; two workers)"
 run_pytest "${XDIST[@]}" -m "not postgres and not slow and not spark and not zookeeper and not airflow and not s3" "${RELIABILITY[@]}" "$@"
 log "tests against PostgreSQL, multi-process and crash tests (two workers)"
 run_pytest "${XDIST[@]}" -m "(postgres or slow) and not spark and not zookeeper and not airflow and not s3" "${RELIABILITY[@]}" "$@"
-log "object store tests (a SeaweedFS S3 server per worker; two workers)"
-run_pytest "${XDIST[@]}" -m "s3 and not spark and not zookeeper and not airflow" "${RELIABILITY[@]}" "$@"
+log "production pairing: the core suite on PostgreSQL + ZooKeeper + S3, object-store and ZooKeeper oracle tests (a SeaweedFS and a ZooKeeper server per worker; two workers)"
+run_pytest "${XDIST[@]}" -m "(s3 or zookeeper) and not spark and not airflow" "${RELIABILITY[@]}" "$@"
 log "Spark tests (two workers, a local SparkSession and a Spark Connect server each)"
 run_pytest "${XDIST[@]}" -m "spark and not airflow" "$@"
-log "ZooKeeper oracle tests (the core suite on PostgreSQL + ZooKeeper, failures of real servers; two workers)"
-run_pytest "${XDIST[@]}" -m "zookeeper and not spark and not airflow" "${RELIABILITY[@]}" "$@"
 log "Airflow tests (dag.test() of the example DAGs with Spark; a throw-away Airflow home per worker; two workers)"
 run_pytest "${XDIST[@]}" -m "airflow and not real_airflow" "$@"
 log "real Airflow (the wheel in its own venv; api-server, scheduler, dag-processor, triggerer as processes on PostgreSQL)"

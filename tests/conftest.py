@@ -6,18 +6,18 @@ starts; its URL comes from AIRFLOW_TXN_TEST_PG. Without that variable (a develop
 an unreachable server skips the PostgreSQL half; with it (CI) an unreachable server fails.
 
 Core tests (tests/core and the rooms split from it: tests/catalog, cli, checks, architecture, model, oracle,
-telemetry; and the randomized histories in tests/history) also run a third time, id
-`postgres-zookeeper`: the PostgreSQL catalog with the ZooKeeper oracle (the production pairing), marked
-`zookeeper`. That variant sets AIRFLOW_TXN_ORACLE for the test, so every Warehouse.open in the test and in
-the worker processes it starts uses a fresh chroot on one real ZooKeeper server started for the session
-(tests.harness.zookeeper).
+telemetry) also run a third time, id `postgres-zookeeper-s3`: the production pairing, the PostgreSQL catalog
+with the ZooKeeper oracle and the storage root on a real S3-compatible server, marked `zookeeper` and `s3`.
+That variant sets AIRFLOW_TXN_ORACLE for the test, so every Warehouse.open in the test and in the worker
+processes it starts uses a fresh chroot on one real ZooKeeper server started for the session
+(tests.harness.zookeeper), and only the standard AWS_* variables (endpoint, region, credentials) for the
+root `s3://<session bucket>/<fresh prefix>`, as a user would. A test that needs a local root (it ages files
+with os.utime, makes directories, follows links) is marked `local_root`: in this variant it keeps the
+ZooKeeper oracle on a local root (id unchanged, marked `zookeeper` only).
+The variants are the back ends of each layer, not their cross product: every catalog, oracle and root runs
+the whole core suite (SQLite/SQL/local, PostgreSQL/SQL/local, PostgreSQL/ZooKeeper/S3), and the layers meet
+only through the core (docs/TESTING.md, "Why three variants").
 Set AIRFLOW_TXN_TEST_ZK (scripts/test.sh does) to make a ZooKeeper that cannot start fail, not skip.
-
-Core tests also run a fourth time, id `postgres-s3`: the PostgreSQL catalog with the storage root on a real
-S3-compatible server (`s3://<session bucket>/<fresh prefix>`), marked `s3`. That variant sets only the standard
-AWS_* variables (endpoint, region, credentials) for the test and its worker processes, as a user would. A test
-that needs a local root (it ages files with os.utime, makes directories, follows links) is marked `local_root`
-and is not run in that variant.
 
 Object-storage tests (marker `s3`) use `s3_server`: one real SeaweedFS S3 server for the session
 (tests.harness.seaweedfs). They skip unless AIRFLOW_TXN_TEST_S3 is set (scripts/test.sh sets it); with it
@@ -43,10 +43,9 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.spark.sessions"]  # the Spark sessions, one per run for tests/spark and tests/conformance
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
-BACKENDS = ["sqlite", "postgres", "postgres-zookeeper", "postgres-s3"]
-ZK_BACKEND = "postgres-zookeeper"
-S3_BACKEND = "postgres-s3"
-# where the zookeeper and s3 variants of `catalog_url` run
+BACKENDS = ["sqlite", "postgres", "postgres-zookeeper-s3"]
+PRODUCTION = "postgres-zookeeper-s3"
+# where the production variant of `catalog_url` runs
 ZK_SUITES = ("tests/core/", "tests/catalog/", "tests/cli/", "tests/checks/", "tests/architecture/", "tests/model/",
              "tests/oracle/", "tests/telemetry/", "tests/history/")
 
@@ -74,20 +73,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the PostgreSQL half of parametrised tests so `-m postgres` selects it, and the ZooKeeper
-    variant so `-m zookeeper` does (it runs for the core suite only: elsewhere it is deselected)."""
+    """Mark the PostgreSQL half of parametrised tests so `-m postgres` selects it, and the production variant
+    so `-m zookeeper` and `-m s3` do (it runs for the core suite only: elsewhere it is deselected; a test marked
+    `local_root` keeps a local root there, so it is not marked `s3`)."""
     keep, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("catalog_url") if callspec is not None else None
         if backend == "postgres":
             item.add_marker(pytest.mark.postgres)
-        elif backend in (ZK_BACKEND, S3_BACKEND):
-            if not item.nodeid.startswith(ZK_SUITES) or (
-                    backend == S3_BACKEND and item.get_closest_marker("local_root") is not None):
+        elif backend == PRODUCTION:
+            if not item.nodeid.startswith(ZK_SUITES):
                 dropped.append(item)
                 continue
-            item.add_marker(pytest.mark.zookeeper if backend == ZK_BACKEND else pytest.mark.s3)
+            item.add_marker(pytest.mark.zookeeper)
+            if item.get_closest_marker("local_root") is None:
+                item.add_marker(pytest.mark.s3)
         keep.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -175,9 +176,9 @@ def zk_oracle(zookeeper_hosts: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture(params=BACKENDS)
 def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param in ("postgres", ZK_BACKEND, S3_BACKEND):
+    if request.param in ("postgres", PRODUCTION):
         url: str = request.getfixturevalue("pg_schema_url")
-        if request.param == ZK_BACKEND:
+        if request.param == PRODUCTION:
             request.getfixturevalue("zk_oracle")
         return url
     return f"sqlite:///{tmp_path / 'catalog.db'}"
@@ -185,9 +186,11 @@ def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def root(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """The storage root: a local directory, or in the `postgres-s3` variant an s3:// URI (s3_root)."""
+    """The storage root: a local directory, or in the production variant an s3:// URI (s3_root) unless the test
+    is marked `local_root`."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and callspec.params.get("catalog_url") == S3_BACKEND:
+    if callspec is not None and callspec.params.get("catalog_url") == PRODUCTION \
+            and request.node.get_closest_marker("local_root") is None:
         return str(request.getfixturevalue("s3_root"))
     return tmp_path / "warehouse"
 

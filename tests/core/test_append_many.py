@@ -1,6 +1,6 @@
 """Transaction.append_many: several tables in ONE statement (files written side by side, registered at once).
 
-It runs on every back end of the core suite, so on `postgres-s3` the part uploads really overlap
+It runs on every back end of the core suite, so in `postgres-zookeeper-s3` the part uploads really overlap
 (storage/side_by_side.py) against a real S3 server; the cases check what must hold either way: all tables
 or none, bad input refused before anything is written, a retry under a key replacing the whole statement,
 and no file left behind when a write or the registration fails.

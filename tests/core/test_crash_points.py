@@ -35,6 +35,7 @@ from airflow_txn.core import crashpoints
 from airflow_txn.errors import SerializationError, SnapshotTooOldError
 from airflow_txn.oracle.base import AbortDecidedError, LogEntry
 from tests import evidence
+from tests.conftest import PRODUCTION
 from tests.core.workers.procs import Spawn
 from tests.core.workers.txn_worker import (
     CRASH_ACCOUNT_IDS,
@@ -92,14 +93,15 @@ RETRY_POINTS = (crashpoints.STAGE_RETRY_AFTER_FILES, crashpoints.STAGE_RETRY_MID
 # the killed writer left one unregistered write dir
 ORPHAN_POINTS = (crashpoints.STAGE_AFTER_FILES, *RETRY_POINTS, crashpoints.COMPACT_AFTER_FILES)
 
-# The matrix's catalog x oracle axis; the ZooKeeper cells use the session's server (a fresh chroot each).
+# The matrix's catalog x oracle x root axis: every catalog, oracle and root, not their cross product (as the core
+# suite's variants, docs/TESTING.md "Why three variants"); the ZooKeeper cells use the session's server (a fresh
+# chroot each).
 COMBINATIONS = [
     pytest.param("sqlite", id="sqlite-sql"),
     pytest.param("postgres", id="postgres-sql", marks=pytest.mark.postgres),
     pytest.param("sqlite-zookeeper", id="sqlite-zookeeper", marks=pytest.mark.zookeeper),
-    pytest.param("postgres-zookeeper", id="postgres-zookeeper", marks=pytest.mark.zookeeper),
-    # the PostgreSQL catalog with the storage root on the session's S3 server (the `root` fixture's s3:// URI)
-    pytest.param("postgres-s3", id="postgres-s3", marks=pytest.mark.s3),
+    # the production pairing: the storage root on the session's S3 server too (the `root` fixture's s3:// URI)
+    pytest.param(PRODUCTION, id=PRODUCTION, marks=[pytest.mark.zookeeper, pytest.mark.s3]),
 ]
 
 _cells: list[tuple[str, bool]] = []  # (cell, passed) of this run, for the count printed at the end
@@ -107,10 +109,10 @@ _cells: list[tuple[str, bool]] = []  # (cell, passed) of this run, for the count
 
 @pytest.fixture(params=COMBINATIONS)
 def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Overrides tests/conftest.py's: both catalogs with both oracles, and PostgreSQL with an s3:// root (the
-    `root` fixture sees the id postgres-s3); the `wh` and `spawn` fixtures use it."""
+    """Overrides tests/conftest.py's: both catalogs with both oracles, PostgreSQL's ZooKeeper cells with an s3://
+    root (the `root` fixture sees the production id); the `wh` and `spawn` fixtures use it."""
     catalog, _, variant = str(request.param).partition("-")
-    if variant == "zookeeper":
+    if "zookeeper" in variant:
         request.getfixturevalue("zk_oracle")  # AIRFLOW_TXN_ORACLE for this test and its workers
     if catalog == "postgres":
         url: str = request.getfixturevalue("pg_schema_url")
@@ -655,14 +657,15 @@ objects."""
 
 def _statement_combinations() -> list[Any]:
     """(point, combination) of the statement cells: every point on both catalogs with the SQL oracle; the commit points
-    (ORACLE_POINTS) also with ZooKeeper on both catalogs, the others also on the s3:// root. The cells left out repeat
+    (ORACLE_POINTS) also with ZooKeeper on both catalogs (PostgreSQL's on the s3:// root), the others also on the s3://
+    root (with ZooKeeper: the production pairing). The cells left out repeat
     a cell of this list for the same kind of statement in what they check: before the commit the oracle is only
     asked for the abort decision of recovery's rollback, and the commit itself writes no file. Every crash point still
     runs on every combination (test_crash_matrix_cell), and every statement at every point on both catalogs."""
     out = []
     for point in STATEMENT_POINTS:
         wanted = {"sqlite-sql", "postgres-sql"} | (
-            {"sqlite-zookeeper", "postgres-zookeeper"} if point in ORACLE_POINTS else {"postgres-s3"})
+            {"sqlite-zookeeper", PRODUCTION} if point in ORACLE_POINTS else {PRODUCTION})
         out += [pytest.param(point, c.values[0], id=f"{c.id}-{point}", marks=c.marks) for c in COMBINATIONS
                 if c.id in wanted]
     return out
@@ -677,8 +680,8 @@ def test_every_statement_point_runs_on_both_catalogs_and_its_oracles_or_storage(
     assert set(ran) == set(STATEMENT_POINTS)
     for point, combinations in ran.items():
         assert {"sqlite", "postgres"} <= combinations, (point, combinations)
-        assert {"sqlite-zookeeper", "postgres-zookeeper"} <= combinations if point in ORACLE_POINTS else (
-            "postgres-s3" in combinations), (point, combinations)
+        assert {"sqlite-zookeeper", PRODUCTION} <= combinations if point in ORACLE_POINTS else (
+            PRODUCTION in combinations), (point, combinations)
 
 
 @pytest.mark.slow
