@@ -6,8 +6,9 @@ starts; its URL comes from AIRFLOW_TXN_TEST_PG. Without that variable (a develop
 an unreachable server skips the PostgreSQL half; with it (CI) an unreachable server fails.
 
 Core tests (tests/core and the rooms split from it: tests/catalog, cli, checks, architecture, model, oracle,
-telemetry) also run a third time, id `postgres-zookeeper-s3`: the production pairing, the PostgreSQL catalog
-with the ZooKeeper oracle and the storage root on a real S3-compatible server, marked `zookeeper` and `s3`.
+telemetry; and the randomized histories in tests/history) also run a third time, id `postgres-zookeeper-s3`:
+the production pairing, the PostgreSQL catalog with the ZooKeeper oracle and the storage root on a real
+S3-compatible server, marked `zookeeper` and `s3`.
 That variant sets AIRFLOW_TXN_ORACLE for the test, so every Warehouse.open in the test and in the worker
 processes it starts uses a fresh chroot on one real ZooKeeper server started for the session
 (tests.harness.zookeeper), and only the standard AWS_* variables (endpoint, region, credentials) for the
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.spark.sessions"]  # the Spark sessions, one per run for tests/spark and tests/conformance
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_txn_test"
-BACKENDS = ["sqlite", "postgres", "postgres-zookeeper-s3"]
 PRODUCTION = "postgres-zookeeper-s3"
+BACKENDS = ["sqlite", "postgres", PRODUCTION]
 # where the production variant of `catalog_url` runs
 ZK_SUITES = ("tests/core/", "tests/catalog/", "tests/cli/", "tests/checks/", "tests/architecture/", "tests/model/",
              "tests/oracle/", "tests/telemetry/", "tests/history/")

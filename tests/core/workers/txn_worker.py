@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from airflow_txn import Transaction, Warehouse
 from airflow_txn.core import crashpoints
+from airflow_txn.core.leases import LeaseKeeper
 from airflow_txn.errors import SerializationError
 from tests.helpers import accounts, events
 
@@ -155,6 +156,11 @@ def _overwrite_and_commit(t: Transaction, ids: list[int], index: int) -> dict[st
     return {"won": csn, "tid": t.tid, "ids": ids}
 
 
+def renewing(t: Transaction) -> LeaseKeeper:
+    """The lease of `t` renewed every half of CRASH_LEASE_SECONDS until the block ends (or the kill)."""
+    return t.keep_alive(interval=CRASH_LEASE_SECONDS / 2)
+
+
 def crash(wh: Warehouse, scenario: str, *args: str) -> None:
     """Run the operation of `scenario`; with AIRFLOW_TXN_CRASH_AT set the process dies inside it."""
     if scenario == "vacuum":
@@ -181,7 +187,6 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
         return
     t = wh.begin(label=f"crash-{scenario}", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
-    renewing = t.keep_alive(interval=CRASH_LEASE_SECONDS / 2)
     steps: dict[str, list[Callable[[], object]]] = {
         "append": [lambda: t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))],
         "commit": [
@@ -200,7 +205,7 @@ def crash(wh: Warehouse, scenario: str, *args: str) -> None:
             t.rollback,
         ],
     }
-    with renewing:
+    with renewing(t):
         for step in steps[scenario]:
             step()
     emit({"survived": t.state})
@@ -212,7 +217,7 @@ def publish(wh: Warehouse) -> None:
     pub = Warehouse.open(catalog=wh.config.catalog_url, root=wh.config.root, publish="iceberg")
     t = pub.begin(label="crash-publish", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
-    with t.keep_alive(interval=CRASH_LEASE_SECONDS / 2):
+    with renewing(t):
         t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))
         t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1)))
         emit({"csn": t.commit()})
@@ -256,7 +261,7 @@ def statement(wh: Warehouse, kind: str, ending: str, tid: str | None = None) -> 
         return
     t = wh.begin(label=f"crash-{kind}-{ending}", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
-    with t.keep_alive(interval=CRASH_LEASE_SECONDS / 2):
+    with renewing(t):
         stage(t, STATEMENT_VALUES[2])
         if ending == "commit":
             t.commit()
@@ -272,7 +277,7 @@ def keep_alive(wh: Warehouse) -> None:
     point = os.environ.pop(crashpoints.ENV_VAR, None)
     t = wh.begin(label="crash-keep_alive", lease_seconds=CRASH_LEASE_SECONDS)
     emit({"tid": t.tid})
-    with t.keep_alive(interval=CRASH_LEASE_SECONDS / 2):
+    with renewing(t):
         t.append("sales.events", events(CRASH_EVENT_IDS, day=CRASH_DAY))
         t.append("sales.accounts", accounts(dict.fromkeys(CRASH_ACCOUNT_IDS, 1)))
     emit({"deadline": wh.transaction_info(t.tid)["lease_deadline"]})  # no renewal runs now: the last one's
