@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import random
+import select
 import sqlite3
 import time
 import urllib.parse
@@ -42,7 +43,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
+from sqlalchemy.exc import DBAPIError, InvalidatePoolError, OperationalError, ProgrammingError
 from sqlalchemy.pool import NullPool, QueuePool
 
 from airflow_txn.catalog import meta_records, migrate, schema, table_versions
@@ -222,9 +223,51 @@ def libpq_timeouts(url: str, connect_timeout: float) -> dict[str, int]:
     return {k: v for k, v in options.items() if k not in parsed.query}
 
 
+PING_AFTER_IDLE_S = 0.5
+"""A pooled connection idle longer than this is pinged before reuse; one checked in more recently is reused as it
+is unless its socket has something to read (the window connection pools such as HikariCP keep by default)."""
+_IDLE_SINCE = "airflow_txn.idle_since"
+
+
+def _has_input(dbapi_connection: Any) -> bool:
+    """Whether the idle connection's socket can be read without blocking: the server closed it (a restart, a
+    terminated backend: end of file) or sent something unasked. A poll of the socket, no round trip; True when the
+    driver does not say which socket is its own (the caller then pings)."""
+    try:
+        poller = select.poll()
+        poller.register(dbapi_connection.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+    except (AttributeError, OSError, ValueError):  # no poll() on this platform, no fileno(), a closed connection
+        return True
+    return bool(poller.poll(0))
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """At checkout, ping a pooled connection that has been idle past PING_AFTER_IDLE_S or whose socket has input
+    (module docstring). A ping that finds the connection gone raises InvalidatePoolError, the pool's documented way
+    to replace it (and every connection older than it) before the checkout returns; any other failure is raised."""
+    dialect = engine.dialect
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)  # none on a fresh connection (the pool clears info when it reconnects)
+        if since is None or (time.monotonic() - since <= PING_AFTER_IDLE_S and not _has_input(dbapi_connection)):
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error as exc:
+            if dialect.is_disconnect(exc, dbapi_connection, None):
+                raise InvalidatePoolError(f"the pooled catalog connection is gone: {exc}") from exc
+            raise
+
+
 def _generic_engine(url: str, connect_timeout: float) -> Engine:
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5,
-                         connect_args=libpq_timeouts(url, connect_timeout))
+    engine = create_engine(url, pool_size=5, max_overflow=5, connect_args=libpq_timeouts(url, connect_timeout))
+    _ping_when_idle(engine)
+    return engine
 
 
 class Catalog:
