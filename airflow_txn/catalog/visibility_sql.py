@@ -91,14 +91,21 @@ _SPAN_LEVEL: ColumnElement[Any] = literal_column(schema.SPAN_LEVEL_SQL)
 
 
 @functools.cache
-def _levels() -> CTE:
+def _levels(dialect: str) -> CTE:
     """(k, w): each span level and the width of the creation_csn window its visible parts lie in, (S - w, S]. The top
     level holds every longer life: its window is every CSN (S - INT64_MAX < 1 for every snapshot S >= 0)."""
-    rows = [(k, 2 ** (k + 1)) for k in range(schema.SPAN_LEVELS)] + [(schema.SPAN_LEVELS, INT64_MAX)]
-    # as text: SQLAlchemy caches a statement holding it compiled (its VALUES construct made every lookup compile
-    # anew); one VALUES list (both databases name its columns column1, column2) plans faster than a UNION ALL
-    listed = ", ".join(f"({k}, {w})" for k, w in rows)  # integers of this module
-    rows_sql = f"SELECT column1 AS k, column2 AS w FROM (VALUES {listed}) AS span_level_rows"  # noqa: S608
+    top = schema.SPAN_LEVELS
+    if dialect == "postgresql":
+        # generated, not listed: the lookup's text then stays under psycopg's 4,096-character limit for caching a
+        # statement's conversion (a listed VALUES made it 4,670 long: converted anew at every lookup)
+        rows_sql = (f"SELECT k, CASE WHEN k < {top} THEN CAST(2 AS BIGINT) << k ELSE {INT64_MAX} END AS w "  # noqa: S608
+                    f"FROM generate_series(0, {top}) AS k")  # integers of this module
+    else:
+        rows = [(k, 2 ** (k + 1)) for k in range(top)] + [(top, INT64_MAX)]
+        # as text: SQLAlchemy caches a statement holding it compiled (its VALUES construct made every lookup compile
+        # anew); one VALUES list (SQLite names its columns column1, column2) plans faster than a UNION ALL
+        listed = ", ".join(f"({k}, {w})" for k, w in rows)  # integers of this module
+        rows_sql = f"SELECT column1 AS k, column2 AS w FROM (VALUES {listed}) AS span_level_rows"  # noqa: S608
     return text(rows_sql).columns(column("k", Integer()), column("w", BigInteger())).cte("span_levels")
 
 
@@ -109,7 +116,7 @@ def _ended_select(wanted: Sequence[Any], where: Sequence[ColumnElement[bool]], s
     history after S). PostgreSQL gets the levels as a LATERAL subquery (OFFSET 0 keeps it one: a nested loop
     of index probes, where a join of the same tables plans a hash join over the table's history); SQLite
     has no LATERAL and plans the join as a loop over the levels."""
-    p, lv = schema.parts.c, _levels()
+    p, lv = schema.parts.c, _levels(dialect)
     ended = [lv.c.k == _SPAN_LEVEL, p.creation_csn <= snapshot, p.creation_csn > snapshot - lv.c.w,
              p.removal_csn + literal_column("0") > snapshot, *where]
     if dialect == "postgresql":

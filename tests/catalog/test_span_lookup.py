@@ -204,3 +204,13 @@ def test_a_catalog_without_the_span_index_is_read_as_before(catalog_url: str) ->
         older.dispose()
     expected = [[i for i, p in zip(ids, parts, strict=True) if is_visible(p, tid, s)] for tid, s in readers]
     assert new == old == expected
+
+
+def test_the_postgres_lookup_is_short_enough_for_psycopg_to_cache_its_conversion() -> None:
+    """psycopg converts a statement's placeholders anew at every execution when its text is longer than 4,096
+    characters (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH): the lookup of a reader outside a transaction, the
+    one every read plans with, stays under it (the span levels are generated, not listed; created_at not read)."""
+    from sqlalchemy.dialects import postgresql
+
+    stmt = part_records._visible_stmt(False, False, True, "postgresql")
+    assert len(str(stmt.compile(dialect=postgresql.dialect()))) <= 4096
