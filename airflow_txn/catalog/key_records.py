@@ -6,11 +6,13 @@ read-then-write upserts and the statement numbers here never race within a trans
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Connection,
     Select,
@@ -123,6 +125,36 @@ def tables_read(conn: Connection, tid: str, key: str | None = None, attempt: int
 
 def _older(column: ColumnElement[int], attempt: int | None) -> ColumnElement[bool]:
     return true() if attempt is None else or_(column.is_(None), column < attempt)
+
+
+@functools.cache
+def _staged_before(versions: bool, every_attempt: bool) -> Select[Any]:
+    """staged_before's statement, built once per shape (its values bound at execution)."""
+    tid, key, attempt = (bindparam("b_tid", type_=String()), bindparam("b_key", type_=String()),
+                         bindparam("b_attempt", type_=BigInteger()))
+
+    def older(column: ColumnElement[int]) -> ColumnElement[bool]:
+        return true() if every_attempt else or_(column.is_(None), column < attempt)
+
+    p, v = schema.parts.c, schema.table_versions.c
+    found = [exists().where(p.creation_tid == tid, p.stage_key == key, older(p.stage_attempt)),
+             exists().where(p.removal_tid == tid, p.removal_key == key, older(p.removal_attempt)),
+             exists().where(_s.tid == tid, _s.key == key, older(_s.attempt))]
+    if versions:
+        found += [exists().where(v.creation_tid == tid, v.stage_key == key, older(v.stage_attempt)),
+                  exists().where(v.removal_tid == tid, v.removal_key == key, older(v.removal_attempt))]
+    return select(or_(*found))
+
+
+def staged_before(conn: Connection, tid: str, key: str, attempt: int | None, versions: bool) -> bool:
+    """Whether `key`'s attempts before `attempt` (None: every attempt) left anything in `tid`: a part staged or
+    removal-locked, a statement's scan, or (`versions`: the catalog has txn_table_versions, schema version 7) a
+    version of a table's schema staged or locked. False means withdrawing them would change nothing and nothing
+    built on them (retries.py): one lookup instead of the withdrawal's nine statements (docs/BENCHMARKS.md, B11)."""
+    params: dict[str, Any] = {"b_tid": tid, "b_key": key}
+    if attempt is not None:
+        params["b_attempt"] = attempt
+    return bool(conn.execute(_staged_before(versions, attempt is None), params).scalar())
 
 
 def first_statements(conn: Connection, tid: str, key: str, attempt: int | None) -> dict[int, int]:

@@ -47,6 +47,8 @@ def fence(conn: Connection, tid: str, key: str, attempt: int | None) -> None:
 def dependents(conn: Connection, tid: str, key: str, attempt: int | None) -> frozenset[str]:
     """The keys whose work built on what `key` staged before `attempt`, transitively (never `key` itself);
     RetryConflictError if a write with no key is among them."""
+    if not _staged_before(conn, tid, key, attempt):
+        return frozenset()
     found: set[str] = set()
     frontier: list[tuple[str, int | None]] = [(key, attempt)]
     while frontier:
@@ -62,6 +64,11 @@ def dependents(conn: Connection, tid: str, key: str, attempt: int | None) -> fro
                 found.add(consumer)
                 frontier.append((consumer, None))
     return frozenset(found)
+
+
+def _staged_before(conn: Connection, tid: str, key: str, attempt: int | None) -> bool:
+    """Whether `key` left anything in `tid` before `attempt`: without it, nothing can have built on its work."""
+    return key_records.staged_before(conn, tid, key, attempt, table_versions.present(conn))
 
 
 def _built_on(conn: Connection, tid: str, source: str, before: int | None) -> set[str | None]:
@@ -88,6 +95,8 @@ def withdrawn(conn: Connection, tid: str, key: str | None, attempt: int | None) 
 def withdraw(conn: Connection, tid: str, key: str, attempt: int | None) -> int:
     """Compensate what `key` staged before `attempt` and everything its dependents staged; mark the
     dependents invalidated. Returns the number of parts changed."""
+    if not _staged_before(conn, tid, key, attempt):
+        return 0  # nothing to compensate, to forget or to invalidate (a first try, a try's later statements)
     others = dependents(conn, tid, key, attempt)
     changed = 0
     for other in sorted(others):

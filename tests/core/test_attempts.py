@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pyarrow.compute as pc
 import pytest
+from sqlalchemy import event
 
 from airflow_txn import Warehouse
 from airflow_txn.errors import InvalidNameError, StaleAttemptError
@@ -102,3 +103,43 @@ def test_tables_read_lists_each_keys_reads_and_forgets_a_retried_attempts(wh: Wa
         later.append("sales.accounts", accounts({2: 20}))
     assert wh.last_commit_csn("sales.accounts", at=t.snapshot_csn) == seeded < wh.last_commit_csn("sales.accounts")
     assert wh.last_commit_csn("sales.events", at=t.snapshot_csn) is None
+
+
+class Statements:
+    """The SQL statements the warehouse's catalog runs while inside (their first lines)."""
+
+    def __init__(self, wh: Warehouse) -> None:
+        self.engine = wh.runtime.catalog.engine
+        self.seen: list[str] = []
+
+    def _record(self, _conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        self.seen.append(statement.strip().splitlines()[0])
+
+    def __enter__(self) -> list[str]:
+        event.listen(self.engine, "before_cursor_execute", self._record)
+        return self.seen
+
+    def __exit__(self, *_exc: object) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._record)
+
+
+def test_a_key_with_nothing_before_its_attempt_is_withdrawn_by_one_lookup(wh: Warehouse) -> None:
+    """Withdrawing what earlier attempts of a key staged costs one catalog statement when there is nothing to withdraw
+    (a task's first try, or its later statements): it used to look up dependents, compensate and forget scans with
+    nine. Each write of an attempt saves as many (docs/BENCHMARKS.md, B11). Results unchanged: test_attempts above."""
+    make_tables(wh)
+    t = wh.begin()
+    first = wh.attach(t.tid).use_key(KEY, attempt=1)
+    with Statements(wh) as seen:
+        assert first.compensate(attempt=1) == 0
+    assert not [s for s in seen if s.startswith(("UPDATE txn_parts", "UPDATE txn_table_versions", "DELETE"))], seen
+    assert sum("txn_scans" in s or "txn_parts" in s for s in seen) <= 1, seen
+    first.append("sales.events", events([1]))
+    with Statements(wh) as seen:  # the attempt's second write: its own first write is not before it
+        first.append("sales.events", events([2]))
+    assert not [s for s in seen if s.startswith(("UPDATE txn_parts", "UPDATE txn_table_versions", "DELETE"))], seen
+    retry = wh.attach(t.tid).use_key(KEY, attempt=2)
+    assert retry.compensate(attempt=2) == 2  # what attempt 1 staged is found and withdrawn
+    retry.append("sales.events", events([3]))
+    t.commit()
+    assert ids(wh.read("sales.events")) == [3]
