@@ -98,6 +98,20 @@ PostgreSQL 2.16 / 2.03 / 1.85 ms, the row 235 s. Not the catalog's state either:
 (what autovacuum would do; it is off on this test server) left the PostgreSQL lookups where they were (1.33-1.65 ms
 before and after, 2,000,000 parts).
 
+**The client's fixed cost (2026-12-07).** Two of the levers above taken: the pool no longer pings at every checkout
+(docs/DESIGN.md, D32: only a connection idle over 0.5 s, or one whose socket has input) and the PostgreSQL statement
+is 4,039 characters instead of 4,670, under psycopg's limit for caching a statement's conversion (the span levels
+generated, created_at not read). Side by side on a 1,000,000-part catalog (one process, interleaved, medians): the
+ping 1.60 -> 1.33 and 1.29 -> 1.11 ms (two runs), the statement 1.24 -> 1.16 ms at the mid snapshot. The quick row
+at 10,000,000 parts on an idle machine after both: **PostgreSQL 1.20 / 1.15 / 1.22 ms** (latest / mid / early),
+still above the 1 ms target here. Where a lookup's time goes now, measured apart (1,000,000 parts, 2,000 lookups,
+medians): the same statement on a bare prepared psycopg connection 0.60-0.65 ms, of which the server executes 0.24
+ms (EXPLAIN ANALYZE of the generic plan); SQLAlchemy's connection, execution and result add 0.27-0.32 ms (a
+`SELECT 1` through `catalog.read()` 0.50 ms, on a bare connection 0.23; `exec_driver_sql` instead of a compiled
+statement saves 0.05 of it); building the ~28 PartRows 0.13 ms. Reaching 1 ms on this machine needs the lookup below
+SQLAlchemy's Connection (a pooled connection's DBAPI cursor, its errors mapped as SQLAlchemy maps them, the
+connection invalidated on a disconnect): not done.
+
 **100,000,000 parts on PostgreSQL (issue 34; 2026-12-06, not the table above).** `--parts 100000000 --backend
 postgresql`: the synthetic history of that day (drawn by random.Random, the law numpy draws from now; 1,000,000
 parts a table, CSN 49,621,010), bulk-loaded (COPY of rows made in
@@ -170,7 +184,7 @@ Building the index on an existing catalog (`airflow-txn upgrade`, revision index
    (B1's change).
 
 **What is left.** A lookup is now mostly its fixed costs: 41 index probes (most levels are empty), the
-round trip (on PostgreSQL two: the pool's pre-ping and the query; reads run in autocommit), and
+round trip (reads run in autocommit; the pool's pre-ping, a second one, is gone since D32), and
 building a few dozen rows in Python. PostgreSQL plans the statement once per connection and then
 reuses a generic plan (psycopg prepares it on its fifth run); the first runs plan it each time (about
 2 ms: matching the span level's expression to the index). On this shared 2-CPU machine each round trip

@@ -112,6 +112,13 @@ of a4cfb52, 4 interleaved rounds of 8 s, load average 7 (a faster machine than t
 2,633 creates/s): ZooKeeper **124 -> 122/s**, SQL 238 -> 233/s (unchanged code path): within noise. On
 2 saturated cores the saved reads are waiting time, not CPU. Same session, SQLite only: the catalog no
 longer registers a `begin` event listener (B1's notes); PostgreSQL never had one.
+
+**No pre-ping (2026-12-07, docs/DESIGN.md D32).** The pool now pings a connection only after 0.5 s idle or when its
+socket has input, so a catalog transaction makes one round trip less. `--compare-with` a `git archive` of d16b8c8,
+4 interleaved rounds of 8 s, load average 6.4 (a slow hour: kazoo 1,629 creates/s): SQL **95 -> 94/s**, ZooKeeper
+61 -> 56/s: no change beyond the noise. The ping cost about 0.3 ms of client CPU per catalog transaction, a few
+percent of the 8-11 ms of CPU a commit takes; with 8 writers on 2 saturated cores the saved round trip is waiting,
+not CPU (as above). It counts for one caller's latency (B3's lookups: 0.2-0.3 ms), not for throughput here.
 """
 MEASURE = "commit throughput, {writers} writer processes, PostgreSQL catalog"
 TARGET_PER_SECOND = 500.0
