@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, select, text
 
 from airflow_txn.catalog import Catalog, database, schema
 from airflow_txn.errors import CatalogUnavailableError
-from tests.helpers import backend_pid
+from tests.helpers import backend_pid, wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -59,6 +59,12 @@ def _read(catalog: Catalog) -> int:
         return backend_pid(conn)
 
 
+def _idle_past_window() -> None:
+    """Until the pooled connection has sat idle past the window, on the clock the pool reads (time.monotonic)."""
+    past = time.monotonic() + WINDOW * 2
+    wait_until(lambda: time.monotonic() > past, timeout=WINDOW * 2 + 10, what="the idle window to pass")
+
+
 def _terminate(url: str, pid: int) -> None:
     """Kill the backend and wait until it has exited (its socket closed)."""
     engine = create_engine(url, isolation_level="AUTOCOMMIT")
@@ -80,7 +86,7 @@ def test_a_connection_reused_at_once_is_not_pinged(catalog: Catalog, monkeypatch
 def test_an_idle_connection_is_pinged_before_reuse(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     _read(catalog)
     pings = Pings(catalog, monkeypatch)
-    time.sleep(WINDOW * 2)
+    _idle_past_window()
     _read(catalog)
     assert pings.count == 1
     _read(catalog)  # used a moment ago: not again
@@ -90,7 +96,7 @@ def test_an_idle_connection_is_pinged_before_reuse(catalog: Catalog, monkeypatch
 def test_a_connection_that_died_while_idle_is_replaced_unseen(catalog: Catalog, pg_schema_url: str) -> None:
     before = _read(catalog)
     _terminate(pg_schema_url, before)
-    time.sleep(WINDOW * 2)
+    _idle_past_window()
     after = _read(catalog)  # the ping finds it dead; the pool connects anew before handing it out
     assert after != before
     with catalog.write() as conn:  # writes too
