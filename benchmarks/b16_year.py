@@ -687,6 +687,14 @@ machine's setting) and nothing else vacuuming, the catalog's bytes grew 28 x in 
 the simulation now runs PostgreSQL's VACUUM each night where autovacuum is off, and the catalog stays at 9.6 MB
 from night 10. [The year simulator's page](benchmarks/year.md#30-days-on-postgresql) has both runs' plots.
 
+**A year on PostgreSQL (2026-12-07; `--pg`, 8 partitions a table to fit a session: 600 parts a day).** 365 nights,
+26 minutes: rows flat from night 8 (24 live part rows, 4,200-4,392 part rows, 1,211-1,243 history rows), the
+catalog 3.6 MiB after night 8 and 4.07-4.17 MiB from night 30 to night 364 (a 2.5 % creep at flat rows: B-tree pages
+VACUUM does not merge), a simulated day 4.2 s without slowdown. Every target met at the stop day: a day's vacuum
+0.40 s, commit p99 during it 1.02 x, the year-old catalog's commit 1.17 x a fresh one's, a read 171 commits back
+0.95 x the latest; 36 retained snapshots read back exact.
+[The year simulator's page](benchmarks/year.md#a-year-on-postgresql).
+
 Scale: `--quick` simulates a week of 40 runs a day x 3 tables x 4 partitions with a 2-day retention (so the
 week reaches the steady state); the full row a year of 25 runs a day x 3 tables x 24 partitions with the
 reference's 7-day retention. The reference (10,000 runs a day, 720,000 parts a day) is out of reach of this
