@@ -128,7 +128,7 @@ def _older(column: ColumnElement[int], attempt: int | None) -> ColumnElement[boo
 
 
 @functools.cache
-def _staged_before(versions: bool, every_attempt: bool) -> Select[Any]:
+def _staged_before_stmt(versions: bool, every_attempt: bool) -> Select[Any]:
     """staged_before's statement, built once per shape (its values bound at execution)."""
     tid, key, attempt = (bindparam("b_tid", type_=String()), bindparam("b_key", type_=String()),
                          bindparam("b_attempt", type_=BigInteger()))
@@ -154,7 +154,7 @@ def staged_before(conn: Connection, tid: str, key: str, attempt: int | None, ver
     params: dict[str, Any] = {"b_tid": tid, "b_key": key}
     if attempt is not None:
         params["b_attempt"] = attempt
-    return bool(conn.execute(_staged_before(versions, attempt is None), params).scalar())
+    return bool(conn.execute(_staged_before_stmt(versions, attempt is None), params).scalar())
 
 
 def first_statements(conn: Connection, tid: str, key: str, attempt: int | None) -> dict[int, int]:

@@ -49,6 +49,11 @@ def dependents(conn: Connection, tid: str, key: str, attempt: int | None) -> fro
     RetryConflictError if a write with no key is among them."""
     if not _staged_before(conn, tid, key, attempt):
         return frozenset()
+    return _dependents(conn, tid, key, attempt)
+
+
+def _dependents(conn: Connection, tid: str, key: str, attempt: int | None) -> frozenset[str]:
+    """`dependents` for a key that staged something before `attempt` (already looked up)."""
     found: set[str] = set()
     frontier: list[tuple[str, int | None]] = [(key, attempt)]
     while frontier:
@@ -97,7 +102,7 @@ def withdraw(conn: Connection, tid: str, key: str, attempt: int | None) -> int:
     dependents invalidated. Returns the number of parts changed."""
     if not _staged_before(conn, tid, key, attempt):
         return 0  # nothing to compensate, to forget or to invalidate (a first try, a try's later statements)
-    others = dependents(conn, tid, key, attempt)
+    others = _dependents(conn, tid, key, attempt)
     changed = 0
     for other in sorted(others):
         changed += part_records.compensate_key(conn, tid, other) + table_versions.compensate_key(conn, tid, other)
