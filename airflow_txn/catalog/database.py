@@ -260,7 +260,7 @@ def _ping_when_idle(engine: Engine) -> None:
             dialect.do_ping(dbapi_connection)
         except dialect.loaded_dbapi.Error as exc:
             if dialect.is_disconnect(exc, dbapi_connection, None):
-                raise InvalidatePoolError(f"the pooled catalog connection is gone: {exc}") from exc
+                raise InvalidatePoolError(f"the pooled catalog connection is gone: {mask_secrets(str(exc))}") from exc
             raise
 
 
