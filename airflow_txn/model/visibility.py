@@ -10,12 +10,11 @@ statement); tests/core/test_visibility.py checks that the two agree on every com
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class VersionInfo:
-    """The four version columns of a part."""
+class VersionInfo(NamedTuple):
+    """The four version columns of a part (a named tuple: one is built per part a lookup returns)."""
 
     creation_tid: str
     creation_csn: int | None
