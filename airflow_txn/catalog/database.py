@@ -163,9 +163,19 @@ def _said(exc: DBAPIError) -> str:
 
 
 def _sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite catalog URL (None: in memory)."""
-    database = make_url(url).database
+    """The file of a SQLite catalog URL (None: in memory). With `uri=true` in its query (SQLAlchemy's form for
+    SQLite's URI filenames: `sqlite:///file:PATH?mode=ro&uri=true`) the database is a URI, and the file is its
+    path: never a directory named `file:` where the process runs."""
+    parsed = make_url(url)
+    database = parsed.database
+    if database and str(parsed.query.get("uri", "")).strip().lower() in _TRUE and database.startswith("file:"):
+        if parsed.query.get("mode") == "memory":
+            return None
+        database = urllib.parse.unquote(urllib.parse.urlsplit(database).path)
     return None if not database or database == ":memory:" else Path(database).expanduser()
+
+
+_TRUE = ("true", "yes", "on", "y", "t", "1")  # what SQLAlchemy's pysqlite dialect takes for uri=true
 
 
 def _writable(path: Path) -> bool:

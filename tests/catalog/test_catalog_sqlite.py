@@ -10,10 +10,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from sqlalchemy import select, update
 
+from airflow_txn import Warehouse
 from airflow_txn.catalog import Catalog, schema
+from airflow_txn.errors import CatalogReadOnlyError, WarehouseNotFoundError
 
 _c = schema.counters.c
 _GATE = schema.COUNTER_SNAPSHOT_GATE
@@ -88,3 +91,58 @@ def test_write_commits_on_a_clean_exit(catalog: Catalog) -> None:
     with catalog.write() as conn:
         conn.execute(update(schema.counters).where(_c.name == _GATE).values(value=_c.value + 1))
     assert _gate(catalog) == before + 1
+
+
+# -- a SQLite catalog named by a URI filename (`sqlite:///file:PATH?uri=true`, SQLAlchemy's form for SQLite's URI
+# options such as mode=ro) -------------------------------------------------------------------------------------------
+def _uri_url(path: Path, query: str = "") -> str:
+    return f"sqlite:///file:{path}?uri=true{query}"
+
+
+def test_a_uri_catalog_is_the_file_it_names_and_nothing_lands_in_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URI-form URL is the file after `file:`: created there, found there once it exists (not taken for a missing
+    catalog), and no directory named `file:` appears where the process runs."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    path = tmp_path / "sub" / "c.db"
+    with Warehouse.open(catalog=_uri_url(path), root=tmp_path / "wh") as wh:
+        assert not wh.exists()
+        wh.create_table("ns.t", pa.schema([("id", pa.int64())]))
+        with wh.begin() as t:
+            t.append("ns.t", pa.table({"id": [1, 2]}))
+    assert path.is_file()
+    with Warehouse.open(catalog=_uri_url(path), root=tmp_path / "wh") as again:
+        assert again.exists()
+        assert again.tables() == ["ns.t"]
+        assert again.read("ns.t").num_rows == 2
+    assert list(cwd.iterdir()) == []
+
+
+def test_a_read_only_uri_catalog_reads_and_refuses_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mode=ro`: the catalog is read as it is, and a write is CatalogReadOnlyError (not a missing warehouse, and
+    nothing created beside it or in the working directory)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    path = tmp_path / "c.db"
+    with Warehouse.open(catalog=f"sqlite:///{path}", root=tmp_path / "wh") as wh:
+        wh.create_table("ns.t", pa.schema([("id", pa.int64())]))
+        with wh.begin() as t:
+            t.append("ns.t", pa.table({"id": [1, 2, 3]}))
+    with Warehouse.open(catalog=_uri_url(path, "&mode=ro"), root=tmp_path / "wh") as ro:
+        assert ro.tables() == ["ns.t"]
+        assert ro.read("ns.t").num_rows == 3
+        with pytest.raises(CatalogReadOnlyError):
+            ro.begin()
+    assert list(cwd.iterdir()) == []
+
+
+def test_a_missing_read_only_uri_catalog_is_a_missing_warehouse(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Warehouse.open(catalog=_uri_url(tmp_path / "none.db", "&mode=ro"), root=tmp_path / "wh") as wh, \
+            pytest.raises(WarehouseNotFoundError):
+        wh.tables()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
