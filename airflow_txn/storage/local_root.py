@@ -141,16 +141,19 @@ class LocalRoot(Storage):
         return self.fs.open_input_file(path)
 
     def delete_part(self, table_directory: str, path: str) -> int:
+        # the table dir resolved once per root (_under_table): a full realpath per part was most of a vacuum's
+        # time per part (docs/BENCHMARKS.md, B16)
         table_dir = self.table_dir(table_directory)
         if is_plain_part(path):
-            target = safe_join(table_dir, path)
+            target = self._under_table(table_directory, path)[0]
             freed = tree_size(target)
             with suppress(FileNotFoundError, NotADirectoryError):  # NotADirectory: a file where its dir belongs
                 target.unlink()
             _remove_empty_dirs(target.parent, table_dir)
             return freed
-        part_dir = safe_join(table_dir, path)
-        write_dir = safe_join(table_dir, write_dir_of(path))
+        part_dir = self._under_table(table_directory, path)[0]
+        unit = write_dir_of(path)
+        write_dir = part_dir if unit == path else self._under_table(table_directory, unit)[0]
         freed = tree_size(part_dir)
         shutil.rmtree(part_dir, ignore_errors=True)
         if write_dir != part_dir and not _has_subdirs(write_dir):
@@ -159,7 +162,7 @@ class LocalRoot(Storage):
         return freed
 
     def size_of(self, table_directory: str, relative: str) -> int:
-        return tree_size(safe_join(self.table_dir(table_directory), relative))
+        return tree_size(self._under_table(table_directory, relative)[0])
 
     def stored_parts(self, table_directory: str) -> Iterator[StoredEntry]:
         table_dir = self.table_dir(table_directory)
