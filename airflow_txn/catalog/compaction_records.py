@@ -148,7 +148,48 @@ def garbage(conn: Connection, table_id: int, horizon: int, protected_after: floa
     except sources of merges that swapped after `protected_after` (a reader may still read them) and
     parts a tag holding the table sees (tag_records.pinned_by_a_tag: kept whatever the horizon)."""
     stmt = select(*part_records.columns(conn)).where(*_garbage(table_id, horizon, protected_after))
-    return [part_records._from_row(r) for r in conn.execute(stmt.order_by(_p.id).limit(limit))]
+    return part_records._part_rows(conn.execute(stmt.order_by(_p.id).limit(limit)))
+
+
+ROLLED_BACK, REMOVED, ANY = "rolled back", "removed", "any"
+GARBAGE_KINDS = (ROLLED_BACK, REMOVED, ANY)
+"""The passes of vacuum's batches over one table's garbage, in order (garbage_batch)."""
+
+
+def garbage_batch(conn: Connection, table_id: int, horizon: int, protected_after: float, limit: int, kind: str,
+                  after: int | None) -> list[PartRow]:
+    """The next `limit` parts of `garbage`, for deleting batch by batch: each pass reads from where its last batch
+    ended (`after`: garbage_resume of that batch; None: from the start) along ix_txn_parts_table_removal, so a batch
+    reads its own rows, not again every one the batches before it deleted (ordered by id, each batch re-read the
+    table's whole garbage: a day of 240,000 parts in one table cost 125 us a part, docs/BENCHMARKS.md, B16).
+    ROLLED_BACK: parts that rolled back (creation CSN RollbackCSN, never removed), by id; REMOVED: parts removed at
+    a CSN <= horizon, by removal CSN; ANY: `garbage` itself, by id (a last pass: whatever the two did not cover,
+    which is nothing but keeps the passes exactly `garbage`)."""
+    where = _garbage(table_id, horizon, protected_after)
+    if kind == ROLLED_BACK:
+        where += [_p.removal_csn.is_(None), _p.creation_csn == ROLLBACK_CSN,
+                  *([] if after is None else [_p.id > after])]
+        order = _p.id
+    elif kind == REMOVED:
+        where += [_p.removal_csn.is_not(None), _p.removal_csn <= horizon,
+                  *([] if after is None else [_p.removal_csn >= after])]
+        order = _p.removal_csn
+    elif kind == ANY:
+        order = _p.id
+    else:
+        raise ValueError(f"unknown garbage kind {kind!r}")
+    stmt = select(*part_records.columns(conn)).where(*where).order_by(order).limit(limit)
+    return part_records._part_rows(conn.execute(stmt))
+
+
+def garbage_resume(kind: str, batch: Sequence[PartRow]) -> int | None:
+    """Where the pass `kind` goes on after `batch` (deleted by then): past its last id (ROLLED_BACK), from its
+    highest removal CSN (REMOVED: parts of that CSN not in the batch are still to come), from the start (ANY)."""
+    if kind == ROLLED_BACK:
+        return max(p.id for p in batch)
+    if kind == REMOVED:
+        return max(p.version.removal_csn or 0 for p in batch)
+    return None
 
 
 def garbage_count(conn: Connection, table_id: int, horizon: int, protected_after: float) -> int:

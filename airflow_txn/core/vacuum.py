@@ -185,18 +185,23 @@ def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], bat
     removed = freed = 0
     for index, (info, after) in enumerate(plans):
         tick("parts", index, len(tables))
-        while True:
-            with rt.catalog.read() as conn:  # a dry run lists them all at once: it deletes none to move on
-                parts = compaction_records.garbage(conn, info.id, h.of(info.id), after, None if dry_run else batch)
-            if dry_run:
-                removed += len(parts)
-                freed += sum(rt.storage.size_of(info.directory, p.path) for p in parts)
-                break
-            if not parts:
-                break
-            freed += _remove_batch(rt, info, [(p.id, p.path) for p in parts])
+        if dry_run:  # a dry run lists them all at once: it deletes none to move on
+            with rt.catalog.read() as conn:
+                parts = compaction_records.garbage(conn, info.id, h.of(info.id), after, None)
             removed += len(parts)
-            tick("part files", removed, max(total, removed))
+            freed += sum(rt.storage.size_of(info.directory, p.path) for p in parts)
+            continue
+        for kind in compaction_records.GARBAGE_KINDS:
+            resume: int | None = None
+            while True:
+                with rt.catalog.read() as conn:
+                    parts = compaction_records.garbage_batch(conn, info.id, h.of(info.id), after, batch, kind, resume)
+                if not parts:
+                    break
+                freed += _remove_batch(rt, info, [(p.id, p.path) for p in parts])
+                removed += len(parts)
+                resume = compaction_records.garbage_resume(kind, parts)
+                tick("part files", removed, max(total, removed))
     tick("parts", len(tables), len(tables))
     return removed, freed, kept, tagged
 

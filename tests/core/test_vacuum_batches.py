@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from sqlalchemy import event
 
 from airflow_txn import Warehouse
-from airflow_txn.catalog import compaction_records, table_registry
+from airflow_txn.catalog import compaction_records, part_records, table_registry
 from airflow_txn.core import vacuum
 from tests.helpers import EVENTS, ids
 
@@ -95,3 +95,59 @@ def test_a_dry_run_deletes_no_part_row(wh: Warehouse) -> None:
 def _directory(wh: Warehouse) -> str:
     with wh.runtime.catalog.read() as conn:
         return table_registry.get(conn, "sales.events").directory
+
+
+def _rolled_back_parts(wh: Warehouse, parts: int) -> None:
+    """`parts` parts staged by a transaction that rolled back (creation CSN RollbackCSN): garbage at once."""
+    days = [f"2025-{1 + i // 28:02d}-{1 + i % 28:02d}" for i in range(parts)]
+    t = wh.begin()
+    t.append("sales.events", pa.table({"id": list(range(parts)), "day": days, "value": [2.0] * parts}, schema=EVENTS))
+    t.rollback()
+
+
+def test_the_batches_cover_rolled_back_and_removed_parts_and_parts_removed_at_one_csn_across_batches(
+        wh: Warehouse) -> None:
+    """Each pass of vacuum's batches (compaction_records.garbage_batch: rolled-back parts by id, removed ones by
+    removal CSN, then the rest) goes on where its last batch ended: 45 parts removed at ONE CSN span three batches of
+    20 (the next batch starts at that CSN again, the deleted ones gone), and every kind of garbage goes."""
+    _garbage_parts(wh, PARTS)
+    _rolled_back_parts(wh, 7)
+    with wh.begin() as t:  # 5 more, removed at a later CSN
+        t.append("sales.events", pa.table({"id": [100 + i for i in range(5)], "day": ["2026-01-01"] * 5,
+                                          "value": [3.0] * 5}, schema=EVENTS))
+    with wh.begin() as t:
+        t.delete("sales.events", pc.field("id") >= 100)
+    garbage = _garbage_left(wh)
+    assert garbage >= PARTS + 1  # the rolled-back parts, unless rollback already took them, and the later ones
+    with _part_deletes(wh) as deletes:
+        report = vacuum.vacuum(wh.runtime, 0, batch=BATCH)
+    assert report["parts_removed"] == garbage
+    assert sum(deletes) == garbage and all(0 < n <= BATCH for n in deletes), deletes
+    assert _garbage_left(wh) == 0
+    assert list(wh.runtime.storage.stored_parts(_directory(wh))) == []
+    assert ids(wh.read("sales.events")) == []
+
+
+def test_the_passes_together_are_garbage_in_batches(wh: Warehouse) -> None:
+    """garbage_batch's three passes, each resumed where garbage_resume says, return every part `garbage` lists,
+    each once, in batches of at most the limit: deleting each batch before asking for the next, as vacuum does."""
+    _garbage_parts(wh, 12)
+    _rolled_back_parts(wh, 5)
+    with wh.runtime.catalog.read() as conn:
+        info = table_registry.get(conn, "sales.events")
+        horizon = wh.readable_csn()
+        expected = {p.id for p in compaction_records.garbage(conn, info.id, horizon, float("inf"), None)}
+    seen: list[int] = []
+    for kind in compaction_records.GARBAGE_KINDS:
+        resume = None
+        while True:
+            with wh.runtime.catalog.read() as conn:
+                batch = compaction_records.garbage_batch(conn, info.id, horizon, float("inf"), 4, kind, resume)
+            if not batch:
+                break
+            assert len(batch) <= 4
+            seen += [p.id for p in batch]
+            with wh.runtime.catalog.write() as conn:
+                part_records.forget(conn, [p.id for p in batch])
+            resume = compaction_records.garbage_resume(kind, batch)
+    assert sorted(seen) == sorted(expected) and len(seen) == len(set(seen))
