@@ -473,7 +473,7 @@ def forget(conn: Connection, part_ids: Sequence[int]) -> int:
 
 
 def registered_paths(conn: Connection, table_id: int) -> list[str]:
-    return [str(r.path) for r in conn.execute(select(_p.path).where(_p.table_id == table_id))]
+    return list(conn.execute(select(_p.path).where(_p.table_id == table_id)).scalars().all())
 
 
 def of_transaction(conn: Connection, tid: str) -> list[PartRow]:

@@ -260,9 +260,11 @@ def _orphan_candidates(rt: Runtime, info: TableInfo, retention_seconds: float) -
     11), but for a write dir holding nothing at all once the grace period is over (a writer that died before
     its sidecar: nothing to lose). Registration is checked again LAST, after the writer's transaction was seen
     closed, so a registration cannot slip in between."""
-    registered = _registered_units(rt, info)
+    registered: set[str] | None = None
     candidates, foreign = [], []
     for entry in rt.storage.stored_parts(info.directory):
+        if registered is None:  # read once the listing holds anything: a table with nothing stored reads no rows
+            registered = _registered_units(rt, info)
         if entry.relative in registered:
             continue
         tid = rt.storage.writer_tid(entry)
