@@ -151,31 +151,30 @@ def garbage(conn: Connection, table_id: int, horizon: int, protected_after: floa
     return part_records._part_rows(conn.execute(stmt.order_by(_p.id).limit(limit)))
 
 
-ROLLED_BACK, REMOVED, ANY = "rolled back", "removed", "any"
-GARBAGE_KINDS = (ROLLED_BACK, REMOVED, ANY)
+ROLLED_BACK, REMOVED = "rolled back", "removed"
+GARBAGE_KINDS = (ROLLED_BACK, REMOVED)
 """The passes of vacuum's batches over one table's garbage, in order (garbage_batch)."""
 
 
 def garbage_batch(conn: Connection, table_id: int, horizon: int, protected_after: float, limit: int, kind: str,
                   after: int | None) -> list[PartRow]:
-    """The next `limit` parts of `garbage`, for deleting batch by batch: each pass reads from where its last batch
-    ended (`after`: garbage_resume of that batch; None: from the start) along ix_txn_parts_table_removal, so a batch
-    reads its own rows, not again every one the batches before it deleted (ordered by id, each batch re-read the
-    table's whole garbage: a day of 240,000 parts in one table cost 125 us a part, docs/BENCHMARKS.md, B16).
-    ROLLED_BACK: parts that rolled back (creation CSN RollbackCSN, never removed), by id; REMOVED: parts removed at
-    a CSN <= horizon, by removal CSN; ANY: `garbage` itself, by id (a last pass: whatever the two did not cover,
-    which is nothing but keeps the passes exactly `garbage`)."""
+    """The next `limit` parts of `garbage`, for deleting batch by batch, each batch along an index range of
+    ix_txn_parts_table_removal that holds little but what is still to delete, so a batch reads its own rows, not
+    again every one the batches before it deleted (ordered by id, each batch re-read the table's whole garbage: a
+    day of 240,000 parts in one table cost 125 us a part, docs/BENCHMARKS.md, B16; and the empty batch that ended
+    the loop scanned the whole catalog by id). ROLLED_BACK: parts that rolled back (creation CSN RollbackCSN; never
+    removed, so removal_csn is NULL: rollback and a withdrawn retry set the creation CSN of parts nobody could
+    remove), by id, from the start each time (the range holds only rolled-back parts not deleted yet, ones rolled
+    back during the run included); REMOVED: parts removed at a CSN <= horizon, by removal CSN from `after` (what
+    garbage_resume said of the last batch). Together they are `garbage`."""
     where = _garbage(table_id, horizon, protected_after)
     if kind == ROLLED_BACK:
-        where += [_p.removal_csn.is_(None), _p.creation_csn == ROLLBACK_CSN,
-                  *([] if after is None else [_p.id > after])]
+        where += [_p.removal_csn.is_(None), _p.creation_csn == ROLLBACK_CSN]
         order = _p.id
     elif kind == REMOVED:
         where += [_p.removal_csn.is_not(None), _p.removal_csn <= horizon,
                   *([] if after is None else [_p.removal_csn >= after])]
         order = _p.removal_csn
-    elif kind == ANY:
-        order = _p.id
     else:
         raise ValueError(f"unknown garbage kind {kind!r}")
     stmt = select(*part_records.columns(conn)).where(*where).order_by(order).limit(limit)
@@ -183,10 +182,8 @@ def garbage_batch(conn: Connection, table_id: int, horizon: int, protected_after
 
 
 def garbage_resume(kind: str, batch: Sequence[PartRow]) -> int | None:
-    """Where the pass `kind` goes on after `batch` (deleted by then): past its last id (ROLLED_BACK), from its
-    highest removal CSN (REMOVED: parts of that CSN not in the batch are still to come), from the start (ANY)."""
-    if kind == ROLLED_BACK:
-        return max(p.id for p in batch)
+    """Where the pass `kind` goes on after `batch` (deleted by then): REMOVED from its highest removal CSN (parts
+    of that CSN not in the batch are still to come), ROLLED_BACK from the start of its range."""
     if kind == REMOVED:
         return max(p.version.removal_csn or 0 for p in batch)
     return None

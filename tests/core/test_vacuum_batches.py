@@ -108,8 +108,8 @@ def _rolled_back_parts(wh: Warehouse, parts: int) -> None:
 def test_the_batches_cover_rolled_back_and_removed_parts_and_parts_removed_at_one_csn_across_batches(
         wh: Warehouse) -> None:
     """Each pass of vacuum's batches (compaction_records.garbage_batch: rolled-back parts by id, removed ones by
-    removal CSN, then the rest) goes on where its last batch ended: 45 parts removed at ONE CSN span three batches of
-    20 (the next batch starts at that CSN again, the deleted ones gone), and every kind of garbage goes."""
+    removal CSN) goes on where its last batch ended: 45 parts removed at ONE CSN span three batches of 20 (the next
+    batch starts at that CSN again, the deleted ones gone), and every kind of garbage goes."""
     _garbage_parts(wh, PARTS)
     _rolled_back_parts(wh, 7)
     with wh.begin() as t:  # 5 more, removed at a later CSN
@@ -129,7 +129,7 @@ def test_the_batches_cover_rolled_back_and_removed_parts_and_parts_removed_at_on
 
 
 def test_the_passes_together_are_garbage_in_batches(wh: Warehouse) -> None:
-    """garbage_batch's three passes, each resumed where garbage_resume says, return every part `garbage` lists,
+    """garbage_batch's passes, each resumed where garbage_resume says, return every part `garbage` lists,
     each once, in batches of at most the limit: deleting each batch before asking for the next, as vacuum does."""
     _garbage_parts(wh, 12)
     _rolled_back_parts(wh, 5)
