@@ -312,13 +312,31 @@ def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: i
     key's earlier attempts, and the keys that built on them), computed without changing anything (the
     statement withdraws and registers in one catalog transaction at its end, so a rejected statement
     changes nothing)."""
-    versioned = table_versions.present(conn)
-    candidates = _visible(table_id, tid, snapshot, partition_keys, versioned, _lookup_dialect(conn))
-    if withdrawn:  # parts the withdrawn keys locked: visible again once they are withdrawn
-        candidates += _select_parts(table_id, [and_(_p.removal_tid == tid, _p.removal_key.in_(list(withdrawn)))],
-                                    partition_keys, versioned)
-    parts = {p.id: p for p in _part_rows(conn.execute(_by_id(candidates)))}
+    params: dict[str, Any] = {"table_id": table_id, "reader": tid, "snapshot": snapshot}
+    if partition_keys is not None:
+        params["partition_keys"] = list(partition_keys)
+    if withdrawn:
+        params["withdrawn"] = list(withdrawn)
+    stmt = _statement_stmt(partition_keys is not None, bool(withdrawn), table_versions.present(conn),
+                           _lookup_dialect(conn))
+    parts = {p.id: p for p in _part_rows(conn.execute(stmt, params))}
     return [p for p in parts.values() if is_visible(after_compensation(p, tid, withdrawn), tid, snapshot)]
+
+
+@functools.cache
+def _statement_stmt(by_partition: bool, withdrawn: bool, versioned: bool,
+                    dialect: str | None) -> Select[Any] | CompoundSelect[Any]:
+    """visible_for_statement's statement, built once per shape with its values bound at execution, as
+    _visible_stmt is (built per call, the span levels' statement cost a statement's open several milliseconds)."""
+    table_id = bindparam("table_id", type_=BigInteger())
+    reader = bindparam("reader", type_=String())
+    keys: BindParameter[Any] | None = bindparam("partition_keys", expanding=True) if by_partition else None
+    columns = _read_columns(versioned)
+    branches = _visible(table_id, reader, bindparam("snapshot", type_=BigInteger()), keys, versioned, dialect, columns)
+    if withdrawn:  # parts the withdrawn keys locked: visible again once they are withdrawn
+        branches.append(select(*columns).where(*_filters(table_id, keys), _p.removal_tid == reader,
+                                               _p.removal_key.in_(bindparam("withdrawn", expanding=True))))
+    return _by_id(branches)
 
 
 def consumers(conn: Connection, tid: str, key: str, attempt: int | None) -> set[str | None]:
