@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Select, and_, delete, exists, func, insert, or_, select, update
 
@@ -156,8 +156,16 @@ GARBAGE_KINDS = (ROLLED_BACK, REMOVED)
 """The passes of vacuum's batches over one table's garbage, in order (garbage_batch)."""
 
 
+class GarbagePart(NamedTuple):
+    """What vacuum's batches need of a garbage part: its row, its files' place, where the pass resumes."""
+
+    id: int
+    path: str
+    removal_csn: int | None
+
+
 def garbage_batch(conn: Connection, table_id: int, horizon: int, protected_after: float, limit: int, kind: str,
-                  after: int | None) -> list[PartRow]:
+                  after: int | None) -> list[GarbagePart]:
     """The next `limit` parts of `garbage`, for deleting batch by batch, each batch along an index range of
     ix_txn_parts_table_removal that holds little but what is still to delete, so a batch reads its own rows, not
     again every one the batches before it deleted (ordered by id, each batch re-read the table's whole garbage: a
@@ -177,15 +185,15 @@ def garbage_batch(conn: Connection, table_id: int, horizon: int, protected_after
         order = _p.removal_csn
     else:
         raise ValueError(f"unknown garbage kind {kind!r}")
-    stmt = select(*part_records.columns(conn)).where(*where).order_by(order).limit(limit)
-    return part_records._part_rows(conn.execute(stmt))
+    stmt = select(_p.id, _p.path, _p.removal_csn).where(*where).order_by(order).limit(limit)
+    return [GarbagePart(*r) for r in conn.execute(stmt)]
 
 
-def garbage_resume(kind: str, batch: Sequence[PartRow]) -> int | None:
+def garbage_resume(kind: str, batch: Sequence[GarbagePart]) -> int | None:
     """Where the pass `kind` goes on after `batch` (deleted by then): REMOVED from its highest removal CSN (parts
     of that CSN not in the batch are still to come), ROLLED_BACK from the start of its range."""
     if kind == REMOVED:
-        return max(p.version.removal_csn or 0 for p in batch)
+        return max(p.removal_csn or 0 for p in batch)
     return None
 
 

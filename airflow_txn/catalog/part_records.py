@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    ARRAY,
     BigInteger,
     BindParameter,
     ColumnElement,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     Select,
     String,
     and_,
+    any_,
     bindparam,
     delete,
     func,
@@ -487,7 +489,12 @@ def forget(conn: Connection, part_ids: Sequence[int]) -> int:
     """Delete the rows of `part_ids` in one statement (vacuum's batch, whose files are gone); returns how many."""
     if not part_ids:
         return 0
+    if conn.dialect.name == "postgresql":  # one array parameter: psycopg converts a statement of 500 parameters anew
+        return int(conn.execute(_FORGET_PG, {"ids": list(part_ids)}).rowcount or 0)  # each time (3 of 7 ms a batch)
     return int(conn.execute(delete(schema.parts).where(_p.id.in_(list(part_ids)))).rowcount or 0)
+
+
+_FORGET_PG = delete(schema.parts).where(_p.id == any_(bindparam("ids", type_=ARRAY(BigInteger()))))
 
 
 def registered_paths(conn: Connection, table_id: int) -> list[str]:

@@ -195,12 +195,12 @@ def _remove_garbage_parts(rt: Runtime, h: Horizons, tables: list[TableInfo], bat
             resume: int | None = None
             while True:
                 with rt.catalog.read() as conn:
-                    parts = compaction_records.garbage_batch(conn, info.id, h.of(info.id), after, batch, kind, resume)
-                if not parts:
+                    found = compaction_records.garbage_batch(conn, info.id, h.of(info.id), after, batch, kind, resume)
+                if not found:
                     break
-                freed += _remove_batch(rt, info, [(p.id, p.path) for p in parts])
-                removed += len(parts)
-                resume = compaction_records.garbage_resume(kind, parts)
+                freed += _remove_batch(rt, info, [(p.id, p.path) for p in found])
+                removed += len(found)
+                resume = compaction_records.garbage_resume(kind, found)
                 tick("part files", removed, max(total, removed))
     tick("parts", len(tables), len(tables))
     return removed, freed, kept, tagged

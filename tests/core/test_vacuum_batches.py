@@ -40,8 +40,9 @@ def _part_deletes(wh: Warehouse) -> Iterator[list[int]]:
     seen: list[int] = []
 
     def before(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
-        if PART_DELETE.match(statement):
-            seen.append(len(parameters or ()))
+        if PART_DELETE.match(statement):  # ids bound one by one (SQLite), or as one array (PostgreSQL)
+            values = list(parameters.values()) if isinstance(parameters, dict) else list(parameters or ())
+            seen.append(len(values[0]) if len(values) == 1 and isinstance(values[0], list) else len(values))
 
     engine = wh.runtime.catalog.engine
     event.listen(engine, "before_cursor_execute", before)
