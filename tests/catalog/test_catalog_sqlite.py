@@ -146,3 +146,21 @@ def test_a_missing_read_only_uri_catalog_is_a_missing_warehouse(tmp_path: Path,
             pytest.raises(WarehouseNotFoundError):
         wh.tables()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("sqlite:////tmp/a/c.db", "/tmp/a/c.db"),
+    ("sqlite:///file:/tmp/a/c.db?uri=true", "/tmp/a/c.db"),
+    ("sqlite:///file:///tmp/a/c.db?mode=ro&uri=true", "/tmp/a/c.db"),
+    ("sqlite:///file://localhost/tmp/a/c.db?uri=1", "/tmp/a/c.db"),
+    ("sqlite:///file:/tmp/a%20b/c.db?uri=true", "/tmp/a b/c.db"),
+    ("sqlite:///file::memory:?cache=shared&uri=true", None),
+    ("sqlite:///file:shared?mode=memory&cache=shared&uri=true", None),
+    ("sqlite://", None),
+    ("sqlite:///file:/tmp/a/c.db", "file:/tmp/a/c.db"),  # no uri=true: SQLite opens a file of that (relative) name
+])
+def test_the_file_a_sqlite_url_names(url: str, expected: str | None) -> None:
+    from airflow_txn.catalog.database import _sqlite_file
+
+    found = _sqlite_file(url)
+    assert (None if found is None else str(found)) == expected
