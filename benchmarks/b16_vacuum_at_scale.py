@@ -51,7 +51,7 @@ from airflow_txn.catalog import Catalog, commit_log, compaction_records, counter
 from airflow_txn.errors import SnapshotTooOldError
 from airflow_txn.model.csn import ROLLBACK_CSN
 from airflow_txn.storage.local_root import LocalRoot
-from benchmarks import _bench
+from benchmarks import _bench, b16_year
 from benchmarks import b3_part_lookup as b3
 
 DAY_PARTS = 720_000
@@ -235,11 +235,6 @@ def commits_around_vacuum(url: str, root: Path, settle: float) -> dict[str, Any]
     return {"report": report, "vacuum_s": ended - began, "during": during, "without": without}
 
 
-def _p99(xs: list[float]) -> float:
-    ordered = sorted(xs)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-
-
 def run(parts: int, day_parts: int, settle: float, admin: str | None, tables: int = TABLES) -> dict[str, Any]:
     admin_url = _bench.pg_admin(admin)
     why = _bench.pg_unreachable(admin_url)
@@ -285,7 +280,7 @@ def run(parts: int, day_parts: int, settle: float, admin: str | None, tables: in
                 refused = True
         with Catalog(url).engine.connect() as conn:
             out["rows_after"] = int(conn.execute(text("SELECT count(*) FROM txn_parts")).scalar_one())
-    p99_during, p99_without = _p99(timing["during"]), _p99(timing["without"])
+    p99_during, p99_without = b16_year._p99(timing["during"]), b16_year._p99(timing["without"])
     engine_parts = 3 * (len(timing["during"]) + len(timing["without"]) + 5)
     reports = [alone["report"], timing["report"]]
     out.update(

@@ -141,14 +141,6 @@ def _read_columns(versioned: bool) -> tuple[Any, ...]:
     return tuple(c for c in _wanted(versioned) if c.name != "created_at")
 
 
-def _select_parts(table_id: int | ColumnElement[int], clauses: Sequence[ColumnElement[bool]],
-                  partition_keys: Sequence[str] | BindParameter[Any] | None,
-                  versioned: bool = True) -> list[Select[Any]]:
-    """The parts of one table matching each of `clauses`: one SELECT per clause."""
-    where = _filters(table_id, partition_keys)
-    return [select(*_wanted(versioned)).where(*where, clause) for clause in clauses]
-
-
 def _by_id(branches: Sequence[Select[Any]]) -> Select[Any] | CompoundSelect[Any]:
     """The branches ordered by id, under UNION ALL when there are several (each branch has its own index plan)."""
     if len(branches) == 1:
