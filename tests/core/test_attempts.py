@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pyarrow.compute as pc
 import pytest
-from sqlalchemy import event
 
 from airflow_txn import Warehouse
 from airflow_txn.errors import InvalidNameError, StaleAttemptError
+from tests.harness.statements import statements
 from tests.helpers import accounts, events, ids, make_tables
 
 KEY = "backfill/load_day/0"
@@ -105,24 +105,6 @@ def test_tables_read_lists_each_keys_reads_and_forgets_a_retried_attempts(wh: Wa
     assert wh.last_commit_csn("sales.events", at=t.snapshot_csn) is None
 
 
-class Statements:
-    """The SQL statements the warehouse's catalog runs while inside (their first lines)."""
-
-    def __init__(self, wh: Warehouse) -> None:
-        self.engine = wh.runtime.catalog.engine
-        self.seen: list[str] = []
-
-    def _record(self, _conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        self.seen.append(statement.strip().splitlines()[0])
-
-    def __enter__(self) -> list[str]:
-        event.listen(self.engine, "before_cursor_execute", self._record)
-        return self.seen
-
-    def __exit__(self, *_exc: object) -> None:
-        event.remove(self.engine, "before_cursor_execute", self._record)
-
-
 def test_a_key_with_nothing_before_its_attempt_is_withdrawn_by_one_lookup(wh: Warehouse) -> None:
     """Withdrawing what earlier attempts of a key staged costs one catalog statement when there is nothing to withdraw
     (a task's first try, or its later statements): it used to look up dependents, compensate and forget scans with
@@ -130,12 +112,12 @@ def test_a_key_with_nothing_before_its_attempt_is_withdrawn_by_one_lookup(wh: Wa
     make_tables(wh)
     t = wh.begin()
     first = wh.attach(t.tid).use_key(KEY, attempt=1)
-    with Statements(wh) as seen:
+    with statements(wh) as seen:
         assert first.compensate(attempt=1) == 0
     assert not [s for s in seen if s.startswith(("UPDATE txn_parts", "UPDATE txn_table_versions", "DELETE"))], seen
     assert sum("txn_scans" in s or "txn_parts" in s for s in seen) <= 1, seen
     first.append("sales.events", events([1]))
-    with Statements(wh) as seen:  # the attempt's second write: its own first write is not before it
+    with statements(wh) as seen:  # the attempt's second write: its own first write is not before it
         first.append("sales.events", events([2]))
     assert not [s for s in seen if s.startswith(("UPDATE txn_parts", "UPDATE txn_table_versions", "DELETE"))], seen
     retry = wh.attach(t.tid).use_key(KEY, attempt=2)

@@ -5,18 +5,13 @@ progress handler on each catalog connection), for a table of 4 parts against one
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
 import pyarrow as pa
 import pytest
-from sqlalchemy import event
 
 from airflow_txn import Warehouse
+from tests.harness.statements import sqlite_steps
 
 pytestmark = pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)  # SQLite's VM steps are counted
-STEP = 1  # the handler runs every STEP virtual-machine instructions (it restarts with each statement)
 
 
 def _table(wh: Warehouse, name: str, parts: int) -> None:
@@ -26,30 +21,8 @@ def _table(wh: Warehouse, name: str, parts: int) -> None:
         t.append(name, pa.table({"day": days, "qty": pa.array(range(2 * parts), pa.int64())}))
 
 
-@contextmanager
-def _steps(wh: Warehouse) -> Iterator[list[int]]:
-    """[VM steps / STEP] the catalog's SQLite connections run inside the block."""
-    counted = [0]
-
-    def tick() -> int:
-        counted[0] += 1
-        return 0  # go on
-
-    def on_checkout(dbapi_conn: Any, *_: Any) -> None:
-        dbapi_conn.set_progress_handler(tick, STEP)
-
-    engine = wh.runtime.catalog.engine
-    engine.dispose()  # every connection from now on is checked out through the listener
-    event.listen(engine, "checkout", on_checkout)
-    try:
-        yield counted
-    finally:
-        event.remove(engine, "checkout", on_checkout)
-        engine.dispose()
-
-
 def _add_column_steps(wh: Warehouse, table: str, column: str) -> int:
-    with _steps(wh) as counted, wh.begin() as t:
+    with sqlite_steps(wh) as counted, wh.begin() as t:
         t.add_column(table, pa.field(column, pa.float64()))
     return counted[0]
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import event
 
 from airflow_txn import Warehouse
 from airflow_txn.catalog import compaction_records, part_records, table_registry
 from airflow_txn.core import vacuum
+from tests.harness.statements import watching
 from tests.helpers import EVENTS, ids
 
 PARTS = 45
@@ -39,17 +39,13 @@ def _part_deletes(wh: Warehouse) -> Iterator[list[int]]:
     """The number of bound ids of every DELETE on the parts table the catalog runs meanwhile."""
     seen: list[int] = []
 
-    def before(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+    def before(statement: str, parameters: Any) -> None:
         if PART_DELETE.match(statement):  # ids bound one by one (SQLite), or as one array (PostgreSQL)
             values = list(parameters.values()) if isinstance(parameters, dict) else list(parameters or ())
             seen.append(len(values[0]) if len(values) == 1 and isinstance(values[0], list) else len(values))
 
-    engine = wh.runtime.catalog.engine
-    event.listen(engine, "before_cursor_execute", before)
-    try:
+    with watching(wh, before):
         yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", before)
 
 
 def _garbage_left(wh: Warehouse) -> int:

@@ -18,6 +18,7 @@ from airflow_txn.core import commit, isolation
 from airflow_txn.errors import OracleUnavailableError, SerializationError, TransactionClosedError, TxnError
 from airflow_txn.oracle.base import AbortDecidedError, LogEntry, LogRecord
 from airflow_txn.oracle.zookeeper import ZooKeeperOracle
+from tests.harness.statements import watching
 from tests.helpers import accounts, events, ids, make_tables, outlive_lease
 from tests.zookeeper.conftest import OpenWh
 
@@ -192,8 +193,6 @@ def test_commit_returns_only_once_its_csn_is_readable_when_an_older_record_is_mi
     "has the mirrored prefix reached my CSN?" in two statements. A slower committer mirroring its older
     record between the two made both answers look fine, so commit() returned while its CSN was not yet
     readable, and the same process's next begin() missed its own write. The prefix must be read first."""
-    from sqlalchemy import event
-
     from airflow_txn.core import log_mirror
 
     wh = make_wh()
@@ -208,7 +207,7 @@ def test_commit_returns_only_once_its_csn_is_readable_when_an_older_record_is_mi
     t.append("sales.accounts", accounts({2: 2}))
     seen = {"armed": False, "selects": 0}
 
-    def mirror_between_the_checks(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def mirror_between_the_checks(statement: str, _parameters: Any) -> None:
         sql = statement.lstrip().upper()
         if sql.startswith("UPDATE TXN_COMMIT_LOG"):  # t's apply marks its record applied; the checks follow
             seen["armed"] = True
@@ -217,11 +216,8 @@ def test_commit_returns_only_once_its_csn_is_readable_when_an_older_record_is_mi
             if seen["selects"] == 2:  # between the two checks the slow committer mirrors its record
                 assert log_mirror.mirror(slow_process.runtime, [older]) == 1
 
-    event.listen(wh.runtime.catalog.engine, "before_cursor_execute", mirror_between_the_checks)
-    try:
+    with watching(wh, mirror_between_the_checks):
         csn = t.commit()
-    finally:
-        event.remove(wh.runtime.catalog.engine, "before_cursor_execute", mirror_between_the_checks)
     assert seen["selects"] >= 2, "the interleaving was not exercised"
     assert csn == older.csn + 1
     assert wh.readable_csn() >= csn, "commit() returned before its CSN was readable"
