@@ -419,12 +419,12 @@ def stamp_commit(conn: Connection, tid: str, table_id: int, csn: int) -> None:
     """Apply one table of a committed transaction: its CSN on created and removed parts (idempotent)."""
     conn.execute(
         update(schema.parts)
-        .where(_p.table_id == table_id, _p.creation_tid == tid, _p.creation_csn.is_(None))
+        .where(schema.of_table_along_tid(table_id), _p.creation_tid == tid, _p.creation_csn.is_(None))
         .values(creation_csn=csn)
     )
     conn.execute(
         update(schema.parts)
-        .where(_p.table_id == table_id, _p.removal_tid == tid, _p.removal_csn.is_(None))
+        .where(schema.of_table_along_tid(table_id), _p.removal_tid == tid, _p.removal_csn.is_(None))
         .values(removal_csn=csn)
     )
 
@@ -449,12 +449,12 @@ def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
     """Invariant 5 for one table: created parts never visible, removal locks released."""
     conn.execute(
         update(schema.parts)
-        .where(_p.table_id == table_id, _p.creation_tid == tid, _p.creation_csn.is_(None))
+        .where(schema.of_table_along_tid(table_id), _p.creation_tid == tid, _p.creation_csn.is_(None))
         .values(creation_csn=ROLLBACK_CSN)
     )
     conn.execute(
         update(schema.parts)
-        .where(_p.table_id == table_id, _p.removal_tid == tid, _p.removal_csn.is_(None))
+        .where(schema.of_table_along_tid(table_id), _p.removal_tid == tid, _p.removal_csn.is_(None))
         .values(removal_tid=None, removal_key=None, removal_attempt=None)
     )
 
@@ -462,7 +462,7 @@ def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
 def written_partitions(conn: Connection, tid: str, table_id: int) -> set[str]:
     """Partition keys a (committed) transaction created or removed parts in, for serializable checks."""
     stmt = select(_p.partition_key).where(
-        _p.table_id == table_id,
+        schema.of_table_along_tid(table_id),
         or_(_p.creation_tid == tid, _p.removal_tid == tid),
         or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),  # compensated parts wrote nothing
     ).distinct()

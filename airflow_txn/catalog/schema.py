@@ -26,10 +26,13 @@ table_versions  one row per version of a table's schema (docs/DESIGN.md, D27), w
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    ColumnElement,
     Float,
     ForeignKey,
     Index,
@@ -154,6 +157,17 @@ parts = Table(
     Index("ix_txn_parts_removal_tid", "removal_tid"),
     Index("ix_txn_parts_removal_csn", "removal_csn"),
 )
+
+
+def of_table_along_tid(table_id: Any) -> ColumnElement[bool]:
+    """txn_parts.table_id = `table_id` as a filter only, never an index range: for a statement finding one transaction's
+    parts of one table, which should walk ix_txn_parts_creation_tid / removal_tid (the transaction's own rows). SQLite
+    keeps no statistics on the catalog and otherwise takes ix_txn_parts_table_removal's table_id range: every part of
+    the table, read for a rollback or an apply of one part (tests/core/test_table_change_cost.py). `+ 0` is the
+    expression both databases leave unindexed."""
+    unindexed: ColumnElement[bool] = (parts.c.table_id + 0) == table_id
+    return unindexed
+
 
 commit_log = Table(
     "txn_commit_log",

@@ -567,7 +567,7 @@ def built_on(conn: Connection, tid: str, key: str, attempt: int | None) -> set[s
     found: set[str | None] = set()
     for table_id, version in mine:
         parts = conn.execute(select(_p.stage_key).where(
-            _p.table_id == table_id, _p.creation_tid == tid, _p.creation_csn.is_(None),
+            schema.of_table_along_tid(table_id), _p.creation_tid == tid, _p.creation_csn.is_(None),
             _p.schema_version == version).distinct())
         found |= {r.stage_key for r in parts}
         locker = conn.execute(select(_v.removal_key).where(
