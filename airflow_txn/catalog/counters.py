@@ -19,8 +19,9 @@ from airflow_txn.catalog.database import Catalog
 
 _c = schema.counters.c
 
-_LAST_CSN = select(_c.value).where(_c.name == schema.COUNTER_LAST_CSN)
-_LAST_CSN_LOCKED = _LAST_CSN.with_for_update()
+LAST_CSN = select(_c.value).where(_c.name == schema.COUNTER_LAST_CSN)
+"""The last_csn counter's value (a statement other catalog modules may embed: commit_log.readable_csn_of_counter)."""
+_LAST_CSN_LOCKED = LAST_CSN.with_for_update()
 _NEXT_CSN = (
     update(schema.counters)
     .where(_c.name == schema.COUNTER_LAST_CSN)
@@ -37,7 +38,7 @@ _VACUUM_HORIZON_LOCKED = _VACUUM_HORIZON.with_for_update()
 def last_csn(conn: Connection, catalog: Catalog | None = None) -> int:
     """The last_csn counter; with a catalog, locked FOR UPDATE where the dialect has row locks."""
     locked = catalog is not None and catalog.supports_for_update
-    return int(conn.execute(_LAST_CSN_LOCKED if locked else _LAST_CSN).scalar_one())
+    return int(conn.execute(_LAST_CSN_LOCKED if locked else LAST_CSN).scalar_one())
 
 
 def next_csn(conn: Connection) -> int:

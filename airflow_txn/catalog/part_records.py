@@ -27,6 +27,7 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -417,32 +418,30 @@ def staged_files(conn: Connection, tid: str) -> list[tuple[int, str, tuple[str, 
 
 def stamp_commit(conn: Connection, tid: str, table_id: int, csn: int) -> None:
     """Apply one table of a committed transaction: its CSN on created and removed parts (idempotent)."""
-    conn.execute(
-        update(schema.parts)
-        .where(schema.of_table_along_tid(table_id), _p.creation_tid == tid, _p.creation_csn.is_(None))
-        .values(creation_csn=csn)
-    )
-    conn.execute(
-        update(schema.parts)
-        .where(schema.of_table_along_tid(table_id), _p.removal_tid == tid, _p.removal_csn.is_(None))
-        .values(removal_csn=csn)
-    )
+    params = {"b_tid": tid, "b_csn": csn, "b_table": table_id}
+    conn.execute(_STAMP_TABLE_CREATED, params)
+    conn.execute(_STAMP_TABLE_REMOVED, params)
 
 
-_STAMP_CREATED = update(schema.parts).where(
-    _p.creation_tid == bindparam("b_tid", type_=String()), _p.creation_csn.is_(None)
-).values(creation_csn=bindparam("b_csn", type_=BigInteger()))
-_STAMP_REMOVED = update(schema.parts).where(
-    _p.removal_tid == bindparam("b_tid", type_=String()), _p.removal_csn.is_(None)
-).values(removal_csn=bindparam("b_csn", type_=BigInteger()))
+_CREATED_BY = and_(_p.creation_tid == bindparam("b_tid", type_=String()), _p.creation_csn.is_(None))
+_REMOVED_BY = and_(_p.removal_tid == bindparam("b_tid", type_=String()), _p.removal_csn.is_(None))
+_STAMP_ALL = update(schema.parts).where(or_(_CREATED_BY, _REMOVED_BY)).values(
+    creation_csn=case((_CREATED_BY, bindparam("b_csn", type_=BigInteger())), else_=_p.creation_csn),
+    removal_csn=case((_REMOVED_BY, bindparam("b_csn", type_=BigInteger())), else_=_p.removal_csn))
+"""stamp_commit_all's one statement: each row matched by either tid index (an OR of the two: PostgreSQL's BitmapOr,
+SQLite's MULTI-INDEX OR) gets the CSN in the column(s) its condition names; a part the transaction created and removed
+gets both."""
+_STAMP_TABLE_CREATED, _STAMP_TABLE_REMOVED = (
+    update(schema.parts).where(schema.of_table_along_tid(bindparam("b_table", type_=BigInteger())), by)
+    .values({column: bindparam("b_csn", type_=BigInteger())})
+    for by, column in ((_CREATED_BY, "creation_csn"), (_REMOVED_BY, "removal_csn")))
+"""stamp_commit's, for one table: two statements, each along its tid index (schema.of_table_along_tid)."""
 
 
 def stamp_commit_all(conn: Connection, tid: str, csn: int) -> None:
-    """Apply a committed transaction in every table at once: its CSN on the parts it created and removed
-    (the SQL oracle's commit, where record and stamps share one catalog transaction)."""
-    params = {"b_tid": tid, "b_csn": csn}
-    conn.execute(_STAMP_CREATED, params)
-    conn.execute(_STAMP_REMOVED, params)
+    """Apply a committed transaction in every table at once: its CSN on the parts it created and removed, in one
+    statement (the SQL oracle's commit, where record and stamps share one catalog transaction)."""
+    conn.execute(_STAMP_ALL, {"b_tid": tid, "b_csn": csn})
 
 
 def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:

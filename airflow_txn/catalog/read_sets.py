@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Select, delete, exists, insert, select
+from sqlalchemy import Connection, Select, String, bindparam, delete, exists, insert, select
 
 from airflow_txn.catalog import schema
 from airflow_txn.catalog.txn_records import ENDED_STATES
@@ -23,15 +23,20 @@ def add_reads(conn: Connection, tid: str, table_id: int, keys: list[str]) -> Non
         conn.execute(insert(schema.read_set), [{"tid": tid, "table_id": table_id, "partition_key": k} for k in new])
 
 
+_HAS_READS = select(_rs.tid).where(_rs.tid == bindparam("b_tid", type_=String())).limit(1)
+_READS = select(_rs.table_id, _rs.partition_key).where(_rs.tid == bindparam("b_tid", type_=String()))
+"""The commit's read-set lookups, built once (the commit path: every commit asks)."""
+
+
 def has_reads(conn: Connection, tid: str) -> bool:
     """Whether `tid` has a read set at all."""
-    return conn.execute(select(_rs.tid).where(_rs.tid == tid).limit(1)).first() is not None
+    return conn.execute(_HAS_READS, {"b_tid": tid}).first() is not None
 
 
 def reads(conn: Connection, tid: str) -> dict[int, set[str]]:
     """{table id: partition keys} of `tid`'s read set."""
     out: dict[int, set[str]] = {}
-    for r in conn.execute(select(_rs.table_id, _rs.partition_key).where(_rs.tid == tid)):
+    for r in conn.execute(_READS, {"b_tid": tid}):
         out.setdefault(int(r.table_id), set()).add(str(r.partition_key))
     return out
 

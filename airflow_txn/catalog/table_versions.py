@@ -19,27 +19,32 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 from sqlalchemy import (
     BigInteger,
+    BindParameter,
     ColumnElement,
     Connection,
     Engine,
+    Integer,
     Select,
     String,
     and_,
     bindparam,
+    case,
     delete,
     exists,
     func,
     insert,
     inspect,
+    literal,
     or_,
     select,
     true,
     tuple_,
+    union_all,
     update,
 )
 
@@ -161,15 +166,27 @@ _CACHE_SCHEMA = (update(schema.tables).where(schema.tables.c.id == _TABLE)
                  .values(schema_ipc=bindparam("b_schema"), partition_by=bindparam("b_partition_by", type_=String())))
 
 
+_IDS: BindParameter[int] = bindparam("b_ids", expanding=True, type_=BigInteger())
+_SNAPSHOT = bindparam("b_snapshot", type_=BigInteger())
+_VISIBLE = {own: select(schema.table_versions).where(_v.table_id.in_(_IDS),
+                                                     version_visible_clause(_TID if own else None, _SNAPSHOT))
+            for own in (True, False)}
+"""visible's statement, of a transaction's view (True) or of a committed snapshot's, built once: the commit path
+and every append's check ran it built anew (about 0.2 ms of SQLAlchemy's statement construction a call)."""
+_VISIBLE_NAMES = {own: select(_v.table_id, _v.version, _v.name).where(
+    _v.table_id.in_(_IDS), version_visible_clause(_TID if own else None, _SNAPSHOT)) for own in (True, False)}
+
+
+def _view(table_ids: Sequence[int], tid: str | None, snapshot: int) -> dict[str, Any]:
+    return {"b_ids": list(table_ids), "b_snapshot": snapshot, **({} if tid is None else {"b_tid": tid})}
+
+
 def visible(conn: Connection, table_ids: Sequence[int], tid: str | None, snapshot: int) -> dict[int, VersionRow]:
     """{table id: its version visible to (tid, snapshot)}; a table with none there is left out."""
-    ids = list(table_ids)
-    if not ids:
+    if not table_ids:
         return {}
-    match = _v.table_id == ids[0] if len(ids) == 1 else _v.table_id.in_(ids)
-    rows = conn.execute(select(schema.table_versions).where(match, version_visible_clause(tid, snapshot)))
     found: dict[int, VersionRow] = {}
-    for r in rows:
+    for r in conn.execute(_VISIBLE[tid is not None], _view(table_ids, tid, snapshot)):
         row = _row(r)
         if row.table_id not in found or row.version > found[row.table_id].version:
             found[row.table_id] = row
@@ -261,14 +278,47 @@ def compensate_key(conn: Connection, tid: str, key: str, attempt: int | None = N
     return int(created) + int(released)
 
 
+class Touched(NamedTuple):
+    """What transaction `tid` changed, read once at its commit (`touched`)."""
+
+    parts: tuple[int, ...]
+    """Tables where it created or removed a live part."""
+    versions: tuple[int, ...]
+    """Tables where it staged a live version."""
+    version_rows: bool
+    """Whether any version names it as creator or remover, withdrawn ones included: the commit's version stamps
+    have rows to change (none for a transaction that changed no schema: most)."""
+
+    @property
+    def tables(self) -> list[int]:
+        """What its commit record names."""
+        return sorted({*self.parts, *self.versions})
+
+
+_LIVE_PART = or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN)
+_LIVE_VERSION = or_(_v.creation_csn.is_(None), _v.creation_csn != ROLLBACK_CSN)
+_TOUCHED = union_all(
+    select(_p.table_id, literal(0, Integer()).label("kind"))
+    .where(or_(_p.creation_tid == _TID, _p.removal_tid == _TID), _LIVE_PART).distinct(),
+    select(_v.table_id, case((_LIVE_VERSION, 1), else_=2).label("kind"))
+    .where(or_(_v.creation_tid == _TID, _v.removal_tid == _TID)).distinct())
+"""touched's one statement: (table, 0) per table of a live part, (table, 1) of a live version, (table, 2) of a
+withdrawn one; each branch along the two tid indexes of its table."""
+
+
+def touched(conn: Connection, tid: str) -> Touched:
+    """The tables `tid` changed, by parts and by versions (one query; the catalog has versions: `present`)."""
+    found: dict[int, set[int]] = {0: set(), 1: set(), 2: set()}
+    for table_id, kind in conn.execute(_TOUCHED, {"b_tid": tid}):
+        found[int(kind)].add(int(table_id))
+    return Touched(tuple(sorted(found[0])), tuple(sorted(found[1])), bool(found[1] or found[2]))
+
+
 def tables_touched(conn: Connection, tid: str) -> list[int]:
     """Tables where `tid` staged a live version (what its commit record must name, with the parts' tables)."""
     if not present(conn):
         return []
-    rows = conn.execute(select(_v.table_id).where(
-        or_(_v.creation_tid == tid, _v.removal_tid == tid),
-        or_(_v.creation_csn.is_(None), _v.creation_csn != ROLLBACK_CSN)).distinct())
-    return sorted(int(r.table_id) for r in rows)
+    return list(touched(conn, tid).versions)
 
 
 def pending_tables(conn: Connection, tid: str) -> list[int]:
@@ -360,14 +410,11 @@ def visible_names(conn: Connection, table_ids: Sequence[int], tid: str | None,
     """{table id: the name of its version visible to (tid, snapshot)} in one query selecting (table id, version,
     name) only (the commit path: a record names each table it touched as its transaction sees it, its own staged
     rename included); None on a catalog without versions (schema version 6: names never change there)."""
-    ids = list(table_ids)
     if not present(conn):
         return None
-    if not ids:
+    if not table_ids:
         return {}
-    match = _v.table_id == ids[0] if len(ids) == 1 else _v.table_id.in_(ids)
-    rows = conn.execute(select(_v.table_id, _v.version, _v.name)
-                        .where(match, version_visible_clause(tid, snapshot)))
+    rows = conn.execute(_VISIBLE_NAMES[tid is not None], _view(table_ids, tid, snapshot))
     newest: dict[int, tuple[int, str]] = {}
     for r in rows:
         table_id, version = int(r.table_id), int(r.version)
@@ -386,9 +433,10 @@ def committed_names(conn: Connection, dropped: bool = False) -> dict[int, str] |
     return {int(r.table_id): str(r.name) for r in rows}
 
 
-def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int]) -> str | None:
+def conflicts(conn: Connection, tid: str, snapshot: int, changed: Touched) -> str | None:
     """D27 point 4, checked at commit under the transaction's row lock: the first conflict of `tid` (snapshot
-    `snapshot`) in `table_ids`, as a message naming the table and the change; None when there is none.
+    `snapshot`) in the tables it `changed` (`touched`, read under that lock), as a message naming the table and the
+    change; None when there is none.
 
     - `tid` staged an incompatible change of a table another transaction committed parts of after `snapshot`;
     - `tid` wrote parts of a table another transaction changed incompatibly, committed after `snapshot`.
@@ -398,37 +446,24 @@ def conflicts(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int
     reads the catalog; and a transaction still `committing` may record its commit after this check, so it counts
     as committed too (both sides of a pair check after they are committing, so of two that would conflict at least
     one sees the other: docs/DESIGN.md D27). With the SQL oracle commits record, check and stamp under one lock:
-    nothing is ever unstamped there."""
-    if not present(conn) or not table_ids:
+    nothing is ever unstamped there. A transaction that staged no version has no change of its own to check (one
+    statement fewer for most commits)."""
+    if not present(conn) or not changed.tables:
         return None
-    ids = list(table_ids)
-    mine = conn.execute(select(_v.table_id, _v.name, _v.change).where(
-        _v.creation_tid == tid, _v.creation_csn.is_(None), _v.compatible.is_(False), _v.table_id.in_(ids)))
-    for table_id, name, change in mine.all():
-        other = conn.execute(select(_p.creation_tid, _p.removal_tid).where(
-            _p.table_id == table_id,
-            or_(and_(_p.creation_tid != tid, _p.creation_csn > snapshot, _p.creation_csn != ROLLBACK_CSN),
-                and_(_p.removal_tid != tid, _p.removal_csn > snapshot),
-                and_(_p.creation_tid != tid, _p.creation_csn.is_(None), _unstamped(_p.creation_tid)),
-                and_(_p.removal_tid != tid, _p.removal_csn.is_(None), _unstamped(_p.removal_tid)))).limit(1)).first()
+    params = {"b_tid": tid, "b_snapshot": snapshot}
+    mine = conn.execute(_MINE, {**params, "b_ids": list(changed.versions)}).all() if changed.versions else []
+    for table_id, name, change in mine:
+        other = conn.execute(_WRITES_SINCE, {**params, "b_table": table_id}).first()
         if other is not None:
             writer = other.creation_tid if other.creation_tid != tid else other.removal_tid
             return (f"table {name}: this transaction {change}, which does not keep the meaning of rows written "
                     f"before it, and transaction {writer} committed (or is committing) writes to the table after "
                     f"this transaction's snapshot {snapshot}; transaction {tid} conflicts and can only roll back")
-    # the tables among `ids` that tid wrote, found from tid's own parts (the tid indexes) and filtered here: with
-    # `table_id IN ids` in the query SQLite walked every part of those tables (B15: O(parts) in a commit of DDL)
-    written = conn.execute(select(_p.table_id).where(
-        or_(_p.creation_tid == tid, _p.removal_tid == tid),
-        or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN)).distinct())
-    wanted = set(ids)
-    wrote = [int(r.table_id) for r in written if int(r.table_id) in wanted]
-    if not wrote:
+    # the tables tid wrote come from tid's own parts (the tid indexes: `touched`); with `table_id IN ids` in that
+    # query SQLite walked every part of those tables (B15: O(parts) in a commit of DDL)
+    if not changed.parts:
         return None
-    theirs = conn.execute(select(_v.name, _v.change, _v.creation_tid, _v.creation_csn).where(
-        _v.table_id.in_(wrote), _v.creation_tid != tid, _v.compatible.is_(False),
-        or_(and_(_v.creation_csn > snapshot, _v.creation_csn != ROLLBACK_CSN),
-            and_(_v.creation_csn.is_(None), _unstamped(_v.creation_tid)))).order_by(_v.creation_csn).limit(1)).first()
+    theirs = conn.execute(_CHANGES_SINCE, {**params, "b_ids": list(changed.parts)}).first()
     if theirs is not None:
         when = ("committing, or committed and not applied yet" if theirs.creation_csn is None
                 else f"committed at CSN {theirs.creation_csn}")
@@ -445,6 +480,21 @@ def _unstamped(tid_column: Any) -> ColumnElement[bool]:
     _log = schema.commit_log.c
     return or_(tid_column.in_(select(_t.tid).where(_t.state == COMMITTING)),
                tid_column.in_(select(_log.tid).where(_log.applied.is_(False))))
+
+
+_MINE = select(_v.table_id, _v.name, _v.change).where(
+    _v.creation_tid == _TID, _v.creation_csn.is_(None), _v.compatible.is_(False), _v.table_id.in_(_IDS))
+_WRITES_SINCE = select(_p.creation_tid, _p.removal_tid).where(
+    _p.table_id == _TABLE,
+    or_(and_(_p.creation_tid != _TID, _p.creation_csn > _SNAPSHOT, _p.creation_csn != ROLLBACK_CSN),
+        and_(_p.removal_tid != _TID, _p.removal_csn > _SNAPSHOT),
+        and_(_p.creation_tid != _TID, _p.creation_csn.is_(None), _unstamped(_p.creation_tid)),
+        and_(_p.removal_tid != _TID, _p.removal_csn.is_(None), _unstamped(_p.removal_tid)))).limit(1)
+_CHANGES_SINCE = select(_v.name, _v.change, _v.creation_tid, _v.creation_csn).where(
+    _v.table_id.in_(_IDS), _v.creation_tid != _TID, _v.compatible.is_(False),
+    or_(and_(_v.creation_csn > _SNAPSHOT, _v.creation_csn != ROLLBACK_CSN),
+        and_(_v.creation_csn.is_(None), _unstamped(_v.creation_tid)))).order_by(_v.creation_csn).limit(1)
+"""conflicts' statements, built once (built per commit they were a fifth of a commit's CPU: B6)."""
 
 
 def stage_first(conn: Connection, tid: str, key: str | None, attempt: int | None, table_id: int,

@@ -157,7 +157,8 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool =
     row = txn_records.fetch(conn, tid, rt.catalog)
     txn_records.require_usable(row)
     retries.require_nothing_to_rerun(conn, tid)
-    table_ids = versions.tables_touched(conn, tid)
+    changed = versions.touched(conn, tid)
+    table_ids = changed.tables
     if not table_ids:
         txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
         if tag is not None:
@@ -167,14 +168,15 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool =
     csn = rt.oracle.next_csn(conn)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     Isolation(row.isolation).validate(conn, tid, row.snapshot_csn)
-    versions.validate(conn, tid, row.snapshot_csn, table_ids)
+    versions.validate(conn, tid, row.snapshot_csn, changed)
     commit_log.write_record(conn, csn, tid, [(t, names[t]) for t in table_ids], applied=apply_now)
     if not txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=csn):
         raise AssertionError(f"transaction {tid} changed state under its row lock")
     if not apply_now:
         return csn, table_ids, False
     part_records.stamp_commit_all(conn, tid, csn)
-    table_versions.stamp_commit(conn, tid, None, csn)
+    if changed.version_rows:  # read under the row lock: nothing of tid's can be staged since
+        table_versions.stamp_commit(conn, tid, None, csn)
     if tag is not None:
         tags.tag_in_commit(conn, tag, csn, table_ids)
     return csn, table_ids, commit_log.unapplied_below(conn, csn)

@@ -10,7 +10,7 @@ cast, one added since is null or its default, a dropped one is not read). Nothin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 import pyarrow as pa
@@ -112,10 +112,17 @@ def check_current(conn: Connection, info: TableInfo, tid: str, snapshot: int) ->
                                   "nothing was staged")
 
 
+def touched(conn: Connection, tid: str) -> table_versions.Touched:
+    """What `tid` changed: the tables of its live parts and of its staged versions (one query)."""
+    if not table_versions.present(conn):  # an older catalog has parts only
+        return table_versions.Touched(tuple(part_records.tables_touched(conn, tid)), (), False)
+    return table_versions.touched(conn, tid)
+
+
 def tables_touched(conn: Connection, tid: str) -> list[int]:
     """The tables `tid` changed: where it staged or removed parts, or staged a version of the schema (what its
     commit record names)."""
-    return sorted(set(part_records.tables_touched(conn, tid)) | set(table_versions.tables_touched(conn, tid)))
+    return touched(conn, tid).tables
 
 
 def pending_tables(conn: Connection, tid: str) -> list[int]:
@@ -123,12 +130,12 @@ def pending_tables(conn: Connection, tid: str) -> list[int]:
     return sorted(set(part_records.pending_tables(conn, tid)) | set(table_versions.pending_tables(conn, tid)))
 
 
-def validate(conn: Connection, tid: str, snapshot: int, table_ids: Sequence[int] | None = None) -> None:
+def validate(conn: Connection, tid: str, snapshot: int, changed: table_versions.Touched | None = None) -> None:
     """D27 point 4 at commit: SerializationError naming the table and the change when `tid` changed a table
-    incompatibly that others wrote since its snapshot, or wrote a table others changed incompatibly since."""
+    incompatibly that others wrote since its snapshot, or wrote a table others changed incompatibly since.
+    `changed`: what `touched` read for `tid` in the caller's catalog transaction, if it did."""
     if not table_versions.present(conn):
         return
-    ids = tables_touched(conn, tid) if table_ids is None else table_ids
-    found = table_versions.conflicts(conn, tid, snapshot, ids)
+    found = table_versions.conflicts(conn, tid, snapshot, touched(conn, tid) if changed is None else changed)
     if found is not None:
         raise SerializationError(found)

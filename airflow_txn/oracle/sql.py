@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_txn.catalog import Catalog, counters
+from airflow_txn.catalog import Catalog, commit_log, counters
 from airflow_txn.errors import TxnError
 from airflow_txn.model.secrets import mask_secrets
 from airflow_txn.oracle.base import CsnOracle, OracleKind
@@ -44,6 +44,9 @@ class SqlOracle(CsnOracle):
 
     def last_csn(self, conn: Connection) -> int:
         return counters.last_csn(conn)
+
+    def readable_csn(self, conn: Connection) -> int:
+        return commit_log.readable_csn_of_counter(conn)  # the same value as the base's, in one statement
 
     def probe(self) -> str:
         try:
