@@ -49,7 +49,7 @@ def candidates(conn: Connection, table_id: int, bound: int,
     )
     if partition_keys is not None:
         stmt = stmt.where(_p.partition_key.in_(list(partition_keys)))
-    return [part_records._from_row(r) for r in conn.execute(stmt.order_by(_p.creation_csn, _p.id))]
+    return part_records.part_rows(conn.execute(stmt.order_by(_p.creation_csn, _p.id)))
 
 
 def still_free(conn: Connection, sources: Sequence[PartRow]) -> bool:
@@ -148,7 +148,7 @@ def garbage(conn: Connection, table_id: int, horizon: int, protected_after: floa
     except sources of merges that swapped after `protected_after` (a reader may still read them) and
     parts a tag holding the table sees (tag_records.pinned_by_a_tag: kept whatever the horizon)."""
     stmt = select(*part_records.columns(conn)).where(*_garbage(table_id, horizon, protected_after))
-    return part_records._part_rows(conn.execute(stmt.order_by(_p.id).limit(limit)))
+    return part_records.part_rows(conn.execute(stmt.order_by(_p.id).limit(limit)))
 
 
 ROLLED_BACK, REMOVED = "rolled back", "removed"

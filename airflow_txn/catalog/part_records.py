@@ -73,19 +73,6 @@ class PartRow(NamedTuple):
         return parse_partition_key(self.partition_key)
 
 
-def _from_row(row: object) -> PartRow:
-    r = row
-    return PartRow(
-        id=int(r.id), table_id=int(r.table_id), partition_key=str(r.partition_key),  # type: ignore[attr-defined]
-        path=str(r.path), files=tuple(json.loads(r.files)),  # type: ignore[attr-defined]
-        row_count=int(r.row_count), size_bytes=int(r.size_bytes),  # type: ignore[attr-defined]
-        version=VersionInfo(r.creation_tid, r.creation_csn, r.removal_tid, r.removal_csn),  # type: ignore[attr-defined]
-        stage_key=r.stage_key, stage_attempt=r.stage_attempt,  # type: ignore[attr-defined]
-        removal_key=r.removal_key, removal_attempt=r.removal_attempt,  # type: ignore[attr-defined]
-        schema_version=int(getattr(r, "schema_version", None) or 1),
-    )
-
-
 _COLUMNS_BEFORE_VERSIONS = tuple(c for c in schema.parts.c if c.name != "schema_version")
 
 
@@ -99,10 +86,11 @@ _FIELDS = ("id", "table_id", "partition_key", "path", "files", "row_count", "siz
            "creation_csn", "removal_tid", "removal_csn", "stage_key", "stage_attempt", "removal_key", "removal_attempt")
 
 
-def _part_rows(result: Result[Any]) -> list[PartRow]:
-    """Every row of a `select(schema.parts)` result, as `_from_row` builds them but with the column
-    positions looked up once and the rows fetched at once: 2-3 times faster per row, which is most of
-    a visible-part lookup (docs/BENCHMARKS.md, B3), and 4 times faster again since PartRow is a named tuple."""
+def part_rows(result: Result[Any]) -> list[PartRow]:
+    """Every row of a result selecting the part columns (`columns`), as PartRows: the column positions looked up
+    once, the rows fetched at once and not converted (both drivers return the declared types), each file list
+    decoded once per distinct list; the one builder of a PartRow (a row at a time by attribute cost 2-3 times more,
+    most of a visible-part lookup: docs/BENCHMARKS.md, B3)."""
     columns_found = list(result.keys())
     (i_id, i_table, i_key, i_path, i_files, i_rows, i_size, i_ctid, i_ccsn, i_rtid, i_rcsn, i_skey, i_satt,
      i_rkey, i_ratt) = (columns_found.index(name) for name in _FIELDS)
@@ -200,7 +188,7 @@ def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: in
         params["partition_keys"] = list(partition_keys)
     stmt = _visible_stmt(tid is not None, partition_keys is not None, table_versions.present(conn),
                          _lookup_dialect(conn))
-    return _part_rows(conn.execute(stmt, params))
+    return part_rows(conn.execute(stmt, params))
 
 
 def visible_parts_statement(conn: Connection, table_id: int, tid: str | None,
@@ -314,7 +302,7 @@ def visible_for_statement(conn: Connection, table_id: int, tid: str, snapshot: i
         params["withdrawn"] = list(withdrawn)
     stmt = _statement_stmt(partition_keys is not None, bool(withdrawn), table_versions.present(conn),
                            _lookup_dialect(conn))
-    parts = {p.id: p for p in _part_rows(conn.execute(stmt, params))}
+    parts = {p.id: p for p in part_rows(conn.execute(stmt, params))}
     return [p for p in parts.values() if is_visible(after_compensation(p, tid, withdrawn), tid, snapshot)]
 
 
@@ -473,7 +461,7 @@ def garbage(conn: Connection, horizon: int, limit: int) -> list[PartRow]:
     stmt = select(*columns(conn)).where(
         or_(_p.creation_csn == ROLLBACK_CSN, and_(_p.removal_csn.is_not(None), _p.removal_csn <= horizon))
     ).limit(limit)
-    return [_from_row(r) for r in conn.execute(stmt)]
+    return part_rows(conn.execute(stmt))
 
 
 def forget(conn: Connection, part_ids: Sequence[int]) -> int:
@@ -494,7 +482,7 @@ def registered_paths(conn: Connection, table_id: int) -> list[str]:
 
 def of_transaction(conn: Connection, tid: str) -> list[PartRow]:
     stmt = select(*columns(conn)).where(or_(_p.creation_tid == tid, _p.removal_tid == tid)).order_by(_p.id)
-    return [_from_row(r) for r in conn.execute(stmt)]
+    return part_rows(conn.execute(stmt))
 
 
 def pending_tables(conn: Connection, tid: str) -> list[int]:
@@ -523,4 +511,4 @@ def changed_parts(conn: Connection, table_id: int, after: int, upto: int) -> tup
                                          or_(_p.removal_csn.is_(None), _p.removal_csn > upto)).order_by(_p.id)
     removed = select(*columns(conn)).where(_p.table_id == table_id, _p.removal_csn > after, _p.removal_csn <= upto,
                                          _p.creation_csn <= after).order_by(_p.id)
-    return _part_rows(conn.execute(created)), _part_rows(conn.execute(removed))
+    return part_rows(conn.execute(created)), part_rows(conn.execute(removed))

@@ -202,7 +202,7 @@ def _snapshot(wh: Warehouse) -> dict[str, pa.Table]:
 
 def _parts(wh: Warehouse) -> list[part_records.PartRow]:
     with wh.runtime.catalog.read() as conn:
-        return [part_records._from_row(r) for r in conn.execute(select(schema.parts))]
+        return part_records.part_rows(conn.execute(select(schema.parts)))
 
 
 def _last_csn(wh: Warehouse) -> int:
