@@ -154,34 +154,13 @@ def _timed_calls() -> dict[str, float]:
     return spent
 
 
-def _vacuum_child(url: str, root: str, started: Any, results: Any) -> None:
-    spent = _timed_calls()
-    try:
-        with Warehouse.open(catalog=url, root=root) as wh:
-            stages: dict[str, float] = {}  # stage -> when vacuum first reported it
-
-            def progress(stage: str, _done: int, _total: int) -> None:
-                stages.setdefault(stage, time.time())
-
-            began = time.time()
-            started.set()
-            report = wh.vacuum(retention_seconds=RETENTION_SECONDS, progress=progress)
-            ended = time.time()
-            marks = [*sorted(stages.items(), key=lambda kv: kv[1]), ("end", ended)]
-            seconds = {name: round(marks[i + 1][1] - at, 3) for i, (name, at) in enumerate(marks[:-1])}
-            split = {name: round(value, 3) for name, value in spent.items()}
-            results.put(({**report, "stage_seconds": seconds, "split_seconds": split}, began, ended))
-    except BaseException as exc:  # reported by the parent
-        results.put(f"{type(exc).__name__}: {exc}")
-    finally:
-        started.set()
-
-
 def vacuum_elsewhere(url: str, root: Path) -> tuple[Any, Any, Any]:
-    """Start a vacuum in another process: (the process, an event set once it began, the queue of its result)."""
+    """Start a vacuum in another process (B16's child, on this machine's clock, SPLIT's calls timed there): (the
+    process, an event set once it began, the queue of its result)."""
     ctx = multiprocessing.get_context("spawn")
     started, results = ctx.Event(), ctx.Queue()
-    child = ctx.Process(target=_vacuum_child, args=(url, str(root), started, results))
+    child = ctx.Process(target=b16_year.vacuum_in_child,  # `started` is its `ready` and its `done`: set once it began
+                        args=(url, str(root), 0.0, RETENTION_SECONDS, started, started, results, _timed_calls))
     child.start()
     return child, started, results
 
@@ -191,7 +170,8 @@ def _vacuum_result(child: Any, results: Any) -> tuple[dict[str, Any], float, flo
     child.join(60)
     if isinstance(got, str):
         raise RuntimeError(f"the vacuum failed: {got}")
-    return got  # type: ignore[no-any-return]
+    report, began, ended, timings = got
+    return {**report, **timings}, began, ended
 
 
 def vacuum_alone(url: str, root: Path) -> dict[str, Any]:

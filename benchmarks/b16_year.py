@@ -324,7 +324,7 @@ class YearSim:
         overlapping: list[tuple[float, float, float]] = []  # (wall start, wall end, seconds) of each commit
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no engine or lock forked
         ready, done, results = context.Event(), context.Event(), context.Queue()
-        child = context.Process(target=_vacuum_elsewhere, name="b16-vacuum", daemon=True, args=(
+        child = context.Process(target=vacuum_in_child, name="b16-vacuum", daemon=True, args=(
             str(self.wh.runtime.catalog.url), str(self.base / "warehouse"), self.clock.offset,
             self.w.vacuum_window_days * DAY, ready, done, results))
         child.start()
@@ -342,7 +342,7 @@ class YearSim:
             child.join(CHILD_TIMEOUT_SECONDS)
         if isinstance(outcome, str):
             raise RuntimeError(f"the vacuum process failed: {outcome}")
-        report, began, ended = outcome
+        report, began, ended, _timings = outcome
         during = [s for start, end, s in overlapping if start < ended and end > began]
         self.load = {"during": during, "without": before + self._timed_runs(least)}
         return report, ended - began
@@ -413,22 +413,35 @@ class YearSim:
         return {"snapshots_read": checked, "horizon": horizon, "below_horizon_refused": refused}
 
 
-def _vacuum_elsewhere(catalog: str, root: str, offset: float, retention_seconds: float, ready: Any, done: Any,
-                      results: Any) -> None:
-    """In a child process: one vacuum of the simulation's warehouse on its clock (`offset` ahead of this
-    machine's), `ready` set once the warehouse is open; puts (report, began, ended) (epoch seconds, this machine's
-    clock) or the error's text on `results`, then sets `done`."""
+def vacuum_in_child(catalog: str, root: str, offset: float, retention_seconds: float, ready: Any, done: Any,
+                    results: Any, instrument: Callable[[], dict[str, float]] | None = None) -> None:
+    """In a child process (`multiprocessing` target, as `airflow-txn vacuum` runs beside the DAG runs): one vacuum of
+    the warehouse at `catalog` / `root` on a clock `offset` seconds ahead of this machine's (0: the machine's), `ready`
+    set once the warehouse is open. Puts (report, began, ended, timings) on `results` (epoch seconds, this machine's
+    clock; timings: `stage_seconds`, from each progress stage to the next, and what `instrument`, called first in
+    the child, has added up by the end, as `split_seconds`), or the error's text; then sets `done`."""
     try:
+        spent = instrument() if instrument is not None else {}
         with clock.use_wall_clock(clock.FastForward(offset)):
             wh = Warehouse.open(catalog=catalog, root=root)
             try:
+                stages: dict[str, float] = {}  # stage -> when vacuum first reported it
+
+                def progress(stage: str, _done: int, _total: int) -> None:
+                    stages.setdefault(stage, time.time())
+
                 ready.set()
                 began = time.time()
-                report = wh.vacuum(retention_seconds=retention_seconds)
-                results.put((report, began, time.time()))
+                report = wh.vacuum(retention_seconds=retention_seconds, progress=progress)
+                ended = time.time()
+                marks = [*sorted(stages.items(), key=lambda kv: kv[1]), ("end", ended)]
+                timings = {"stage_seconds": {name: round(marks[i + 1][1] - at, 3)
+                                             for i, (name, at) in enumerate(marks[:-1])},
+                           "split_seconds": {name: round(value, 3) for name, value in spent.items()}}
+                results.put((report, began, ended, timings))
             finally:
                 wh.close()
-    except BaseException as exc:  # raised again in the simulation's process
+    except BaseException as exc:  # raised again in the parent
         results.put(f"{type(exc).__name__}: {exc}")
     finally:
         ready.set()
