@@ -33,6 +33,7 @@ import argparse
 import copy
 import json
 import multiprocessing
+import queue
 import statistics
 import sys
 import time
@@ -166,7 +167,15 @@ def vacuum_elsewhere(url: str, root: Path) -> tuple[Any, Any, Any]:
 
 
 def _vacuum_result(child: Any, results: Any) -> tuple[dict[str, Any], float, float]:
-    got = results.get(timeout=3600)
+    """The child's result; RuntimeError when it failed, or died without one (then at once, not after the timeout)."""
+    deadline = time.monotonic() + 3600
+    while True:
+        try:
+            got = results.get(timeout=1.0)
+            break
+        except queue.Empty:
+            if not child.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the vacuum process ended (exit code {child.exitcode}) without a result") from None
     child.join(60)
     if isinstance(got, str):
         raise RuntimeError(f"the vacuum failed: {got}")
@@ -203,7 +212,8 @@ def commits_around_vacuum(url: str, root: Path, settle: float) -> dict[str, Any]
         while time.time() < until:
             commit()
         child, started, results = vacuum_elsewhere(url, root)
-        started.wait(600)
+        while not started.wait(1.0) and child.is_alive():  # its interpreter starting
+            pass
         while child.is_alive() and results.empty():
             commit()
         report, began, ended = _vacuum_result(child, results)
