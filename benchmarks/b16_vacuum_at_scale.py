@@ -33,7 +33,6 @@ import argparse
 import copy
 import json
 import multiprocessing
-import queue
 import statistics
 import sys
 import time
@@ -167,15 +166,7 @@ def vacuum_elsewhere(url: str, root: Path) -> tuple[Any, Any, Any]:
 
 
 def _vacuum_result(child: Any, results: Any) -> tuple[dict[str, Any], float, float]:
-    """The child's result; RuntimeError when it failed, or died without one (then at once, not after the timeout)."""
-    deadline = time.monotonic() + 3600
-    while True:
-        try:
-            got = results.get(timeout=1.0)
-            break
-        except queue.Empty:
-            if not child.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the vacuum process ended (exit code {child.exitcode}) without a result") from None
+    got = b16_year.child_result(child, results, 3600)
     child.join(60)
     if isinstance(got, str):
         raise RuntimeError(f"the vacuum failed: {got}")

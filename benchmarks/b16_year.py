@@ -48,6 +48,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import queue
 import random
 import sys
 import time
@@ -337,7 +338,7 @@ class YearSim:
                 self.dag_run("commit")
                 seconds = time.perf_counter() - start
                 overlapping.append((wall, wall + seconds, seconds))
-            outcome = results.get(timeout=CHILD_TIMEOUT_SECONDS)
+            outcome = child_result(child, results, CHILD_TIMEOUT_SECONDS)
         finally:
             child.join(CHILD_TIMEOUT_SECONDS)
         if isinstance(outcome, str):
@@ -446,6 +447,19 @@ def vacuum_in_child(catalog: str, root: str, offset: float, retention_seconds: f
     finally:
         ready.set()
         done.set()
+
+
+def child_result(child: Any, results: Any, timeout: float) -> Any:
+    """What `vacuum_in_child` put on `results`; RuntimeError when the child ended without putting anything (one that
+    died starting, e.g. unable to unpickle its target) as soon as it is gone, not after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return results.get(timeout=1.0)
+        except queue.Empty:
+            if not child.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the vacuum process ended (exit code {child.exitcode}) without a result, or gave "
+                                   f"none within {timeout:.0f} s") from None
 
 
 # -- the measurements ---------------------------------------------------------------------------------

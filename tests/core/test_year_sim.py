@@ -63,3 +63,17 @@ def test_the_simulation_on_a_postgresql_catalog(tmp_path: Path, pg_url: str) -> 
     assert report["verified"]["below_horizon_refused"] is True
     assert all(r["status"] == "ok" and r["n"] >= 1 for r in rows)
     assert all(n["catalog_bytes"]["total"] for n in report["nights"])  # PostgreSQL's relation sizes
+
+
+def test_a_vacuum_child_that_dies_without_a_result_fails_the_run_at_once() -> None:
+    """A child that ends without putting anything (one that died starting: a renamed target it could not unpickle
+    left the year's last night waiting 10 minutes on its queue) is reported when it is gone, not at the timeout."""
+    import multiprocessing
+    import os
+
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=os._exit, args=(3,))
+    child.start()
+    with pytest.raises(RuntimeError, match="exit code 3"):
+        b16_year.child_result(child, results, timeout=600)
