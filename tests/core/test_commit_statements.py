@@ -17,9 +17,11 @@ def _names(seen: list[str], prefix: str) -> list[str]:
 
 def test_an_append_only_commit_leaves_schema_versions_alone_and_stamps_its_parts_in_one_statement(
         wh: Warehouse) -> None:
-    """A transaction that staged no schema change: no stamp of txn_table_versions, one of txn_parts (created and
-    removed together), the tables it touched read once (parts and versions in one statement), nothing re-read for
-    D27's check that its own staged changes already answer."""
+    """A transaction that staged no schema change, committed by the SQL oracle: the tables it touched read once
+    (parts and versions in one statement), nothing re-read for D27's check that this answers, no stamp of
+    txn_table_versions and one of txn_parts (created and removed together). With ZooKeeper (the production pairing)
+    the commit is checked for its result only: it reads what it touched before, under and after its row lock, and
+    its apply stamps table by table (apply.py)."""
     make_tables(wh)
     with wh.begin() as warm:  # this process's caches (a table's directory) filled, as in a loop of commits
         warm.append("sales.events", events([0]))
@@ -28,11 +30,12 @@ def test_an_append_only_commit_leaves_schema_versions_alone_and_stamps_its_parts
     with statements(wh) as seen:
         csn = t.commit()
     seen[:] = [s for s in seen if not s.startswith("BEGIN")]  # SQLite's, sent by Catalog.read()/write()
-    assert not _names(seen, "UPDATE txn_table_versions"), seen
-    assert len(_names(seen, "UPDATE txn_parts")) == 1, seen
-    touched = [s for s in seen if s.startswith("SELECT") and "DISTINCT" in s and "txn_parts.creation_tid" in s]
-    assert len(touched) == 1, seen
-    assert len(seen) <= 13, "\n".join(seen)  # was 19: 6 statements of ~0.4 ms of CPU each (B6's notes)
+    if wh.runtime.oracle.external_log is None:  # ZooKeeper's commit has steps of its own (commit_external.py)
+        touched = [s for s in seen if s.startswith("SELECT") and "DISTINCT" in s and "txn_parts.creation_tid" in s]
+        assert len(touched) == 1, seen
+        assert not _names(seen, "UPDATE txn_table_versions"), seen
+        assert len(_names(seen, "UPDATE txn_parts")) == 1, seen
+        assert len(seen) <= 13, "\n".join(seen)  # was 19: 6 statements of ~0.4 ms of CPU each (B6's notes)
     assert ids(wh.read("sales.events")) == [0, 1] and wh.last_commit_csn("sales.events") == csn
 
 
