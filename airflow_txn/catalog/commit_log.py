@@ -63,16 +63,18 @@ def readable_csn_of_counter(conn: Connection) -> int:
     """readable_csn with the last CSN from the catalog's own counter (the SQL oracle's), both in one statement, so in
     one snapshot of the catalog (a `begin` asks this: one round trip instead of two)."""
     last, lowest_unapplied = conn.execute(_READABLE).one()
-    return int(last) if lowest_unapplied is None else min(int(last), int(lowest_unapplied) - 1)
+    return _below_unapplied(int(last), lowest_unapplied)
 
 
 def readable_csn(conn: Connection, last: int) -> int:
     """The readable watermark, given the last allocated CSN `last` (the oracle's `last_csn(conn)`, read
     first, by the caller: the catalog does not know the oracle)."""
-    lowest_unapplied = conn.execute(_LOWEST_UNAPPLIED).scalar()
-    if lowest_unapplied is None:
-        return last
-    return min(last, int(lowest_unapplied) - 1)
+    return _below_unapplied(last, conn.execute(_LOWEST_UNAPPLIED).scalar())
+
+
+def _below_unapplied(last: int, lowest_unapplied: int | None) -> int:
+    """The watermark: `last`, or just below the oldest record not applied yet if there is one."""
+    return last if lowest_unapplied is None else min(last, int(lowest_unapplied) - 1)
 
 
 def unapplied(conn: Connection, up_to: int | None = None, limit: int = 1000) -> list[CommitRecord]:

@@ -314,13 +314,6 @@ def touched(conn: Connection, tid: str) -> Touched:
     return Touched(tuple(sorted(found[0])), tuple(sorted(found[1])), bool(found[1] or found[2]))
 
 
-def tables_touched(conn: Connection, tid: str) -> list[int]:
-    """Tables where `tid` staged a live version (what its commit record must name, with the parts' tables)."""
-    if not present(conn):
-        return []
-    return list(touched(conn, tid).versions)
-
-
 def pending_tables(conn: Connection, tid: str) -> list[int]:
     """Tables where `tid` still has an unstamped version or a held version lock (rollback's work)."""
     if not present(conn):
