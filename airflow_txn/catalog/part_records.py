@@ -405,25 +405,24 @@ def staged_files(conn: Connection, tid: str) -> list[tuple[int, str, tuple[str, 
 
 
 def stamp_commit(conn: Connection, tid: str, table_id: int, csn: int) -> None:
-    """Apply one table of a committed transaction: its CSN on created and removed parts (idempotent)."""
-    params = {"b_tid": tid, "b_csn": csn, "b_table": table_id}
-    conn.execute(_STAMP_TABLE_CREATED, params)
-    conn.execute(_STAMP_TABLE_REMOVED, params)
+    """Apply one table of a committed transaction: its CSN on created and removed parts (idempotent; one
+    statement)."""
+    conn.execute(_STAMP_TABLE, {"b_tid": tid, "b_csn": csn, "b_table": table_id})
 
 
 _CREATED_BY = and_(_p.creation_tid == bindparam("b_tid", type_=String()), _p.creation_csn.is_(None))
 _REMOVED_BY = and_(_p.removal_tid == bindparam("b_tid", type_=String()), _p.removal_csn.is_(None))
-_STAMP_ALL = update(schema.parts).where(or_(_CREATED_BY, _REMOVED_BY)).values(
-    creation_csn=case((_CREATED_BY, bindparam("b_csn", type_=BigInteger())), else_=_p.creation_csn),
-    removal_csn=case((_REMOVED_BY, bindparam("b_csn", type_=BigInteger())), else_=_p.removal_csn))
+_STAMP_VALUES = {
+    "creation_csn": case((_CREATED_BY, bindparam("b_csn", type_=BigInteger())), else_=_p.creation_csn),
+    "removal_csn": case((_REMOVED_BY, bindparam("b_csn", type_=BigInteger())), else_=_p.removal_csn)}
+_STAMP_ALL = update(schema.parts).where(or_(_CREATED_BY, _REMOVED_BY)).values(_STAMP_VALUES)
 """stamp_commit_all's one statement: each row matched by either tid index (an OR of the two: PostgreSQL's BitmapOr,
 SQLite's MULTI-INDEX OR) gets the CSN in the column(s) its condition names; a part the transaction created and removed
 gets both."""
-_STAMP_TABLE_CREATED, _STAMP_TABLE_REMOVED = (
-    update(schema.parts).where(schema.of_table_along_tid(bindparam("b_table", type_=BigInteger())), by)
-    .values({column: bindparam("b_csn", type_=BigInteger())})
-    for by, column in ((_CREATED_BY, "creation_csn"), (_REMOVED_BY, "removal_csn")))
-"""stamp_commit's, for one table: two statements, each along its tid index (schema.of_table_along_tid)."""
+_STAMP_TABLE = update(schema.parts).where(
+    schema.of_table_along_tid(bindparam("b_table", type_=BigInteger())), or_(_CREATED_BY, _REMOVED_BY)
+).values(_STAMP_VALUES)
+"""stamp_commit's, for one table: the same, the table filtered along the tid indexes (schema.of_table_along_tid)."""
 
 
 def stamp_commit_all(conn: Connection, tid: str, csn: int) -> None:
@@ -434,16 +433,15 @@ def stamp_commit_all(conn: Connection, tid: str, csn: int) -> None:
 
 def stamp_rollback(conn: Connection, tid: str, table_id: int) -> None:
     """Invariant 5 for one table: created parts never visible, removal locks released."""
-    conn.execute(
-        update(schema.parts)
-        .where(schema.of_table_along_tid(table_id), _p.creation_tid == tid, _p.creation_csn.is_(None))
-        .values(creation_csn=ROLLBACK_CSN)
-    )
-    conn.execute(
-        update(schema.parts)
-        .where(schema.of_table_along_tid(table_id), _p.removal_tid == tid, _p.removal_csn.is_(None))
-        .values(removal_tid=None, removal_key=None, removal_attempt=None)
-    )
+    params = {"b_tid": tid, "b_table": table_id}
+    conn.execute(_ROLL_BACK_CREATED, params)
+    conn.execute(_RELEASE_REMOVED, params)
+
+
+_OF_TABLE = schema.of_table_along_tid(bindparam("b_table", type_=BigInteger()))
+_ROLL_BACK_CREATED = update(schema.parts).where(_OF_TABLE, _CREATED_BY).values(creation_csn=ROLLBACK_CSN)
+_RELEASE_REMOVED = update(schema.parts).where(_OF_TABLE, _REMOVED_BY).values(
+    removal_tid=None, removal_key=None, removal_attempt=None)
 
 
 def written_partitions(conn: Connection, tid: str, table_id: int) -> set[str]:

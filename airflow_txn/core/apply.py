@@ -23,47 +23,53 @@ from airflow_txn.telemetry import logs, metrics
 log = logs.get_logger(__name__)
 
 
-def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | None = None) -> bool:
+def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | None = None,
+                 versions: bool = True) -> bool:
     """Stamp every table of one record: the first table in one catalog transaction, the others in a
     second that also marks the record applied (a single table: one transaction), so a crash between
     them leaves some tables stamped and others not (commit.mid_apply), as recovery must handle.
     Returns whether the watermark may still be below the record: an older record is unapplied, or
     (external log) not yet mirrored. `table_ids`: the record's tables, when the caller knows them
-    (saves a catalog read)."""
+    (saves a catalog read); `versions=False`: the caller read, once the transaction was committing (so
+    could stage nothing more), that no version of a schema names it: none to stamp."""
     if table_ids is None:
         with rt.catalog.read() as conn:
             table_ids = commit_log.tables_of(conn, csn)
     ordered = sorted(table_ids)
     if len(ordered) > 1:
         first = ordered[0]
-        rt.catalog.write_retrying(lambda conn: _stamp(conn, tid, first, csn), "applying a commit")
+        rt.catalog.write_retrying(lambda conn: _stamp(conn, tid, first, csn, versions), "applying a commit")
         crashpoints.hit(crashpoints.COMMIT_MID_APPLY)
         ordered = ordered[1:]
-    behind = rt.catalog.write_retrying(lambda conn: _stamp_and_check(rt, conn, tid, ordered, csn), "applying a commit")
+    behind = rt.catalog.write_retrying(lambda conn: _stamp_and_check(rt, conn, tid, ordered, csn, versions),
+                                       "applying a commit")
     log.debug("applied to %d table(s)", len(table_ids), extra=logs.fields(tid, csn))
     if metrics.enabled():  # one more catalog read, only when someone collects the gauge
         report_lag(rt)
     return behind
 
 
-def _stamp_and_check(rt: Runtime, conn: Connection, tid: str, table_ids: Sequence[int], csn: int) -> bool:
+def _stamp_and_check(rt: Runtime, conn: Connection, tid: str, table_ids: Sequence[int], csn: int,
+                     versions: bool = True) -> bool:
     """The last tables of a record stamped, the record marked applied; whether the watermark may lag."""
     for table_id in table_ids:
-        _stamp(conn, tid, table_id, csn)
+        _stamp(conn, tid, table_id, csn, versions)
     commit_log.mark_applied(conn, csn)
-    # The mirrored prefix FIRST, then the unapplied records: every record at or below the prefix
-    # read here was mirrored before this read, so the next statement sees it if it is unapplied.
-    # The other order let a record mirrored in between pass unseen (commit returned before its
-    # CSN was readable; test_commit_returns_only_once_its_csn_is_readable_...).
-    return (rt.oracle.external_log is not None and rt.oracle.last_csn(conn) < csn) or \
-        commit_log.unapplied_below(conn, csn)
+    # The oracle's last CSN (with an external log, the mirrored prefix) and the unapplied records, read in that order
+    # or in one statement (one snapshot): the other order let a record mirrored between the two reads pass unseen
+    # (commit returned before its CSN was readable; test_commit_returns_only_once_its_csn_is_readable_...). The
+    # record is applied in this catalog transaction, so the watermark is below it only if the prefix or an older
+    # record is.
+    return rt.oracle.readable_csn(conn) < csn
 
 
-def _stamp(conn: Connection, tid: str, table_id: int, csn: int) -> None:
+def _stamp(conn: Connection, tid: str, table_id: int, csn: int, versions: bool = True) -> None:
     """One table of a record: its CSN on the parts and the versions of the table's schema the transaction staged
-    (docs/DESIGN.md, D27: versions are stamped with the parts, in the same catalog transaction)."""
+    (docs/DESIGN.md, D27: versions are stamped with the parts, in the same catalog transaction; `versions=False`:
+    the committer knows there are none)."""
     part_records.stamp_commit(conn, tid, table_id, csn)
-    table_versions.stamp_commit(conn, tid, table_id, csn)
+    if versions:
+        table_versions.stamp_commit(conn, tid, table_id, csn)
 
 
 def report_lag(rt: Runtime) -> None:

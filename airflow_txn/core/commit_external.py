@@ -22,7 +22,7 @@ import time
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import txn_records
+from airflow_txn.catalog import table_versions, txn_records
 from airflow_txn.catalog.clock import wall_time
 from airflow_txn.core import apply, commit, crashpoints, log_mirror, retries, rollback, tags, versions
 from airflow_txn.core.isolation import Isolation
@@ -49,38 +49,42 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog, tag: tags.Comm
     `tag`, the record names it (module doc, step 4); a read-only commit claims the name, then tags its
     snapshot in the catalog transaction that commits it (`_prepare`)."""
     started = time.perf_counter()
-    with rt.catalog.read() as conn:  # one read for the row, its tables and its staged files
+    with rt.catalog.read() as conn:  # one read for the row and its staged files (or, committing, its tables)
         row = txn_records.fetch(conn, tid)
-        tables = _tables(conn, row)
-        staged = commit.staged_files(rt, conn, tid) if row.state != txn_records.COMMITTING else []
+        if row.state == txn_records.COMMITTING:
+            tables, changed = _tables(conn, row)
+        else:
+            staged = commit.staged_files(rt, conn, tid)
+            writes = bool(staged) or bool(versions.touched(conn, tid).tables)
     if row.state != txn_records.COMMITTING:
         try:
             txn_records.require_usable(row)  # fail fast; checked again under the row lock in _prepare
             commit.check_files(rt, tid, staged)
-            if tables:  # a read-only commit needs no record, so no ZooKeeper either
+            if writes:  # a read-only commit needs no record, so no ZooKeeper either
                 external.check_available()
             crashpoints.hit(crashpoints.COMMIT_BEFORE_RECORD)
-            read_only_csn, tables = _prepare(rt, tid, external, tag)
+            read_only_csn, tables, changed = _prepare(rt, tid, external, tag)
         except LeaseExpiredError as exc:
             commit.failed(tid, exc)
             rollback.rollback(rt, tid, reason=f"commit failed: {exc}")
             raise
         if read_only_csn is not None:
             return read_only_csn
-    # committing: no write can add a table any more, so `tables` (read under the row lock by _prepare,
-    # or after the state was committing) are the record's
+    # committing: nothing can be staged any more, so `tables` and `changed` (read under the row lock by _prepare,
+    # or after the state was committing) are final: the record's tables, D27's check and the apply take them
     entry = entry_of(tid, tables, tag)
     table_ids = list(tables)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     try:
-        csn = _record(rt, external, entry, row)
+        csn = _record(rt, external, entry, row, changed)
     except TagExistsError as exc:  # the multi-op decided nothing: no commit, no abort
         raise TagExistsError(f"{exc}; transaction {tid} stays committing: commit it again without the tag (or "
                              "with another name), or roll it back") from exc
     crashpoints.hit(crashpoints.COMMIT_AFTER_RECORD)
     log_mirror.mirror(rt, [LogRecord(csn, entry)])
     crashpoints.hit(crashpoints.COMMIT_AFTER_MIRROR)
-    if apply.apply_record(rt, csn, tid, table_ids):  # an older record unapplied or not mirrored: catch up
+    if apply.apply_record(rt, csn, tid, table_ids, versions=bool(changed.version_rows)):  # an older record
+        # unapplied or not mirrored: catch up
         apply.apply_pending(rt, up_to=csn)
     commit.committed(rt, tid, csn, started)
     if external.compaction_due():
@@ -89,28 +93,28 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog, tag: tags.Comm
 
 
 def _prepare(rt: Runtime, tid: str, external: ExternalLog,
-             tag: tags.CommitTag | None) -> tuple[int | None, dict[int, str]]:
+             tag: tags.CommitTag | None) -> tuple[int | None, dict[int, str], table_versions.Touched]:
     """Step 2. Returns (the snapshot CSN for a read-only transaction, committed here, else None; the
-    tables it changed, {id: name}, read under its row lock: final, since it is now committing). A read-only
-    commit with `tag` claims the name in the log and makes the tag in this catalog transaction; the claim is
-    released if that transaction fails."""
+    tables it changed, {id: name}, and what it touched, read under its row lock: final, since it is now
+    committing). A read-only commit with `tag` claims the name in the log and makes the tag in this catalog
+    transaction; the claim is released if that transaction fails."""
     claimed = False
     try:
         with rt.catalog.write() as conn:
             row = txn_records.fetch(conn, tid, rt.catalog)
             txn_records.require_usable(row)
             retries.require_nothing_to_rerun(conn, tid)
-            tables = _tables(conn, row)
+            tables, changed = _tables(conn, row)
             if not tables:
                 txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=None)
                 if tag is not None:
                     external.claim_tag(tag.name, tid)
                     claimed = True
                     tags.tag_in_commit(conn, tag, row.snapshot_csn, [])
-                return row.snapshot_csn, tables
+                return row.snapshot_csn, tables, changed
             if not txn_records.cas_state(conn, tid, txn_records.COMMITTING):
                 raise AssertionError(f"transaction {tid} changed state under its row lock")
-            return None, tables
+            return None, tables, changed
     except BaseException:
         if claimed and tag is not None:
             tags.release_quietly(rt, tag.name)
@@ -126,16 +130,19 @@ def entry_of(tid: str, tables: dict[int, str], tag: tags.CommitTag | None) -> Lo
                     tuple(table_id for table_id, _ in ordered))
 
 
-def _tables(conn: Connection, row: txn_records.TxnRow) -> dict[int, str]:
+def _tables(conn: Connection, row: txn_records.TxnRow) -> tuple[dict[int, str], table_versions.Touched]:
     """{table id: qualified name} of the tables transaction `row` changed, each by its name in that transaction's
-    view (commit.table_names)."""
-    return commit.table_names(conn, row.tid, row.snapshot_csn, versions.tables_touched(conn, row.tid))
+    view (commit.table_names), and what it touched (versions.touched)."""
+    changed = versions.touched(conn, row.tid)
+    return commit.table_names(conn, row.tid, row.snapshot_csn, changed.tables), changed
 
 
-def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
-    """Steps 3 and 4; a conflict or an abort decision rolls the transaction back."""
+def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow,
+            changed: table_versions.Touched) -> int:
+    """Steps 3 and 4; a conflict or an abort decision rolls the transaction back. `changed`: what the transaction
+    touched, read once it was committing (final)."""
     try:
-        return _validated_append(rt, external, entry, row)
+        return _validated_append(rt, external, entry, row, changed)
     except SerializationError as exc:
         commit.failed(entry.tid, exc)
         _roll_back_quietly(rt, entry.tid, f"commit failed: {exc}")
@@ -151,20 +158,21 @@ def _record(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_record
                                      "committing") from None
 
 
-def _validated_append(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow) -> int:
+def _validated_append(rt: Runtime, external: ExternalLog, entry: LogEntry, row: txn_records.TxnRow,
+                      changed: table_versions.Touched) -> int:
     level = Isolation(row.isolation)
     with rt.catalog.read() as conn:
         validated = level.validates(conn, entry.tid)
-    if not validated:  # nothing to validate: append at any log version
-        with rt.catalog.read() as conn:  # D27's check against the table changes mirrored so far (docs/DESIGN.md)
-            versions.validate(conn, entry.tid, row.snapshot_csn)
+        if not validated:  # D27's check against the table changes mirrored so far (docs/DESIGN.md), then append
+            versions.validate(conn, entry.tid, row.snapshot_csn, changed)  # at any log version
+    if not validated:
         return external.append(entry)
     for _ in range(MAX_VALIDATIONS):
         version = external.version()
         log_mirror.catch_up(rt)  # every record appended before `version` is now in the catalog
         with rt.catalog.read() as conn:
             level.validate(conn, entry.tid, row.snapshot_csn)
-            versions.validate(conn, entry.tid, row.snapshot_csn)
+            versions.validate(conn, entry.tid, row.snapshot_csn, changed)
         try:
             return external.append(entry, expect_version=version)
         except LogMovedError:  # a commit landed after the validation: validate again

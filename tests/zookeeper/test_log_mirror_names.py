@@ -37,7 +37,7 @@ def test_a_record_mirrored_after_its_name_was_reused_is_filed_under_its_own_tabl
         u.rename_table("sales.events", "sales.old")
     with other.begin() as u:
         u.create_table("sales.events", schema)
-    _, tables = commit_external._prepare(wh.runtime, t.tid, _oracle(wh), None)  # committing, then the committer dies
+    _, tables, _ = commit_external._prepare(wh.runtime, t.tid, _oracle(wh), None)  # committing, then the committer dies
     entry = commit_external.entry_of(t.tid, tables, None) if with_ids else LogEntry(t.tid, ("sales.events",), 0.0)
     assert (entry.table_ids is not None) == with_ids
     # the record lands only now, named as its transaction saw it. Appended as is: D27's check would refuse this

@@ -44,13 +44,13 @@ def _commit_until(wh: Warehouse, t: Transaction, stage: str) -> None:
     `mirrored` (the record in the catalog too, the transaction committed, its rows not stamped yet)."""
     rt = wh.runtime
     oracle = _oracle(wh)
-    _, tables = commit_external._prepare(rt, t.tid, oracle, None)
+    _, tables, changed = commit_external._prepare(rt, t.tid, oracle, None)
     if stage == "committing":
         return
     with rt.catalog.read() as conn:
         row = txn_records.fetch(conn, t.tid)
     entry = commit_external.entry_of(t.tid, tables, None)
-    csn = commit_external._record(rt, oracle, entry, row)
+    csn = commit_external._record(rt, oracle, entry, row, changed)
     if stage == "mirrored":
         assert log_mirror.catch_up(rt) == 1
     assert oracle.commit_csn(t.tid) == csn

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import Catalog, counters, meta_records
+from airflow_txn.catalog import Catalog, commit_log, counters, meta_records
 from airflow_txn.oracle.base import CsnOracle, ExternalLog, LogEntry, LogRecord, TagClaim
 from airflow_txn.oracle.zookeeper.compaction import ABORT_DECISION_TTL, Compactor
 from airflow_txn.oracle.zookeeper.decisions import Decisions
@@ -62,6 +62,9 @@ class ZooKeeperOracle(CsnOracle, ExternalLog):
     def last_csn(self, conn: Connection) -> int:
         """The mirrored prefix (the catalog's last_csn counter): readers never need ZooKeeper."""
         return counters.last_csn(conn)
+
+    def readable_csn(self, conn: Connection) -> int:
+        return commit_log.readable_csn_of_counter(conn)  # the mirrored prefix is the catalog's counter: one statement
 
     def probe(self) -> str:
         self.check_available()
