@@ -388,10 +388,7 @@ def tables_touched(conn: Connection, tid: str) -> list[int]:
     return sorted(int(r.table_id) for r in conn.execute(_TABLES_TOUCHED, {"b_tid": tid}))
 
 
-_TABLES_TOUCHED = select(_p.table_id).where(
-    or_(_p.creation_tid == bindparam("b_tid", type_=String()), _p.removal_tid == bindparam("b_tid", type_=String())),
-    or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN),
-).distinct()
+_TABLES_TOUCHED = select(_p.table_id).where(schema.written_by(bindparam("b_tid", type_=String()))).distinct()
 
 
 _STAGED_FILES = select(_p.table_id, _p.path, _p.files).where(

@@ -42,8 +42,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
+    or_,
     text,
 )
+
+from airflow_txn.model.csn import ROLLBACK_CSN
 
 SCHEMA_VERSION = 7
 # 1 -> 2: tables txn_table_retention and txn_compactions added; 2 -> 3: tables txn_keys and txn_scans added;
@@ -157,6 +161,14 @@ parts = Table(
     Index("ix_txn_parts_removal_tid", "removal_tid"),
     Index("ix_txn_parts_removal_csn", "removal_csn"),
 )
+
+
+def written_by(tid: Any) -> ColumnElement[bool]:
+    """The txn_parts rows transaction `tid` created or removed (along the two tid indexes), a part a keyed retry
+    withdrew excluded (ROLLBACK_CSN, removal_tid = tid to hide it from tid itself): no write of the transaction."""
+    written: ColumnElement[bool] = and_(or_(parts.c.creation_tid == tid, parts.c.removal_tid == tid),
+                                        or_(parts.c.creation_csn.is_(None), parts.c.creation_csn != ROLLBACK_CSN))
+    return written
 
 
 def of_table_along_tid(table_id: Any) -> ColumnElement[bool]:

@@ -295,11 +295,9 @@ class Touched(NamedTuple):
         return sorted({*self.parts, *self.versions})
 
 
-_LIVE_PART = or_(_p.creation_csn.is_(None), _p.creation_csn != ROLLBACK_CSN)
 _LIVE_VERSION = or_(_v.creation_csn.is_(None), _v.creation_csn != ROLLBACK_CSN)
 _TOUCHED = union_all(
-    select(_p.table_id, literal(0, Integer()).label("kind"))
-    .where(or_(_p.creation_tid == _TID, _p.removal_tid == _TID), _LIVE_PART).distinct(),
+    select(_p.table_id, literal(0, Integer()).label("kind")).where(schema.written_by(_TID)).distinct(),
     select(_v.table_id, case((_LIVE_VERSION, 1), else_=2).label("kind"))
     .where(or_(_v.creation_tid == _TID, _v.removal_tid == _TID)).distinct())
 """touched's one statement: (table, 0) per table of a live part, (table, 1) of a live version, (table, 2) of a

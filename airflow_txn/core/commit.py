@@ -164,10 +164,14 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool =
         if tag is not None:
             tags.tag_in_commit(conn, tag, row.snapshot_csn, [])
         return row.snapshot_csn, [], False
-    names = table_names(conn, tid, row.snapshot_csn, table_ids)  # before the counter lock: held less
+    # Before the counter lock, so that it is held less (every commit queues on it): the names and the read set,
+    # both final under the row lock. Under it: the checks against what committed since, then the writes.
+    names = table_names(conn, tid, row.snapshot_csn, table_ids)
+    level = Isolation(row.isolation)
+    reads = level.reads(conn, tid)
     csn = rt.oracle.next_csn(conn)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
-    Isolation(row.isolation).validate(conn, tid, row.snapshot_csn)
+    level.validate(conn, tid, row.snapshot_csn, reads)
     versions.validate(conn, tid, row.snapshot_csn, changed)
     commit_log.write_record(conn, csn, tid, [(t, names[t]) for t in table_ids], applied=apply_now)
     if not txn_records.cas_state(conn, tid, txn_records.COMMITTED, commit_csn=csn):

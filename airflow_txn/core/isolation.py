@@ -26,6 +26,9 @@ from airflow_txn.errors import SerializationError
 from airflow_txn.model.options import Option
 from airflow_txn.model.partitioning import WHOLE_TABLE
 
+ReadSet = dict[int, set[str]]
+"""{table id: partition keys} a transaction read (read_sets.reads)."""
+
 
 class Isolation(Option):
     """How a transaction is isolated from concurrent ones; compares equal to its string value. User input
@@ -53,12 +56,19 @@ class Isolation(Option):
         statement asked to be validated whatever the level (its read-set rows: a MERGE that inserts)."""
         return self.tracks_reads or read_sets.has_reads(conn, tid)
 
-    def validate(self, conn: Connection, tid: str, snapshot: int) -> None:
+    def validate(self, conn: Connection, tid: str, snapshot: int, reads: ReadSet | None = None) -> None:
         """At commit: raise SerializationError if this level forbids what committed since `snapshot`: a later
         commit wrote something in the read set. A level that tracks no reads has read-set rows only where a
         statement asks to be validated whatever the level (a MERGE that inserts: staging.merge), so its check is
-        one lookup that finds nothing for every other transaction."""
-        _validate_read_set(conn, self, tid, snapshot)
+        one lookup that finds nothing for every other transaction. `reads`: the read set, when the caller read
+        it already (`reads`); an empty one checks nothing."""
+        _validate_read_set(conn, self, tid, snapshot, read_sets.reads(conn, tid) if reads is None else reads)
+
+    @staticmethod
+    def reads(conn: Connection, tid: str) -> ReadSet:
+        """`tid`'s read set: final once its row is locked by its commit (reads register under that lock), so a
+        commit reads it before taking the CSN counter's lock and validates it after."""
+        return read_sets.reads(conn, tid)
 
 
 @dataclass(frozen=True)
@@ -75,9 +85,10 @@ _RULES = {
 }
 
 
-def _validate_read_set(conn: Connection, level: Isolation, tid: str, snapshot: int) -> None:
+def _validate_read_set(conn: Connection, level: Isolation, tid: str, snapshot: int, reads: ReadSet) -> None:
     """Abort if a transaction committed after our snapshot wrote anything we read."""
-    reads = read_sets.reads(conn, tid)
+    if not reads:
+        return
     for table_id, other in commit_log.commits_after(conn, list(reads), snapshot):
         if other == tid:
             continue

@@ -37,6 +37,11 @@ def test_an_append_only_commit_leaves_schema_versions_alone_and_stamps_its_parts
         assert not _names(seen, "UPDATE txn_table_versions"), seen
         assert len(_names(seen, "UPDATE txn_parts")) == 1, seen
         assert len(seen) <= 13, "\n".join(seen)  # was 19: 6 statements of ~0.4 ms of CPU each (B6's notes)
+        locked = [i for i, s in enumerate(seen) if s.startswith("UPDATE txn_counters")]
+        assert len(locked) == 1, seen
+        under_lock = seen[locked[0] + 1:]  # what every other commit waits for: the read set is read before
+        assert not [s for s in under_lock if "txn_read_set" in s], "\n".join(under_lock)  # (final under the row lock)
+        assert len(under_lock) <= 6, "\n".join(under_lock)  # was 7
     else:  # under the row lock (final from then on: committing), then the log append and the apply
         touched = [s for s in seen if s.startswith("SELECT") and "DISTINCT" in s and "txn_parts.creation_tid" in s]
         assert len(touched) == 1, "\n".join(seen)  # was 3: D27's check and the apply take what was read then
