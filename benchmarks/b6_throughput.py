@@ -136,6 +136,33 @@ its commit shares the check and the record's reads). Still a third of the 500/s 
 PostgreSQL's 2-3 ms a commit, two cores top out near 200-250/s, as the first paragraph says; what is left is about
 0.25 ms of SQLAlchemy and psycopg per statement (execution, result, cache key) over 19 statements, and the Parquet
 file.
+
+**What decides the 8-writer rate: the counter lock is always held, and its holder waits for a core (2026-12-07,
+later).** A probe of N writer processes (SQL oracle, PostgreSQL, 6 s each; the commit's time from the counter's
+UPDATE to the end of its catalog transaction measured in each writer, the machine's busy share from /proc/stat;
+one writer alone: 4.7-4.8 ms of writer CPU and 1.9-2.2 ms of PostgreSQL's a begin + append + commit, its backends
+and WAL writer counted):
+
+| writers | commits/s | counter lock held (median) | lock busy | machine busy | writer CPU a commit |
+|---|---|---|---|---|---|
+| 1 | 88 | 2.90 ms | 27 % | 48 % | 7.5 ms |
+| 2 | 157-190 | 2.3-2.6 ms | 38-54 % | 90 % | 6.6-8.3 ms |
+| 4 | 148 | 6.7 ms | 100 % | 95 % | 9.2 ms |
+| 8 | 116-163 | 5.9-8.2 ms | 100 % | 92-99 % | 7.8-11.7 ms |
+
+(the probe's own wrapping adds about 2 ms of writer CPU at one writer.) From 4 writers on, the lock is held all
+the time, and for 2.5-3 times as long as with 2: the holder's process, or its backend, waits for a core behind the
+other runnable writers between its round trips. The writers' CPU per commit grows by half with 8 processes on 2
+cores (context switches; the rate moves opposite to it from run to run). Tried, measured and reverted: the commit's
+writes under the lock as ONE statement on PostgreSQL (a WITH of the record, its table rows, the state, the stamps
+and the unapplied check: 4 round trips under the lock instead of 8): `--compare-with` HEAD, 4 interleaved rounds of
+8 s, **127 against 123/s** (rounds 99-140 against 93-123), within the noise, and a dialect-specific second form of
+the commit's writes is not worth that. Kept: the read set, final under the row lock, is read before the counter lock
+(one statement less under it, on every catalog). So the rate is bounded by CPU, not by the protocol's round trips:
+500/s on 2 cores needs the whole commit, writer and PostgreSQL, under 4 ms of CPU in that contention (it takes
+10-14 ms), or 4 and more cores at today's cost. Per ZooKeeper commit, the same day: 26 -> 19 statements (what the
+transaction touched read once, under its row lock; one part stamp per table; no version stamp when none was staged;
+the readable check in one statement).
 """
 MEASURE = "commit throughput, {writers} writer processes, PostgreSQL catalog"
 TARGET_PER_SECOND = 500.0
