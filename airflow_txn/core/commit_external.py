@@ -83,8 +83,8 @@ def commit_external(rt: Runtime, tid: str, external: ExternalLog, tag: tags.Comm
     crashpoints.hit(crashpoints.COMMIT_AFTER_RECORD)
     log_mirror.mirror(rt, [LogRecord(csn, entry)])
     crashpoints.hit(crashpoints.COMMIT_AFTER_MIRROR)
-    if apply.apply_record(rt, csn, tid, table_ids, versions=bool(changed.version_rows)):  # an older record
-        # unapplied or not mirrored: catch up
+    # behind: an older record unapplied or not mirrored: catch up
+    if apply.apply_record(rt, csn, tid, table_ids, versions=bool(changed.version_rows)):
         apply.apply_pending(rt, up_to=csn)
     commit.committed(rt, tid, csn, started)
     if external.compaction_due():
