@@ -725,8 +725,9 @@ workload) the year ran on PostgreSQL too (57 minutes, 2026-12-07): rows flat fro
 part rows, 1,919-1,963 history rows, the catalog 9.7-10.1 MiB from night 20), a night's vacuum 1.33 s (median).
 Every target met at the stop day: a day's vacuum 2.08 s, commits during it 1.05 x, the year-old catalog's 3 x 24-part
 commit 1.07 x a fresh one's, a read 173 commits back 1.00 x the latest; 36 retained snapshots read back exact. Its
-simulated day went from 5.6 s (nights 1-90) to 9-10 s (nights 271-364) at flat rows and bytes, not explained yet
-([the year page](benchmarks/year.md#a-year-at-full-volume-on-postgresql) says what to look at).
+simulated day went from 5.6 s (nights 1-90) to 9-10 s (nights 271-364) at flat rows and bytes: the machine slowed
+that day (the first 15 nights on a fresh catalog, run again after, took 10.4-13.3 s where they had taken 4.3-6.4:
+[the year page](benchmarks/year.md#a-year-at-full-volume-on-postgresql)).
 
 **A day's vacuum at 100 million parts (2026-12-07; `benchmarks/b16_vacuum_at_scale.py`, not a row of run.py).**
 B3's synthetic history on 3 tables bulk-loaded into a PostgreSQL catalog (97,773,666 part rows, 36.9 GB), cut as
