@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection
 
-from airflow_txn.catalog import commit_log, part_records, table_registry, table_versions, txn_records
+from airflow_txn.catalog import commit_log, part_records, read_sets, table_registry, table_versions, txn_records
 from airflow_txn.core import apply, crashpoints, retries, rollback, tags, versions
 from airflow_txn.core.isolation import Isolation
 from airflow_txn.core.runtime import Runtime
@@ -168,7 +168,7 @@ def _record_and_apply(rt: Runtime, conn: Connection, tid: str, apply_now: bool =
     # both final under the row lock. Under it: the checks against what committed since, then the writes.
     names = table_names(conn, tid, row.snapshot_csn, table_ids)
     level = Isolation(row.isolation)
-    reads = level.reads(conn, tid)
+    reads = read_sets.reads(conn, tid)
     csn = rt.oracle.next_csn(conn)
     crashpoints.hit(crashpoints.COMMIT_MID_RECORD)
     level.validate(conn, tid, row.snapshot_csn, reads)

@@ -60,15 +60,10 @@ class Isolation(Option):
         """At commit: raise SerializationError if this level forbids what committed since `snapshot`: a later
         commit wrote something in the read set. A level that tracks no reads has read-set rows only where a
         statement asks to be validated whatever the level (a MERGE that inserts: staging.merge), so its check is
-        one lookup that finds nothing for every other transaction. `reads`: the read set, when the caller read
-        it already (`reads`); an empty one checks nothing."""
+        one lookup that finds nothing for every other transaction. `reads`: the read set (read_sets.reads), when
+        the caller read it already: a commit does before the CSN counter's lock, since reads register under the row
+        lock its commit holds; an empty one checks nothing."""
         _validate_read_set(conn, self, tid, snapshot, read_sets.reads(conn, tid) if reads is None else reads)
-
-    @staticmethod
-    def reads(conn: Connection, tid: str) -> ReadSet:
-        """`tid`'s read set: final once its row is locked by its commit (reads register under that lock), so a
-        commit reads it before taking the CSN counter's lock and validates it after."""
-        return read_sets.reads(conn, tid)
 
 
 @dataclass(frozen=True)
