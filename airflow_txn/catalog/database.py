@@ -35,16 +35,18 @@ import sqlite3
 import time
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.exc import DBAPIError, InvalidatePoolError, OperationalError, ProgrammingError
 from sqlalchemy.pool import NullPool, QueuePool
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import SelectBase
 
 from airflow_txn.catalog import meta_records, migrate, schema, table_versions
 from airflow_txn.errors import (
@@ -278,6 +280,51 @@ def _generic_engine(url: str, connect_timeout: float) -> Engine:
     engine = create_engine(url, pool_size=5, max_overflow=5, connect_args=libpq_timeouts(url, connect_timeout))
     _ping_when_idle(engine)
     return engine
+
+
+class DriverStatement(NamedTuple):
+    """A statement compiled once for a dialect, to run on the DBAPI cursor itself (`driver_rows`)."""
+
+    sql: str
+    columns: list[str]
+    """The names of its result's columns (a cursor's description builds them anew at each execution)."""
+    order: tuple[str, ...] | None
+    """The parameters' names in their order for a positional paramstyle (SQLite's `?`); None: named."""
+    constants: dict[str, Any]
+    """The values the statement binds itself (its literals), by name."""
+
+
+def driver_statement(statement: SelectBase, dialect: Dialect) -> DriverStatement:
+    """`statement` compiled for `dialect` to run by `driver_rows`: only for a statement whose parameters need no
+    conversion on the way in (integers and strings on both drivers) and no expanding (IN-list) parameters, which
+    SQLAlchemy renders anew at each execution (ValueError)."""
+    compiled = statement.compile(dialect=dialect)
+    assert isinstance(compiled, SQLCompiler)
+    if compiled.literal_execute_params or compiled.post_compile_params:
+        raise ValueError("a statement with expanding or literal-execute parameters is rendered per execution")
+    order = tuple(compiled.positiontup or ()) if compiled.positional else None
+    return DriverStatement(str(compiled), list(statement.selected_columns.keys()), order, dict(compiled.params))
+
+
+def driver_rows(conn: Connection, statement: DriverStatement,
+                params: dict[str, Any]) -> tuple[list[str], Sequence[Any]]:
+    """(column names, rows) of `statement` run on `conn`'s own DBAPI connection, in its transaction: what
+    `conn.execute` would give without SQLAlchemy's execution context and result, about a fifth of a visible-part
+    lookup on PostgreSQL (docs/DESIGN.md, D34). Values come as the driver returns them. A driver error goes through
+    the Connection's own handler, as in `conn.execute`: raised as SQLAlchemy's DBAPIError (and subclasses), a lost
+    connection invalidated with every pooled one older than it, so `Catalog.read()` maps it to
+    CatalogUnavailableError and the next checkout connects anew (tests/catalog/test_pool_liveness.py holds it)."""
+    values = {**statement.constants, **params}
+    dbapi_connection = conn.connection.dbapi_connection
+    assert dbapi_connection is not None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(statement.sql, values if statement.order is None else tuple(values[n] for n in statement.order))
+        rows = cursor.fetchall()
+    except conn.dialect.loaded_dbapi.Error as exc:
+        conn._handle_dbapi_exception(exc, statement.sql, values, cursor, None)  # raises
+    cursor.close()
+    return statement.columns, rows
 
 
 class Catalog:

@@ -37,8 +37,9 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.engine import Dialect
 
-from airflow_txn.catalog import schema, table_versions
+from airflow_txn.catalog import database, schema, table_versions
 from airflow_txn.catalog.visibility_sql import visible_branches, visible_selects
 from airflow_txn.errors import InvalidArgumentError, RetryConflictError, SerializationError
 from airflow_txn.model.csn import ROLLBACK_CSN
@@ -87,17 +88,21 @@ _FIELDS = ("id", "table_id", "partition_key", "path", "files", "row_count", "siz
 
 
 def part_rows(result: Result[Any]) -> list[PartRow]:
-    """Every row of a result selecting the part columns (`columns`), as PartRows: the column positions looked up
-    once, the rows fetched at once and not converted (both drivers return the declared types), each file list
-    decoded once per distinct list; the one builder of a PartRow (a row at a time by attribute cost 2-3 times more,
-    most of a visible-part lookup: docs/BENCHMARKS.md, B3)."""
-    columns_found = list(result.keys())
+    """Every row of a result selecting the part columns (`columns`), as PartRows (`built`)."""
+    return built(list(result.keys()), result.all())
+
+
+def built(columns_found: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[PartRow]:
+    """Rows of the part columns named `columns_found`, as PartRows: the column positions looked up once, the values
+    not converted (both drivers return the declared types), each file list decoded once per distinct list; the one
+    builder of a PartRow (a row at a time by attribute cost 2-3 times more, most of a visible-part lookup:
+    docs/BENCHMARKS.md, B3)."""
     (i_id, i_table, i_key, i_path, i_files, i_rows, i_size, i_ctid, i_ccsn, i_rtid, i_rcsn, i_skey, i_satt,
      i_rkey, i_ratt) = (columns_found.index(name) for name in _FIELDS)
     i_version = columns_found.index("schema_version") if "schema_version" in columns_found else None
     files: dict[str, tuple[str, ...]] = {}  # parts written alike list the same files: decode each list once
     out = []
-    for r in result.all():
+    for r in rows:
         raw = r[i_files]
         names = files.get(raw)
         if names is None:
@@ -167,6 +172,22 @@ def _lookup_dialect(conn: Connection) -> str | None:
     return conn.dialect.name if span_index(conn) else None
 
 
+_DRIVER_STATEMENTS: weakref.WeakKeyDictionary[Dialect, dict[tuple[bool, bool, str | None], database.DriverStatement]] \
+    = weakref.WeakKeyDictionary()
+
+
+def _visible_driver(dialect_object: Dialect, in_transaction: bool, versioned: bool,
+                    dialect: str | None) -> database.DriverStatement:
+    """visible_parts' statement of a shape without partitions, compiled once per engine's dialect for the driver."""
+    compiled = _DRIVER_STATEMENTS.setdefault(dialect_object, {})
+    shape = (in_transaction, versioned, dialect)
+    found = compiled.get(shape)
+    if found is None:
+        found = compiled[shape] = database.driver_statement(_visible_stmt(in_transaction, False, versioned, dialect),
+                                                            dialect_object)
+    return found
+
+
 @functools.cache
 def _visible_stmt(in_transaction: bool, by_partition: bool, versioned: bool,
                   dialect: str | None) -> Select[Any] | CompoundSelect[Any]:
@@ -184,11 +205,12 @@ def visible_parts(conn: Connection, table_id: int, tid: str | None, snapshot: in
     params: dict[str, Any] = {"table_id": table_id, "snapshot": snapshot}
     if tid is not None:
         params["reader"] = tid
-    if partition_keys is not None:
-        params["partition_keys"] = list(partition_keys)
-    stmt = _visible_stmt(tid is not None, partition_keys is not None, table_versions.present(conn),
-                         _lookup_dialect(conn))
-    return part_rows(conn.execute(stmt, params))
+    versioned, dialect = table_versions.present(conn), _lookup_dialect(conn)
+    if partition_keys is None:  # the statement on the driver's cursor (docs/DESIGN.md, D34)
+        return built(*database.driver_rows(conn, _visible_driver(conn.dialect, tid is not None, versioned, dialect),
+                                           params))
+    params["partition_keys"] = list(partition_keys)  # an IN list: SQLAlchemy renders it at each execution
+    return part_rows(conn.execute(_visible_stmt(tid is not None, True, versioned, dialect), params))
 
 
 def visible_parts_statement(conn: Connection, table_id: int, tid: str | None,

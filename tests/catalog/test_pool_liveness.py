@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, select, text
 
-from airflow_txn.catalog import Catalog, database, schema
+from airflow_txn.catalog import Catalog, database, part_records, schema
 from airflow_txn.errors import CatalogUnavailableError
 from tests.helpers import backend_pid, wait_until
 
@@ -121,3 +121,22 @@ def test_a_connection_lost_silently_within_the_window_is_a_clear_error_then_reco
     with pytest.raises(CatalogUnavailableError, match="lost the connection to the catalog"):
         _read(catalog)
     assert _read(catalog) != before  # no pause needed: the pool dropped what was older than the failure
+
+
+def _lookup(catalog: Catalog) -> int:
+    """One visible-part lookup (run on the driver's cursor: docs/DESIGN.md, D34); the backend that served it."""
+    with catalog.read() as conn:
+        part_records.visible_parts(conn, 1, None, 1)
+        return backend_pid(conn)
+
+
+def test_a_lookup_on_a_connection_lost_silently_is_a_clear_error_then_reconnects(
+        catalog: Catalog, pg_schema_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup's statement bypasses SQLAlchemy's execution, not its error handling: the lost connection is
+    invalidated, the error is the catalog's, and the next read connects anew."""
+    before = _lookup(catalog)
+    monkeypatch.setattr(database, "_has_input", lambda _connection: False)
+    _terminate(pg_schema_url, before)
+    with pytest.raises(CatalogUnavailableError, match="lost the connection to the catalog"):
+        _lookup(catalog)
+    assert _lookup(catalog) != before

@@ -98,12 +98,28 @@ def _check(cat: Catalog, table_id: int, parts: list[VersionInfo], readers: list[
         assert part_records.span_index(conn)
         for tid, snapshot in readers:
             expected = [i for i, p in zip(ids, parts, strict=True) if is_visible(p, tid, snapshot)]
-            listed = [p.id for p in part_records.visible_parts(conn, table_id, tid, snapshot)]
-            assert listed == expected, (tid, snapshot)
+            found = part_records.visible_parts(conn, table_id, tid, snapshot)
+            assert [p.id for p in found] == expected, (tid, snapshot)
+            # the driver's cursor (D34) gives the very rows, values and types of SQLAlchemy's execution
+            theirs = _through_sqlalchemy(conn, table_id, tid, snapshot)
+            assert found == theirs and _types(found) == _types(theirs), (tid, snapshot)
+            assert part_records.visible_parts(conn, table_id, tid, snapshot, ["{}"]) == found, (tid, snapshot)
             assert part_records.visible_for_statement(conn, table_id, ME, snapshot, {}) == [
                 p for p in part_records.visible_parts(conn, table_id, ME, snapshot)]
             totals = part_records.visible_totals(conn, table_id, snapshot)
             assert totals[0] == sum(1 for p in parts if is_visible(p, None, snapshot))
+
+
+def _through_sqlalchemy(conn: sa.Connection, table_id: int, tid: str | None,
+                        snapshot: int) -> list[part_records.PartRow]:
+    """visible_parts' statement run by SQLAlchemy's own execution (what it ran before D34)."""
+    stmt = part_records._visible_stmt(tid is not None, False, True, conn.dialect.name)
+    params: dict[str, object] = {"table_id": table_id, "snapshot": snapshot, **({"reader": tid} if tid else {})}
+    return part_records.part_rows(conn.execute(stmt, params))
+
+
+def _types(rows: list[part_records.PartRow]) -> list[list[type]]:
+    return [[type(v) for v in (*r, *r.version)] for r in rows]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
