@@ -50,7 +50,7 @@ def apply_record(rt: Runtime, csn: int, tid: str, table_ids: Sequence[int] | Non
 
 
 def _stamp_and_check(rt: Runtime, conn: Connection, tid: str, table_ids: Sequence[int], csn: int,
-                     versions: bool = True) -> bool:
+                     versions: bool) -> bool:
     """The last tables of a record stamped, the record marked applied; whether the watermark may lag."""
     for table_id in table_ids:
         _stamp(conn, tid, table_id, csn, versions)
@@ -63,7 +63,7 @@ def _stamp_and_check(rt: Runtime, conn: Connection, tid: str, table_ids: Sequenc
     return rt.oracle.readable_csn(conn) < csn
 
 
-def _stamp(conn: Connection, tid: str, table_id: int, csn: int, versions: bool = True) -> None:
+def _stamp(conn: Connection, tid: str, table_id: int, csn: int, versions: bool) -> None:
     """One table of a record: its CSN on the parts and the versions of the table's schema the transaction staged
     (docs/DESIGN.md, D27: versions are stamped with the parts, in the same catalog transaction; `versions=False`:
     the committer knows there are none)."""
