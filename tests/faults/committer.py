@@ -1,9 +1,12 @@
-"""A committer process for the service-fault tests: `python -m tests.faults.committer CATALOG ROOT INDEX COUNT PAUSE`.
+"""A committer process for the service-fault tests:
+`python -m tests.faults.committer CATALOG ROOT INDEX COUNT PAUSE [STOP_FILE]`.
 
-Runs COUNT transactions, each appending the same two fresh ids to LEFT and RIGHT, and prints one JSON line
-per transaction: {"csn"} when commit() returned (acknowledged), else {"error", "phase"} with the exception's
-class; after a failure it tries to roll back (which may fail too while the service is down: then the lease
-runs out and recovery settles it). It never stops early, so it rides out a restart of the catalog.
+Runs COUNT transactions, each appending the same two fresh ids to LEFT and RIGHT, and prints one JSON line per
+transaction: {"csn"} when commit() returned (acknowledged), else {"error", "phase"} with the exception's class; after
+a failure it tries to roll back (which may fail too while the service is down: then the lease runs out and recovery
+settles it). It never stops early on an error, so it rides out a restart of the catalog; it stops before COUNT once
+STOP_FILE exists (the test makes it once it has restarted the service, so the committers are at work during the
+restart whatever the machine's speed).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -19,7 +23,9 @@ from airflow_txn.errors import TxnError
 
 LEFT, RIGHT = "faults.left", "faults.right"
 SCHEMA = pa.schema([("id", pa.int64()), ("writer", pa.int64())])
-LEASE_SECONDS = 3.0
+LEASE_SECONDS = 10.0
+"""Long enough for a fresh process's first append on a loaded 2-core machine (3 s ran out there: the append failed,
+which the test refuses); short enough for the test's recovery to see abandoned leases end within its minute."""
 
 
 def emit(payload: object) -> None:
@@ -60,12 +66,15 @@ def one(wh: Warehouse, index: int, n: int) -> dict[str, object]:
 
 def main(argv: list[str]) -> None:
     catalog, root, index, count, pause = argv[0], argv[1], int(argv[2]), int(argv[3]), float(argv[4])
+    stop = Path(argv[5]) if len(argv) > 5 else None
     wh = Warehouse.open(catalog=catalog, root=root)
     try:
-        for n in range(count):
+        n = 0
+        while n < count and not (stop is not None and stop.exists()):
             emit(one(wh, index, n))
+            n += 1
             time.sleep(pause)
-        emit({"done": count})
+        emit({"done": n})
     finally:
         wh.close()
 

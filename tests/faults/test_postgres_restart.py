@@ -42,16 +42,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 SOAK_ROUNDS = max(1, int(os.environ.get("AIRFLOW_TXN_SOAK_ROUNDS", "1")))
 COMMITTERS = 2
-COMMITS_EACH = 12 + 8 * SOAK_ROUNDS
+COMMITS_EACH = 1_000
+"""A bound: the committers commit until the test has restarted the server (its stop file), however long that takes
+on a loaded machine (a fixed 20 each were sometimes all done before the first restart: no committer met it)."""
 CHILD_TIMEOUT = 180.0
 
 
 class Committer:
     """A tests.faults.committer process; its JSON lines are read once it exits."""
 
-    def __init__(self, catalog: str, root: Path, index: int, count: int, pause: float) -> None:
+    def __init__(self, catalog: str, root: Path, index: int, count: int, pause: float, stop: Path) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.committer", catalog, str(root), str(index), str(count), str(pause)],
+            [sys.executable, "-m", "tests.faults.committer", catalog, str(root), str(index), str(count), str(pause),
+             str(stop)],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
@@ -210,7 +213,8 @@ def test_postgres_restarted_mid_commit(cluster: PostgresCluster, oracle: str, tm
     try:
         wh.create_table(LEFT, SCHEMA)
         wh.create_table(RIGHT, SCHEMA)
-        committers += [Committer(cluster.url, root, i + 1, COMMITS_EACH, 0.05) for i in range(COMMITTERS)]
+        stop = tmp_path / "stop"
+        committers += [Committer(cluster.url, root, i + 1, COMMITS_EACH, 0.05, stop) for i in range(COMMITTERS)]
         restarts = []
         for round_ in range(SOAK_ROUNDS):
             deadline = time.monotonic() + 60
@@ -218,6 +222,11 @@ def test_postgres_restarted_mid_commit(cluster: PostgresCluster, oracle: str, tm
                 assert time.monotonic() < deadline, "the committers made no progress"
                 time.sleep(0.1)
             restarts.append(_restart_mid_commit(cluster, wh, round_))
+        deadline, before = time.monotonic() + 60, len(wh.commit_log(limit=100_000))
+        while len(wh.commit_log(limit=100_000)) < before + COMMITTERS:  # they commit again after the last restart
+            assert time.monotonic() < deadline, "the committers made no progress after the restart"
+            time.sleep(0.1)
+        stop.touch()
         lines = [line for c in committers for line in c.results()]
         errors = [line for line in lines if "error" in line]
         assert errors, "no committer met the restart"
