@@ -140,12 +140,12 @@ psycopg builds a cursor's description anew at each execution), driver errors thr
 Measured apart (200,000 parts, PostgreSQL, one process, 10 interleaved rounds of 100 lookups, medians, the machine
 running a clean clone's test command beside it): through `conn.execute` 0.56-0.57 ms, on the driver's cursor 0.43
 ms, the same statement on a bare psycopg connection 0.28-0.31 ms (what is left between the last two: the pool's
-checkout and return, the read's AUTOCOMMIT option, about 0.1 ms). The quick row at 10,000,000 parts on the same
-day: before (a clean clone of 3b3dbe1, the test command's run) SQLite 0.39 / 0.28 / 0.25 ms, PostgreSQL 0.80 / 0.74
-/ 0.68 ms; after (`run.py --quick --only B3`, the machine otherwise idle) **SQLite 0.26 / 0.20 / 0.19 ms,
-PostgreSQL 0.63 / 0.65 / 0.55 ms**; in the test command's run of a clean clone of c939865 (32:06 in all, that day)
-SQLite 0.27 / 0.24 / 0.19 ms, PostgreSQL 0.52 / 0.48 / 0.55 ms. On a machine 1.6-2 x slower (the day of the 1.51-1.63 ms above) that is about
-1.0-1.3 ms on PostgreSQL: the margin is wider, not unconditional.
+checkout and return, the read's AUTOCOMMIT option, about 0.1 ms). The quick row at 10,000,000 parts on the same day:
+before (a clean clone of 3b3dbe1, the test command's run) SQLite 0.39 / 0.28 / 0.25 ms, PostgreSQL 0.80 / 0.74 /
+0.68 ms; after (`run.py --quick --only B3`, the machine otherwise idle) **SQLite 0.26 / 0.20 / 0.19 ms, PostgreSQL
+0.63 / 0.65 / 0.55 ms**; in the test command's run of a clean clone of c939865 (32:06 in all, that day) SQLite 0.27
+/ 0.24 / 0.19 ms, PostgreSQL 0.52 / 0.48 / 0.55 ms. On a machine 1.6-2 x slower (the day of the 1.51-1.63 ms above)
+that is about 1.0-1.3 ms on PostgreSQL: the margin is wider, not unconditional.
 
 **100,000,000 parts on PostgreSQL (issue 34; 2026-12-06, not the table above).** `--parts 100000000 --backend
 postgresql`: the synthetic history of that day (drawn by random.Random, the law numpy draws from now; 1,000,000

@@ -43,11 +43,11 @@ NOTES = """\
 **What a driver-level commit would take off (2026-12-07, fifth session; a probe, not a run of this row).** The
 visible-part lookup now runs on the driver's cursor (docs/DESIGN.md, D34). The same for the commit's statements was
 measured, not done: the client's CPU a small catalog statement (an UPDATE of the counter row and a SELECT of it,
-PostgreSQL, inside one write transaction, 20 rounds of 100, `time.process_time`) is 0.078 ms through
-`conn.execute` and 0.040 ms on the driver's cursor. A one-table begin + append + commit runs 22 catalog statements once warm
-(3 + 4 + 15, counted on SQLite with an execution event, its BEGINs included), so that is about 0.8-0.9 ms of the
-writer's 4.7-4.8 ms alone: a fifth of the client's share, where 500/s needs the whole commit,
-server included, at about a third of today's CPU. D33 stands: the commit's statements stay on SQLAlchemy Core.
+PostgreSQL, inside one write transaction, 20 rounds of 100, `time.process_time`) is 0.078 ms through `conn.execute`
+and 0.040 ms on the driver's cursor. A one-table begin + append + commit runs 22 catalog statements once warm (begin
+3, append 4, commit 15; counted on SQLite with an execution event, its BEGINs included), so that is about 0.8-0.9 ms
+of the writer's 4.7-4.8 ms alone: a fifth of the client's share, where 500/s needs the whole commit, server
+included, at about a third of today's CPU. D33 stands: the commit's statements stay on SQLAlchemy Core.
 
 **The target (500 commits/s) is out of reach on this machine, for a CPU reason.** One begin + append
 (a Parquet part, its sidecar, its row) + commit + apply costs, measured alone with the catalog
