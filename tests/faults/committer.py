@@ -1,5 +1,5 @@
 """A committer process for the service-fault tests:
-`python -m tests.faults.committer CATALOG ROOT INDEX COUNT PAUSE [STOP_FILE]`.
+`python -m tests.faults.committer CATALOG ROOT INDEX COUNT PAUSE STOP_FILE`.
 
 Runs COUNT transactions, each appending the same two fresh ids to LEFT and RIGHT, and prints one JSON line per
 transaction: {"csn"} when commit() returned (acknowledged), else {"error", "phase"} with the exception's class; after
@@ -66,11 +66,11 @@ def one(wh: Warehouse, index: int, n: int) -> dict[str, object]:
 
 def main(argv: list[str]) -> None:
     catalog, root, index, count, pause = argv[0], argv[1], int(argv[2]), int(argv[3]), float(argv[4])
-    stop = Path(argv[5]) if len(argv) > 5 else None
+    stop = Path(argv[5])
     wh = Warehouse.open(catalog=catalog, root=root)
     try:
         n = 0
-        while n < count and not (stop is not None and stop.exists()):
+        while n < count and not stop.exists():
             emit(one(wh, index, n))
             n += 1
             time.sleep(pause)
