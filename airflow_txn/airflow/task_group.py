@@ -128,10 +128,13 @@ class TransactionTaskGroup(TaskGroup):
     @property
     def tid_template(self) -> str:
         """The transaction id as a template pulling the begin task's XCom (no task dependency): what the
-        group's own rollback and outcome use, and a body task given no `tid` (operators/base.py group_tid)."""
+        group's own rollback and outcome use, and a body task given no `tid` (operators/base.py group_tid).
+        Inside a mapped task group it pulls the XCom of the task's own map index."""
         if self.begin is None:
             raise RuntimeError("use transaction_group(...) as a context manager: `with ... as txn:`")
-        return "{{ ti.xcom_pull(task_ids='" + self.begin.task_id + "') }}"
+        # in a mapped task group each map index has its own begin; a pull naming no map index gets all of them
+        same_index = ", map_indexes=ti.map_index" if any(True for _ in self.begin.iter_mapped_task_groups()) else ""
+        return "{{ ti.xcom_pull(task_ids='" + self.begin.task_id + "'" + same_index + ") }}"
 
     @property
     def csn(self) -> XComArg:

@@ -129,21 +129,28 @@ def filter_authorized_dag_ids(auth_manager: Any, *, dag_ids: set[str], user: Any
     return set(auth_manager.filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method, **team))
 
 
-def pull_run_xcom(dag_id: str, run_id: str, task_id: str, task_instance: Any = None) -> Any:
-    """The return value a task of a DAG run pushed (None if none), from a worker or a server process.
+def pull_run_xcoms(dag_id: str, run_id: str, task_id: str, task_instance: Any = None,
+                   map_index: int | None = None) -> list[Any]:
+    """The return values a task of a DAG run pushed: one for a task that is not mapped, one per map index for a
+    mapped one (a task in a mapped task group included), only map index `map_index`'s when given; [] if none.
 
     In a task (a RuntimeTaskInstance) it goes through the task's own XCom channel; elsewhere (the
     scheduler, the API server, `dag.test()`) it reads Airflow's metadata database.
     """
     if task_instance is not None and hasattr(task_instance, "xcom_pull") and type(task_instance).__name__ == (
             "RuntimeTaskInstance"):
-        return task_instance.xcom_pull(task_ids=task_id, dag_id=dag_id, key="return_value")
+        by_index = {} if map_index is None else {"map_indexes": map_index}
+        found = task_instance.xcom_pull(task_ids=task_id, dag_id=dag_id, key="return_value", **by_index)
+        # one value when one was pushed (or asked for), a list of every map index's otherwise
+        values = found if isinstance(found, list) and map_index is None else [found]
+        return [value for value in values if value is not None]
     from airflow.models.xcom import XComModel
 
     with own_session() as session:
-        query = XComModel.get_many(run_id=run_id, dag_ids=dag_id, task_ids=task_id, key="return_value", limit=1)
-        row = session.scalars(query).first()
-        return None if row is None else XComModel.deserialize_value(row)
+        query = XComModel.get_many(run_id=run_id, dag_ids=dag_id, task_ids=task_id, key="return_value",
+                                   map_indexes=map_index)
+        rows = sorted(session.scalars(query), key=lambda row: row.map_index)
+        return [value for value in map(XComModel.deserialize_value, rows) if value is not None]
 
 
 # Where Airflow keeps its metrics facade, found by what is there. Airflow 3.2 and 3.3 ship two copies of their
@@ -371,7 +378,7 @@ __all__ = [
     "multi_team_auth",
     "own_session",
     "provider_cli_commands",
-    "pull_run_xcom",
+    "pull_run_xcoms",
     "release_thread_session",
     "stats_facades",
     "task_runtime_hooks",

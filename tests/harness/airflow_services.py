@@ -202,9 +202,9 @@ class Deployment:
         return {(t["task_id"] if t["map_index"] < 0 else f"{t['task_id']}[{t['map_index']}]"):
                 (t["state"], t["try_number"]) for t in tis}
 
-    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
+    def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Any:
         entry = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
-                                "return_value?deserialize=true")
+                                f"return_value?deserialize=true&map_index={map_index}")
         return entry["value"]
 
 

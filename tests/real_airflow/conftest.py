@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 HAVE_AIRFLOW = importlib.util.find_spec("airflow") is not None and importlib.util.find_spec("pyspark") is not None
 collect_ignore_glob = [] if HAVE_AIRFLOW and importlib.util.find_spec("psycopg2") is not None else ["test_*.py"]
 DAG_FILES = [REPO / "dags" / "multi_table_backfill.py", REPO / "dags" / "cdc_apply.py",
-             Path(__file__).parent / "dag_files" / "real_probes.py"]
+             Path(__file__).parent / "dag_files" / "real_probes.py",
+             REPO / "tests" / "airflow" / "dag_files" / "txn_mapped_group_probe.py"]
 CONN_ID = "airflow_txn_default"
 
 

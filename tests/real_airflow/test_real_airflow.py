@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK
+from tests.airflow.dag_files.txn_mapped_group_probe import MAPPED_DAYS, MAPPED_TABLE
 from tests.harness.airflow_services import SERVICES, wait_until
 from tests.real_airflow.conftest import RealAirflow
 
@@ -147,6 +148,32 @@ def test_a_run_marked_failed_from_the_api_rolls_back_its_active_transaction(real
     assert "marked failed" in str(real.wh.transaction_info(tid)["failed_reason"]) or \
         "failed" in str(real.wh.transaction_info(tid)["failed_reason"])
     assert real.wh.read("probe.held").num_rows == 0
+    assert_services_alive(real)
+
+
+def test_a_mapped_group_commits_each_day_alone_and_a_failing_day_rolls_back_alone(real_airflow: RealAirflow) -> None:
+    """A transaction_group inside a task group mapped over two days, under the scheduler: each map index's tasks
+    find their own map index's tid; the failing day's task (no retries) rolls back its day only, in its worker (the
+    listener) and through the group's rollback; the other day commits; the run's Transactions tab lists both."""
+    real, af = real_airflow, real_airflow.af
+    dag_id = "txn_mapped_group_probe"
+    af.wait_dag(dag_id)
+    real.wh.create_table(MAPPED_TABLE, pa.schema([("id", pa.int64()), ("day", pa.string())]), partition_by=["day"],
+                         exist_ok=True)
+    run = af.trigger(dag_id, {"rows": 3, "fail_day": MAPPED_DAYS[1]})
+    assert af.wait_run(dag_id, run) == "failed", af.task_states(dag_id, run)
+    states = af.task_states(dag_id, run)
+    assert states["day.txn.stage_the_day[1]"][0] == "failed" and states["day.txn.outcome[1]"][0] == "failed", states
+    assert states["day.txn.commit[0]"][0] == "success" and states["day.txn.outcome[0]"][0] == "success", states
+    first, second = (str(af.xcom(dag_id, run, "day.txn.begin", index)) for index in range(2))
+    assert af.xcom(dag_id, run, "day.txn.stage_the_day", 0) == {"tid": first, "rows": 3}
+    csn = real.wh.transaction_info(first)["commit_csn"]
+    assert real.wh.transaction_info(first)["state"] == COMMITTED and csn is not None
+    assert real.wh.transaction_info(second)["state"] == ROLLED_BACK
+    assert real.wh.read(MAPPED_TABLE, csn=csn).column("day").to_pylist() == [MAPPED_DAYS[0]] * 3
+    query = urllib.parse.urlencode({"dag_id": dag_id, "run_id": run})
+    listed = af.api("GET", f"/airflow-txn/api/transactions?{query}")
+    assert sorted(t["tid"] for t in listed["transactions"]) == sorted([first, second])
     assert_services_alive(real)
 
 

@@ -18,7 +18,7 @@ from airflow.listeners import hookimpl
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
 from airflow_txn.airflow.utils.hosted import run_hosted
-from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcom
+from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcoms
 
 log = logging.getLogger(__name__)
 
@@ -39,22 +39,45 @@ def _downstream_ids(task: Any) -> set[str] | None:
 
 
 def rollback_run(dag: Any, dag_id: str, run_id: str, reason: str, failed_task_id: str | None = None,
-                 task_instance: Any = None) -> list[str]:
+                 task_instance: Any = None, failed_map_index: int | None = None) -> list[str]:
     """Roll back the active transactions begun in this DAG run (those upstream of `failed_task_id`
-    when given); returns the tids rolled back."""
+    when given: in a mapped task group, only the one its map index `failed_map_index` began); returns the
+    tids rolled back."""
     from airflow_txn.airflow.operators.transaction import roll_back_quietly
     from airflow_txn.core.adapter import ROLLED_BACK
 
     done = []
     for begin in _concerned(begin_tasks(dag), failed_task_id):
-        tid = pull_run_xcom(dag_id, run_id, begin.task_id, task_instance)
-        if not tid:
-            continue
+        map_index = failed_map_index if _same_mapped_group(dag, begin, failed_task_id) else None
         conn_id = getattr(begin, "conn_id", None) or DEFAULT_CONN_ID
-        with TxnHook(conn_id=conn_id).warehouse() as wh:
-            if roll_back_quietly(wh, str(tid), reason, log) == ROLLED_BACK:
-                done.append(str(tid))
+        for tid in pull_run_xcoms(dag_id, run_id, begin.task_id, task_instance, map_index):
+            with TxnHook(conn_id=conn_id).warehouse() as wh:
+                if roll_back_quietly(wh, str(tid), reason, log) == ROLLED_BACK:
+                    done.append(str(tid))
     return done
+
+
+def _mapped_groups(task: Any) -> list[str]:
+    """The ids of the mapped task groups `task` is in, innermost first ([] when it can't say)."""
+    try:
+        return [group.group_id for group in task.iter_mapped_task_groups()]
+    except Exception:  # a task object without its groups
+        return []
+
+
+def _same_mapped_group(dag: Any, begin: Any, failed_task_id: str | None) -> bool:
+    """Whether the failed task is in the mapped task group `begin` is in: each map index of that group began its
+    own transaction, and a task's failure concerns only its own map index's."""
+    if failed_task_id is None:
+        return False
+    begin_groups = _mapped_groups(begin)
+    if not begin_groups:
+        return False
+    try:
+        failed = dag.get_task(failed_task_id)
+    except Exception:  # not in this DAG's version: assume every map index's transaction is concerned
+        return False
+    return begin_groups[0] in _mapped_groups(failed)
 
 
 def _concerned(begins: Iterable[Any], failed_task_id: str | None) -> list[Any]:
@@ -87,7 +110,13 @@ def _failed_for_good(task_instance: Any) -> dict[str, Any] | None:
         return None
     return {"task": getattr(task_instance, "task", None), "dag_id": str(task_instance.dag_id),
             "run_id": str(task_instance.run_id), "task_id": str(task_instance.task_id),
+            "map_index": _map_index(task_instance),
             "runtime": task_instance if type(task_instance).__name__ == "RuntimeTaskInstance" else None}
+
+
+def _map_index(task_instance: Any) -> int | None:
+    index = getattr(task_instance, "map_index", None)
+    return None if index is None or int(index) < 0 else int(index)
 
 
 def _roll_back_after_task(ids: dict[str, Any]) -> list[str]:
@@ -96,7 +125,7 @@ def _roll_back_after_task(ids: dict[str, Any]) -> list[str]:
         return []
     reason = f"task {ids['task_id']} of run {ids['run_id']} failed with no retries left"
     return rollback_run(dag, ids["dag_id"], ids["run_id"], reason, failed_task_id=ids["task_id"],
-                        task_instance=ids["runtime"])
+                        task_instance=ids["runtime"], failed_map_index=ids["map_index"])
 
 
 @hookimpl

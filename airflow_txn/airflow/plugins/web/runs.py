@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from airflow_txn.airflow.plugins.listener import begin_tasks
-from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcom
+from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcoms
 from airflow_txn.errors import InvalidNameError
 from airflow_txn.model.tid import Tid
 
@@ -15,8 +15,8 @@ log = logging.getLogger(__name__)
 
 
 def run_tids(dag_id: str, run_id: str) -> list[str]:
-    """The tids begun in run `run_id` of `dag_id` ([] for an unknown DAG or run, or a run whose begin
-    task has not pushed one yet)."""
+    """The tids begun in run `run_id` of `dag_id`, every map index's of a mapped begin ([] for an unknown DAG or
+    run, or a run whose begin task has not pushed one yet)."""
     try:
         dag = load_serialized_dag(dag_id)
     except Exception:  # no metadata database here, or a DAG that does not deserialize
@@ -24,11 +24,9 @@ def run_tids(dag_id: str, run_id: str) -> list[str]:
         return []
     tids = []
     for begin in begin_tasks(dag) if dag is not None else []:
-        value = pull_run_xcom(dag_id, run_id, begin.task_id)
-        if not value:
-            continue
-        try:
-            tids.append(str(Tid.parse(str(value).strip())))
-        except InvalidNameError:
-            log.warning("XCom of %s.%s in run %s is not a tid: %r", dag_id, begin.task_id, run_id, value)
+        for value in pull_run_xcoms(dag_id, run_id, begin.task_id):  # every map index's, in a mapped task group
+            try:
+                tids.append(str(Tid.parse(str(value).strip())))
+            except InvalidNameError:
+                log.warning("XCom of %s.%s in run %s is not a tid: %r", dag_id, begin.task_id, run_id, value)
     return tids
