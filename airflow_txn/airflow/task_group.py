@@ -43,7 +43,7 @@ from airflow_txn.airflow.operators.transaction import (
     default_outlet,
     isolation_value,
 )
-from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg
+from airflow_txn.airflow.version_compat import TaskGroup, TriggerRule, XComArg, mapped_group_ids
 from airflow_txn.checks import Check, check_list
 from airflow_txn.core.adapter import Isolation
 from airflow_txn.errors import InvalidArgumentError
@@ -133,7 +133,7 @@ class TransactionTaskGroup(TaskGroup):
         if self.begin is None:
             raise RuntimeError("use transaction_group(...) as a context manager: `with ... as txn:`")
         # in a mapped task group each map index has its own begin; a pull naming no map index gets all of them
-        same_index = ", map_indexes=ti.map_index" if any(True for _ in self.begin.iter_mapped_task_groups()) else ""
+        same_index = ", map_indexes=ti.map_index" if mapped_group_ids(self.begin) else ""
         return "{{ ti.xcom_pull(task_ids='" + self.begin.task_id + "'" + same_index + ") }}"
 
     @property

@@ -129,6 +129,16 @@ def filter_authorized_dag_ids(auth_manager: Any, *, dag_ids: set[str], user: Any
     return set(auth_manager.filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method, **team))
 
 
+def mapped_group_ids(task: Any) -> list[str]:
+    """The ids of the mapped task groups `task` is in, innermost first, for a live or a serialized task ([] outside
+    any, or for a task object that cannot say). Each map index of such a group runs every task in it once: a
+    transaction_group's begin there begins one transaction per map index."""
+    try:
+        return [group.group_id for group in task.iter_mapped_task_groups()]
+    except Exception:  # a task object without its groups
+        return []
+
+
 def pull_run_xcoms(dag_id: str, run_id: str, task_id: str, task_instance: Any = None,
                    map_index: int | None = None) -> list[Any]:
     """The return values a task of a DAG run pushed: one for a task that is not mapped, one per map index for a
@@ -375,6 +385,7 @@ __all__ = [
     "load_serialized_dag",
     "loaded_plugins",
     "login_url",
+    "mapped_group_ids",
     "multi_team_auth",
     "own_session",
     "provider_cli_commands",

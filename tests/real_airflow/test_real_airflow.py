@@ -152,19 +152,21 @@ def test_a_run_marked_failed_from_the_api_rolls_back_its_active_transaction(real
 
 
 def test_a_mapped_group_commits_each_day_alone_and_a_failing_day_rolls_back_alone(real_airflow: RealAirflow) -> None:
-    """A transaction_group inside a task group mapped over two days, under the scheduler: each map index's tasks
+    """A transaction_group inside a task group mapped over three days, under the scheduler: each map index's tasks
     find their own map index's tid; the failing day's task (no retries) rolls back its day only, in its worker (the
-    listener) and through the group's rollback; the other day commits; the run's Transactions tab lists both."""
+    listener) and through the group's rollback; the first day commits; the day skipped before its group skips its
+    outcome; the run's Transactions tab lists both transactions."""
     real, af = real_airflow, real_airflow.af
     dag_id = "txn_mapped_group_probe"
     af.wait_dag(dag_id)
     real.wh.create_table(MAPPED_TABLE, pa.schema([("id", pa.int64()), ("day", pa.string())]), partition_by=["day"],
                          exist_ok=True)
-    run = af.trigger(dag_id, {"rows": 3, "fail_day": MAPPED_DAYS[1]})
+    run = af.trigger(dag_id, {"rows": 3, "fail_day": MAPPED_DAYS[1], "skip_day": MAPPED_DAYS[2]})
     assert af.wait_run(dag_id, run) == "failed", af.task_states(dag_id, run)
     states = af.task_states(dag_id, run)
-    assert states["day.txn.stage_the_day[1]"][0] == "failed" and states["day.txn.outcome[1]"][0] == "failed", states
     assert states["day.txn.commit[0]"][0] == "success" and states["day.txn.outcome[0]"][0] == "success", states
+    assert states["day.txn.stage_the_day[1]"][0] == "failed" and states["day.txn.outcome[1]"][0] == "failed", states
+    assert states["day.txn.begin[2]"][0] == "skipped" and states["day.txn.outcome[2]"][0] == "skipped", states
     first, second = (str(af.xcom(dag_id, run, "day.txn.begin", index)) for index in range(2))
     assert af.xcom(dag_id, run, "day.txn.stage_the_day", 0) == {"tid": first, "rows": 3}
     csn = real.wh.transaction_info(first)["commit_csn"]

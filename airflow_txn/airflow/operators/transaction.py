@@ -32,6 +32,7 @@ from airflow_txn.airflow.version_compat import (
     AssetAlias,
     Context,
     add_outlet_partitions,
+    mapped_group_ids,
 )
 from airflow_txn.core.adapter import ACTIVE, COMMITTED, ROLLED_BACK, Isolation, check_lease_seconds, masked_url
 from airflow_txn.core.warehouse import Warehouse
@@ -354,7 +355,9 @@ class TransactionOutcomeOperator(LineageMixin, TxnBaseOperator):
 
     def execute(self, context: Context) -> int:
         if self.tid in (None, "", "None"):
-            if self.begin_task_id is not None and task_state(context, self.begin_task_id) == "skipped":
+            # the group's begin: in a mapped task group, the one of this task's map index
+            same_index = run_ids(context)[3] if mapped_group_ids(self) else None
+            if self.begin_task_id is not None and task_state(context, self.begin_task_id, same_index) == "skipped":
                 raise AirflowSkipException(f"{self.begin_task_id} was skipped: no transaction began, nothing to judge")
             raise AirflowFailException("no transaction began (the begin task did not succeed)")
         tid = require_tid(self.tid, self.task_id)
@@ -396,15 +399,18 @@ def default_outlet(conn_id: Any, task_id: object = None) -> AssetAlias:
     return commit_alias(conn_id)
 
 
-def task_state(context: Context, task_id: str) -> str | None:
-    """The state of task `task_id` in this DAG run (None when the task runner cannot say)."""
+def task_state(context: Context, task_id: str, map_index: int | None = None) -> str | None:
+    """The state of task `task_id` in this DAG run, of its map index `map_index` when given (None when the task
+    runner cannot say)."""
     ti = context["ti"]
     ask = getattr(ti, "get_task_states", None)
     if ask is None:  # pragma: no cover - a task runner without the Task SDK's state queries
         return None
     dag_id, run_id, _task, _map, _try = run_ids(context)
-    states = ask(dag_id=dag_id, task_ids=[task_id], run_ids=[run_id])
-    found = (states or {}).get(run_id, {}).get(task_id)
+    by_index = {} if map_index is None else {"map_index": map_index}
+    states = ask(dag_id=dag_id, task_ids=[task_id], run_ids=[run_id], **by_index)
+    key = task_id if map_index is None or map_index < 0 else f"{task_id}_{map_index}"  # the API's key of a map index
+    found = (states or {}).get(run_id, {}).get(key)
     return None if found is None else str(found)
 
 

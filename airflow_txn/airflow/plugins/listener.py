@@ -18,7 +18,7 @@ from airflow.listeners import hookimpl
 
 from airflow_txn.airflow.hooks.txn import DEFAULT_CONN_ID, TxnHook
 from airflow_txn.airflow.utils.hosted import run_hosted
-from airflow_txn.airflow.version_compat import load_serialized_dag, pull_run_xcoms
+from airflow_txn.airflow.version_compat import load_serialized_dag, mapped_group_ids, pull_run_xcoms
 
 log = logging.getLogger(__name__)
 
@@ -57,27 +57,19 @@ def rollback_run(dag: Any, dag_id: str, run_id: str, reason: str, failed_task_id
     return done
 
 
-def _mapped_groups(task: Any) -> list[str]:
-    """The ids of the mapped task groups `task` is in, innermost first ([] when it can't say)."""
-    try:
-        return [group.group_id for group in task.iter_mapped_task_groups()]
-    except Exception:  # a task object without its groups
-        return []
-
-
 def _same_mapped_group(dag: Any, begin: Any, failed_task_id: str | None) -> bool:
     """Whether the failed task is in the mapped task group `begin` is in: each map index of that group began its
     own transaction, and a task's failure concerns only its own map index's."""
     if failed_task_id is None:
         return False
-    begin_groups = _mapped_groups(begin)
+    begin_groups = mapped_group_ids(begin)
     if not begin_groups:
         return False
     try:
         failed = dag.get_task(failed_task_id)
     except Exception:  # not in this DAG's version: assume every map index's transaction is concerned
         return False
-    return begin_groups[0] in _mapped_groups(failed)
+    return begin_groups[0] in mapped_group_ids(failed)
 
 
 def _concerned(begins: Iterable[Any], failed_task_id: str | None) -> list[Any]:
