@@ -34,8 +34,10 @@ case "$MINOR" in
     3.1)  # and 3.1's fastapi cap keeps a starlette that imports anyio's deprecated BlockingPortal alias (anyio 4.15);
           # the newest common-compat provider imports BaseBranchOperator through 3.1's deprecated path; that anyio's
           # pytest plugin imports pytest 9.2's deprecated CallSpec2 alias (no test uses the plugin: not loaded); 3.1's
-          # execution API names starlette's HTTP_422_UNPROCESSABLE_ENTITY, deprecated since starlette 0.48
-        PINS=("sqlalchemy<2.1" "svcs<26" "anyio<4.15")
+          # execution API names starlette's HTTP_422_UNPROCESSABLE_ENTITY, deprecated since starlette 0.48; 3.1's
+          # get_fernet sets an attribute on cryptography's MultiFernet, a Rust class since cryptography 51: storing a
+          # connection with a Fernet key (the real-Airflow phase's POST /api/v2/connections) fails with AttributeError
+        PINS=("sqlalchemy<2.1" "svcs<26" "anyio<4.15" "cryptography<51")
         WARNINGS=(-p no:anyio
                   -W "ignore:The \`airflow.operators.branch.BaseBranchOperator\` attribute is deprecated:FutureWarning"
                   -W "ignore:'HTTP_422_UNPROCESSABLE_ENTITY' is deprecated:DeprecationWarning") ;;
