@@ -49,9 +49,12 @@ def rollback_run(dag: Any, dag_id: str, run_id: str, reason: str, failed_task_id
     done = []
     for begin in _concerned(begin_tasks(dag), failed_task_id):
         map_index = failed_map_index if _same_mapped_group(dag, begin, failed_task_id) else None
+        tids = pull_run_xcoms(dag_id, run_id, begin.task_id, task_instance, map_index)
+        if not tids:
+            continue
         conn_id = getattr(begin, "conn_id", None) or DEFAULT_CONN_ID
-        for tid in pull_run_xcoms(dag_id, run_id, begin.task_id, task_instance, map_index):
-            with TxnHook(conn_id=conn_id).warehouse() as wh:
+        with TxnHook(conn_id=conn_id).warehouse() as wh:  # one open for every map index's transaction
+            for tid in tids:
                 if roll_back_quietly(wh, str(tid), reason, log) == ROLLED_BACK:
                     done.append(str(tid))
     return done
